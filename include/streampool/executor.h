@@ -1,0 +1,83 @@
+// How streams run.
+//
+// The runtime decides *what* is ordered (vector clocks, in the ordering layer);
+// an Executor decides *when* work runs and reports what has completed. The
+// deterministic simulator is one executor; a pool of worker threads or an
+// adapter over a real device runtime's events are others. Pools never talk to
+// an executor: they ask the ordering layer, which asks the executor.
+#ifndef STREAMPOOL_EXECUTOR_H_
+#define STREAMPOOL_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+
+namespace streampool {
+
+// Dense index of a stream inside one runtime. Never reused while the runtime
+// lives.
+using StreamIndex = uint32_t;
+// Position of an op in its stream: the n-th op enqueued has position n (1-based;
+// position 0 means "before any op").
+using Position = uint64_t;
+// Nanoseconds: virtual for the simulator, steady-clock for real executors.
+using TimeNs = uint64_t;
+
+inline constexpr StreamIndex kNoStream = std::numeric_limits<StreamIndex>::max();
+
+enum class OpKind {
+  kKernel,        // a duration and declared accesses
+  kCopy,          // async copy: duration from the copy bandwidth
+  kFill,          // async memset
+  kHostFunc,      // a host callback
+  kRecord,        // event record (0 ns)
+  kWait,          // stream waits for an event's record (0 ns)
+  kInternalWait,  // a wait the pool inserted (reuse rule 5, 0 ns)
+  kMarker,        // alloc/free markers: the points the pool reasons about (0 ns)
+};
+
+struct OpDesc {
+  OpKind kind = OpKind::kMarker;
+  TimeNs duration_ns = 0;
+  // For kWait and kInternalWait: the op may not start before (wait_stream,
+  // wait_position) has completed.
+  StreamIndex wait_stream = kNoStream;
+  Position wait_position = 0;
+  // Runs on the host once the host observes the op complete (host functions,
+  // and the memory effect of copies and fills). Effects run in order of
+  // completion time, then enqueue order.
+  std::function<void()> effect;
+};
+
+// The contract every executor keeps:
+//  * Ops of one stream complete in position order.
+//  * An op with a wait point does not start before that point completes.
+//  * CompletedPosition never goes backwards, and a position it reports is
+//    really complete (all effects of ops up to it have run or run before the
+//    next observation returns).
+//  * WaitFor returns only when the position is complete.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Registers stream `s`; indices are handed out densely from 0.
+  virtual void AddStream(StreamIndex s) = 0;
+  // Enqueues `op` as position `position` of `s` (positions are consecutive).
+  // Returns the op's predicted completion time (exact for the simulator).
+  virtual TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) = 0;
+  // The highest position of `s` known complete now, without waiting.
+  virtual Position CompletedPosition(StreamIndex s) = 0;
+  // Blocks the host until (s, position) has completed; the simulator advances
+  // host time to its completion.
+  virtual void WaitFor(StreamIndex s, Position position) = 0;
+  // Host time now.
+  virtual TimeNs Now() const = 0;
+  // The host spends `ns` (the simulator advances virtual time).
+  virtual void HostAdvance(TimeNs ns) = 0;
+  // Runs the effects of every op that has completed by Now().
+  virtual void RunDueEffects() = 0;
+};
+
+}  // namespace streampool
+
+#endif  // STREAMPOOL_EXECUTOR_H_

@@ -1,0 +1,161 @@
+// The C++ API: a Runtime owns simulated devices, their streams, events and
+// memory pools, and serves stream-ordered allocations from them.
+//
+// Errors are absl::Status values whose codes map one to one onto the C API:
+//   kInvalidArgument    spErrorInvalidValue
+//   kResourceExhausted  spErrorMemoryAllocation
+//   kOutOfRange         spErrorInvalidDevice
+//   kPermissionDenied   spErrorPeerAccessUnsupported
+//   kNotFound           spErrorInvalidResourceHandle
+//   kUnavailable        spErrorNotReady
+//   kUnimplemented      spErrorNotSupported
+// A failed call changes nothing (a failed allocation counts one
+// failed_alloc_count). Every method is thread-safe. Handles are never reused,
+// so a destroyed one is always detected.
+#ifndef STREAMPOOL_RUNTIME_H_
+#define STREAMPOOL_RUNTIME_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "streampool/mem_pool.h"
+#include "streampool/pool_props.h"
+#include "streampool/streampool.h"
+
+namespace streampool {
+
+namespace internal {
+class RuntimeImpl;
+}
+
+enum class Backing {
+  kHost = 0,         // real, touchable memory
+  kAddressOnly = 1,  // address space reserved, never touched
+};
+
+struct RuntimeConfig {
+  // Simulated devices, 1..64.
+  int device_count = 1;
+  // Bytes per device shared by its pools' reservations and Malloc.
+  uint64_t device_capacity = uint64_t{1} << 30;
+  Backing backing = Backing::kHost;
+  // Virtual host time charged per API call.
+  uint64_t api_call_ns = 0;
+  // Bandwidth of async copies and fills (1 TB/s by default).
+  uint64_t copy_bytes_per_us = 1000000;
+};
+
+// Strong ids; value is the same number as the C API's opaque handle.
+struct StreamId {
+  uint64_t value = 0;
+  spStream_t c() const { return reinterpret_cast<spStream_t>(static_cast<uintptr_t>(value)); }
+};
+struct EventId {
+  uint64_t value = 0;
+  spEvent_t c() const { return reinterpret_cast<spEvent_t>(static_cast<uintptr_t>(value)); }
+};
+struct PoolId {
+  uint64_t value = 0;
+  spMemPool_t c() const { return reinterpret_cast<spMemPool_t>(static_cast<uintptr_t>(value)); }
+  friend bool operator==(PoolId a, PoolId b) { return a.value == b.value; }
+};
+
+struct Access {
+  const void* ptr = nullptr;
+  uint64_t size = 0;
+  bool write = false;
+};
+
+enum class PoolAttr {
+  kReuseFollowEventDependencies = 1,
+  kReuseAllowOpportunistic = 2,
+  kReuseAllowInternalDependencies = 3,
+  kReleaseThreshold = 4,
+  kReservedMemCurrent = 5,
+  kReservedMemHigh = 6,
+  kUsedMemCurrent = 7,
+  kUsedMemHigh = 8,
+};
+
+struct PointerAttributes {
+  int device = -1;      // the pool's device; -1 for pinned host memory
+  PoolId pool;          // value 0 for Malloc memory
+  void* base = nullptr; // start of the allocation
+  uint64_t size = 0;    // its requested size
+};
+
+// What the last allocation decided, for policy tests and benchmarks.
+struct AllocInfo {
+  void* ptr = nullptr;
+  ReuseRule rule = ReuseRule::kFresh;
+};
+
+class Runtime {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config = {});
+  // Wraps a runtime made through the C API (shares ownership with it).
+  static absl::StatusOr<std::unique_ptr<Runtime>> FromC(spRuntime_t rt);
+  // Destroys the runtime: everything it owns is freed.
+  ~Runtime();
+
+  spRuntime_t c() const;
+  const RuntimeConfig& config() const;
+
+  // Streams and events.
+  absl::StatusOr<StreamId> CreateStream(int device, bool non_blocking = false);
+  absl::Status DestroyStream(StreamId s);
+  absl::StatusOr<StreamId> LegacyStream(int device);
+  absl::Status StreamSynchronize(StreamId s);
+  absl::Status StreamQuery(StreamId s);  // kUnavailable while work is pending
+  absl::Status StreamWaitEvent(StreamId s, EventId e);
+  absl::StatusOr<EventId> CreateEvent();
+  absl::Status DestroyEvent(EventId e);
+  absl::Status RecordEvent(EventId e, StreamId s);
+  absl::Status EventSynchronize(EventId e);
+  absl::Status EventQuery(EventId e);
+  absl::StatusOr<float> EventElapsedMs(EventId start, EventId end);
+  absl::Status DeviceSynchronize(int device);
+
+  // Work.
+  absl::Status LaunchKernel(StreamId s, uint64_t duration_ns, absl::Span<const Access> accesses);
+  absl::Status LaunchHostFunc(StreamId s, std::function<void()> fn);
+  absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, StreamId s);
+  absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s);
+  absl::Status HostAdvance(uint64_t ns);
+  uint64_t HostNow() const;
+
+  // Memory.
+  absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, StreamId s);
+  absl::StatusOr<AllocInfo> MallocFromPoolAsync(uint64_t size, PoolId pool, StreamId s);
+  absl::Status FreeAsync(void* ptr, StreamId s);
+  absl::StatusOr<void*> Malloc(uint64_t size, int device);
+  absl::Status Free(void* ptr);
+  absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr) const;
+
+  // Pools.
+  absl::StatusOr<PoolId> CreatePool(const PoolProps& props);
+  absl::Status DestroyPool(PoolId pool);
+  absl::StatusOr<PoolId> DefaultPool(int device) const;
+  absl::StatusOr<PoolId> CurrentPool(int device) const;
+  absl::Status SetCurrentPool(int device, PoolId pool);
+  absl::Status SetPoolAttribute(PoolId pool, PoolAttr attr, uint64_t value);
+  absl::StatusOr<uint64_t> GetPoolAttribute(PoolId pool, PoolAttr attr) const;
+  absl::Status TrimTo(PoolId pool, uint64_t min_bytes_to_keep);
+  absl::StatusOr<PoolStats> GetPoolStats(PoolId pool) const;
+  // The pool's O(n) self-check (DESIGN.md invariants); an error names what broke.
+  absl::Status CheckPoolInvariants(PoolId pool) const;
+
+  internal::RuntimeImpl& impl() const { return *impl_; }
+
+ private:
+  explicit Runtime(std::shared_ptr<internal::RuntimeImpl> impl);
+  std::shared_ptr<internal::RuntimeImpl> impl_;
+};
+
+}  // namespace streampool
+
+#endif  // STREAMPOOL_RUNTIME_H_

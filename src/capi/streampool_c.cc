@@ -1,0 +1,459 @@
+// The C API: argument checks, handle decoding, and status -> spError_t. All
+// semantics live in RuntimeImpl; this file only translates.
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "src/runtime/handles.h"
+#include "src/runtime/registry.h"
+#include "src/runtime/runtime_impl.h"
+#include "streampool/streampool.h"
+
+namespace streampool::internal {
+namespace {
+
+spError_t ToError(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return spSuccess;
+    case absl::StatusCode::kInvalidArgument:
+      return spErrorInvalidValue;
+    case absl::StatusCode::kResourceExhausted:
+      return spErrorMemoryAllocation;
+    case absl::StatusCode::kOutOfRange:
+      return spErrorInvalidDevice;
+    case absl::StatusCode::kPermissionDenied:
+      return spErrorPeerAccessUnsupported;
+    case absl::StatusCode::kNotFound:
+      return spErrorInvalidResourceHandle;
+    case absl::StatusCode::kUnavailable:
+      return spErrorNotReady;
+    case absl::StatusCode::kUnimplemented:
+      return spErrorNotSupported;
+    default:
+      return spErrorInvalidValue;
+  }
+}
+
+template <typename H>
+uint64_t Value(H h) {
+  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
+}
+template <typename H>
+H ToHandle(uint64_t v) {
+  return reinterpret_cast<H>(static_cast<uintptr_t>(v));
+}
+
+// Resolves the runtime a handle belongs to, refusing calls from host
+// functions before any lock is taken.
+#define SP_RESOLVE(rt_var, handle)                                      \
+  if (InHostCallback()) return spErrorNotSupported;                     \
+  absl::StatusOr<std::shared_ptr<RuntimeImpl>> rt_var##_or =            \
+      RuntimeImpl::Find(Value(handle));                                 \
+  if (!rt_var##_or.ok()) return spErrorInvalidResourceHandle;           \
+  RuntimeImpl& rt_var = **rt_var##_or
+
+bool IsRuntimeHandle(uint64_t v) {
+  return KindOf(v) == HandleKind::kRuntime && ObjectIdOf(v) == 0;
+}
+
+}  // namespace
+}  // namespace streampool::internal
+
+using streampool::AllocInfo;
+using streampool::PoolAttr;
+using streampool::PoolProps;
+using streampool::internal::InHostCallback;
+using streampool::internal::IsRuntimeHandle;
+using streampool::internal::RuntimeImpl;
+using streampool::internal::ToError;
+using streampool::internal::ToHandle;
+using streampool::internal::Value;
+
+extern "C" {
+
+const char* spGetErrorName(spError_t e) {
+  switch (e) {
+    case spSuccess:
+      return "spSuccess";
+    case spErrorInvalidValue:
+      return "spErrorInvalidValue";
+    case spErrorMemoryAllocation:
+      return "spErrorMemoryAllocation";
+    case spErrorInvalidDevice:
+      return "spErrorInvalidDevice";
+    case spErrorPeerAccessUnsupported:
+      return "spErrorPeerAccessUnsupported";
+    case spErrorInvalidResourceHandle:
+      return "spErrorInvalidResourceHandle";
+    case spErrorNotReady:
+      return "spErrorNotReady";
+    case spErrorNotSupported:
+      return "spErrorNotSupported";
+  }
+  return "spErrorUnknown";
+}
+
+const char* spGetErrorString(spError_t e) {
+  switch (e) {
+    case spSuccess:
+      return "no error";
+    case spErrorInvalidValue:
+      return "an argument is NULL, out of range, or not a value this call accepts";
+    case spErrorMemoryAllocation:
+      return "the pool, device or upstream could not provide the memory requested";
+    case spErrorInvalidDevice:
+      return "the device index is out of range for this runtime";
+    case spErrorPeerAccessUnsupported:
+      return "the device cannot access memory of the peer device";
+    case spErrorInvalidResourceHandle:
+      return "the handle is NULL, destroyed, or belongs to another runtime";
+    case spErrorNotReady:
+      return "the work queried has not completed yet";
+    case spErrorNotSupported:
+      return "the operation is not supported here";
+  }
+  return "unknown error code";
+}
+
+void spRuntimeConfigInit(spRuntimeConfig* cfg) {
+  if (cfg == nullptr) return;
+  const streampool::RuntimeConfig d;
+  cfg->deviceCount = d.device_count;
+  cfg->deviceCapacity = d.device_capacity;
+  cfg->backing = spBackingHost;
+  cfg->apiCallNs = d.api_call_ns;
+  cfg->copyBytesPerUs = d.copy_bytes_per_us;
+}
+
+spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
+  if (InHostCallback()) return spErrorNotSupported;
+  if (rt == nullptr) return spErrorInvalidValue;
+  streampool::RuntimeConfig c;
+  if (cfg != nullptr) {
+    if (cfg->backing != spBackingHost && cfg->backing != spBackingAddressOnly) {
+      return spErrorInvalidValue;
+    }
+    c.device_count = cfg->deviceCount;
+    c.device_capacity = cfg->deviceCapacity;
+    c.backing = static_cast<streampool::Backing>(cfg->backing);
+    c.api_call_ns = cfg->apiCallNs;
+    c.copy_bytes_per_us = cfg->copyBytesPerUs;
+  }
+  auto r = RuntimeImpl::Create(c);
+  if (!r.ok()) return ToError(r.status());
+  *rt = ToHandle<spRuntime_t>((*r)->handle());
+  return spSuccess;
+}
+
+spError_t spRuntimeDestroy(spRuntime_t rt) {
+  return ToError(RuntimeImpl::Destroy(Value(rt)));
+}
+
+// ---------------------------------------------------------------- streams
+
+spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags) {
+  if (InHostCallback()) return spErrorNotSupported;
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (s == nullptr) return spErrorInvalidValue;
+  if (flags != spStreamDefault && flags != spStreamNonBlocking) return spErrorInvalidValue;
+  auto h = r.CreateStream(device, flags == spStreamNonBlocking);
+  if (!h.ok()) return ToError(h.status());
+  *s = ToHandle<spStream_t>(*h);
+  return spSuccess;
+}
+
+spError_t spStreamDestroy(spStream_t s) {
+  SP_RESOLVE(r, s);
+  return ToError(r.DestroyStream(Value(s)));
+}
+
+spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (s == nullptr) return spErrorInvalidValue;
+  auto h = r.LegacyStream(device);
+  if (!h.ok()) return ToError(h.status());
+  *s = ToHandle<spStream_t>(*h);
+  return spSuccess;
+}
+
+spError_t spStreamSynchronize(spStream_t s) {
+  SP_RESOLVE(r, s);
+  return ToError(r.StreamSynchronize(Value(s)));
+}
+
+spError_t spStreamQuery(spStream_t s) {
+  SP_RESOLVE(r, s);
+  return ToError(r.StreamQuery(Value(s)));
+}
+
+spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) {
+  SP_RESOLVE(r, s);
+  return ToError(r.StreamWaitEvent(Value(s), Value(e)));
+}
+
+// ----------------------------------------------------------------- events
+
+spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (e == nullptr) return spErrorInvalidValue;
+  auto h = r.CreateEvent();
+  if (!h.ok()) return ToError(h.status());
+  *e = ToHandle<spEvent_t>(*h);
+  return spSuccess;
+}
+
+spError_t spEventDestroy(spEvent_t e) {
+  SP_RESOLVE(r, e);
+  return ToError(r.DestroyEvent(Value(e)));
+}
+
+spError_t spEventRecord(spEvent_t e, spStream_t s) {
+  SP_RESOLVE(r, e);
+  return ToError(r.RecordEvent(Value(e), Value(s)));
+}
+
+spError_t spEventSynchronize(spEvent_t e) {
+  SP_RESOLVE(r, e);
+  return ToError(r.EventSynchronize(Value(e)));
+}
+
+spError_t spEventQuery(spEvent_t e) {
+  SP_RESOLVE(r, e);
+  return ToError(r.EventQuery(Value(e)));
+}
+
+spError_t spDeviceSynchronize(spRuntime_t rt, int device) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  return ToError(r.DeviceSynchronize(device));
+}
+
+spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) {
+  SP_RESOLVE(r, start);
+  if (ms == nullptr) return spErrorInvalidValue;
+  auto v = r.EventElapsedMs(Value(start), Value(end));
+  if (!v.ok()) return ToError(v.status());
+  *ms = *v;
+  return spSuccess;
+}
+
+// ------------------------------------------------------------------- work
+
+spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* accesses,
+                         size_t count) {
+  SP_RESOLVE(r, s);
+  if (count != 0 && accesses == nullptr) return spErrorInvalidValue;
+  std::vector<streampool::Access> acc(count);
+  for (size_t i = 0; i < count; ++i) {
+    acc[i] = streampool::Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
+  }
+  return ToError(r.LaunchKernel(Value(s), durationNs, acc));
+}
+
+spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) {
+  SP_RESOLVE(r, s);
+  if (fn == nullptr) return spErrorInvalidValue;
+  return ToError(r.LaunchHostFunc(Value(s), [fn, userData]() { fn(userData); }));
+}
+
+spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  return ToError(r.HostAdvance(ns));
+}
+
+spError_t spHostNow(spRuntime_t rt, uint64_t* ns) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (ns == nullptr) return spErrorInvalidValue;
+  *ns = r.HostNow();
+  return spSuccess;
+}
+
+spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) {
+  SP_RESOLVE(r, s);
+  return ToError(r.MemcpyAsync(dst, src, bytes, Value(s)));
+}
+
+spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) {
+  SP_RESOLVE(r, s);
+  return ToError(r.MemsetAsync(dst, value, bytes, Value(s)));
+}
+
+// ----------------------------------------------------------------- memory
+
+spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) {
+  SP_RESOLVE(r, s);
+  if (ptr == nullptr) return spErrorInvalidValue;
+  auto a = r.MallocAsync(size, 0, Value(s));
+  *ptr = a.ok() ? a->ptr : nullptr;
+  return ToError(a.status());
+}
+
+spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s) {
+  SP_RESOLVE(r, s);
+  if (ptr == nullptr) return spErrorInvalidValue;
+  if (pool == nullptr) return spErrorInvalidResourceHandle;
+  auto a = r.MallocAsync(size, Value(pool), Value(s));
+  *ptr = a.ok() ? a->ptr : nullptr;
+  return ToError(a.status());
+}
+
+spError_t spFreeAsync(void* ptr, spStream_t s) {
+  SP_RESOLVE(r, s);
+  return ToError(r.FreeAsync(ptr, Value(s)));
+}
+
+spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (ptr == nullptr) return spErrorInvalidValue;
+  auto p = r.Malloc(size, device);
+  *ptr = p.ok() ? *p : nullptr;
+  return ToError(p.status());
+}
+
+spError_t spFree(spRuntime_t rt, void* ptr) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  return ToError(r.Free(ptr));
+}
+
+spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) {
+  if (InHostCallback()) return spErrorNotSupported;
+  if (attr == nullptr || ptr == nullptr) return spErrorInvalidValue;
+  const uint32_t owner =
+      streampool::internal::Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(ptr));
+  if (owner == 0) return spErrorInvalidValue;
+  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Registry::Get().Find(owner);
+  if (rt == nullptr) return spErrorInvalidValue;
+  auto a = rt->GetPointerAttributes(ptr);
+  if (!a.ok()) return ToError(a.status());
+  attr->device = a->device;
+  attr->pool = a->pool.value == 0 ? nullptr : ToHandle<spMemPool_t>(a->pool.value);
+  attr->base = a->base;
+  attr->size = a->size;
+  return spSuccess;
+}
+
+// ------------------------------------------------------------------ pools
+
+spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
+  if (props->allocType < spMemAllocationTypeDevice || props->allocType > spMemAllocationTypeDvpp) {
+    return spErrorInvalidValue;
+  }
+  if (props->pagePolicy < spPageHugeFirst || props->pagePolicy > spPageNormalOnly) {
+    return spErrorInvalidValue;
+  }
+  PoolProps p;
+  p.alloc_type = static_cast<streampool::AllocationType>(props->allocType);
+  p.device = props->device;
+  p.max_size = props->maxSize;
+  p.page_policy = static_cast<streampool::PagePolicy>(props->pagePolicy);
+  p.handle_types = props->handleTypes;
+  auto h = r.CreatePool(p);
+  if (!h.ok()) return ToError(h.status());
+  *pool = ToHandle<spMemPool_t>(*h);
+  return spSuccess;
+}
+
+spError_t spMemPoolDestroy(spMemPool_t pool) {
+  SP_RESOLVE(r, pool);
+  return ToError(r.DestroyPool(Value(pool)));
+}
+
+spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (pool == nullptr) return spErrorInvalidValue;
+  auto h = r.DefaultPool(device);
+  if (!h.ok()) return ToError(h.status());
+  *pool = ToHandle<spMemPool_t>(*h);
+  return spSuccess;
+}
+
+spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  return ToError(r.SetCurrentPool(device, Value(pool)));
+}
+
+spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (pool == nullptr) return spErrorInvalidValue;
+  auto h = r.CurrentPool(device);
+  if (!h.ok()) return ToError(h.status());
+  *pool = ToHandle<spMemPool_t>(*h);
+  return spSuccess;
+}
+
+spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value) {
+  SP_RESOLVE(r, pool);
+  if (value == nullptr) return spErrorInvalidValue;
+  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrUsedMemHigh) {
+    return spErrorInvalidValue;
+  }
+  const uint64_t v = attr <= spMemPoolReuseAllowInternalDependencies
+                         ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
+                         : *static_cast<uint64_t*>(value);
+  return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
+}
+
+spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value) {
+  SP_RESOLVE(r, pool);
+  if (value == nullptr) return spErrorInvalidValue;
+  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrUsedMemHigh) {
+    return spErrorInvalidValue;
+  }
+  auto v = r.GetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr));
+  if (!v.ok()) return ToError(v.status());
+  if (attr <= spMemPoolReuseAllowInternalDependencies) {
+    *static_cast<int*>(value) = static_cast<int>(*v);
+  } else {
+    *static_cast<uint64_t*>(value) = *v;
+  }
+  return spSuccess;
+}
+
+spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) {
+  SP_RESOLVE(r, pool);
+  return ToError(r.TrimTo(Value(pool), minBytesToKeep));
+}
+
+spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) {
+  SP_RESOLVE(r, pool);
+  if (stats == nullptr) return spErrorInvalidValue;
+  auto s = r.GetPoolStats(Value(pool));
+  if (!s.ok()) return ToError(s.status());
+  stats->reservedBytes = s->reserved_bytes;
+  stats->reservedHigh = s->reserved_high;
+  stats->usedBytes = s->used_bytes;
+  stats->usedHigh = s->used_high;
+  stats->allocCount = s->alloc_count;
+  stats->freeCount = s->free_count;
+  stats->failedAllocCount = s->failed_alloc_count;
+  stats->reuseSameStream = s->reuse_same_stream;
+  stats->reuseEventDependency = s->reuse_event_dependency;
+  stats->reuseOpportunistic = s->reuse_opportunistic;
+  stats->reuseAfterSync = s->reuse_after_sync;
+  stats->reuseInternalDependency = s->reuse_internal_dependency;
+  stats->waitsInserted = s->waits_inserted;
+  stats->upstreamMaps = s->upstream_maps;
+  stats->upstreamUnmaps = s->upstream_unmaps;
+  stats->hugePageBytes = s->huge_page_bytes;
+  stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
+  stats->normalPageBytes = s->normal_page_bytes;
+  stats->largestFreeBlock = s->largest_free_block;
+  return spSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,76 @@
+#include "src/ordering/ordering.h"
+
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+StreamIndex Ordering::AddStream(int device, StreamKind kind) {
+  SP_CHECK(device >= 0);
+  const StreamIndex s = static_cast<StreamIndex>(streams_.size());
+  streams_.push_back(StreamState{device, kind});
+  if (kind == StreamKind::kLegacy) {
+    if (legacy_by_device_.size() <= static_cast<size_t>(device)) {
+      legacy_by_device_.resize(device + 1, kNoStream);
+    }
+    SP_CHECK(legacy_by_device_[device] == kNoStream);
+    legacy_by_device_[device] = s;
+  }
+  return s;
+}
+
+StreamIndex Ordering::LegacyOf(int device) const {
+  return static_cast<size_t>(device) < legacy_by_device_.size() ? legacy_by_device_[device]
+                                                                : kNoStream;
+}
+
+Position Ordering::Enqueue(StreamIndex s) {
+  SP_DCHECK(s < streams_.size());
+  StreamState& st = streams_[s];
+  if (st.kind == StreamKind::kLegacy) {
+    // The legacy stream's op waits for all prior work of every blocking
+    // stream of its device (destroyed ones included: their work still runs).
+    for (StreamIndex b = 0; b < streams_.size(); ++b) {
+      const StreamState& other = streams_[b];
+      if (b == s || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
+      if (other.pos > st.clock.Get(b)) st.clock.Join(other.clock);
+    }
+  } else if (st.kind == StreamKind::kBlocking) {
+    const StreamIndex legacy = LegacyOf(st.device);
+    if (legacy != kNoStream && streams_[legacy].pos > st.legacy_seen) {
+      st.clock.Join(streams_[legacy].clock);
+      st.legacy_seen = streams_[legacy].pos;
+    }
+  }
+  ++st.pos;
+  st.clock.Raise(s, st.pos);
+  return st.pos;
+}
+
+void Ordering::JoinInto(StreamIndex s, const VectorClock& snapshot) {
+  streams_[s].clock.Join(snapshot);
+}
+
+void Ordering::OrderAfterPoint(StreamIndex s, StreamIndex on, Position at) {
+  // Only the one component is known without keeping every op's clock; the
+  // missing transitive entries make later reuse decisions conservative, never
+  // unsafe.
+  streams_[s].clock.Raise(on, at);
+}
+
+Position Ordering::OrderedAfter(StreamIndex t, StreamIndex s) const {
+  const StreamState& st = streams_[t];
+  Position known = st.clock.Get(s);
+  if (st.kind == StreamKind::kLegacy) {
+    for (StreamIndex b = 0; b < streams_.size(); ++b) {
+      const StreamState& other = streams_[b];
+      if (b == t || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
+      known = std::max(known, other.clock.Get(s));
+    }
+  } else if (st.kind == StreamKind::kBlocking) {
+    const StreamIndex legacy = LegacyOf(st.device);
+    if (legacy != kNoStream) known = std::max(known, streams_[legacy].clock.Get(s));
+  }
+  return known;
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,81 @@
+// The ordering core: stream positions, vector clocks, events as clock
+// snapshots, the legacy default stream, and what synchronize calls have
+// proven complete.
+//
+//   pos(S)    ops enqueued on S so far; the n-th op has position n.
+//   VC(S)     for each R, the highest position of R that every future op of S
+//             is ordered after; VC(S)[S] == pos(S).
+//   done      for each R, the highest position of R proven complete.
+//
+// Happens-before of a free point (S, f) and the next op of T is the O(1) test
+// VC(T)[S] >= f. Because clocks are joined whole, they are transitively
+// closed: proving (S, p) complete proves (R, VC_p(S)[R]) for every R by one
+// join into `done`.
+#ifndef STREAMPOOL_SRC_ORDERING_ORDERING_H_
+#define STREAMPOOL_SRC_ORDERING_ORDERING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "src/ordering/vector_clock.h"
+#include "streampool/executor.h"
+
+namespace streampool::internal {
+
+enum class StreamKind {
+  kBlocking,     // synchronizes with the device's legacy stream
+  kNonBlocking,  // opts out of legacy-stream ordering
+  kLegacy,       // the device's default (null) stream
+};
+
+class Ordering {
+ public:
+  StreamIndex AddStream(int device, StreamKind kind);
+  size_t stream_count() const { return streams_.size(); }
+  int device(StreamIndex s) const { return streams_[s].device; }
+  StreamKind kind(StreamIndex s) const { return streams_[s].kind; }
+
+  // Appends one op to `s`, applying legacy-stream ordering, and returns its
+  // position.
+  Position Enqueue(StreamIndex s);
+  // Joins `snapshot` into VC(s): the op just enqueued on `s` (a wait) and
+  // everything after it are ordered after the snapshot.
+  void JoinInto(StreamIndex s, const VectorClock& snapshot);
+  // Orders s after the single point (on, at): an inserted internal wait.
+  void OrderAfterPoint(StreamIndex s, StreamIndex on, Position at);
+
+  Position pos(StreamIndex s) const { return streams_[s].pos; }
+  const VectorClock& clock(StreamIndex s) const { return streams_[s].clock; }
+  // VC(t)[s] for t's next op, including the legacy-stream join that op would
+  // make. Used by the pool before the op exists.
+  Position OrderedAfter(StreamIndex t, StreamIndex s) const;
+  bool HappensBefore(StreamIndex s, Position f, StreamIndex t) const {
+    return s == t ? f <= pos(t) : OrderedAfter(t, s) >= f;
+  }
+
+  // Records that everything `proof` covers has completed.
+  void MarkComplete(const VectorClock& proof) { done_.Join(proof); }
+  Position done(StreamIndex s) const { return done_.Get(s); }
+  const VectorClock& done() const { return done_; }
+
+ private:
+  struct StreamState {
+    int device;
+    StreamKind kind;
+    Position pos = 0;
+    VectorClock clock;
+    // pos(legacy) last joined, so that ordinary ops skip the O(#streams) join
+    // while the legacy stream is idle.
+    Position legacy_seen = 0;
+  };
+
+  StreamIndex LegacyOf(int device) const;
+
+  std::vector<StreamState> streams_;
+  std::vector<StreamIndex> legacy_by_device_;  // kNoStream where none yet
+  VectorClock done_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_ORDERING_ORDERING_H_

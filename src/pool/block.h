@@ -1,0 +1,113 @@
+// Blocks and chunks: the pool's unit of carving and the unit of release.
+//
+// A chunk is one upstream mapping; its blocks tile it exactly, linked in
+// address order. A block is in one of three states:
+//
+//   LIVE               handed out; in no index.
+//   READY              reusable by any stream; in the pool's ready index.
+//   PENDING(S, f)      freed on stream S at position f; reusable by S at once,
+//                      by others only under the reuse policies; in S's index.
+//
+// Invariants (MemPool::CheckInvariants):
+//   Σ block sizes of a chunk == chunk size, blocks contiguous in address order;
+//   no two adjacent READY blocks; no two adjacent PENDING blocks of one stream;
+//   a PENDING block has a non-zero stamp, any other block stamp 0.
+#ifndef STREAMPOOL_SRC_POOL_BLOCK_H_
+#define STREAMPOOL_SRC_POOL_BLOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "src/pool/size_index.h"
+#include "streampool/executor.h"
+#include "streampool/physical_memory.h"
+
+namespace streampool::internal {
+
+struct Chunk;
+
+enum class BlockState : uint8_t { kLive, kReady, kPending };
+
+struct Block {
+  // First member, so that an index node converts back to its block.
+  SizeIndexNode node;
+  Chunk* chunk = nullptr;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  BlockState state = BlockState::kReady;
+  // Holds bytes handed out before: a READY dirty block serves reuseAfterSync,
+  // a clean one fresh memory.
+  bool dirty = false;
+  // PENDING: the freeing stream. LIVE: the allocating stream.
+  StreamIndex stream = kNoStream;
+  Position free_pos = 0;
+  // Host order of the FreeAsync that made it pending (reuse rule 5).
+  uint64_t free_seq = 0;
+  // Unique per pending incarnation, 0 otherwise: lets queue entries that
+  // outlived a merge or a reuse be recognised as stale.
+  uint64_t stamp = 0;
+  // LIVE: the size the caller asked for.
+  uint64_t requested = 0;
+
+  uint64_t size() const { return node.size; }
+  uintptr_t addr() const { return node.addr; }
+  uintptr_t end() const { return node.addr + node.size; }
+  static Block* FromNode(SizeIndexNode* n) { return reinterpret_cast<Block*>(n); }
+};
+static_assert(offsetof(Block, node) == 0);
+
+struct Chunk {
+  Mapping mapping;
+  uint64_t id = 0;
+  Block* first = nullptr;
+  // Intrusive list of chunks that are one READY block (releasable).
+  Chunk* prev_free = nullptr;
+  Chunk* next_free = nullptr;
+  bool in_free_list = false;
+
+  uintptr_t base() const { return reinterpret_cast<uintptr_t>(mapping.base); }
+  uint64_t size() const { return mapping.size; }
+};
+
+// Block objects come from slabs and go back to a free list, never to the
+// system: the steady state allocates nothing, and a stale queue entry may
+// still read a recycled block's stamp safely.
+class BlockArena {
+ public:
+  Block* New() {
+    if (free_ == nullptr) Refill();
+    Block* b = free_;
+    free_ = b->next;
+    *b = Block{};
+    ++live_;
+    return b;
+  }
+  void Delete(Block* b) {
+    b->stamp = 0;
+    b->state = BlockState::kReady;
+    b->next = free_;
+    free_ = b;
+    --live_;
+  }
+  size_t live() const { return live_; }
+
+ private:
+  static constexpr size_t kSlab = 256;
+  void Refill() {
+    slabs_.push_back(std::make_unique<Block[]>(kSlab));
+    Block* slab = slabs_.back().get();
+    for (size_t i = 0; i < kSlab; ++i) {
+      slab[i].next = free_;
+      free_ = &slab[i];
+    }
+  }
+  std::vector<std::unique_ptr<Block[]>> slabs_;
+  Block* free_ = nullptr;
+  size_t live_ = 0;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_POOL_BLOCK_H_

@@ -1,0 +1,211 @@
+// MemPool: a stream-ordered pool over one upstream.
+//
+// Serving Allocate(size) on stream T (DESIGN.md "Serving MallocAsync"):
+//   1. T's own PENDING blocks and READY blocks, best fit;
+//   2. ReuseFollowEventDependencies: PENDING(S, f) with f <= VC(T)[S];
+//   3. ReuseAllowOpportunistic: PENDING(S, f) with (S, f) observed complete;
+//   4. grow by ALIGN_UP(rule size, 2 MiB) within max_size and the device;
+//   5. ReuseAllowInternalDependencies: the PENDING block of another stream
+//      whose FreeAsync came first, after inserting a wait of T on its free;
+//   6. fail, changing nothing but failed_alloc_count.
+// Best fit is exact (smallest size, then lowest address) for rules 1 and 4,
+// and for rules 2 and 3 whenever every pending free of the candidate stream is
+// eligible; otherwise rules 2 and 3 examine at most kCrossStreamProbes blocks
+// per stream, in best-fit order, so an allocation's cost stays bounded however
+// many frees other streams have pending.
+//
+// Thread safety: none here; the owning runtime serializes calls.
+#ifndef STREAMPOOL_SRC_POOL_MEM_POOL_H_
+#define STREAMPOOL_SRC_POOL_MEM_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "src/ordering/oracle.h"
+#include "src/ordering/vector_clock.h"
+#include "src/pool/block.h"
+#include "src/pool/size_index.h"
+#include "src/util/ring.h"
+#include "streampool/mem_pool.h"
+#include "streampool/physical_memory.h"
+#include "streampool/pool_props.h"
+
+namespace streampool::internal {
+
+// Bytes of one device shared by its pools and synchronous allocations.
+class DeviceBudget {
+ public:
+  explicit DeviceBudget(uint64_t capacity) : capacity_(capacity) {}
+  bool TryReserve(uint64_t bytes) {
+    if (bytes > capacity_ - used_) return false;
+    used_ += bytes;
+    return true;
+  }
+  void Release(uint64_t bytes) { used_ -= bytes; }
+  uint64_t capacity() const { return capacity_; }
+  uint64_t used() const { return used_; }
+
+ private:
+  uint64_t capacity_;
+  uint64_t used_ = 0;
+};
+
+// How requests become block sizes.
+struct SizeRule {
+  enum class Kind {
+    kRound,  // ALIGN_UP(len, granule)
+    kAcl,    // ALIGN_UP(len, 32) + 32, aclrtMalloc's rule
+    kDvpp,   // ALIGN_UP(ALIGN_UP(len, 32) + 32, 128)
+  };
+  Kind kind = Kind::kRound;
+  // Block starts and sizes are multiples of it (a power of two >= 32).
+  uint64_t granule = 256;
+
+  // The rule size of a request, or nullopt when it cannot be represented.
+  std::optional<uint64_t> Apply(uint64_t len) const;
+};
+
+class MemPool {
+ public:
+  // Cross-stream candidates examined per stream by rules 2 and 3 when only
+  // part of that stream's pending frees are eligible. 32 keeps a miss cheap
+  // (a few hundred ns) while typical producer/consumer patterns, whose
+  // eligible frees are the oldest and hence usually fit first, still hit.
+  static constexpr size_t kCrossStreamProbes = 32;
+
+  struct Allocation {
+    Block* block;
+    ReuseRule rule;
+  };
+
+  MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size, PhysicalMemory* upstream,
+          DeviceBudget* budget);
+  ~MemPool();  // returns every chunk to the upstream
+  MemPool(const MemPool&) = delete;
+  MemPool& operator=(const MemPool&) = delete;
+
+  // size > 0. On failure nothing changes except failed_alloc_count.
+  absl::StatusOr<Allocation> Allocate(uint64_t size, OrderOracle& oracle);
+  // The rule size `size` would occupy (for callers that check before acting).
+  std::optional<uint64_t> RuleSize(uint64_t size) const { return rule_.Apply(size); }
+  // LIVE -> PENDING(s, f).
+  void FreeAsync(Block* block, StreamIndex s, Position f);
+  // LIVE -> READY at once (spFree: the caller promises all access completed).
+  void FreeNow(Block* block);
+  // Every PENDING(S, f) with f <= done[S] becomes READY.
+  void Promote(const VectorClock& done);
+  // Releases wholly free READY chunks while reserved > bound, skipping any
+  // whose release would take reserved below bound.
+  void Release(uint64_t bound);
+  void ReleaseAtSync() { Release(release_threshold_); }
+
+  // The LIVE block containing addr, or nullptr.
+  Block* LiveBlockContaining(uintptr_t addr) const;
+  // Whether addr lies in any chunk of this pool.
+  bool Owns(uintptr_t addr) const;
+
+  const PoolProps& props() const { return props_; }
+  uint64_t granule() const { return rule_.granule; }
+  bool touchable() const { return upstream_->touchable(); }
+  uint64_t reserved() const { return reserved_; }
+  uint64_t used() const { return used_; }
+  bool has_live_or_pending() const { return live_blocks_ > 0 || pending_blocks_ > 0; }
+
+  // Attributes.
+  bool reuse_follow_event_dependencies() const { return follow_events_; }
+  bool reuse_allow_opportunistic() const { return opportunistic_; }
+  bool reuse_allow_internal_dependencies() const { return internal_deps_; }
+  void set_reuse_follow_event_dependencies(bool on) { follow_events_ = on; }
+  void set_reuse_allow_opportunistic(bool on) { opportunistic_ = on; }
+  void set_reuse_allow_internal_dependencies(bool on) { internal_deps_ = on; }
+  uint64_t release_threshold() const { return release_threshold_; }
+  void set_release_threshold(uint64_t v) { release_threshold_ = v; }
+  uint64_t reserved_high() const { return stats_.reserved_high; }
+  uint64_t used_high() const { return stats_.used_high; }
+  void ResetReservedHigh() { stats_.reserved_high = reserved_; }
+  void ResetUsedHigh() { stats_.used_high = used_; }
+
+  PoolStats Stats() const;
+  // O(blocks) walk of every invariant in block.h plus
+  //   reserved == Σ chunk sizes, used == Σ LIVE block sizes,
+  //   every free block in exactly the index its state names.
+  bool CheckInvariants() const;
+
+ private:
+  struct QueueEntry {
+    Position f;
+    uint64_t stamp;
+    Block* block;
+  };
+  // One stream's pending frees in this pool.
+  struct StreamFrees {
+    SizeIndex index;
+    // Every pending incarnation in free order (so f ascends); entries whose
+    // block has since been merged or reused are stale and skipped.
+    Ring<QueueEntry> queue;
+    Position max_f = 0;
+    bool active = false;
+  };
+
+  StreamFrees& FreesOf(StreamIndex s);
+  bool IsValid(const QueueEntry& e) const {
+    return e.block->state == BlockState::kPending && e.block->stamp == e.stamp;
+  }
+  // Best candidate of `s` for rules 2/3 with free points <= bound.
+  Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
+  Block* FindForInternalDependency(StreamIndex t, uint64_t size);
+  Block* Grow(uint64_t size);
+
+  void InsertFree(Block* b);
+  void RemoveFree(Block* b);
+  void MakePending(Block* b, StreamIndex s, Position f, uint64_t seq);
+  void MakeReady(Block* b);
+  // a absorbs its right neighbour b.
+  void Absorb(Block* a, Block* b);
+  Block* Carve(Block* b, uint64_t size);
+  void UnmapChunk(Chunk* c);
+  void LinkFreeChunk(Chunk* c);
+  void UnlinkFreeChunk(Chunk* c);
+  void Activate(StreamIndex s);
+  void CompactQueue(StreamFrees& frees);
+  static bool Better(const Block* a, const Block* b) {
+    return b == nullptr ||
+           (a != nullptr && (a->size() != b->size() ? a->size() < b->size() : a->addr() < b->addr()));
+  }
+
+  const PoolProps props_;
+  const SizeRule rule_;
+  const uint64_t max_size_;
+  PhysicalMemory* const upstream_;
+  DeviceBudget* const budget_;
+
+  bool follow_events_;
+  bool opportunistic_;
+  bool internal_deps_;
+  uint64_t release_threshold_;
+
+  BlockArena arena_;
+  SizeIndex ready_;
+  std::vector<std::unique_ptr<StreamFrees>> frees_;  // by StreamIndex
+  std::vector<StreamIndex> active_;                  // streams with pending frees
+  absl::btree_map<uintptr_t, Chunk*> chunks_;        // by base address
+  Chunk* free_chunks_ = nullptr;
+  std::vector<Chunk*> release_scratch_;
+
+  uint64_t reserved_ = 0;
+  uint64_t used_ = 0;
+  uint64_t live_blocks_ = 0;
+  uint64_t pending_blocks_ = 0;
+  uint64_t next_chunk_id_ = 1;
+  uint64_t next_stamp_ = 1;
+  uint64_t next_free_seq_ = 1;
+  PoolStats stats_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_POOL_MEM_POOL_H_

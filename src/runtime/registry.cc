@@ -1,0 +1,57 @@
+#include "src/runtime/registry.h"
+
+#include "src/runtime/handles.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+Registry& Registry::Get() {
+  static Registry* const registry = new Registry;  // never destroyed: used at exit
+  return *registry;
+}
+
+uint32_t Registry::NextRuntimeId() {
+  absl::MutexLock lock(&mu_);
+  if (next_id_ > kMaxRuntimeId) return 0;
+  return next_id_++;
+}
+
+void Registry::Add(uint32_t id, std::shared_ptr<RuntimeImpl> rt) {
+  absl::MutexLock lock(&mu_);
+  SP_CHECK(runtimes_.emplace(id, std::move(rt)).second);
+}
+
+std::shared_ptr<RuntimeImpl> Registry::Remove(uint32_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = runtimes_.find(id);
+  if (it == runtimes_.end()) return nullptr;
+  std::shared_ptr<RuntimeImpl> rt = std::move(it->second);
+  runtimes_.erase(it);
+  return rt;
+}
+
+std::shared_ptr<RuntimeImpl> Registry::Find(uint32_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = runtimes_.find(id);
+  return it == runtimes_.end() ? nullptr : it->second;
+}
+
+void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id) {
+  absl::MutexLock lock(&mu_);
+  ranges_[base] = Range{base + size, runtime_id};
+}
+
+void Registry::RemoveRange(uintptr_t base) {
+  absl::MutexLock lock(&mu_);
+  ranges_.erase(base);
+}
+
+uint32_t Registry::RuntimeOwning(uintptr_t addr) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = ranges_.upper_bound(addr);
+  if (it == ranges_.begin()) return 0;
+  --it;
+  return addr < it->second.end ? it->second.runtime_id : 0;
+}
+
+}  // namespace streampool::internal

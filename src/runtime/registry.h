@@ -1,0 +1,48 @@
+// Process-wide tables: live runtimes by id, and the address ranges each
+// runtime has mapped (so a bare pointer, as spPointerGetAttributes gets, finds
+// its runtime).
+#ifndef STREAMPOOL_SRC_RUNTIME_REGISTRY_H_
+#define STREAMPOOL_SRC_RUNTIME_REGISTRY_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace streampool::internal {
+
+class RuntimeImpl;
+
+class Registry {
+ public:
+  static Registry& Get();
+
+  // A fresh runtime id, or 0 when ids are exhausted.
+  uint32_t NextRuntimeId();
+  void Add(uint32_t id, std::shared_ptr<RuntimeImpl> rt);
+  // Removes and returns the runtime (null if absent).
+  std::shared_ptr<RuntimeImpl> Remove(uint32_t id);
+  std::shared_ptr<RuntimeImpl> Find(uint32_t id) const;
+
+  void AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id);
+  void RemoveRange(uintptr_t base);
+  // The runtime whose range contains addr, or 0.
+  uint32_t RuntimeOwning(uintptr_t addr) const;
+
+ private:
+  struct Range {
+    uintptr_t end;
+    uint32_t runtime_id;
+  };
+  mutable absl::Mutex mu_;
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint32_t, std::shared_ptr<RuntimeImpl>> runtimes_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<uintptr_t, Range> ranges_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_RUNTIME_REGISTRY_H_

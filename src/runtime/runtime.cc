@@ -1,0 +1,141 @@
+// streampool::Runtime forwards to RuntimeImpl; handles are the same numbers
+// the C API uses, so the two APIs can be mixed on one runtime.
+#include "streampool/runtime.h"
+
+#include <utility>
+
+#include "src/runtime/handles.h"
+#include "src/runtime/runtime_impl.h"
+
+namespace streampool {
+
+using internal::RuntimeImpl;
+
+Runtime::Runtime(std::shared_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config) {
+  absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(config);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Runtime>(new Runtime(*std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::FromC(spRuntime_t rt) {
+  const auto h = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(rt));
+  if (internal::KindOf(h) != internal::HandleKind::kRuntime) {
+    return absl::NotFoundError("not a runtime handle");
+  }
+  absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl = RuntimeImpl::Find(h);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Runtime>(new Runtime(*std::move(impl)));
+}
+
+Runtime::~Runtime() {
+  // Destroying a runtime that the C API already destroyed is a no-op.
+  RuntimeImpl::Destroy(impl_->handle()).IgnoreError();
+}
+
+spRuntime_t Runtime::c() const {
+  return reinterpret_cast<spRuntime_t>(static_cast<uintptr_t>(impl_->handle()));
+}
+const RuntimeConfig& Runtime::config() const { return impl_->config(); }
+
+absl::StatusOr<StreamId> Runtime::CreateStream(int device, bool non_blocking) {
+  auto h = impl_->CreateStream(device, non_blocking);
+  if (!h.ok()) return h.status();
+  return StreamId{*h};
+}
+absl::Status Runtime::DestroyStream(StreamId s) { return impl_->DestroyStream(s.value); }
+absl::StatusOr<StreamId> Runtime::LegacyStream(int device) {
+  auto h = impl_->LegacyStream(device);
+  if (!h.ok()) return h.status();
+  return StreamId{*h};
+}
+absl::Status Runtime::StreamSynchronize(StreamId s) { return impl_->StreamSynchronize(s.value); }
+absl::Status Runtime::StreamQuery(StreamId s) { return impl_->StreamQuery(s.value); }
+absl::Status Runtime::StreamWaitEvent(StreamId s, EventId e) {
+  return impl_->StreamWaitEvent(s.value, e.value);
+}
+absl::StatusOr<EventId> Runtime::CreateEvent() {
+  auto h = impl_->CreateEvent();
+  if (!h.ok()) return h.status();
+  return EventId{*h};
+}
+absl::Status Runtime::DestroyEvent(EventId e) { return impl_->DestroyEvent(e.value); }
+absl::Status Runtime::RecordEvent(EventId e, StreamId s) {
+  return impl_->RecordEvent(e.value, s.value);
+}
+absl::Status Runtime::EventSynchronize(EventId e) { return impl_->EventSynchronize(e.value); }
+absl::Status Runtime::EventQuery(EventId e) { return impl_->EventQuery(e.value); }
+absl::StatusOr<float> Runtime::EventElapsedMs(EventId start, EventId end) {
+  return impl_->EventElapsedMs(start.value, end.value);
+}
+absl::Status Runtime::DeviceSynchronize(int device) { return impl_->DeviceSynchronize(device); }
+
+absl::Status Runtime::LaunchKernel(StreamId s, uint64_t duration_ns,
+                                   absl::Span<const Access> accesses) {
+  return impl_->LaunchKernel(s.value, duration_ns, accesses);
+}
+absl::Status Runtime::LaunchHostFunc(StreamId s, std::function<void()> fn) {
+  return impl_->LaunchHostFunc(s.value, std::move(fn));
+}
+absl::Status Runtime::MemcpyAsync(void* dst, const void* src, uint64_t bytes, StreamId s) {
+  return impl_->MemcpyAsync(dst, src, bytes, s.value);
+}
+absl::Status Runtime::MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s) {
+  return impl_->MemsetAsync(dst, value, bytes, s.value);
+}
+absl::Status Runtime::HostAdvance(uint64_t ns) { return impl_->HostAdvance(ns); }
+uint64_t Runtime::HostNow() const { return impl_->HostNow(); }
+
+absl::StatusOr<AllocInfo> Runtime::MallocAsync(uint64_t size, StreamId s) {
+  return impl_->MallocAsync(size, 0, s.value);
+}
+absl::StatusOr<AllocInfo> Runtime::MallocFromPoolAsync(uint64_t size, PoolId pool, StreamId s) {
+  if (pool.value == 0) return absl::NotFoundError("invalid pool handle");
+  return impl_->MallocAsync(size, pool.value, s.value);
+}
+absl::Status Runtime::FreeAsync(void* ptr, StreamId s) { return impl_->FreeAsync(ptr, s.value); }
+absl::StatusOr<void*> Runtime::Malloc(uint64_t size, int device) {
+  return impl_->Malloc(size, device);
+}
+absl::Status Runtime::Free(void* ptr) { return impl_->Free(ptr); }
+absl::StatusOr<PointerAttributes> Runtime::GetPointerAttributes(const void* ptr) const {
+  return impl_->GetPointerAttributes(ptr);
+}
+
+absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props) {
+  auto h = impl_->CreatePool(props);
+  if (!h.ok()) return h.status();
+  return PoolId{*h};
+}
+absl::Status Runtime::DestroyPool(PoolId pool) { return impl_->DestroyPool(pool.value); }
+absl::StatusOr<PoolId> Runtime::DefaultPool(int device) const {
+  auto h = impl_->DefaultPool(device);
+  if (!h.ok()) return h.status();
+  return PoolId{*h};
+}
+absl::StatusOr<PoolId> Runtime::CurrentPool(int device) const {
+  auto h = impl_->CurrentPool(device);
+  if (!h.ok()) return h.status();
+  return PoolId{*h};
+}
+absl::Status Runtime::SetCurrentPool(int device, PoolId pool) {
+  return impl_->SetCurrentPool(device, pool.value);
+}
+absl::Status Runtime::SetPoolAttribute(PoolId pool, PoolAttr attr, uint64_t value) {
+  return impl_->SetPoolAttribute(pool.value, attr, value);
+}
+absl::StatusOr<uint64_t> Runtime::GetPoolAttribute(PoolId pool, PoolAttr attr) const {
+  return impl_->GetPoolAttribute(pool.value, attr);
+}
+absl::Status Runtime::TrimTo(PoolId pool, uint64_t min_bytes_to_keep) {
+  return impl_->TrimTo(pool.value, min_bytes_to_keep);
+}
+absl::StatusOr<PoolStats> Runtime::GetPoolStats(PoolId pool) const {
+  return impl_->GetPoolStats(pool.value);
+}
+absl::Status Runtime::CheckPoolInvariants(PoolId pool) const {
+  return impl_->CheckPoolInvariants(pool.value);
+}
+
+}  // namespace streampool

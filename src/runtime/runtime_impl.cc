@@ -1,0 +1,886 @@
+#include "src/runtime/runtime_impl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/runtime/registry.h"
+#include "src/util/align.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+namespace {
+
+thread_local bool in_host_callback = false;
+
+absl::Status InvalidHandle(const char* what) {
+  return absl::NotFoundError(absl::StrCat("invalid or destroyed ", what, " handle"));
+}
+
+// Malloc maps whole pages: it is the upstream alone, as cudaMalloc would be.
+constexpr uint64_t kMallocGranularity = 4096;
+// Ids must stay below the 36-bit object field and streams below the dense
+// clock width we are willing to keep per stream.
+constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
+
+}  // namespace
+
+bool InHostCallback() { return in_host_callback; }
+
+// Keeps the process registry of address ranges in step with what pools and
+// Malloc map, so a bare pointer finds its runtime.
+class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
+ public:
+  RegisteringUpstream(std::unique_ptr<PhysicalMemory> inner, uint32_t runtime_id)
+      : inner_(std::move(inner)), runtime_id_(runtime_id) {}
+  absl::StatusOr<Mapping> Map(uint64_t bytes) override {
+    absl::StatusOr<Mapping> m = inner_->Map(bytes);
+    if (m.ok()) {
+      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_);
+    }
+    return m;
+  }
+  void Unmap(const Mapping& mapping) override {
+    Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(mapping.base));
+    inner_->Unmap(mapping);
+  }
+  bool touchable() const override { return inner_->touchable(); }
+  const char* name() const override { return inner_->name(); }
+
+ private:
+  std::unique_ptr<PhysicalMemory> inner_;
+  uint32_t runtime_id_;
+};
+
+// Answers the pool's questions for one allocation on stream t.
+class Oracle final : public OrderOracle {
+ public:
+  Oracle(RuntimeImpl& rt, StreamIndex t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(rt.mu_)
+      : rt_(rt), t_(t) {}
+  StreamIndex stream() const override { return t_; }
+  Position OrderedAfter(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return rt_.ordering_.OrderedAfter(t_, s);
+  }
+  Position ObservedComplete(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return std::max(rt_.ordering_.done(s), rt_.executor_.CompletedPosition(s));
+  }
+  void InsertWait(StreamIndex s, Position f) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    OpDesc op;
+    op.kind = OpKind::kInternalWait;
+    op.wait_stream = s;
+    op.wait_position = f;
+    rt_.EnqueueOp(t_, std::move(op));
+    if (f == rt_.ordering_.pos(s)) {
+      // The free is S's latest op, so S's current clock is the free's clock
+      // and the wait can carry everything the free was ordered after.
+      rt_.ordering_.JoinInto(t_, rt_.ordering_.clock(s));
+    } else {
+      rt_.ordering_.OrderAfterPoint(t_, s, f);
+    }
+  }
+
+ private:
+  RuntimeImpl& rt_;
+  StreamIndex t_;
+};
+
+// ------------------------------------------------------------ lifecycle
+
+RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id) : config_(config), id_(id) {}
+
+RuntimeImpl::~RuntimeImpl() {
+  absl::MutexLock lock(&mu_);
+  TearDown();
+}
+
+uint64_t RuntimeImpl::handle() const { return MakeHandle(HandleKind::kRuntime, id_, 0); }
+
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeConfig& config) {
+  if (config.device_count < 1 || config.device_count > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deviceCount must be in [1, 64], got ", config.device_count));
+  }
+  if (config.device_capacity == 0) {
+    return absl::InvalidArgumentError("deviceCapacity must be non-zero");
+  }
+  if (config.copy_bytes_per_us == 0) {
+    return absl::InvalidArgumentError("copyBytesPerUs must be non-zero");
+  }
+  if (config.backing != Backing::kHost && config.backing != Backing::kAddressOnly) {
+    return absl::InvalidArgumentError("unknown backing");
+  }
+  const uint32_t id = Registry::Get().NextRuntimeId();
+  if (id == 0) return absl::ResourceExhaustedError("runtime ids exhausted");
+  std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id));
+  {
+    absl::MutexLock lock(&rt->mu_);
+    absl::Status s = rt->Init();
+    if (!s.ok()) {
+      rt->TearDown();
+      return s;
+    }
+  }
+  Registry::Get().Add(id, rt);
+  return rt;
+}
+
+absl::Status RuntimeImpl::Init() {
+  std::unique_ptr<PhysicalMemory> inner =
+      config_.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory();
+  upstream_ = std::make_unique<RegisteringUpstream>(std::move(inner), id_);
+  devices_.resize(config_.device_count);
+  for (int d = 0; d < config_.device_count; ++d) {
+    Device& dev = devices_[d];
+    dev.budget = std::make_unique<DeviceBudget>(config_.device_capacity);
+    const StreamIndex legacy = ordering_.AddStream(d, StreamKind::kLegacy);
+    executor_.AddStream(legacy);
+    dev.legacy_stream = NewHandle(HandleKind::kStream);
+    streams_.emplace(dev.legacy_stream, StreamRec{legacy, d, true});
+    PoolProps props;
+    props.device = d;
+    absl::StatusOr<uint64_t> pool = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      mu_.Unlock();  // CreatePool takes the lock itself
+      absl::StatusOr<uint64_t> p = CreatePool(props);
+      mu_.Lock();
+      return p;
+    }();
+    if (!pool.ok()) return pool.status();
+    pools_[*pool].is_default = true;
+    dev.default_pool = dev.current_pool = *pool;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) {
+  if (handle == 0 || static_cast<uint8_t>(KindOf(handle)) == 0 ||
+      static_cast<uint8_t>(KindOf(handle)) > static_cast<uint8_t>(HandleKind::kPool)) {
+    return absl::NotFoundError("invalid handle");
+  }
+  std::shared_ptr<RuntimeImpl> rt = Registry::Get().Find(RuntimeIdOf(handle));
+  if (rt == nullptr) return absl::NotFoundError("handle of a destroyed or unknown runtime");
+  return rt;
+}
+
+absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
+  if (KindOf(runtime_handle) != HandleKind::kRuntime || ObjectIdOf(runtime_handle) != 0) {
+    return InvalidHandle("runtime");
+  }
+  if (in_host_callback) return absl::UnimplementedError("API call from a host function");
+  std::shared_ptr<RuntimeImpl> rt = Registry::Get().Remove(RuntimeIdOf(runtime_handle));
+  if (rt == nullptr) return InvalidHandle("runtime");
+  absl::MutexLock lock(&rt->mu_);
+  rt->TearDown();
+  return absl::OkStatus();
+}
+
+void RuntimeImpl::TearDown() {
+  if (destroyed_) return;
+  destroyed_ = true;
+  // Work already enqueued completes (host functions run, Malloc frees
+  // unmap), as a device reset would let it.
+  for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) {
+    executor_.WaitFor(s, ordering_.pos(s));
+  }
+  executor_.RunDueEffects();
+  for (auto& [base, rec] : allocs_) {
+    if (rec.pool == nullptr) UnmapMalloc(rec);
+  }
+  allocs_.clear();
+  malloc_ranges_.clear();
+  pools_.clear();  // ~MemPool returns every chunk
+  draining_pools_.clear();
+  streams_.clear();
+  events_.clear();
+}
+
+// --------------------------------------------------------------- helpers
+
+absl::Status RuntimeImpl::Enter() {
+  if (in_host_callback) return absl::UnimplementedError("API call from a host function");
+  if (destroyed_) return absl::NotFoundError("runtime destroyed");
+  if (config_.api_call_ns != 0) executor_.HostAdvance(config_.api_call_ns);
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::CheckDevice(int device) const {
+  if (device < 0 || device >= config_.device_count) {
+    return absl::OutOfRangeError(absl::StrCat("device ", device, " out of range [0, ",
+                                              config_.device_count, ")"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t RuntimeImpl::NewHandle(HandleKind kind) {
+  SP_CHECK(next_object_id_ <= kMaxObjectId);
+  return MakeHandle(kind, id_, next_object_id_++);
+}
+
+absl::StatusOr<RuntimeImpl::StreamRec*> RuntimeImpl::FindStream(uint64_t h) {
+  if (KindOf(h) != HandleKind::kStream || RuntimeIdOf(h) != id_) return InvalidHandle("stream");
+  auto it = streams_.find(h);
+  if (it == streams_.end()) return InvalidHandle("stream");
+  return &it->second;
+}
+
+absl::StatusOr<RuntimeImpl::EventRec*> RuntimeImpl::FindEvent(uint64_t h) {
+  if (KindOf(h) != HandleKind::kEvent || RuntimeIdOf(h) != id_) return InvalidHandle("event");
+  auto it = events_.find(h);
+  if (it == events_.end()) return InvalidHandle("event");
+  return &it->second;
+}
+
+absl::StatusOr<RuntimeImpl::PoolRec*> RuntimeImpl::FindPool(uint64_t h) {
+  if (KindOf(h) != HandleKind::kPool || RuntimeIdOf(h) != id_) return InvalidHandle("pool");
+  auto it = pools_.find(h);
+  if (it == pools_.end()) return InvalidHandle("pool");
+  return &it->second;
+}
+
+Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
+  const Position p = ordering_.Enqueue(s);
+  executor_.Enqueue(s, p, std::move(op));
+  return p;
+}
+
+void RuntimeImpl::AfterCompletion(bool release) {
+  for (auto& [h, rec] : pools_) {
+    rec.pool->Promote(ordering_.done());
+    if (release) rec.pool->ReleaseAtSync();
+  }
+  for (auto& [h, pool] : draining_pools_) pool->Promote(ordering_.done());
+  ReapDestroyedPools();
+}
+
+void RuntimeImpl::ReapDestroyedPools() {
+  // A destroyed pool keeps nothing it does not have to: every chunk goes back
+  // as soon as it is wholly free, and the pool itself once nothing is left.
+  for (auto it = draining_pools_.begin(); it != draining_pools_.end();) {
+    it->second->Release(0);
+    if (!it->second->has_live_or_pending() && it->second->reserved() == 0) {
+      draining_pools_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<StreamIndex> RuntimeImpl::StreamsOfDevice(int device) const {
+  std::vector<StreamIndex> out;
+  for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) {
+    if (ordering_.device(s) == device) out.push_back(s);
+  }
+  return out;
+}
+
+absl::Status RuntimeImpl::SyncStreams(absl::Span<const StreamIndex> streams) {
+  for (StreamIndex s : streams) executor_.WaitFor(s, ordering_.pos(s));
+  executor_.RunDueEffects();
+  for (StreamIndex s : streams) ordering_.MarkComplete(ordering_.clock(s));
+  AfterCompletion(/*release=*/true);
+  return absl::OkStatus();
+}
+
+bool RuntimeImpl::RangeTouchable(uintptr_t addr, uint64_t bytes) const {
+  // Our memory is touchable only with Host backing and only while mapped;
+  // memory we never mapped is the caller's.
+  const uint32_t owner = Registry::Get().RuntimeOwning(addr);
+  if (owner == 0) return true;
+  if (owner != id_) return true;  // another runtime's: the caller's business
+  return config_.backing == Backing::kHost &&
+         Registry::Get().RuntimeOwning(addr + bytes - 1) == id_;
+}
+
+std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int value,
+                                                uint64_t bytes) {
+  const bool dst_ours = Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(dst)) == id_;
+  const bool src_ours =
+      src != nullptr && Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(src)) == id_;
+  return [this, dst, src, value, bytes, dst_ours, src_ours]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const auto ok = [&](const void* p, bool ours) {
+      const auto a = reinterpret_cast<uintptr_t>(p);
+      return ours ? Registry::Get().RuntimeOwning(a) == id_ && RangeTouchable(a, bytes)
+                  : true;
+    };
+    if (!ok(dst, dst_ours) || (src != nullptr && !ok(src, src_ours))) return;
+    if (src != nullptr) {
+      std::memmove(dst, src, bytes);
+    } else {
+      std::memset(dst, value, bytes);
+    }
+  };
+}
+
+void RuntimeImpl::UnmapMalloc(const AllocRec& rec) {
+  devices_[rec.device].budget->Release(rec.mapping.size);
+  upstream_->Unmap(rec.mapping);
+}
+
+// --------------------------------------------------------------- streams
+
+absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  if (absl::Status s = CheckDevice(device); !s.ok()) return s;
+  if (ordering_.stream_count() >= kMaxStreamsPerRuntime) {
+    return absl::ResourceExhaustedError("too many streams created in this runtime");
+  }
+  const StreamIndex idx =
+      ordering_.AddStream(device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking);
+  executor_.AddStream(idx);
+  const uint64_t h = NewHandle(HandleKind::kStream);
+  streams_.emplace(h, StreamRec{idx, device, false});
+  return h;
+}
+
+absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
+  // Its index stays in the ordering core and executor: enqueued work still
+  // completes in virtual time and its pending frees stay valid.
+  streams_.erase(s);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::LegacyStream(int device) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  if (absl::Status s = CheckDevice(device); !s.ok()) return s;
+  return devices_[device].legacy_stream;
+}
+
+absl::Status RuntimeImpl::StreamSynchronize(uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const StreamIndex idx = (*rec)->index;
+  return SyncStreams({&idx, 1});
+}
+
+absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const StreamIndex idx = (*rec)->index;
+  executor_.RunDueEffects();
+  if (executor_.CompletedPosition(idx) < ordering_.pos(idx)) {
+    return absl::UnavailableError("stream has work pending");
+  }
+  ordering_.MarkComplete(ordering_.clock(idx));
+  AfterCompletion(/*release=*/false);
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  if (!(*ev)->recorded) return absl::OkStatus();  // CUDA: waiting on nothing
+  OpDesc op;
+  op.kind = OpKind::kWait;
+  op.wait_stream = (*ev)->stream;
+  op.wait_position = (*ev)->position;
+  EnqueueOp((*rec)->index, std::move(op));
+  ordering_.JoinInto((*rec)->index, (*ev)->snapshot);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- events
+
+absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent() {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  const uint64_t h = NewHandle(HandleKind::kEvent);
+  events_.emplace(h, EventRec{});
+  return h;
+}
+
+absl::Status RuntimeImpl::DestroyEvent(uint64_t e) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter(); !s.ok()) return s;
+  if (absl::StatusOr<EventRec*> ev = FindEvent(e); !ev.ok()) return ev.status();
+  events_.erase(e);
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::RecordEvent(uint64_t e, uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const StreamIndex idx = (*rec)->index;
+  const Position p = ordering_.Enqueue(idx);
+  OpDesc op;
+  op.kind = OpKind::kRecord;
+  const TimeNs end = executor_.Enqueue(idx, p, std::move(op));
+  EventRec& r = **ev;
+  r.recorded = true;
+  r.stream = idx;
+  r.position = p;
+  r.end = end;
+  r.snapshot = ordering_.clock(idx);
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  if (!(*ev)->recorded) return absl::OkStatus();
+  executor_.WaitFor((*ev)->stream, (*ev)->position);
+  executor_.RunDueEffects();
+  ordering_.MarkComplete((*ev)->snapshot);
+  AfterCompletion(/*release=*/true);
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::EventQuery(uint64_t e) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  if (!(*ev)->recorded) return absl::OkStatus();
+  executor_.RunDueEffects();
+  if (executor_.CompletedPosition((*ev)->stream) < (*ev)->position) {
+    return absl::UnavailableError("event's record has not completed");
+  }
+  ordering_.MarkComplete((*ev)->snapshot);
+  AfterCompletion(/*release=*/false);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<EventRec*> a = FindEvent(start);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<EventRec*> b = FindEvent(end);
+  if (!b.ok()) return b.status();
+  if (!(*a)->recorded || !(*b)->recorded) {
+    return absl::NotFoundError("elapsed time of an event that was never recorded");
+  }
+  if (executor_.CompletedPosition((*a)->stream) < (*a)->position ||
+      executor_.CompletedPosition((*b)->stream) < (*b)->position) {
+    return absl::UnavailableError("event's record has not completed");
+  }
+  const double ns = static_cast<double>((*b)->end) - static_cast<double>((*a)->end);
+  return static_cast<float>(ns / 1e6);
+}
+
+absl::Status RuntimeImpl::DeviceSynchronize(int device) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  const std::vector<StreamIndex> streams = StreamsOfDevice(device);
+  return SyncStreams(streams);
+}
+
+// ------------------------------------------------------------------ work
+
+absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
+                                       absl::Span<const Access> accesses) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  for (const Access& a : accesses) {
+    if (a.ptr == nullptr && a.size != 0) {
+      return absl::InvalidArgumentError("kernel access with a NULL pointer");
+    }
+  }
+  OpDesc op;
+  op.kind = OpKind::kKernel;
+  op.duration_ns = duration_ns;
+  EnqueueOp((*rec)->index, std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (!fn) return absl::InvalidArgumentError("NULL host function");
+  OpDesc op;
+  op.kind = OpKind::kHostFunc;
+  op.effect = [fn = std::move(fn)]() {
+    in_host_callback = true;
+    fn();
+    in_host_callback = false;
+  };
+  EnqueueOp((*rec)->index, std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr || src == nullptr) return absl::InvalidArgumentError("NULL copy pointer");
+  if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes ||
+      reinterpret_cast<uintptr_t>(src) > UINTPTR_MAX - bytes) {
+    return absl::InvalidArgumentError("copy range wraps the address space");
+  }
+  OpDesc op;
+  op.kind = OpKind::kCopy;
+  op.duration_ns = bytes * 1000 / config_.copy_bytes_per_us;
+  op.effect = MemoryEffect(dst, src, 0, bytes);
+  EnqueueOp((*rec)->index, std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr) return absl::InvalidArgumentError("NULL fill pointer");
+  if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes) {
+    return absl::InvalidArgumentError("fill range wraps the address space");
+  }
+  OpDesc op;
+  op.kind = OpKind::kFill;
+  op.duration_ns = bytes * 1000 / config_.copy_bytes_per_us;
+  op.effect = MemoryEffect(dst, nullptr, value, bytes);
+  EnqueueOp((*rec)->index, std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::HostAdvance(uint64_t ns) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  executor_.HostAdvance(ns);
+  return absl::OkStatus();
+}
+
+uint64_t RuntimeImpl::HostNow() {
+  absl::MutexLock lock(&mu_);
+  return executor_.Now();
+}
+
+// ---------------------------------------------------------------- memory
+
+absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const uint64_t pool_handle = pool != 0 ? pool : devices_[(*rec)->device].current_pool;
+  absl::StatusOr<PoolRec*> prec = FindPool(pool_handle);
+  if (!prec.ok()) return prec.status();
+  if (size == 0) return AllocInfo{};
+  MemPool& mp = *(*prec)->pool;
+  const StreamIndex t = (*rec)->index;
+  // The allocation is an op of its stream: on the legacy stream it joins
+  // every blocking stream, and the pool judges safety against that clock.
+  OpDesc marker;
+  marker.kind = OpKind::kMarker;
+  EnqueueOp(t, std::move(marker));
+  Oracle oracle(*this, t);
+  absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
+  if (!a.ok()) return a.status();
+  void* ptr = reinterpret_cast<void*>(a->block->addr());
+  AllocRec r;
+  r.pool = &mp;
+  r.pool_handle = pool_handle;
+  r.block = a->block;
+  r.device = mp.props().device;
+  r.requested = size;
+  allocs_.emplace(a->block->addr(), r);
+  return AllocInfo{ptr, a->rule};
+}
+
+absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (ptr == nullptr) return absl::OkStatus();
+  auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocs_.end()) {
+    return absl::InvalidArgumentError(
+        "pointer is not a live allocation of this runtime (double free or foreign pointer)");
+  }
+  const StreamIndex idx = (*rec)->index;
+  OpDesc marker;
+  marker.kind = OpKind::kMarker;
+  if (it->second.pool == nullptr) {
+    // Malloc memory goes back to the upstream when the free executes in
+    // stream order, not before: earlier work on the stream may still use it.
+    AllocRec r = it->second;
+    malloc_ranges_.erase(it->first);
+    allocs_.erase(it);
+    marker.effect = [this, r]() ABSL_NO_THREAD_SAFETY_ANALYSIS { UnmapMalloc(r); };
+    EnqueueOp(idx, std::move(marker));
+    return absl::OkStatus();
+  }
+  MemPool* pool = it->second.pool;
+  Block* block = it->second.block;
+  allocs_.erase(it);
+  const Position f = EnqueueOp(idx, std::move(marker));
+  pool->FreeAsync(block, idx, f);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  if (size == 0) return nullptr;
+  const std::optional<uint64_t> bytes = CheckedAlignUp(size, kMallocGranularity);
+  DeviceBudget& budget = *devices_[device].budget;
+  if (!bytes || !budget.TryReserve(*bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat("device ", device, " cannot hold ", size,
+                                                     " more bytes"));
+  }
+  absl::StatusOr<Mapping> m = upstream_->Map(*bytes);
+  if (!m.ok()) {
+    budget.Release(*bytes);
+    return absl::ResourceExhaustedError(m.status().message());
+  }
+  AllocRec r;
+  r.mapping = *m;
+  r.device = device;
+  r.requested = size;
+  const auto base = reinterpret_cast<uintptr_t>(m->base);
+  allocs_.emplace(base, r);
+  malloc_ranges_.emplace(base, *bytes);
+  return m->base;
+}
+
+absl::Status RuntimeImpl::Free(void* ptr) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  if (ptr == nullptr) return absl::OkStatus();
+  auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocs_.end()) {
+    return absl::InvalidArgumentError(
+        "pointer is not a live allocation of this runtime (double free or foreign pointer)");
+  }
+  AllocRec r = it->second;
+  allocs_.erase(it);
+  if (r.pool == nullptr) {
+    malloc_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
+    UnmapMalloc(r);
+    return absl::OkStatus();
+  }
+  r.pool->FreeNow(r.block);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* ptr) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  PointerAttributes out;
+  auto mit = malloc_ranges_.upper_bound(addr);
+  if (mit != malloc_ranges_.begin()) {
+    --mit;
+    if (addr < mit->first + mit->second) {
+      const AllocRec& r = allocs_.at(mit->first);
+      out.device = r.device;
+      out.base = reinterpret_cast<void*>(mit->first);
+      out.size = r.requested;
+      return out;
+    }
+  }
+  auto lookup = [&](uint64_t h, MemPool& pool) -> bool {
+    if (!pool.Owns(addr)) return false;
+    const Block* b = pool.LiveBlockContaining(addr);
+    if (b == nullptr) return false;
+    out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
+    out.pool = PoolId{h};
+    out.base = reinterpret_cast<void*>(b->addr());
+    out.size = b->requested;
+    return true;
+  };
+  for (auto& [h, rec] : pools_) {
+    if (lookup(h, *rec.pool)) return out;
+  }
+  for (auto& [h, pool] : draining_pools_) {
+    if (lookup(h, *pool)) return out;
+  }
+  return absl::InvalidArgumentError("pointer is not inside a live allocation");
+}
+
+// ----------------------------------------------------------------- pools
+
+absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  const int type = static_cast<int>(props.alloc_type);
+  if (type < 1 || type > 4) return absl::InvalidArgumentError("unknown allocation type");
+  const int policy = static_cast<int>(props.page_policy);
+  if (policy < 0 || policy > 2) return absl::InvalidArgumentError("unknown page policy");
+  if (props.alloc_type != AllocationType::kPinnedHost) {
+    if (absl::Status st = CheckDevice(props.device); !st.ok()) return st;
+  }
+  if (props.alloc_type != AllocationType::kDevice) {
+    return absl::UnimplementedError("only device pools are supported so far");
+  }
+  if (props.handle_types != 0) {
+    return absl::UnimplementedError("exportable (IPC) pools are not supported yet");
+  }
+  const uint64_t capacity = config_.device_capacity;
+  const uint64_t max_size = props.max_size == 0 ? capacity : std::min<uint64_t>(props.max_size, capacity);
+  SizeRule rule;
+  rule.kind = SizeRule::Kind::kRound;
+  rule.granule = 256;
+  auto pool = std::make_unique<MemPool>(props, rule, max_size, upstream_.get(),
+                                        devices_[props.device].budget.get());
+  const uint64_t h = NewHandle(HandleKind::kPool);
+  pools_.emplace(h, PoolRec{std::move(pool), false});
+  return h;
+}
+
+absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  if ((*rec)->is_default) return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
+  for (Device& d : devices_) {
+    if (d.current_pool == pool) d.current_pool = d.default_pool;
+  }
+  std::unique_ptr<MemPool> mp = std::move((*rec)->pool);
+  pools_.erase(pool);
+  if (mp->has_live_or_pending()) {
+    draining_pools_.emplace(pool, std::move(mp));
+    ReapDestroyedPools();  // releases what is already wholly free
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::DefaultPool(int device) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  return devices_[device].default_pool;
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::CurrentPool(int device) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  return devices_[device].current_pool;
+}
+
+absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  const PoolProps& props = (*rec)->pool->props();
+  if (props.alloc_type == AllocationType::kPinnedHost || props.device != device) {
+    return absl::InvalidArgumentError("pool does not live on this device");
+  }
+  devices_[device].current_pool = pool;
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_t value) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  MemPool& mp = *(*rec)->pool;
+  switch (attr) {
+    case PoolAttr::kReuseFollowEventDependencies:
+      mp.set_reuse_follow_event_dependencies(value != 0);
+      return absl::OkStatus();
+    case PoolAttr::kReuseAllowOpportunistic:
+      mp.set_reuse_allow_opportunistic(value != 0);
+      return absl::OkStatus();
+    case PoolAttr::kReuseAllowInternalDependencies:
+      mp.set_reuse_allow_internal_dependencies(value != 0);
+      return absl::OkStatus();
+    case PoolAttr::kReleaseThreshold:
+      mp.set_release_threshold(value);
+      return absl::OkStatus();
+    case PoolAttr::kReservedMemCurrent:
+    case PoolAttr::kUsedMemCurrent:
+      return absl::InvalidArgumentError("current usage attributes are read-only");
+    case PoolAttr::kReservedMemHigh:
+    case PoolAttr::kUsedMemHigh:
+      if (value != 0) {
+        return absl::InvalidArgumentError("a high watermark can only be reset, by setting 0");
+      }
+      if (attr == PoolAttr::kReservedMemHigh) {
+        mp.ResetReservedHigh();
+      } else {
+        mp.ResetUsedHigh();
+      }
+      return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("unknown pool attribute");
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr attr) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  const MemPool& mp = *(*rec)->pool;
+  switch (attr) {
+    case PoolAttr::kReuseFollowEventDependencies:
+      return mp.reuse_follow_event_dependencies() ? 1 : 0;
+    case PoolAttr::kReuseAllowOpportunistic:
+      return mp.reuse_allow_opportunistic() ? 1 : 0;
+    case PoolAttr::kReuseAllowInternalDependencies:
+      return mp.reuse_allow_internal_dependencies() ? 1 : 0;
+    case PoolAttr::kReleaseThreshold:
+      return mp.release_threshold();
+    case PoolAttr::kReservedMemCurrent:
+      return mp.reserved();
+    case PoolAttr::kReservedMemHigh:
+      return mp.reserved_high();
+    case PoolAttr::kUsedMemCurrent:
+      return mp.used();
+    case PoolAttr::kUsedMemHigh:
+      return mp.used_high();
+  }
+  return absl::InvalidArgumentError("unknown pool attribute");
+}
+
+absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  (*rec)->pool->Release(min_bytes_to_keep);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PoolStats> RuntimeImpl::GetPoolStats(uint64_t pool) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  return (*rec)->pool->Stats();
+}
+
+absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  if (!(*rec)->pool->CheckInvariants()) return absl::InternalError("pool invariants broken");
+  return absl::OkStatus();
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,175 @@
+// RuntimeImpl: the state behind one spRuntime_t / streampool::Runtime.
+//
+// It ties the layers together: handles -> stream indices and pools; every op
+// goes to the ordering core (positions, clocks) and to the executor (time);
+// allocations go to pools with an OrderOracle answering from both; synchronize
+// actions turn what they prove complete into READY blocks in every pool.
+//
+// One mutex guards it all. Pools, ordering and executor are single-threaded
+// by design; the lock is taken once per API call.
+#ifndef STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_
+#define STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "src/ordering/ordering.h"
+#include "src/pool/mem_pool.h"
+#include "src/runtime/handles.h"
+#include "src/sim/sim_executor.h"
+#include "streampool/runtime.h"
+
+namespace streampool::internal {
+
+// True while a host function runs on this thread: API calls are refused then.
+bool InHostCallback();
+
+class RuntimeImpl {
+ public:
+  // Validates the config; registers the runtime in the process registry.
+  static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Create(const RuntimeConfig& config);
+  // Unregisters and tears down: synchronizes every device, then frees all.
+  static absl::Status Destroy(uint64_t runtime_handle);
+  // The live runtime a handle of any kind belongs to.
+  static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Find(uint64_t handle);
+
+  ~RuntimeImpl();
+
+  uint32_t id() const { return id_; }
+  uint64_t handle() const;
+  const RuntimeConfig& config() const { return config_; }
+
+  absl::StatusOr<uint64_t> CreateStream(int device, bool non_blocking);
+  absl::Status DestroyStream(uint64_t s);
+  absl::StatusOr<uint64_t> LegacyStream(int device);
+  absl::Status StreamSynchronize(uint64_t s);
+  absl::Status StreamQuery(uint64_t s);
+  absl::Status StreamWaitEvent(uint64_t s, uint64_t e);
+  absl::StatusOr<uint64_t> CreateEvent();
+  absl::Status DestroyEvent(uint64_t e);
+  absl::Status RecordEvent(uint64_t e, uint64_t s);
+  absl::Status EventSynchronize(uint64_t e);
+  absl::Status EventQuery(uint64_t e);
+  absl::StatusOr<float> EventElapsedMs(uint64_t start, uint64_t end);
+  absl::Status DeviceSynchronize(int device);
+
+  absl::Status LaunchKernel(uint64_t s, uint64_t duration_ns, absl::Span<const Access> accesses);
+  absl::Status LaunchHostFunc(uint64_t s, std::function<void()> fn);
+  absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s);
+  absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s);
+  absl::Status HostAdvance(uint64_t ns);
+  uint64_t HostNow();
+
+  // pool == 0: the stream's device's current pool.
+  absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
+  absl::Status FreeAsync(void* ptr, uint64_t s);
+  absl::StatusOr<void*> Malloc(uint64_t size, int device);
+  absl::Status Free(void* ptr);
+  absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
+
+  absl::StatusOr<uint64_t> CreatePool(const PoolProps& props);
+  absl::Status DestroyPool(uint64_t pool);
+  absl::StatusOr<uint64_t> DefaultPool(int device);
+  absl::StatusOr<uint64_t> CurrentPool(int device);
+  absl::Status SetCurrentPool(int device, uint64_t pool);
+  absl::Status SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_t value);
+  absl::StatusOr<uint64_t> GetPoolAttribute(uint64_t pool, PoolAttr attr);
+  absl::Status TrimTo(uint64_t pool, uint64_t min_bytes_to_keep);
+  absl::StatusOr<PoolStats> GetPoolStats(uint64_t pool);
+  absl::Status CheckPoolInvariants(uint64_t pool);
+
+ private:
+  friend class Oracle;
+  struct Device {
+    std::unique_ptr<DeviceBudget> budget;
+    uint64_t legacy_stream = 0;  // handle
+    uint64_t default_pool = 0;   // handle
+    uint64_t current_pool = 0;   // handle
+  };
+  struct StreamRec {
+    StreamIndex index;
+    int device;
+    bool legacy;
+  };
+  struct EventRec {
+    bool recorded = false;
+    StreamIndex stream = kNoStream;
+    Position position = 0;
+    TimeNs end = 0;
+    VectorClock snapshot;
+  };
+  struct PoolRec {
+    std::unique_ptr<MemPool> pool;
+    bool is_default = false;
+  };
+  // A live allocation, by base address.
+  struct AllocRec {
+    MemPool* pool = nullptr;  // null for Malloc memory
+    uint64_t pool_handle = 0;
+    Block* block = nullptr;
+    Mapping mapping;  // Malloc memory only
+    int device = 0;
+    uint64_t requested = 0;
+  };
+  class RegisteringUpstream;
+
+  explicit RuntimeImpl(const RuntimeConfig& config, uint32_t id);
+  absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Charges the per-call host cost; refuses calls from host functions.
+  absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckDevice(int device) const;
+  absl::StatusOr<StreamRec*> FindStream(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<EventRec*> FindEvent(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PoolRec*> FindPool(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t NewHandle(HandleKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Enqueues one op on stream index s in both the ordering core and executor.
+  Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After completion was proven: PENDING -> READY in every pool, then the
+  // release threshold (sync actions only), then destroyed pools that drained.
+  void AfterCompletion(bool release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapDestroyedPools() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SyncStreams(absl::Span<const StreamIndex> streams)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<StreamIndex> StreamsOfDevice(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An effect that copies or fills, skipping bytes that are not touchable
+  // (address-only memory, or runtime memory unmapped since the enqueue).
+  std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RangeTouchable(uintptr_t addr, uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnmapMalloc(const AllocRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RuntimeConfig config_;
+  const uint32_t id_;
+
+  mutable absl::Mutex mu_;
+  bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::unique_ptr<PhysicalMemory> upstream_ ABSL_GUARDED_BY(mu_);
+  SimExecutor executor_ ABSL_GUARDED_BY(mu_);
+  Ordering ordering_ ABSL_GUARDED_BY(mu_);
+  std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, EventRec> events_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, PoolRec> pools_ ABSL_GUARDED_BY(mu_);
+  // Destroyed pools that still had live allocations or pending frees.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<MemPool>> draining_pools_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uintptr_t, AllocRec> allocs_ ABSL_GUARDED_BY(mu_);
+  // Malloc allocations by base, for any-byte lookups.
+  absl::btree_map<uintptr_t, uint64_t> malloc_ranges_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_

@@ -1,0 +1,69 @@
+#include "src/sim/sim_executor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+void SimExecutor::AddStream(StreamIndex s) {
+  SP_CHECK(s == streams_.size());
+  streams_.emplace_back();
+}
+
+TimeNs SimExecutor::EndOf(StreamIndex s, Position position) const {
+  const StreamState& st = streams_[s];
+  SP_DCHECK(position <= st.last_position);
+  if (st.incomplete.empty() || position < st.incomplete.front().position) return now_;
+  const size_t i = position - st.incomplete.front().position;
+  SP_DCHECK(st.incomplete[i].position == position);
+  return st.incomplete[i].end;
+}
+
+TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
+  StreamState& st = streams_[s];
+  SP_CHECK(position == st.last_position + 1);
+  TimeNs start = std::max(now_, st.last_end);
+  if (op.wait_stream != kNoStream) start = std::max(start, EndOf(op.wait_stream, op.wait_position));
+  const TimeNs end = start + op.duration_ns;
+  st.last_end = end;
+  st.last_position = position;
+  if (end > now_) st.incomplete.push_back(Pending{position, end});
+  if (op.effect) effects_.push(Effect{end, effect_seq_++, std::move(op.effect)});
+  return end;
+}
+
+void SimExecutor::Retire(StreamState& st) {
+  while (!st.incomplete.empty() && st.incomplete.front().end <= now_) st.incomplete.pop_front();
+}
+
+Position SimExecutor::CompletedPosition(StreamIndex s) {
+  StreamState& st = streams_[s];
+  Retire(st);
+  return st.incomplete.empty() ? st.last_position : st.incomplete.front().position - 1;
+}
+
+void SimExecutor::WaitFor(StreamIndex s, Position position) {
+  if (position == 0) return;
+  const TimeNs end = EndOf(s, position);
+  if (end > now_) now_ = end;
+  RunDueEffects();
+}
+
+void SimExecutor::HostAdvance(TimeNs ns) {
+  now_ += ns;
+  RunDueEffects();
+}
+
+void SimExecutor::RunDueEffects() {
+  while (!effects_.empty() && effects_.top().end <= now_) {
+    // Moved out before running: an effect may enqueue nothing (host functions
+    // cannot call the API), but it must not see itself still queued.
+    std::function<void()> fn = std::move(const_cast<Effect&>(effects_.top()).fn);
+    effects_.pop();
+    fn();
+  }
+}
+
+}  // namespace streampool::internal

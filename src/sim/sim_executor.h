@@ -1,0 +1,72 @@
+// The deterministic simulator: streams run in virtual time.
+//
+// An op starts at max(host time at enqueue, end of the previous op of its
+// stream, completion of what it waits for) and ends `duration` later. Every
+// duration is known at enqueue, so completion times are computed eagerly and
+// "is (S, p) complete" is "end(S, p) <= host now". Host time moves only by
+// HostAdvance and WaitFor; nothing here reads a real clock, so the same program
+// gives the same timeline bit for bit.
+#ifndef STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
+#define STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "src/util/ring.h"
+#include "streampool/executor.h"
+
+namespace streampool::internal {
+
+class SimExecutor final : public Executor {
+ public:
+  SimExecutor() = default;
+
+  void AddStream(StreamIndex s) override;
+  TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) override;
+  Position CompletedPosition(StreamIndex s) override;
+  void WaitFor(StreamIndex s, Position position) override;
+  TimeNs Now() const override { return now_; }
+  void HostAdvance(TimeNs ns) override;
+  void RunDueEffects() override;
+
+  // Completion time of (s, position), or Now() if it completed earlier than
+  // anything still tracked. position must have been enqueued.
+  TimeNs EndOf(StreamIndex s, Position position) const;
+  // End of the last op enqueued on s (0 if none).
+  TimeNs LastEnd(StreamIndex s) const { return streams_[s].last_end; }
+
+ private:
+  struct Pending {
+    Position position;
+    TimeNs end;
+  };
+  struct StreamState {
+    TimeNs last_end = 0;
+    Position last_position = 0;
+    // Ops whose end is after host time, in position order. Ends are
+    // nondecreasing along a stream, so completion pops from the front.
+    Ring<Pending> incomplete;
+  };
+  struct Effect {
+    TimeNs end;
+    uint64_t seq;
+    std::function<void()> fn;
+  };
+  struct LaterEffect {
+    bool operator()(const Effect& a, const Effect& b) const {
+      return a.end != b.end ? a.end > b.end : a.seq > b.seq;
+    }
+  };
+
+  void Retire(StreamState& st);
+
+  TimeNs now_ = 0;
+  uint64_t effect_seq_ = 0;
+  std::vector<StreamState> streams_;
+  std::priority_queue<Effect, std::vector<Effect>, LaterEffect> effects_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
