@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Build, test and run streampool. See `./run.sh help`.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+# Debian packages the build needs.
+PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
+          cmake ninja-build g++ clang pkg-config)
+
+JOBS="$(nproc)"
+
+usage() {
+  cat <<EOF
+usage: ./run.sh <command> [args]
+
+  deps                 install missing Debian packages (needs root)
+  build [type]         configure and build into build/<type> (default Release)
+  demo [args...]       build Release and run build/release/tools/streampool-demo
+  test                 build Release, run ctest, then check the installed package
+                       (find_package and pkg-config consumers)
+  sanitize [which]     ASan+UBSan build in build/asan and TSan build in build/tsan,
+                       each running ctest; which = address | thread | all (default)
+  bench [args...]      build Release and run every benchmark; JSON results go to
+                       build/bench-results/<name>.json; args go to each benchmark
+EOF
+}
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+installed() {
+  dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+cmd_deps() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    installed "$p" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  if [[ "$(id -u)" != 0 ]]; then
+    echo "missing packages: ${missing[*]}" >&2
+    echo "install them with: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  log "installing ${missing[*]}"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# configure_and_build <build dir> <build type> [extra cmake args...]
+configure_and_build() {
+  local dir="$1" type="$2"
+  shift 2
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "$@"
+  cmake --build "$dir" -j"$JOBS"
+}
+
+cmd_build() {
+  local type="${1:-Release}"
+  cmd_deps
+  configure_and_build "build/${type,,}" "$type"
+}
+
+cmd_demo() {
+  # Build output goes to stderr so that stdout is the demo's alone.
+  cmd_build Release >&2
+  exec "$ROOT/build/release/tools/streampool-demo" "$@"
+}
+
+install_check() {
+  local prefix="$ROOT/build/install-prefix"
+  local consumer="$ROOT/build/install-consumer"
+  log "install into $prefix"
+  rm -rf "$prefix" "$consumer"
+  cmake --install build/release --prefix "$prefix"
+
+  log "consumer via find_package(streampool)"
+  cmake -S tests/install -B "$consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix"
+  cmake --build "$consumer"
+  "$consumer/consumer"
+
+  log "consumer via pkg-config"
+  local pc flags
+  pc="$(find "$prefix" -name streampool.pc -print -quit)"  # lib/ or lib/<multiarch>/
+  [[ -n "$pc" ]] || { echo "streampool.pc not installed under $prefix" >&2; exit 1; }
+  flags="$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs --static streampool)"
+  # shellcheck disable=SC2086  # flags are a word list
+  cc -std=c11 -Wall -Wextra tests/install/consumer.c $flags -o "$consumer/consumer-pkgconfig"
+  "$consumer/consumer-pkgconfig"
+  log "install check passed"
+}
+
+cmd_test() {
+  cmd_build Release
+  ctest --test-dir build/release --output-on-failure -j2
+  install_check
+}
+
+cmd_sanitize() {
+  local which="${1:-all}"
+  case "$which" in address | thread | all) ;; *) usage >&2; exit 2 ;; esac
+  cmd_deps
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+  # Benchmarks are not run under sanitizers; skip building them.
+  local common=(-DSTREAMPOOL_BUILD_BENCH=OFF)
+  if [[ "$which" == address || "$which" == all ]]; then
+    log "ASan+UBSan build (build/asan)"
+    configure_and_build build/asan RelWithDebInfo -DSTREAMPOOL_SANITIZE=address "${common[@]}"
+    ctest --test-dir build/asan --output-on-failure -j2
+  fi
+  if [[ "$which" == thread || "$which" == all ]]; then
+    log "TSan build (build/tsan)"
+    configure_and_build build/tsan RelWithDebInfo -DSTREAMPOOL_SANITIZE=thread "${common[@]}"
+    ctest --test-dir build/tsan --output-on-failure -j2
+  fi
+}
+
+cmd_bench() {
+  cmd_build Release
+  local out="$ROOT/build/bench-results" src name bin ran=0
+  mkdir -p "$out"
+  shopt -s nullglob
+  for src in bench/*_benchmark.cc; do
+    name="$(basename "$src" .cc)"
+    bin="build/release/bench/$name"
+    log "$name"
+    "$bin" --benchmark_format=console --benchmark_out="$out/$name.json" \
+      --benchmark_out_format=json "$@"
+    ran=$((ran + 1))
+  done
+  if ((ran == 0)); then
+    log "no benchmarks (bench/*_benchmark.cc)"
+  else
+    log "results in $out"
+  fi
+}
+
+main() {
+  local cmd="${1:-}"
+  (($# > 0)) && shift
+  case "$cmd" in
+    deps) cmd_deps ;;
+    build) cmd_build "$@" ;;
+    demo) cmd_demo "$@" ;;
+    test) cmd_test ;;
+    sanitize) cmd_sanitize "$@" ;;
+    bench) cmd_bench "$@" ;;
+    help | -h | --help) usage ;;
+    *)
+      usage >&2
+      exit 2
+      ;;
+  esac
+}
+
+main "$@"
