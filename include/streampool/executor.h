@@ -33,11 +33,12 @@ enum class OpKind {
   kRecord,        // event record (0 ns)
   kWait,          // stream waits for an event's record (0 ns)
   kInternalWait,  // a wait the pool inserted (reuse rule 5, 0 ns)
-  kMarker,        // alloc/free markers: the points the pool reasons about (0 ns)
+  kAllocMarker,   // an allocation's point in its stream (0 ns)
+  kFreeMarker,    // a FreeAsync's point: the free point the pool reasons about (0 ns)
 };
 
 struct OpDesc {
-  OpKind kind = OpKind::kMarker;
+  OpKind kind = OpKind::kAllocMarker;
   TimeNs duration_ns = 0;
   // For kWait and kInternalWait: the op may not start before (wait_stream,
   // wait_position) has completed.

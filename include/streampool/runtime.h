@@ -18,10 +18,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "streampool/executor.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/streampool.h"
@@ -94,6 +96,20 @@ struct AllocInfo {
   ReuseRule rule = ReuseRule::kFresh;
 };
 
+// One op as the simulator scheduled it (see Runtime::Timeline).
+struct TimelineEntry {
+  StreamId stream;       // value 0 for a stream destroyed since
+  uint32_t stream_index; // dense index, stable for the runtime's life
+  int device = 0;
+  uint64_t position = 0; // the op's position in its stream
+  OpKind kind = OpKind::kAllocMarker;
+  uint64_t enqueued_ns = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+const char* OpKindName(OpKind kind);
+
 class Runtime {
  public:
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config = {});
@@ -148,6 +164,11 @@ class Runtime {
   absl::StatusOr<PoolStats> GetPoolStats(PoolId pool) const;
   // The pool's O(n) self-check (DESIGN.md invariants); an error names what broke.
   absl::Status CheckPoolInvariants(PoolId pool) const;
+
+  // Records every op's schedule from now on (off by default: it grows
+  // without bound), for timelines and tests.
+  void RecordTimeline(bool on);
+  std::vector<TimelineEntry> Timeline() const;
 
   internal::RuntimeImpl& impl() const { return *impl_; }
 

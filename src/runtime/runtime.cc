@@ -138,4 +138,31 @@ absl::Status Runtime::CheckPoolInvariants(PoolId pool) const {
   return impl_->CheckPoolInvariants(pool.value);
 }
 
+void Runtime::RecordTimeline(bool on) { impl_->RecordTimeline(on); }
+std::vector<TimelineEntry> Runtime::Timeline() const { return impl_->Timeline(); }
+
+const char* OpKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kKernel:
+      return "kernel";
+    case OpKind::kCopy:
+      return "copy";
+    case OpKind::kFill:
+      return "fill";
+    case OpKind::kHostFunc:
+      return "host-func";
+    case OpKind::kRecord:
+      return "record";
+    case OpKind::kWait:
+      return "wait";
+    case OpKind::kInternalWait:
+      return "internal-wait";
+    case OpKind::kAllocMarker:
+      return "alloc";
+    case OpKind::kFreeMarker:
+      return "free";
+  }
+  return "unknown";
+}
+
 }  // namespace streampool

@@ -137,6 +137,7 @@ absl::Status RuntimeImpl::Init() {
     executor_.AddStream(legacy);
     dev.legacy_stream = NewHandle(HandleKind::kStream);
     streams_.emplace(dev.legacy_stream, StreamRec{legacy, d, true});
+    stream_handles_.push_back(dev.legacy_stream);
     PoolProps props;
     props.device = d;
     absl::StatusOr<uint64_t> pool = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -330,6 +331,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
   executor_.AddStream(idx);
   const uint64_t h = NewHandle(HandleKind::kStream);
   streams_.emplace(h, StreamRec{idx, device, false});
+  stream_handles_.push_back(h);
   return h;
 }
 
@@ -341,6 +343,7 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
   // Its index stays in the ordering core and executor: enqueued work still
   // completes in virtual time and its pending frees stay valid.
+  stream_handles_[(*rec)->index] = 0;
   streams_.erase(s);
   return absl::OkStatus();
 }
@@ -588,7 +591,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   // The allocation is an op of its stream: on the legacy stream it joins
   // every blocking stream, and the pool judges safety against that clock.
   OpDesc marker;
-  marker.kind = OpKind::kMarker;
+  marker.kind = OpKind::kAllocMarker;
   EnqueueOp(t, std::move(marker));
   Oracle oracle(*this, t);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
@@ -617,7 +620,7 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
   }
   const StreamIndex idx = (*rec)->index;
   OpDesc marker;
-  marker.kind = OpKind::kMarker;
+  marker.kind = OpKind::kFreeMarker;
   if (it->second.pool == nullptr) {
     // Malloc memory goes back to the upstream when the free executes in
     // stream order, not before: earlier work on the stream may still use it.
@@ -881,6 +884,30 @@ absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
   if (!rec.ok()) return rec.status();
   if (!(*rec)->pool->CheckInvariants()) return absl::InternalError("pool invariants broken");
   return absl::OkStatus();
+}
+
+void RuntimeImpl::RecordTimeline(bool on) {
+  absl::MutexLock lock(&mu_);
+  executor_.set_record_timeline(on);
+}
+
+std::vector<TimelineEntry> RuntimeImpl::Timeline() {
+  absl::MutexLock lock(&mu_);
+  std::vector<TimelineEntry> out;
+  out.reserve(executor_.timeline().size());
+  for (const SimExecutor::TimelineEntry& e : executor_.timeline()) {
+    TimelineEntry t;
+    t.stream = StreamId{stream_handles_[e.stream]};
+    t.stream_index = e.stream;
+    t.device = ordering_.device(e.stream);
+    t.position = e.position;
+    t.kind = e.kind;
+    t.enqueued_ns = e.enqueued;
+    t.start_ns = e.start;
+    t.end_ns = e.end;
+    out.push_back(t);
+  }
+  return out;
 }
 
 }  // namespace streampool::internal

@@ -87,6 +87,9 @@ class RuntimeImpl {
   absl::StatusOr<PoolStats> GetPoolStats(uint64_t pool);
   absl::Status CheckPoolInvariants(uint64_t pool);
 
+  void RecordTimeline(bool on);
+  std::vector<TimelineEntry> Timeline();
+
  private:
   friend class Oracle;
   struct Device {
@@ -161,6 +164,8 @@ class RuntimeImpl {
   Ordering ordering_ ABSL_GUARDED_BY(mu_);
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);
+  // Handle of every stream index (0 once destroyed), for timelines.
+  std::vector<uint64_t> stream_handles_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, EventRec> events_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, PoolRec> pools_ ABSL_GUARDED_BY(mu_);
   // Destroyed pools that still had live allocations or pending frees.

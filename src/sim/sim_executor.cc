@@ -30,6 +30,7 @@ TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   st.last_end = end;
   st.last_position = position;
   if (end > now_) st.incomplete.push_back(Pending{position, end});
+  if (record_timeline_) timeline_.push_back(TimelineEntry{s, position, op.kind, now_, start, end});
   if (op.effect) effects_.push(Effect{end, effect_seq_++, std::move(op.effect)});
   return end;
 }

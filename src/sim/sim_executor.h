@@ -36,6 +36,18 @@ class SimExecutor final : public Executor {
   // End of the last op enqueued on s (0 if none).
   TimeNs LastEnd(StreamIndex s) const { return streams_[s].last_end; }
 
+  // Every op's schedule, kept only while enabled (it grows without bound).
+  struct TimelineEntry {
+    StreamIndex stream;
+    Position position;
+    OpKind kind;
+    TimeNs enqueued;
+    TimeNs start;
+    TimeNs end;
+  };
+  void set_record_timeline(bool on) { record_timeline_ = on; }
+  const std::vector<TimelineEntry>& timeline() const { return timeline_; }
+
  private:
   struct Pending {
     Position position;
@@ -63,6 +75,8 @@ class SimExecutor final : public Executor {
 
   TimeNs now_ = 0;
   uint64_t effect_seq_ = 0;
+  bool record_timeline_ = false;
+  std::vector<TimelineEntry> timeline_;
   std::vector<StreamState> streams_;
   std::priority_queue<Effect, std::vector<Effect>, LaterEffect> effects_;
 };
