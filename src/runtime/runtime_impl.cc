@@ -28,6 +28,15 @@ constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
 
 bool InHostCallback() { return in_host_callback; }
 
+// Every entry point starts here. The host-function check must come before the
+// lock: host functions run while the runtime's lock is held.
+#define SP_ENTER()                                                       \
+  if (in_host_callback) {                                                \
+    return absl::UnimplementedError("API call from a host function");    \
+  }                                                                      \
+  absl::MutexLock lock(&mu_);                                            \
+  if (absl::Status enter_status = Enter(); !enter_status.ok()) return enter_status
+
 // Keeps the process registry of address ranges in step with what pools and
 // Malloc map, so a bare pointer finds its runtime.
 class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
@@ -140,12 +149,7 @@ absl::Status RuntimeImpl::Init() {
     stream_handles_.push_back(dev.legacy_stream);
     PoolProps props;
     props.device = d;
-    absl::StatusOr<uint64_t> pool = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      mu_.Unlock();  // CreatePool takes the lock itself
-      absl::StatusOr<uint64_t> p = CreatePool(props);
-      mu_.Lock();
-      return p;
-    }();
+    absl::StatusOr<uint64_t> pool = CreatePoolLocked(props);
     if (!pool.ok()) return pool.status();
     pools_[*pool].is_default = true;
     dev.default_pool = dev.current_pool = *pool;
@@ -198,7 +202,6 @@ void RuntimeImpl::TearDown() {
 // --------------------------------------------------------------- helpers
 
 absl::Status RuntimeImpl::Enter() {
-  if (in_host_callback) return absl::UnimplementedError("API call from a host function");
   if (destroyed_) return absl::NotFoundError("runtime destroyed");
   if (config_.api_call_ns != 0) executor_.HostAdvance(config_.api_call_ns);
   return absl::OkStatus();
@@ -320,8 +323,7 @@ void RuntimeImpl::UnmapMalloc(const AllocRec& rec) {
 // --------------------------------------------------------------- streams
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Enter(); !s.ok()) return s;
+  SP_ENTER();
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
   if (ordering_.stream_count() >= kMaxStreamsPerRuntime) {
     return absl::ResourceExhaustedError("too many streams created in this runtime");
@@ -336,8 +338,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
 }
 
 absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
@@ -349,15 +350,13 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::LegacyStream(int device) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Enter(); !s.ok()) return s;
+  SP_ENTER();
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
   return devices_[device].legacy_stream;
 }
 
 absl::Status RuntimeImpl::StreamSynchronize(uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   const StreamIndex idx = (*rec)->index;
@@ -365,8 +364,7 @@ absl::Status RuntimeImpl::StreamSynchronize(uint64_t s) {
 }
 
 absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   const StreamIndex idx = (*rec)->index;
@@ -380,8 +378,7 @@ absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
 }
 
 absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
@@ -399,24 +396,21 @@ absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
 // ---------------------------------------------------------------- events
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent() {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Enter(); !s.ok()) return s;
+  SP_ENTER();
   const uint64_t h = NewHandle(HandleKind::kEvent);
   events_.emplace(h, EventRec{});
   return h;
 }
 
 absl::Status RuntimeImpl::DestroyEvent(uint64_t e) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Enter(); !s.ok()) return s;
+  SP_ENTER();
   if (absl::StatusOr<EventRec*> ev = FindEvent(e); !ev.ok()) return ev.status();
   events_.erase(e);
   return absl::OkStatus();
 }
 
 absl::Status RuntimeImpl::RecordEvent(uint64_t e, uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
@@ -436,8 +430,7 @@ absl::Status RuntimeImpl::RecordEvent(uint64_t e, uint64_t s) {
 }
 
 absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   if (!(*ev)->recorded) return absl::OkStatus();
@@ -449,8 +442,7 @@ absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
 }
 
 absl::Status RuntimeImpl::EventQuery(uint64_t e) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   if (!(*ev)->recorded) return absl::OkStatus();
@@ -464,8 +456,7 @@ absl::Status RuntimeImpl::EventQuery(uint64_t e) {
 }
 
 absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<EventRec*> a = FindEvent(start);
   if (!a.ok()) return a.status();
   absl::StatusOr<EventRec*> b = FindEvent(end);
@@ -482,8 +473,7 @@ absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) 
 }
 
 absl::Status RuntimeImpl::DeviceSynchronize(int device) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   const std::vector<StreamIndex> streams = StreamsOfDevice(device);
   return SyncStreams(streams);
@@ -493,8 +483,7 @@ absl::Status RuntimeImpl::DeviceSynchronize(int device) {
 
 absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
                                        absl::Span<const Access> accesses) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   for (const Access& a : accesses) {
@@ -510,8 +499,7 @@ absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
 }
 
 absl::Status RuntimeImpl::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
@@ -527,8 +515,7 @@ absl::Status RuntimeImpl::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
 }
 
 absl::Status RuntimeImpl::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if (bytes == 0) return absl::OkStatus();
@@ -546,8 +533,7 @@ absl::Status RuntimeImpl::MemcpyAsync(void* dst, const void* src, uint64_t bytes
 }
 
 absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if (bytes == 0) return absl::OkStatus();
@@ -564,13 +550,14 @@ absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint
 }
 
 absl::Status RuntimeImpl::HostAdvance(uint64_t ns) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   executor_.HostAdvance(ns);
   return absl::OkStatus();
 }
 
-uint64_t RuntimeImpl::HostNow() {
+uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // From a host function this thread already holds the lock.
+  if (in_host_callback) return executor_.Now();
   absl::MutexLock lock(&mu_);
   return executor_.Now();
 }
@@ -578,8 +565,7 @@ uint64_t RuntimeImpl::HostNow() {
 // ---------------------------------------------------------------- memory
 
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   const uint64_t pool_handle = pool != 0 ? pool : devices_[(*rec)->device].current_pool;
@@ -608,8 +594,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
 }
 
 absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
@@ -640,8 +625,7 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
 }
 
 absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   if (size == 0) return nullptr;
   const std::optional<uint64_t> bytes = CheckedAlignUp(size, kMallocGranularity);
@@ -666,8 +650,7 @@ absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
 }
 
 absl::Status RuntimeImpl::Free(void* ptr) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   if (ptr == nullptr) return absl::OkStatus();
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) {
@@ -686,8 +669,7 @@ absl::Status RuntimeImpl::Free(void* ptr) {
 }
 
 absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* ptr) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   const auto addr = reinterpret_cast<uintptr_t>(ptr);
   PointerAttributes out;
   auto mit = malloc_ranges_.upper_bound(addr);
@@ -723,8 +705,11 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
 // ----------------------------------------------------------------- pools
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
+  return CreatePoolLocked(props);
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(const PoolProps& props) {
   const int type = static_cast<int>(props.alloc_type);
   if (type < 1 || type > 4) return absl::InvalidArgumentError("unknown allocation type");
   const int policy = static_cast<int>(props.page_policy);
@@ -751,8 +736,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props) {
 }
 
 absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->is_default) return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
@@ -769,22 +753,19 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::DefaultPool(int device) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   return devices_[device].default_pool;
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::CurrentPool(int device) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   return devices_[device].current_pool;
 }
 
 absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
@@ -797,8 +778,7 @@ absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
 }
 
 absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_t value) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   MemPool& mp = *(*rec)->pool;
@@ -834,8 +814,7 @@ absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr attr) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   const MemPool& mp = *(*rec)->pool;
@@ -861,8 +840,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr a
 }
 
 absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   (*rec)->pool->Release(min_bytes_to_keep);
@@ -870,16 +848,14 @@ absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
 }
 
 absl::StatusOr<PoolStats> RuntimeImpl::GetPoolStats(uint64_t pool) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   return (*rec)->pool->Stats();
 }
 
 absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   if (!(*rec)->pool->CheckInvariants()) return absl::InternalError("pool invariants broken");
@@ -887,11 +863,13 @@ absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
 }
 
 void RuntimeImpl::RecordTimeline(bool on) {
+  if (in_host_callback) return;
   absl::MutexLock lock(&mu_);
   executor_.set_record_timeline(on);
 }
 
 std::vector<TimelineEntry> RuntimeImpl::Timeline() {
+  if (in_host_callback) return {};
   absl::MutexLock lock(&mu_);
   std::vector<TimelineEntry> out;
   out.reserve(executor_.timeline().size());

@@ -135,6 +135,8 @@ class RuntimeImpl {
   absl::StatusOr<EventRec*> FindEvent(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PoolRec*> FindPool(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t NewHandle(HandleKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<uint64_t> CreatePoolLocked(const PoolProps& props)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Enqueues one op on stream index s in both the ordering core and executor.
   Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
