@@ -7,7 +7,7 @@ namespace streampool::internal {
 StreamIndex Ordering::AddStream(int device, StreamKind kind) {
   SP_CHECK(device >= 0);
   const StreamIndex s = static_cast<StreamIndex>(streams_.size());
-  streams_.push_back(StreamState{device, kind});
+  streams_.push_back(StreamState{.device = device, .kind = kind});
   if (kind == StreamKind::kLegacy) {
     if (legacy_by_device_.size() <= static_cast<size_t>(device)) {
       legacy_by_device_.resize(device + 1, kNoStream);

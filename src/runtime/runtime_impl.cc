@@ -301,7 +301,7 @@ std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int 
   const bool src_ours =
       src != nullptr && Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(src)) == id_;
   return [this, dst, src, value, bytes, dst_ours, src_ours]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const auto ok = [&](const void* p, bool ours) {
+    const auto ok = [&](const void* p, bool ours) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       const auto a = reinterpret_cast<uintptr_t>(p);
       return ours ? Registry::Get().RuntimeOwning(a) == id_ && RangeTouchable(a, bytes)
                   : true;
