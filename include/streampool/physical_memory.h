@@ -11,9 +11,11 @@
 #define STREAMPOOL_PHYSICAL_MEMORY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "streampool/pool_props.h"
 
 namespace streampool {
 
@@ -43,6 +45,22 @@ std::unique_ptr<PhysicalMemory> NewHostMemory();
 // PROT_NONE reservations: address space only, never touched. Replays
 // workloads larger than the machine's memory.
 std::unique_ptr<PhysicalMemory> NewAddressOnlyMemory();
+// 2 MiB pages per `policy` (see PagePolicy), prefaulted, with the bytes per
+// page kind read back from the system. Not touchable: address space only,
+// counted under the policy's first choice.
+std::unique_ptr<PhysicalMemory> NewHugePageMemory(PagePolicy policy, bool touchable = true);
+
+// User functions behind a pool: map returns `bytes` of memory aligned to at
+// least 256 B (or null on failure); unmap takes back exactly what map gave.
+struct UpstreamCallbacks {
+  std::function<void*(uint64_t bytes)> map;
+  std::function<void(void* base, uint64_t bytes)> unmap;
+  // Whether the host may read and write the memory (copies and fills move
+  // bytes only where it may).
+  bool touchable = true;
+};
+// Null when either function is missing.
+std::unique_ptr<PhysicalMemory> NewCallbackMemory(UpstreamCallbacks callbacks);
 
 }  // namespace streampool
 

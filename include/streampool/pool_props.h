@@ -29,6 +29,9 @@ struct PoolProps {
   PagePolicy page_policy = PagePolicy::kHugeFirst;
   // IPC handle types the pool can be exported as; 0 = not exportable.
   unsigned handle_types = 0;
+  // Size blocks by aclrtMalloc's rule, ALIGN_UP(len, 32) + 32 bytes, instead
+  // of the type's own (Device and HugePage pools).
+  bool acl_rounding = false;
 
   // Reuse policies (DESIGN.md "Serving MallocAsync"); all on by default, as
   // in CUDA.

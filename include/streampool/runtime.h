@@ -25,6 +25,7 @@
 #include "absl/types/span.h"
 #include "streampool/executor.h"
 #include "streampool/mem_pool.h"
+#include "streampool/physical_memory.h"
 #include "streampool/pool_props.h"
 #include "streampool/streampool.h"
 
@@ -154,6 +155,14 @@ class Runtime {
 
   // Pools.
   absl::StatusOr<PoolId> CreatePool(const PoolProps& props);
+  // A pool over a caller's upstream (NewCallbackMemory, or any
+  // PhysicalMemory); the pool shares ownership of it.
+  absl::StatusOr<PoolId> CreatePool(const PoolProps& props,
+                                    std::shared_ptr<PhysicalMemory> upstream);
+  // Huge-page bytes `device` may hold across its HugePage and Dvpp pools;
+  // reservations beyond it fall back per page policy. Unlimited by default;
+  // an Atlas-like setting is a quarter of the device's memory.
+  absl::Status SetHugePageBudget(int device, uint64_t bytes);
   absl::Status DestroyPool(PoolId pool);
   absl::StatusOr<PoolId> DefaultPool(int device) const;
   absl::StatusOr<PoolId> CurrentPool(int device) const;

@@ -178,6 +178,28 @@ SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device);
 SP_API spError_t spFree(spRuntime_t rt, void* ptr);
 
 SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props);
+
+/* An upstream made of user functions, so a pool can sit on aclrtMalloc,
+ * cudaMalloc or cuMemCreate. map returns `bytes` (a multiple of 2 MiB) of
+ * memory aligned to at least 256 B, or NULL on failure (the allocation then
+ * fails with spErrorMemoryAllocation and nothing changes); unmap takes back
+ * exactly what map returned. The functions run under the runtime's lock and
+ * must not call sp* functions. */
+typedef struct spUpstream {
+  void* (*map)(size_t bytes, void* user);
+  void (*unmap)(void* base, size_t bytes, void* user);
+  void* user;
+  int touchable; /* non-zero: the host may read and write the memory */
+} spUpstream;
+SP_API spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
+                                             const spMemPoolProps* props,
+                                             const spUpstream* upstream);
+
+/* Huge-page bytes a device may hold across its HugePage and Dvpp pools;
+ * reservations beyond it fall back as their page policy allows (HugeOnly
+ * fails). Unlimited by default; an Atlas-like setting is a quarter of the
+ * device's memory. */
+SP_API spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes);
 /* A default pool: spErrorInvalidValue. Destroying a current pool makes the
  * device's default pool current. Live allocations stay valid and their memory
  * goes back as they are freed (at spRuntimeDestroy at the latest). */

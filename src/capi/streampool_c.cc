@@ -359,10 +359,45 @@ spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProp
   p.max_size = props->maxSize;
   p.page_policy = static_cast<streampool::PagePolicy>(props->pagePolicy);
   p.handle_types = props->handleTypes;
-  auto h = r.CreatePool(p);
+  auto h = r.CreatePool(p, nullptr);
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+}
+
+spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
+                                      const spMemPoolProps* props, const spUpstream* upstream) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (pool == nullptr || props == nullptr || upstream == nullptr || upstream->map == nullptr ||
+      upstream->unmap == nullptr) {
+    return spErrorInvalidValue;
+  }
+  if (props->allocType < spMemAllocationTypeDevice || props->allocType > spMemAllocationTypeDvpp ||
+      props->pagePolicy < spPageHugeFirst || props->pagePolicy > spPageNormalOnly) {
+    return spErrorInvalidValue;
+  }
+  PoolProps p;
+  p.alloc_type = static_cast<streampool::AllocationType>(props->allocType);
+  p.device = props->device;
+  p.max_size = props->maxSize;
+  p.page_policy = static_cast<streampool::PagePolicy>(props->pagePolicy);
+  p.handle_types = props->handleTypes;
+  const spUpstream u = *upstream;
+  streampool::UpstreamCallbacks cb;
+  cb.map = [u](uint64_t bytes) { return u.map(bytes, u.user); };
+  cb.unmap = [u](void* base, uint64_t bytes) { u.unmap(base, bytes, u.user); };
+  cb.touchable = u.touchable != 0;
+  auto h = r.CreatePool(p, streampool::NewCallbackMemory(std::move(cb)));
+  if (!h.ok()) return ToError(h.status());
+  *pool = ToHandle<spMemPool_t>(*h);
+  return spSuccess;
+}
+
+spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  return ToError(r.SetHugePageBudget(device, bytes));
 }
 
 spError_t spMemPoolDestroy(spMemPool_t pool) {

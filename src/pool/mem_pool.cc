@@ -48,11 +48,11 @@ std::optional<uint64_t> SizeRule::Apply(uint64_t len) const {
 }
 
 MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
-                 PhysicalMemory* upstream, DeviceBudget* budget)
+                 std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget)
     : props_(props),
       rule_(rule),
       max_size_(max_size),
-      upstream_(upstream),
+      upstream_(std::move(upstream)),
       budget_(budget),
       follow_events_(props.reuse_follow_event_dependencies),
       opportunistic_(props.reuse_allow_opportunistic),
@@ -276,7 +276,13 @@ Block* MemPool::Grow(uint64_t size) {
     budget_->Release(*bytes);
     return nullptr;
   }
-  SP_CHECK(m->size == *bytes);
+  if (m->size != *bytes || reinterpret_cast<uintptr_t>(m->base) % rule_.granule != 0) {
+    // An upstream that breaks its contract (a user callback, say) fails the
+    // allocation rather than the process.
+    upstream_->Unmap(*m);
+    budget_->Release(*bytes);
+    return nullptr;
+  }
   auto* c = new Chunk;
   c->mapping = *m;
   c->id = next_chunk_id_++;

@@ -82,8 +82,8 @@ class MemPool {
     ReuseRule rule;
   };
 
-  MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size, PhysicalMemory* upstream,
-          DeviceBudget* budget);
+  MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
+          std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget);
   ~MemPool();  // returns every chunk to the upstream
   MemPool(const MemPool&) = delete;
   MemPool& operator=(const MemPool&) = delete;
@@ -180,7 +180,7 @@ class MemPool {
   const PoolProps props_;
   const SizeRule rule_;
   const uint64_t max_size_;
-  PhysicalMemory* const upstream_;
+  const std::shared_ptr<PhysicalMemory> upstream_;
   DeviceBudget* const budget_;
 
   bool follow_events_;

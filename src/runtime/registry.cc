@@ -36,9 +36,9 @@ std::shared_ptr<RuntimeImpl> Registry::Find(uint32_t id) const {
   return it == runtimes_.end() ? nullptr : it->second;
 }
 
-void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id) {
+void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable) {
   absl::MutexLock lock(&mu_);
-  ranges_[base] = Range{base + size, runtime_id};
+  ranges_[base] = Range{base + size, runtime_id, touchable};
 }
 
 void Registry::RemoveRange(uintptr_t base) {
@@ -52,6 +52,15 @@ uint32_t Registry::RuntimeOwning(uintptr_t addr) const {
   if (it == ranges_.begin()) return 0;
   --it;
   return addr < it->second.end ? it->second.runtime_id : 0;
+}
+
+bool Registry::Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = ranges_.upper_bound(addr);
+  if (it == ranges_.begin()) return false;
+  --it;
+  return it->second.runtime_id == runtime_id && it->second.touchable &&
+         bytes <= it->second.end - addr;
 }
 
 }  // namespace streampool::internal

@@ -27,15 +27,19 @@ class Registry {
   std::shared_ptr<RuntimeImpl> Remove(uint32_t id);
   std::shared_ptr<RuntimeImpl> Find(uint32_t id) const;
 
-  void AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id);
+  void AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable);
   void RemoveRange(uintptr_t base);
   // The runtime whose range contains addr, or 0.
   uint32_t RuntimeOwning(uintptr_t addr) const;
+  // Whether [addr, addr + bytes) lies in one range of runtime_id that the
+  // host may touch.
+  bool Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) const;
 
  private:
   struct Range {
     uintptr_t end;
     uint32_t runtime_id;
+    bool touchable;
   };
   mutable absl::Mutex mu_;
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -104,9 +104,16 @@ absl::StatusOr<PointerAttributes> Runtime::GetPointerAttributes(const void* ptr)
 }
 
 absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props) {
-  auto h = impl_->CreatePool(props);
+  return CreatePool(props, nullptr);
+}
+absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props,
+                                           std::shared_ptr<PhysicalMemory> upstream) {
+  auto h = impl_->CreatePool(props, std::move(upstream));
   if (!h.ok()) return h.status();
   return PoolId{*h};
+}
+absl::Status Runtime::SetHugePageBudget(int device, uint64_t bytes) {
+  return impl_->SetHugePageBudget(device, bytes);
 }
 absl::Status Runtime::DestroyPool(PoolId pool) { return impl_->DestroyPool(pool.value); }
 absl::StatusOr<PoolId> Runtime::DefaultPool(int device) const {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/memory/upstreams.h"
 #include "src/runtime/registry.h"
 #include "src/util/align.h"
 #include "src/util/check.h"
@@ -41,12 +42,13 @@ bool InHostCallback() { return in_host_callback; }
 // Malloc map, so a bare pointer finds its runtime.
 class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
  public:
-  RegisteringUpstream(std::unique_ptr<PhysicalMemory> inner, uint32_t runtime_id)
+  RegisteringUpstream(std::shared_ptr<PhysicalMemory> inner, uint32_t runtime_id)
       : inner_(std::move(inner)), runtime_id_(runtime_id) {}
   absl::StatusOr<Mapping> Map(uint64_t bytes) override {
     absl::StatusOr<Mapping> m = inner_->Map(bytes);
     if (m.ok()) {
-      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_);
+      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
+                               inner_->touchable());
     }
     return m;
   }
@@ -58,7 +60,7 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
   const char* name() const override { return inner_->name(); }
 
  private:
-  std::unique_ptr<PhysicalMemory> inner_;
+  std::shared_ptr<PhysicalMemory> inner_;
   uint32_t runtime_id_;
 };
 
@@ -137,11 +139,12 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
 absl::Status RuntimeImpl::Init() {
   std::unique_ptr<PhysicalMemory> inner =
       config_.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory();
-  upstream_ = std::make_unique<RegisteringUpstream>(std::move(inner), id_);
+  upstream_ = std::make_shared<RegisteringUpstream>(std::move(inner), id_);
   devices_.resize(config_.device_count);
   for (int d = 0; d < config_.device_count; ++d) {
     Device& dev = devices_[d];
     dev.budget = std::make_unique<DeviceBudget>(config_.device_capacity);
+    dev.huge_budget = std::make_unique<HugePageBudget>();
     const StreamIndex legacy = ordering_.AddStream(d, StreamKind::kLegacy);
     executor_.AddStream(legacy);
     dev.legacy_stream = NewHandle(HandleKind::kStream);
@@ -149,7 +152,7 @@ absl::Status RuntimeImpl::Init() {
     stream_handles_.push_back(dev.legacy_stream);
     PoolProps props;
     props.device = d;
-    absl::StatusOr<uint64_t> pool = CreatePoolLocked(props);
+    absl::StatusOr<uint64_t> pool = CreatePoolLocked(props, nullptr);
     if (!pool.ok()) return pool.status();
     pools_[*pool].is_default = true;
     dev.default_pool = dev.current_pool = *pool;
@@ -286,13 +289,11 @@ absl::Status RuntimeImpl::SyncStreams(absl::Span<const StreamIndex> streams) {
 }
 
 bool RuntimeImpl::RangeTouchable(uintptr_t addr, uint64_t bytes) const {
-  // Our memory is touchable only with Host backing and only while mapped;
-  // memory we never mapped is the caller's.
+  // Our memory is touchable only where its upstream is and only while
+  // mapped; memory we never mapped is the caller's.
   const uint32_t owner = Registry::Get().RuntimeOwning(addr);
-  if (owner == 0) return true;
-  if (owner != id_) return true;  // another runtime's: the caller's business
-  return config_.backing == Backing::kHost &&
-         Registry::Get().RuntimeOwning(addr + bytes - 1) == id_;
+  if (owner != id_) return true;
+  return Registry::Get().Touchable(addr, bytes, id_);
 }
 
 std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int value,
@@ -301,10 +302,8 @@ std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int 
   const bool src_ours =
       src != nullptr && Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(src)) == id_;
   return [this, dst, src, value, bytes, dst_ours, src_ours]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const auto ok = [&](const void* p, bool ours) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      const auto a = reinterpret_cast<uintptr_t>(p);
-      return ours ? Registry::Get().RuntimeOwning(a) == id_ && RangeTouchable(a, bytes)
-                  : true;
+    const auto ok = [&](const void* p, bool ours) {
+      return !ours || Registry::Get().Touchable(reinterpret_cast<uintptr_t>(p), bytes, id_);
     };
     if (!ok(dst, dst_ours) || (src != nullptr && !ok(src, src_ours))) return;
     if (src != nullptr) {
@@ -704,12 +703,14 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
 
 // ----------------------------------------------------------------- pools
 
-absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props) {
+absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props,
+                                                 std::shared_ptr<PhysicalMemory> upstream) {
   SP_ENTER();
-  return CreatePoolLocked(props);
+  return CreatePoolLocked(props, std::move(upstream));
 }
 
-absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(const PoolProps& props) {
+absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
+    const PoolProps& props, std::shared_ptr<PhysicalMemory> custom_upstream) {
   const int type = static_cast<int>(props.alloc_type);
   if (type < 1 || type > 4) return absl::InvalidArgumentError("unknown allocation type");
   const int policy = static_cast<int>(props.page_policy);
@@ -717,19 +718,50 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(const PoolProps& props) {
   if (props.alloc_type != AllocationType::kPinnedHost) {
     if (absl::Status st = CheckDevice(props.device); !st.ok()) return st;
   }
-  if (props.alloc_type != AllocationType::kDevice) {
-    return absl::UnimplementedError("only device pools are supported so far");
-  }
   if (props.handle_types != 0) {
     return absl::UnimplementedError("exportable (IPC) pools are not supported yet");
   }
-  const uint64_t capacity = config_.device_capacity;
-  const uint64_t max_size = props.max_size == 0 ? capacity : std::min<uint64_t>(props.max_size, capacity);
+  const bool touchable = config_.backing == Backing::kHost;
+  const bool pinned = props.alloc_type == AllocationType::kPinnedHost;
+  std::shared_ptr<PhysicalMemory> upstream = std::move(custom_upstream);
   SizeRule rule;
-  rule.kind = SizeRule::Kind::kRound;
-  rule.granule = 256;
-  auto pool = std::make_unique<MemPool>(props, rule, max_size, upstream_.get(),
-                                        devices_[props.device].budget.get());
+  switch (props.alloc_type) {
+    case AllocationType::kDevice:
+      rule.granule = 256;
+      break;
+    case AllocationType::kPinnedHost:
+      // aclrtMallocHost's alignment: host memory needs no more than a line.
+      rule.granule = 64;
+      break;
+    case AllocationType::kHugePage:
+      rule.granule = 256;
+      if (!upstream) {
+        upstream = NewHugePageUpstream(props.page_policy, touchable,
+                                       devices_[props.device].huge_budget.get());
+      }
+      break;
+    case AllocationType::kDvpp:
+      rule.kind = SizeRule::Kind::kDvpp;
+      rule.granule = 128;
+      if (!upstream) {
+        upstream = NewDvppUpstream(props.page_policy, touchable,
+                                   devices_[props.device].huge_budget.get());
+      }
+      break;
+  }
+  if (props.acl_rounding) {
+    if (props.alloc_type != AllocationType::kDevice &&
+        props.alloc_type != AllocationType::kHugePage) {
+      return absl::InvalidArgumentError("the ACL rounding rule applies to device memory only");
+    }
+    rule.kind = SizeRule::Kind::kAcl;
+    rule.granule = 32;
+  }
+  upstream = upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), id_) : upstream_;
+  DeviceBudget* budget = pinned ? &host_budget_ : devices_[props.device].budget.get();
+  const uint64_t limit = pinned ? UINT64_MAX : config_.device_capacity;
+  const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
+  auto pool = std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget);
   const uint64_t h = NewHandle(HandleKind::kPool);
   pools_.emplace(h, PoolRec{std::move(pool), false});
   return h;
@@ -749,6 +781,13 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
     draining_pools_.emplace(pool, std::move(mp));
     ReapDestroyedPools();  // releases what is already wholly free
   }
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::SetHugePageBudget(int device, uint64_t bytes) {
+  SP_ENTER();
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  devices_[device].huge_budget->set_limit(bytes);
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "src/ordering/ordering.h"
+#include "src/memory/page_backing.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/handles.h"
 #include "src/sim/sim_executor.h"
@@ -76,7 +77,10 @@ class RuntimeImpl {
   absl::Status Free(void* ptr);
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
 
-  absl::StatusOr<uint64_t> CreatePool(const PoolProps& props);
+  // upstream null: the one the pool's type implies.
+  absl::StatusOr<uint64_t> CreatePool(const PoolProps& props,
+                                      std::shared_ptr<PhysicalMemory> upstream);
+  absl::Status SetHugePageBudget(int device, uint64_t bytes);
   absl::Status DestroyPool(uint64_t pool);
   absl::StatusOr<uint64_t> DefaultPool(int device);
   absl::StatusOr<uint64_t> CurrentPool(int device);
@@ -94,6 +98,7 @@ class RuntimeImpl {
   friend class Oracle;
   struct Device {
     std::unique_ptr<DeviceBudget> budget;
+    std::unique_ptr<HugePageBudget> huge_budget;
     uint64_t legacy_stream = 0;  // handle
     uint64_t default_pool = 0;   // handle
     uint64_t current_pool = 0;   // handle
@@ -135,7 +140,8 @@ class RuntimeImpl {
   absl::StatusOr<EventRec*> FindEvent(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PoolRec*> FindPool(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t NewHandle(HandleKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<uint64_t> CreatePoolLocked(const PoolProps& props)
+  absl::StatusOr<uint64_t> CreatePoolLocked(const PoolProps& props,
+                                            std::shared_ptr<PhysicalMemory> custom_upstream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Enqueues one op on stream index s in both the ordering core and executor.
@@ -161,7 +167,9 @@ class RuntimeImpl {
   mutable absl::Mutex mu_;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::unique_ptr<PhysicalMemory> upstream_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PhysicalMemory> upstream_ ABSL_GUARDED_BY(mu_);
+  // Pinned host pools' bytes: bounded only by their maxSize and the system.
+  DeviceBudget host_budget_ ABSL_GUARDED_BY(mu_){UINT64_MAX};
   SimExecutor executor_ ABSL_GUARDED_BY(mu_);
   Ordering ordering_ ABSL_GUARDED_BY(mu_);
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);

@@ -24,6 +24,9 @@ TimeNs SimExecutor::EndOf(StreamIndex s, Position position) const {
 TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   StreamState& st = streams_[s];
   SP_CHECK(position == st.last_position + 1);
+  // Only ops still incomplete stay tracked, so the tracked positions form one
+  // contiguous run and EndOf can index them directly.
+  Retire(st);
   TimeNs start = std::max(now_, st.last_end);
   if (op.wait_stream != kNoStream) start = std::max(start, EndOf(op.wait_stream, op.wait_position));
   const TimeNs end = start + op.duration_ns;

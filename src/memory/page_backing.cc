@@ -1,0 +1,162 @@
+#include "src/memory/page_backing.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "src/util/check.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace streampool::internal {
+namespace {
+
+constexpr int kAnon = MAP_PRIVATE | MAP_ANONYMOUS;
+
+// A 2 MiB-aligned anonymous range of `bytes` with protection `prot`; THP needs
+// the alignment. Over-reserves by one huge page and trims the ends.
+void* MapAligned(uint64_t bytes, int prot, int extra_flags) {
+  const uint64_t span = bytes + kHugePageSize;
+  void* raw = mmap(nullptr, span, prot, kAnon | extra_flags, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto r = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t start = (r + kHugePageSize - 1) & ~(kHugePageSize - 1);
+  if (start > r) munmap(raw, start - r);
+  const uintptr_t end = start + bytes;
+  if (r + span > end) munmap(reinterpret_cast<void*>(end), r + span - end);
+  return reinterpret_cast<void*>(start);
+}
+
+// Touches every page now so a shortage is an error here, never a fault later.
+bool Prefault(void* p, uint64_t bytes) {
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return true;
+  if (errno != EINVAL) return false;  // EINVAL: kernel without POPULATE_WRITE
+  for (uint64_t off = 0; off < bytes; off += 4096) static_cast<volatile char*>(p)[off] = 0;
+  return true;
+}
+
+// Explicit huge pages (hugetlbfs pool). Returns null where the system has none.
+void* MapHugeTlb(const PageRequest& req) {
+  const int flags = kAnon | MAP_HUGETLB | MAP_POPULATE | (req.fixed ? MAP_FIXED : 0);
+  void* p = mmap(req.fixed, req.bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  // MAP_POPULATE does not report a shortage; the kernel's reservation at mmap
+  // time does (MAP_HUGETLB without MAP_NORESERVE reserves the pages).
+  return p;
+}
+
+void* MapNormal(const PageRequest& req) {
+  if (req.fixed != nullptr) {
+    void* p = mmap(req.fixed, req.bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  return MapAligned(req.bytes, PROT_READ | PROT_WRITE, 0);
+}
+
+void ReleaseRange(void* p, uint64_t bytes, bool keep_reserved) {
+  if (keep_reserved) {
+    void* q = mmap(p, bytes, PROT_NONE, kAnon | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    SP_CHECK(q == p);
+  } else {
+    SP_CHECK(munmap(p, bytes) == 0);
+  }
+}
+
+}  // namespace
+
+uint64_t TransparentHugeBytes(const void* base, uint64_t bytes) {
+  // smaps reports per VMA, and ours may have merged with a neighbour of the
+  // same flags; a temporary protection change makes it a VMA of its own.
+  void* p = const_cast<void*>(base);
+  if (mprotect(p, bytes, PROT_READ) != 0) return 0;
+  uint64_t huge_kb = 0;
+  if (FILE* f = std::fopen("/proc/self/smaps", "r")) {
+    char line[512];
+    bool ours = false;
+    const auto want = reinterpret_cast<uintptr_t>(base);
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      uintptr_t lo, hi;
+      if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2) {
+        ours = lo == want;
+        continue;
+      }
+      uint64_t kb;
+      if (ours && std::sscanf(line, "AnonHugePages: %" SCNu64 " kB", &kb) == 1) {
+        huge_kb = kb;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  SP_CHECK(mprotect(p, bytes, PROT_READ | PROT_WRITE) == 0);
+  return std::min<uint64_t>(huge_kb * 1024, bytes);
+}
+
+absl::StatusOr<Mapping> MapPages(const PageRequest& req) {
+  SP_CHECK(req.bytes > 0 && req.bytes % kHugePageSize == 0);
+  const bool huge_allowed = req.policy != PagePolicy::kNormalOnly &&
+                            (req.budget == nullptr || req.budget->Fits(req.bytes));
+  if (req.policy == PagePolicy::kHugeOnly && !huge_allowed) {
+    return absl::ResourceExhaustedError("huge-page budget of the device exhausted");
+  }
+  Mapping m;
+  m.size = req.bytes;
+
+  if (!req.touchable) {
+    // Address space only: the reservation is the mapping, counted under the
+    // first kind the policy and budget allow.
+    void* p = req.fixed != nullptr ? req.fixed : MapAligned(req.bytes, PROT_NONE, MAP_NORESERVE);
+    if (p == nullptr) return absl::ResourceExhaustedError("address-space reservation failed");
+    m.base = p;
+    if (huge_allowed) {
+      m.huge_page_bytes = req.bytes;
+    } else {
+      m.normal_page_bytes = req.bytes;
+    }
+    if (req.budget != nullptr) req.budget->Take(m.huge_page_bytes);
+    return m;
+  }
+
+  if (huge_allowed) {
+    if (void* p = MapHugeTlb(req)) {
+      m.base = p;
+      m.huge_page_bytes = req.bytes;
+      if (req.budget != nullptr) req.budget->Take(m.huge_page_bytes);
+      return m;
+    }
+    if (req.policy == PagePolicy::kHugeOnly) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no explicit huge pages for ", req.bytes, " bytes (HugeOnly): ", std::strerror(errno)));
+    }
+  }
+  void* p = MapNormal(req);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("mmap of ", req.bytes, " bytes failed: ", std::strerror(errno)));
+  }
+  madvise(p, req.bytes, huge_allowed ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  if (!Prefault(p, req.bytes)) {
+    ReleaseRange(p, req.bytes, req.fixed != nullptr);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot fault in ", req.bytes, " bytes"));
+  }
+  m.base = p;
+  m.transparent_huge_page_bytes = huge_allowed ? TransparentHugeBytes(p, req.bytes) : 0;
+  m.normal_page_bytes = req.bytes - m.transparent_huge_page_bytes;
+  if (req.budget != nullptr) req.budget->Take(m.transparent_huge_page_bytes);
+  return m;
+}
+
+void UnmapPages(const Mapping& m, bool keep_reserved, HugePageBudget* budget) {
+  if (budget != nullptr) budget->Give(m.huge_page_bytes + m.transparent_huge_page_bytes);
+  ReleaseRange(m.base, m.size, keep_reserved);
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,152 @@
+// HugePageMemory and DvppMemory: upstreams whose chunks are 2 MiB-page backed
+// per a PagePolicy; DVPP chunks additionally live in the process's window.
+#include <sys/mman.h>
+
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "src/memory/upstreams.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+namespace {
+
+class HugePageMemory final : public PhysicalMemory {
+ public:
+  HugePageMemory(PagePolicy policy, bool touchable, HugePageBudget* budget)
+      : policy_(policy), touchable_(touchable), budget_(budget) {}
+
+  absl::StatusOr<Mapping> Map(uint64_t bytes) override {
+    if (bytes == 0 || bytes % kHugePageSize != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(bytes, " is not whole 2 MiB pages"));
+    }
+    return MapPages(PageRequest{bytes, nullptr, policy_, touchable_, budget_});
+  }
+  void Unmap(const Mapping& m) override { UnmapPages(m, /*keep_reserved=*/false, budget_); }
+  bool touchable() const override { return touchable_; }
+  const char* name() const override { return "huge-page"; }
+
+ private:
+  const PagePolicy policy_;
+  const bool touchable_;
+  HugePageBudget* const budget_;
+};
+
+class DvppMemory final : public PhysicalMemory {
+ public:
+  DvppMemory(PagePolicy policy, bool touchable, HugePageBudget* budget)
+      : policy_(policy), touchable_(touchable), budget_(budget) {}
+
+  absl::StatusOr<Mapping> Map(uint64_t bytes) override {
+    if (bytes == 0 || bytes % DvppWindow::kGranule != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(bytes, " is not whole 2 MiB granules"));
+    }
+    DvppWindow& window = DvppWindow::Get();
+    void* at = window.Take(bytes);
+    if (at == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the 16 GiB DVPP window has no free range of ", bytes, " bytes (",
+          window.free_bytes(), " free in all)"));
+    }
+    absl::StatusOr<Mapping> m = MapPages(PageRequest{bytes, at, policy_, touchable_, budget_});
+    if (!m.ok()) window.Give(at, bytes);
+    return m;
+  }
+  void Unmap(const Mapping& m) override {
+    if (touchable_) {
+      UnmapPages(m, /*keep_reserved=*/true, budget_);
+    } else if (budget_ != nullptr) {
+      budget_->Give(m.huge_page_bytes + m.transparent_huge_page_bytes);
+    }
+    DvppWindow::Get().Give(m.base, m.size);
+  }
+  bool touchable() const override { return touchable_; }
+  const char* name() const override { return "dvpp"; }
+
+ private:
+  const PagePolicy policy_;
+  const bool touchable_;
+  HugePageBudget* const budget_;
+};
+
+}  // namespace
+
+struct DvppWindow::State {
+  mutable absl::Mutex mu;
+  std::vector<bool> used ABSL_GUARDED_BY(mu);
+  uint64_t free_granules ABSL_GUARDED_BY(mu) = 0;
+};
+
+DvppWindow& DvppWindow::Get() {
+  static DvppWindow* const window = new DvppWindow;  // lives as long as the process
+  return *window;
+}
+
+DvppWindow::DvppWindow() : state_(std::make_unique<State>()) {
+  // Address space only: reserving costs no memory, and the chunks mapped into
+  // it later replace parts of this reservation in place.
+  const uint64_t span = kSize + kGranule;
+  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  SP_CHECK(raw != MAP_FAILED);
+  const auto r = reinterpret_cast<uintptr_t>(raw);
+  base_ = (r + kGranule - 1) & ~(kGranule - 1);
+  absl::MutexLock lock(&state_->mu);
+  state_->used.assign(kSize / kGranule, false);
+  state_->free_granules = kSize / kGranule;
+}
+
+void* DvppWindow::Take(uint64_t bytes) {
+  const uint64_t n = bytes / kGranule;
+  absl::MutexLock lock(&state_->mu);
+  std::vector<bool>& used = state_->used;
+  uint64_t run = 0;
+  for (uint64_t i = 0; i < used.size(); ++i) {
+    run = used[i] ? 0 : run + 1;
+    if (run == n) {
+      const uint64_t first = i + 1 - n;
+      for (uint64_t j = first; j <= i; ++j) used[j] = true;
+      state_->free_granules -= n;
+      return reinterpret_cast<void*>(base_ + first * kGranule);
+    }
+  }
+  return nullptr;
+}
+
+void DvppWindow::Give(void* p, uint64_t bytes) {
+  const uint64_t first = (reinterpret_cast<uintptr_t>(p) - base_) / kGranule;
+  const uint64_t n = bytes / kGranule;
+  absl::MutexLock lock(&state_->mu);
+  for (uint64_t j = first; j < first + n; ++j) {
+    SP_CHECK(state_->used[j]);
+    state_->used[j] = false;
+  }
+  state_->free_granules += n;
+}
+
+uint64_t DvppWindow::free_bytes() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->free_granules * kGranule;
+}
+
+std::unique_ptr<PhysicalMemory> NewHugePageUpstream(PagePolicy policy, bool touchable,
+                                                    HugePageBudget* budget) {
+  return std::make_unique<HugePageMemory>(policy, touchable, budget);
+}
+
+std::unique_ptr<PhysicalMemory> NewDvppUpstream(PagePolicy policy, bool touchable,
+                                                HugePageBudget* budget) {
+  return std::make_unique<DvppMemory>(policy, touchable, budget);
+}
+
+}  // namespace streampool::internal
+
+namespace streampool {
+
+std::unique_ptr<PhysicalMemory> NewHugePageMemory(PagePolicy policy, bool touchable) {
+  return internal::NewHugePageUpstream(policy, touchable, nullptr);
+}
+
+}  // namespace streampool

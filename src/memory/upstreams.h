@@ -1,0 +1,46 @@
+// Factories for the upstreams that need runtime-owned state (the device's
+// huge-page budget). The public factories in physical_memory.h cover the rest.
+#ifndef STREAMPOOL_SRC_MEMORY_UPSTREAMS_H_
+#define STREAMPOOL_SRC_MEMORY_UPSTREAMS_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "src/memory/page_backing.h"
+#include "streampool/physical_memory.h"
+#include "streampool/pool_props.h"
+
+namespace streampool::internal {
+
+// 2 MiB pages per policy; `budget` (may be null) outlives the upstream.
+std::unique_ptr<PhysicalMemory> NewHugePageUpstream(PagePolicy policy, bool touchable,
+                                                    HugePageBudget* budget);
+// Chunks placed in the process's DVPP window, backed per policy.
+std::unique_ptr<PhysicalMemory> NewDvppUpstream(PagePolicy policy, bool touchable,
+                                                HugePageBudget* budget);
+
+// The process-wide DVPP address window: every DVPP pool of every runtime
+// carves its chunks from one 16 GiB range, first fit at 2 MiB granularity, as
+// the Ascend media units address only that much.
+class DvppWindow {
+ public:
+  static constexpr uint64_t kSize = uint64_t{16} << 30;
+  static constexpr uint64_t kGranule = uint64_t{2} << 20;
+
+  static DvppWindow& Get();
+  // The lowest free range of `bytes` (a multiple of kGranule), or null.
+  void* Take(uint64_t bytes);
+  void Give(void* p, uint64_t bytes);
+  uint64_t free_bytes() const;
+  uintptr_t base() const { return base_; }
+
+ private:
+  DvppWindow();
+  struct State;
+  uintptr_t base_ = 0;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_MEMORY_UPSTREAMS_H_
