@@ -5,7 +5,8 @@
 #     An executable <name> linked to streampool, GTest::gmock and
 #     GTest::gtest_main (plus DEPS), with the repository root on the include
 #     path so tests may include internal headers ("src/pool/size_index.h").
-#     Each TEST() is registered with CTest by gtest_discover_tests.
+#     Each TEST() is registered with CTest by gtest_discover_tests, with
+#     STREAMPOOL_CHECK_STREAM_ORDER=fatal in its environment.
 #
 #   streampool_cc_benchmark(NAME <name> SRCS <files...> [DEPS <targets...>])
 #     An executable <name> linked to streampool and benchmark::benchmark_main
@@ -26,7 +27,11 @@ function(streampool_cc_test)
   add_executable(${SP_NAME} ${SP_SRCS})
   target_link_libraries(${SP_NAME} PRIVATE
     streampool_internal GTest::gmock GTest::gtest_main ${SP_DEPS})
-  gtest_discover_tests(${SP_NAME} DISCOVERY_TIMEOUT 60)
+  # Every test runs with the stream-order checker on, aborting at its first
+  # report; tests that plant bugs on purpose enable it explicitly, which makes
+  # their runtime collect reports instead.
+  gtest_discover_tests(${SP_NAME} DISCOVERY_TIMEOUT 60
+    PROPERTIES ENVIRONMENT "STREAMPOOL_CHECK_STREAM_ORDER=fatal")
 endfunction()
 
 function(streampool_cc_benchmark)

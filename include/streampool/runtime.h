@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,7 +51,15 @@ struct RuntimeConfig {
   uint64_t api_call_ns = 0;
   // Bandwidth of async copies and fills (1 TB/s by default).
   uint64_t copy_bytes_per_us = 1000000;
+  // The stream-order checker (Runtime::CheckReports). Off by default: it costs
+  // a lookup per allocation, free and declared access. The environment
+  // variable STREAMPOOL_CHECK_STREAM_ORDER=1 turns it on for every runtime,
+  // and =fatal also aborts the process at the first report (the test suite
+  // runs that way).
+  bool check_stream_order = false;
 };
+
+
 
 // Strong ids; value is the same number as the C API's opaque handle.
 struct StreamId {
@@ -65,6 +74,24 @@ struct PoolId {
   uint64_t value = 0;
   spMemPool_t c() const { return reinterpret_cast<spMemPool_t>(static_cast<uintptr_t>(value)); }
   friend bool operator==(PoolId a, PoolId b) { return a.value == b.value; }
+};
+
+enum class CheckKind {
+  kOutOfBounds = 1,          // access outside any allocation
+  kUseAfterFree = 2,         // access after the free, or a free not ordered after an access
+  kUseBeforeReady = 3,       // access not ordered after the allocation
+  kOverlappingLifetimes = 4, // pool self-check: bytes handed out while still in use
+};
+
+struct CheckReport {
+  CheckKind kind = CheckKind::kOutOfBounds;
+  StreamId stream;           // the offending op (value 0 if that stream is destroyed)
+  uint64_t op_position = 0;  // its position in the stream (1 = first op)
+  const void* ptr = nullptr;
+  uint64_t size = 0;
+  StreamId other_stream;     // the other op involved (allocation or free), if any
+  uint64_t other_position = 0;
+  std::string message;
 };
 
 struct Access {
@@ -173,6 +200,11 @@ class Runtime {
   absl::StatusOr<PoolStats> GetPoolStats(PoolId pool) const;
   // The pool's O(n) self-check (DESIGN.md invariants); an error names what broke.
   absl::Status CheckPoolInvariants(PoolId pool) const;
+
+  // Stream-order checker: turn on or off (reports are kept), read, clear.
+  void EnableChecker(bool on);
+  std::vector<CheckReport> CheckReports() const;
+  void ClearCheckReports();
 
   // Records every op's schedule from now on (off by default: it grows
   // without bound), for timelines and tests.

@@ -236,6 +236,39 @@ typedef struct spPointerAttributes {
 /* Any byte of a live allocation; else spErrorInvalidValue. */
 SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr);
 
+/* --------------------------------------------------- stream-order checker */
+
+/* The simulator's checker watches kernels' declared accesses (and copies and
+ * fills of runtime memory) and the pool's decisions. Off unless enabled here,
+ * by RuntimeConfig::check_stream_order in C++, or for every runtime by the
+ * environment variable STREAMPOOL_CHECK_STREAM_ORDER=1 (=fatal: abort at the
+ * first report). */
+typedef enum spCheckKind {
+  spCheckOutOfBounds = 1,         /* access outside any allocation */
+  spCheckUseAfterFree = 2,        /* access issued after the free, or a free not
+                                     ordered after an earlier access */
+  spCheckUseBeforeReady = 3,      /* access not ordered after the allocation */
+  spCheckOverlappingLifetimes = 4 /* pool self-check: bytes reused while in use */
+} spCheckKind;
+
+typedef struct spCheckReport {
+  spCheckKind kind;
+  spStream_t stream;      /* the offending op's stream (NULL once destroyed) */
+  uint64_t opIndex;       /* its position in the stream, 1 = first op */
+  const void* ptr;
+  size_t size;
+  spStream_t otherStream; /* the other op involved (allocation or free), or NULL */
+  uint64_t otherOpIndex;
+  char message[256];      /* both ops, addresses and sizes in words */
+} spCheckReport;
+
+SP_API spError_t spCheckerEnable(spRuntime_t rt, int enable);
+/* Copies up to `capacity` reports (oldest first) and sets *count to how many
+ * there are in all. reports may be NULL when capacity is 0. */
+SP_API spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
+                                     size_t* count);
+SP_API spError_t spCheckerClearReports(spRuntime_t rt);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

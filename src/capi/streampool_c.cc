@@ -1,6 +1,8 @@
 // The C API: argument checks, handle decoding, and status -> spError_t. All
 // semantics live in RuntimeImpl; this file only translates.
 #include <cstdint>
+#include <cstdio>
+#include <vector>
 #include <functional>
 #include <memory>
 
@@ -488,6 +490,42 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) {
   stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
   stats->normalPageBytes = s->normal_page_bytes;
   stats->largestFreeBlock = s->largest_free_block;
+  return spSuccess;
+}
+
+spError_t spCheckerEnable(spRuntime_t rt, int enable) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  r.EnableChecker(enable != 0, /*fatal=*/false);
+  return spSuccess;
+}
+
+spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
+                              size_t* count) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (count == nullptr || (reports == nullptr && capacity != 0)) return spErrorInvalidValue;
+  const std::vector<streampool::CheckReport> all = r.CheckReports();
+  *count = all.size();
+  for (size_t i = 0; i < all.size() && i < capacity; ++i) {
+    const streampool::CheckReport& a = all[i];
+    spCheckReport& o = reports[i];
+    o.kind = static_cast<spCheckKind>(static_cast<int>(a.kind));
+    o.stream = a.stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.stream.value);
+    o.opIndex = a.op_position;
+    o.ptr = a.ptr;
+    o.size = a.size;
+    o.otherStream = a.other_stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.other_stream.value);
+    o.otherOpIndex = a.other_position;
+    std::snprintf(o.message, sizeof o.message, "%s", a.message.c_str());
+  }
+  return spSuccess;
+}
+
+spError_t spCheckerClearReports(spRuntime_t rt) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  r.ClearCheckReports();
   return spSuccess;
 }
 

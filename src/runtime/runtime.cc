@@ -146,6 +146,9 @@ absl::Status Runtime::CheckPoolInvariants(PoolId pool) const {
 }
 
 void Runtime::RecordTimeline(bool on) { impl_->RecordTimeline(on); }
+void Runtime::EnableChecker(bool on) { impl_->EnableChecker(on, /*fatal=*/false); }
+std::vector<CheckReport> Runtime::CheckReports() const { return impl_->CheckReports(); }
+void Runtime::ClearCheckReports() { impl_->ClearCheckReports(); }
 std::vector<TimelineEntry> Runtime::Timeline() const { return impl_->Timeline(); }
 
 const char* OpKindName(OpKind kind) {

@@ -1,7 +1,10 @@
 #include "src/runtime/runtime_impl.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,8 +45,8 @@ bool InHostCallback() { return in_host_callback; }
 // Malloc map, so a bare pointer finds its runtime.
 class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
  public:
-  RegisteringUpstream(std::shared_ptr<PhysicalMemory> inner, uint32_t runtime_id)
-      : inner_(std::move(inner)), runtime_id_(runtime_id) {}
+  RegisteringUpstream(std::shared_ptr<PhysicalMemory> inner, RuntimeImpl* rt)
+      : inner_(std::move(inner)), runtime_id_(rt->id_), rt_(rt) {}
   absl::StatusOr<Mapping> Map(uint64_t bytes) override {
     absl::StatusOr<Mapping> m = inner_->Map(bytes);
     if (m.ok()) {
@@ -52,7 +55,9 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
     }
     return m;
   }
-  void Unmap(const Mapping& mapping) override {
+  void Unmap(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    // Pools unmap only under the runtime's lock.
+    rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(mapping.base));
     inner_->Unmap(mapping);
   }
@@ -62,6 +67,7 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
  private:
   std::shared_ptr<PhysicalMemory> inner_;
   uint32_t runtime_id_;
+  RuntimeImpl* rt_;
 };
 
 // Answers the pool's questions for one allocation on stream t.
@@ -139,7 +145,13 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
 absl::Status RuntimeImpl::Init() {
   std::unique_ptr<PhysicalMemory> inner =
       config_.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory();
-  upstream_ = std::make_shared<RegisteringUpstream>(std::move(inner), id_);
+  upstream_ = std::make_shared<RegisteringUpstream>(std::move(inner), this);
+  if (config_.check_stream_order) checker_ = std::make_unique<StreamOrderChecker>();
+  if (const char* env = std::getenv("STREAMPOOL_CHECK_STREAM_ORDER")) {
+    const std::string mode = env;
+    if (mode == "1" || mode == "fatal") checker_ = std::make_unique<StreamOrderChecker>();
+    checker_fatal_ = mode == "fatal";
+  }
   devices_.resize(config_.device_count);
   for (int d = 0; d < config_.device_count; ++d) {
     Device& dev = devices_[d];
@@ -493,7 +505,15 @@ absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
   OpDesc op;
   op.kind = OpKind::kKernel;
   op.duration_ns = duration_ns;
-  EnqueueOp((*rec)->index, std::move(op));
+  const StreamIndex idx = (*rec)->index;
+  const Position p = EnqueueOp(idx, std::move(op));
+  if (checker_) {
+    for (const Access& a : accesses) {
+      checker_->OnAccess(idx, p, ordering_.clock(idx), reinterpret_cast<uintptr_t>(a.ptr), a.size,
+                         a.write);
+    }
+    CheckerAfterEvent();
+  }
   return absl::OkStatus();
 }
 
@@ -527,7 +547,9 @@ absl::Status RuntimeImpl::MemcpyAsync(void* dst, const void* src, uint64_t bytes
   op.kind = OpKind::kCopy;
   op.duration_ns = bytes * 1000 / config_.copy_bytes_per_us;
   op.effect = MemoryEffect(dst, src, 0, bytes);
-  EnqueueOp((*rec)->index, std::move(op));
+  const Position p = EnqueueOp((*rec)->index, std::move(op));
+  CheckCopyAccess((*rec)->index, p, src, bytes, /*write=*/false);
+  CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
   return absl::OkStatus();
 }
 
@@ -544,7 +566,8 @@ absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint
   op.kind = OpKind::kFill;
   op.duration_ns = bytes * 1000 / config_.copy_bytes_per_us;
   op.effect = MemoryEffect(dst, nullptr, value, bytes);
-  EnqueueOp((*rec)->index, std::move(op));
+  const Position p = EnqueueOp((*rec)->index, std::move(op));
+  CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
   return absl::OkStatus();
 }
 
@@ -577,10 +600,14 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   // every blocking stream, and the pool judges safety against that clock.
   OpDesc marker;
   marker.kind = OpKind::kAllocMarker;
-  EnqueueOp(t, std::move(marker));
+  const Position at = EnqueueOp(t, std::move(marker));
   Oracle oracle(*this, t);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   if (!a.ok()) return a.status();
+  if (checker_) {
+    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, executor_.LastEnd(t));
+    CheckerAfterEvent();
+  }
   void* ptr = reinterpret_cast<void*>(a->block->addr());
   AllocRec r;
   r.pool = &mp;
@@ -612,13 +639,22 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
     malloc_ranges_.erase(it->first);
     allocs_.erase(it);
     marker.effect = [this, r]() ABSL_NO_THREAD_SAFETY_ANALYSIS { UnmapMalloc(r); };
-    EnqueueOp(idx, std::move(marker));
+    const Position f = EnqueueOp(idx, std::move(marker));
+    if (checker_) {
+      checker_->OnFree(reinterpret_cast<uintptr_t>(ptr), idx, f, ordering_.clock(idx),
+                       executor_.LastEnd(idx));
+      CheckerAfterEvent();
+    }
     return absl::OkStatus();
   }
   MemPool* pool = it->second.pool;
   Block* block = it->second.block;
   allocs_.erase(it);
   const Position f = EnqueueOp(idx, std::move(marker));
+  if (checker_) {
+    checker_->OnFree(block->addr(), idx, f, ordering_.clock(idx), executor_.LastEnd(idx));
+    CheckerAfterEvent();
+  }
   pool->FreeAsync(block, idx, f);
   return absl::OkStatus();
 }
@@ -645,6 +681,7 @@ absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
   const auto base = reinterpret_cast<uintptr_t>(m->base);
   allocs_.emplace(base, r);
   malloc_ranges_.emplace(base, *bytes);
+  if (checker_) checker_->OnAlloc(base, *bytes, kNoStream, 0, executor_.Now());
   return m->base;
 }
 
@@ -658,6 +695,7 @@ absl::Status RuntimeImpl::Free(void* ptr) {
   }
   AllocRec r = it->second;
   allocs_.erase(it);
+  if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_.Now());
   if (r.pool == nullptr) {
     malloc_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
     UnmapMalloc(r);
@@ -757,7 +795,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     rule.kind = SizeRule::Kind::kAcl;
     rule.granule = 32;
   }
-  upstream = upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), id_) : upstream_;
+  upstream = upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), this) : upstream_;
   DeviceBudget* budget = pinned ? &host_budget_ : devices_[props.device].budget.get();
   const uint64_t limit = pinned ? UINT64_MAX : config_.device_capacity;
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
@@ -899,6 +937,69 @@ absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
   if (!rec.ok()) return rec.status();
   if (!(*rec)->pool->CheckInvariants()) return absl::InternalError("pool invariants broken");
   return absl::OkStatus();
+}
+
+void RuntimeImpl::OnUnmapped(uintptr_t base, uint64_t size) {
+  if (checker_) checker_->OnUnmap(base, size);
+}
+
+void RuntimeImpl::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes,
+                                  bool write) {
+  // Copies also move host memory the runtime never saw; only our own memory
+  // is the checker's business.
+  if (!checker_) return;
+  const auto a = reinterpret_cast<uintptr_t>(ptr);
+  if (Registry::Get().RuntimeOwning(a) != id_) return;
+  checker_->OnAccess(s, p, ordering_.clock(s), a, bytes, write);
+  CheckerAfterEvent();
+}
+
+void RuntimeImpl::CheckerAfterEvent() {
+  const auto& reports = checker_->reports();
+  if (checker_fatal_ && reports.size() > checker_reported_) {
+    std::fprintf(stderr, "streampool stream-order checker: %s: %s\n",
+                 CheckKindName(reports[checker_reported_].kind),
+                 reports[checker_reported_].message.c_str());
+    std::abort();
+  }
+  checker_reported_ = reports.size();
+}
+
+void RuntimeImpl::EnableChecker(bool on, bool fatal) {
+  if (in_host_callback) return;
+  absl::MutexLock lock(&mu_);
+  if (on && !checker_) checker_ = std::make_unique<StreamOrderChecker>();
+  if (!on) checker_.reset();
+  checker_fatal_ = on && fatal;
+  checker_reported_ = checker_ ? checker_->reports().size() : 0;
+}
+
+std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
+  if (in_host_callback) return {};
+  absl::MutexLock lock(&mu_);
+  std::vector<streampool::CheckReport> out;
+  if (!checker_) return out;
+  for (const internal::CheckReport& r : checker_->reports()) {
+    streampool::CheckReport o;
+    o.kind = static_cast<streampool::CheckKind>(static_cast<int>(r.kind) + 1);
+    o.stream = StreamId{r.stream < stream_handles_.size() ? stream_handles_[r.stream] : 0};
+    o.op_position = r.position;
+    o.ptr = reinterpret_cast<const void*>(r.ptr);
+    o.size = r.size;
+    o.other_stream =
+        StreamId{r.other_stream < stream_handles_.size() ? stream_handles_[r.other_stream] : 0};
+    o.other_position = r.other_position;
+    o.message = r.message;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void RuntimeImpl::ClearCheckReports() {
+  if (in_host_callback) return;
+  absl::MutexLock lock(&mu_);
+  if (checker_) checker_->ClearReports();
+  checker_reported_ = 0;
 }
 
 void RuntimeImpl::RecordTimeline(bool on) {

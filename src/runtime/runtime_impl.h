@@ -26,6 +26,7 @@
 #include "src/memory/page_backing.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/handles.h"
+#include "src/sim/checker.h"
 #include "src/sim/sim_executor.h"
 #include "streampool/runtime.h"
 
@@ -93,6 +94,11 @@ class RuntimeImpl {
 
   void RecordTimeline(bool on);
   std::vector<TimelineEntry> Timeline();
+  void EnableChecker(bool on, bool fatal);
+  std::vector<streampool::CheckReport> CheckReports();
+  void ClearCheckReports();
+  // Called by our upstreams when memory goes back, under the lock.
+  void OnUnmapped(uintptr_t base, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   friend class Oracle;
@@ -160,6 +166,11 @@ class RuntimeImpl {
   bool RangeTouchable(uintptr_t addr, uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnmapMalloc(const AllocRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // In fatal mode, aborts with the first new report.
+  void CheckerAfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reports of accesses a copy or fill makes to memory of this runtime.
+  void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RuntimeConfig config_;
   const uint32_t id_;
@@ -176,6 +187,10 @@ class RuntimeImpl {
   absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);
   // Handle of every stream index (0 once destroyed), for timelines.
   std::vector<uint64_t> stream_handles_ ABSL_GUARDED_BY(mu_);
+  // Null while the checker is off.
+  std::unique_ptr<StreamOrderChecker> checker_ ABSL_GUARDED_BY(mu_);
+  bool checker_fatal_ ABSL_GUARDED_BY(mu_) = false;
+  size_t checker_reported_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, EventRec> events_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, PoolRec> pools_ ABSL_GUARDED_BY(mu_);
   // Destroyed pools that still had live allocations or pending frees.

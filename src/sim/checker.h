@@ -1,0 +1,96 @@
+// The stream-order checker: watches what kernels declare they touch and what
+// the pool hands out, and reports every access or reuse that stream order
+// does not make safe.
+//
+//   out of bounds     an access outside any allocation ever made;
+//   use after free    an access to an allocation whose FreeAsync was already
+//                     called (so the access is issued after the free point),
+//                     or a FreeAsync that an earlier access on another stream
+//                     is not ordered before (the free may complete, and the
+//                     bytes be reused, while that access still runs);
+//   use before ready  stream T touches an allocation made on S at (S, a) while
+//                     VC(T)[S] < a: nothing orders the access after the
+//                     allocation;
+//   overlap           self-check of the pool: a new allocation shares bytes
+//                     with an earlier one whose free had not completed, in
+//                     virtual time, when the new one became usable.
+//
+// Checks run at enqueue, when the ordering core knows the op's clock and the
+// simulator its times. Cost: a btree lookup per allocation, free and access.
+#ifndef STREAMPOOL_SRC_SIM_CHECKER_H_
+#define STREAMPOOL_SRC_SIM_CHECKER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
+#include "src/ordering/ordering.h"
+#include "streampool/executor.h"
+
+namespace streampool::internal {
+
+enum class CheckKind { kOutOfBounds, kUseAfterFree, kUseBeforeReady, kOverlappingLifetimes };
+
+const char* CheckKindName(CheckKind kind);
+
+struct CheckReport {
+  CheckKind kind;
+  StreamIndex stream;  // the offending op's stream and position
+  Position position;
+  uintptr_t ptr;
+  uint64_t size;
+  // The other op involved: the allocation (use before ready), its free (use
+  // after free, overlap), or none (out of bounds: kNoStream).
+  StreamIndex other_stream = kNoStream;
+  Position other_position = 0;
+  std::string message;
+};
+
+class StreamOrderChecker {
+ public:
+  // A block handed out at (stream, position); it may be used from `ready_ns`
+  // (the end of the allocating stream's last op, inserted waits included).
+  void OnAlloc(uintptr_t base, uint64_t size, StreamIndex stream, Position position,
+               TimeNs ready_ns);
+  // Its FreeAsync at (stream, position), whose clock is `clock`, completing at
+  // end_ns.
+  void OnFree(uintptr_t base, StreamIndex stream, Position position, const VectorClock& clock,
+              TimeNs end_ns);
+  // A synchronous free: the caller promised all access had completed.
+  void OnFreeNow(uintptr_t base, TimeNs now_ns);
+  // An access by the op at (stream, position), whose clock is `clock`.
+  void OnAccess(StreamIndex stream, Position position, const VectorClock& clock, uintptr_t ptr,
+                uint64_t size, bool write);
+  // Forgets records inside [base, base + size): the memory went back upstream.
+  void OnUnmap(uintptr_t base, uint64_t size);
+
+  const std::vector<CheckReport>& reports() const { return reports_; }
+  void ClearReports() { reports_.clear(); }
+
+ private:
+  struct Record {
+    uint64_t size;
+    StreamIndex alloc_stream;
+    Position alloc_position;
+    bool freed = false;
+    StreamIndex free_stream = kNoStream;
+    Position free_position = 0;
+    TimeNs free_end = 0;
+    // The latest access per stream, to check the free is ordered after them.
+    absl::InlinedVector<std::pair<StreamIndex, Position>, 2> last_access;
+  };
+  void Report(CheckReport r);
+
+  // By base address; records of freed allocations stay until their bytes are
+  // handed out again or unmapped, so late accesses are still recognised.
+  absl::btree_map<uintptr_t, Record> records_;
+  std::vector<CheckReport> reports_;
+  static constexpr size_t kMaxReports = 10000;  // a buggy loop must not eat memory
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_SIM_CHECKER_H_
