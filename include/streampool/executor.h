@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
 
 namespace streampool {
 
@@ -44,6 +47,10 @@ struct OpDesc {
   // wait_position) has completed.
   StreamIndex wait_stream = kNoStream;
   Position wait_position = 0;
+  // Points the op is implicitly ordered after (the legacy default stream's
+  // synchronization with blocking streams): it may not start before each has
+  // completed either.
+  absl::InlinedVector<std::pair<StreamIndex, Position>, 2> implicit_waits;
   // Runs on the host once the host observes the op complete (host functions,
   // and the memory effect of copies and fills). Effects run in order of
   // completion time, then enqueue order.

@@ -47,7 +47,9 @@ struct RuntimeConfig {
   // Bytes per device shared by its pools' reservations and Malloc.
   uint64_t device_capacity = uint64_t{1} << 30;
   Backing backing = Backing::kHost;
-  // Virtual host time charged per API call.
+  // Virtual host time charged per successful call that creates or destroys a
+  // stream or event, enqueues work, synchronizes, queries, allocates or frees
+  // (before the work it enqueues). Failed calls and pure getters cost nothing.
   uint64_t api_call_ns = 0;
   // Bandwidth of async copies and fills (1 TB/s by default).
   uint64_t copy_bytes_per_us = 1000000;

@@ -23,7 +23,8 @@ StreamIndex Ordering::LegacyOf(int device) const {
                                                                 : kNoStream;
 }
 
-Position Ordering::Enqueue(StreamIndex s) {
+Position Ordering::Enqueue(StreamIndex s,
+                          absl::InlinedVector<std::pair<StreamIndex, Position>, 2>* joined) {
   SP_DCHECK(s < streams_.size());
   StreamState& st = streams_[s];
   if (st.kind == StreamKind::kLegacy) {
@@ -32,11 +33,15 @@ Position Ordering::Enqueue(StreamIndex s) {
     for (StreamIndex b = 0; b < streams_.size(); ++b) {
       const StreamState& other = streams_[b];
       if (b == s || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
-      if (other.pos > st.clock.Get(b)) st.clock.Join(other.clock);
+      if (other.pos > st.clock.Get(b)) {
+        if (joined != nullptr) joined->emplace_back(b, other.pos);
+        st.clock.Join(other.clock);
+      }
     }
   } else if (st.kind == StreamKind::kBlocking) {
     const StreamIndex legacy = LegacyOf(st.device);
     if (legacy != kNoStream && streams_[legacy].pos > st.legacy_seen) {
+      if (joined != nullptr) joined->emplace_back(legacy, streams_[legacy].pos);
       st.clock.Join(streams_[legacy].clock);
       st.legacy_seen = streams_[legacy].pos;
     }

@@ -15,7 +15,10 @@
 #define STREAMPOOL_SRC_ORDERING_ORDERING_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "absl/container/inlined_vector.h"
 
 #include "src/ordering/vector_clock.h"
 #include "streampool/executor.h"
@@ -36,8 +39,11 @@ class Ordering {
   StreamKind kind(StreamIndex s) const { return streams_[s].kind; }
 
   // Appends one op to `s`, applying legacy-stream ordering, and returns its
-  // position.
-  Position Enqueue(StreamIndex s);
+  // position. If `joined` is given, it receives the points of other streams
+  // the op was newly ordered after by that ordering (what an executor must
+  // make it wait for).
+  Position Enqueue(StreamIndex s,
+                   absl::InlinedVector<std::pair<StreamIndex, Position>, 2>* joined = nullptr);
   // Joins `snapshot` into VC(s): the op just enqueued on `s` (a wait) and
   // everything after it are ordered after the snapshot.
   void JoinInto(StreamIndex s, const VectorClock& snapshot);

@@ -146,14 +146,18 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
     return n != nullptr && (n->state == BlockState::kReady ||
                             (n->state == BlockState::kPending && n->stream == s));
   };
-  if (mergeable(b->prev)) {
+  // Loops, not ifs: an absorbed READY block may itself border a pending
+  // block of s (a READY block next to a PENDING one is legal), and those must
+  // merge too. At most two steps per side, since READY blocks never border
+  // each other and pending blocks of s never border each other.
+  while (mergeable(b->prev)) {
     Block* p = b->prev;
     if (p->state == BlockState::kPending) --pending_blocks_;
     RemoveFree(p);
     Absorb(p, b);
     b = p;
   }
-  if (mergeable(b->next)) {
+  while (mergeable(b->next)) {
     Block* n = b->next;
     if (n->state == BlockState::kPending) --pending_blocks_;
     RemoveFree(n);

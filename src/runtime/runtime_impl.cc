@@ -218,8 +218,11 @@ void RuntimeImpl::TearDown() {
 
 absl::Status RuntimeImpl::Enter() {
   if (destroyed_) return absl::NotFoundError("runtime destroyed");
-  if (config_.api_call_ns != 0) executor_.HostAdvance(config_.api_call_ns);
   return absl::OkStatus();
+}
+
+void RuntimeImpl::ChargeCall() {
+  if (config_.api_call_ns != 0) executor_.HostAdvance(config_.api_call_ns);
 }
 
 absl::Status RuntimeImpl::CheckDevice(int device) const {
@@ -257,8 +260,8 @@ absl::StatusOr<RuntimeImpl::PoolRec*> RuntimeImpl::FindPool(uint64_t h) {
 }
 
 Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
-  const Position p = ordering_.Enqueue(s);
-  executor_.Enqueue(s, p, std::move(op));
+  const Position p = ordering_.Enqueue(s, &op.implicit_waits);
+  last_enqueue_end_ = executor_.Enqueue(s, p, std::move(op));
   return p;
 }
 
@@ -339,6 +342,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
   if (ordering_.stream_count() >= kMaxStreamsPerRuntime) {
     return absl::ResourceExhaustedError("too many streams created in this runtime");
   }
+  ChargeCall();
   const StreamIndex idx =
       ordering_.AddStream(device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking);
   executor_.AddStream(idx);
@@ -353,6 +357,7 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
+  ChargeCall();
   // Its index stays in the ordering core and executor: enqueued work still
   // completes in virtual time and its pending frees stay valid.
   stream_handles_[(*rec)->index] = 0;
@@ -363,6 +368,7 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
 absl::StatusOr<uint64_t> RuntimeImpl::LegacyStream(int device) {
   SP_ENTER();
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
+  ChargeCall();
   return devices_[device].legacy_stream;
 }
 
@@ -370,6 +376,7 @@ absl::Status RuntimeImpl::StreamSynchronize(uint64_t s) {
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
+  ChargeCall();
   const StreamIndex idx = (*rec)->index;
   return SyncStreams({&idx, 1});
 }
@@ -378,6 +385,7 @@ absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
+  ChargeCall();
   const StreamIndex idx = (*rec)->index;
   executor_.RunDueEffects();
   if (executor_.CompletedPosition(idx) < ordering_.pos(idx)) {
@@ -395,6 +403,7 @@ absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   if (!(*ev)->recorded) return absl::OkStatus();  // CUDA: waiting on nothing
+  ChargeCall();
   OpDesc op;
   op.kind = OpKind::kWait;
   op.wait_stream = (*ev)->stream;
@@ -408,6 +417,7 @@ absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent() {
   SP_ENTER();
+  ChargeCall();
   const uint64_t h = NewHandle(HandleKind::kEvent);
   events_.emplace(h, EventRec{});
   return h;
@@ -416,6 +426,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent() {
 absl::Status RuntimeImpl::DestroyEvent(uint64_t e) {
   SP_ENTER();
   if (absl::StatusOr<EventRec*> ev = FindEvent(e); !ev.ok()) return ev.status();
+  ChargeCall();
   events_.erase(e);
   return absl::OkStatus();
 }
@@ -427,10 +438,11 @@ absl::Status RuntimeImpl::RecordEvent(uint64_t e, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   const StreamIndex idx = (*rec)->index;
-  const Position p = ordering_.Enqueue(idx);
+  ChargeCall();
   OpDesc op;
   op.kind = OpKind::kRecord;
-  const TimeNs end = executor_.Enqueue(idx, p, std::move(op));
+  const Position p = EnqueueOp(idx, std::move(op));
+  const TimeNs end = last_enqueue_end_;
   EventRec& r = **ev;
   r.recorded = true;
   r.stream = idx;
@@ -444,6 +456,7 @@ absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
   SP_ENTER();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  ChargeCall();
   if (!(*ev)->recorded) return absl::OkStatus();
   executor_.WaitFor((*ev)->stream, (*ev)->position);
   executor_.RunDueEffects();
@@ -456,6 +469,7 @@ absl::Status RuntimeImpl::EventQuery(uint64_t e) {
   SP_ENTER();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  ChargeCall();
   if (!(*ev)->recorded) return absl::OkStatus();
   executor_.RunDueEffects();
   if (executor_.CompletedPosition((*ev)->stream) < (*ev)->position) {
@@ -475,6 +489,7 @@ absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) 
   if (!(*a)->recorded || !(*b)->recorded) {
     return absl::NotFoundError("elapsed time of an event that was never recorded");
   }
+  ChargeCall();
   if (executor_.CompletedPosition((*a)->stream) < (*a)->position ||
       executor_.CompletedPosition((*b)->stream) < (*b)->position) {
     return absl::UnavailableError("event's record has not completed");
@@ -486,6 +501,7 @@ absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) 
 absl::Status RuntimeImpl::DeviceSynchronize(int device) {
   SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  ChargeCall();
   const std::vector<StreamIndex> streams = StreamsOfDevice(device);
   return SyncStreams(streams);
 }
@@ -502,6 +518,7 @@ absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
       return absl::InvalidArgumentError("kernel access with a NULL pointer");
     }
   }
+  ChargeCall();
   OpDesc op;
   op.kind = OpKind::kKernel;
   op.duration_ns = duration_ns;
@@ -522,6 +539,7 @@ absl::Status RuntimeImpl::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
+  ChargeCall();
   OpDesc op;
   op.kind = OpKind::kHostFunc;
   op.effect = [fn = std::move(fn)]() {
@@ -537,12 +555,15 @@ absl::Status RuntimeImpl::MemcpyAsync(void* dst, const void* src, uint64_t bytes
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
-  if (bytes == 0) return absl::OkStatus();
-  if (dst == nullptr || src == nullptr) return absl::InvalidArgumentError("NULL copy pointer");
-  if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes ||
-      reinterpret_cast<uintptr_t>(src) > UINTPTR_MAX - bytes) {
-    return absl::InvalidArgumentError("copy range wraps the address space");
+  if (bytes != 0) {
+    if (dst == nullptr || src == nullptr) return absl::InvalidArgumentError("NULL copy pointer");
+    if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes ||
+        reinterpret_cast<uintptr_t>(src) > UINTPTR_MAX - bytes) {
+      return absl::InvalidArgumentError("copy range wraps the address space");
+    }
   }
+  ChargeCall();
+  if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kCopy;
   op.duration_ns = bytes * 1000 / config_.copy_bytes_per_us;
@@ -557,11 +578,14 @@ absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
-  if (bytes == 0) return absl::OkStatus();
-  if (dst == nullptr) return absl::InvalidArgumentError("NULL fill pointer");
-  if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes) {
-    return absl::InvalidArgumentError("fill range wraps the address space");
+  if (bytes != 0) {
+    if (dst == nullptr) return absl::InvalidArgumentError("NULL fill pointer");
+    if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes) {
+      return absl::InvalidArgumentError("fill range wraps the address space");
+    }
   }
+  ChargeCall();
+  if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kFill;
   op.duration_ns = bytes * 1000 / config_.copy_bytes_per_us;
@@ -573,6 +597,7 @@ absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint
 
 absl::Status RuntimeImpl::HostAdvance(uint64_t ns) {
   SP_ENTER();
+  ChargeCall();
   executor_.HostAdvance(ns);
   return absl::OkStatus();
 }
@@ -596,14 +621,17 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   if (size == 0) return AllocInfo{};
   MemPool& mp = *(*prec)->pool;
   const StreamIndex t = (*rec)->index;
-  // The allocation is an op of its stream: on the legacy stream it joins
-  // every blocking stream, and the pool judges safety against that clock.
-  OpDesc marker;
-  marker.kind = OpKind::kAllocMarker;
-  const Position at = EnqueueOp(t, std::move(marker));
+  // The pool judges safety against the clock T's next op would have (on the
+  // legacy stream that includes every blocking stream); the allocation's own
+  // op is enqueued only once it succeeded, so a failure leaves the stream as
+  // it was.
   Oracle oracle(*this, t);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   if (!a.ok()) return a.status();
+  ChargeCall();
+  OpDesc marker;
+  marker.kind = OpKind::kAllocMarker;
+  const Position at = EnqueueOp(t, std::move(marker));
   if (checker_) {
     checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, executor_.LastEnd(t));
     CheckerAfterEvent();
@@ -630,6 +658,7 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
         "pointer is not a live allocation of this runtime (double free or foreign pointer)");
   }
   const StreamIndex idx = (*rec)->index;
+  ChargeCall();
   OpDesc marker;
   marker.kind = OpKind::kFreeMarker;
   if (it->second.pool == nullptr) {
@@ -674,6 +703,7 @@ absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
     budget.Release(*bytes);
     return absl::ResourceExhaustedError(m.status().message());
   }
+  ChargeCall();
   AllocRec r;
   r.mapping = *m;
   r.device = device;
@@ -693,6 +723,7 @@ absl::Status RuntimeImpl::Free(void* ptr) {
     return absl::InvalidArgumentError(
         "pointer is not a live allocation of this runtime (double free or foreign pointer)");
   }
+  ChargeCall();
   AllocRec r = it->second;
   allocs_.erase(it);
   if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_.Now());

@@ -139,8 +139,11 @@ class RuntimeImpl {
   explicit RuntimeImpl(const RuntimeConfig& config, uint32_t id);
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Charges the per-call host cost; refuses calls from host functions.
+  // Refuses calls on a destroyed runtime.
   absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges the per-call host cost; called once a call has passed validation
+  // (a failed call costs nothing) and before it enqueues anything.
+  void ChargeCall() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckDevice(int device) const;
   absl::StatusOr<StreamRec*> FindStream(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<EventRec*> FindEvent(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -177,6 +180,8 @@ class RuntimeImpl {
 
   mutable absl::Mutex mu_;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  // Completion time of the op EnqueueOp enqueued last.
+  TimeNs last_enqueue_end_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::shared_ptr<PhysicalMemory> upstream_ ABSL_GUARDED_BY(mu_);
   // Pinned host pools' bytes: bounded only by their maxSize and the system.

@@ -29,6 +29,7 @@ TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   Retire(st);
   TimeNs start = std::max(now_, st.last_end);
   if (op.wait_stream != kNoStream) start = std::max(start, EndOf(op.wait_stream, op.wait_position));
+  for (const auto& [ws, wp] : op.implicit_waits) start = std::max(start, EndOf(ws, wp));
   const TimeNs end = start + op.duration_ns;
   st.last_end = end;
   st.last_position = position;
