@@ -1,0 +1,1034 @@
+// The CUDA programming guide's stream-ordered allocator examples (sections
+// F.3, F.7, F.8, F.9.1-F.9.4 and F.12), one test each, replayed through the C
+// API (cuda* -> sp*) in virtual time. Each test states the decision the guide
+// describes, the rule that made it (DESIGN.md "Serving MallocAsync"), and the
+// reserved/used bytes that follow.
+//
+// Sizes are chosen so that no expectation hangs on an implementation choice
+// DESIGN.md leaves open: cross-stream examples allocate whole 2 MiB chunks (so
+// no never-used remainder could serve the other stream by rule 1), and the
+// synchronization examples fill their chunk with a live "anchor" so the freed
+// block is the only free block there.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "streampool/mem_pool.h"
+#include "streampool/runtime.h"
+#include "streampool/streampool.h"
+
+namespace {
+
+using streampool::AllocInfo;
+using streampool::ReuseRule;
+
+constexpr uint64_t kKiB = uint64_t{1} << 10;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+// Growth maps ALIGN_UP(rule size, 2 MiB) per chunk.
+constexpr uint64_t kChunk = 2 * kMiB;
+
+// How many successful allocations each rule has served (spMemPoolGetStats;
+// fresh is what is left of allocCount).
+struct RuleCounts {
+  uint64_t same_stream = 0;
+  uint64_t event_dependency = 0;
+  uint64_t opportunistic = 0;
+  uint64_t internal_dependency = 0;
+  uint64_t after_sync = 0;
+  uint64_t fresh = 0;
+  friend bool operator==(const RuleCounts&, const RuleCounts&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const RuleCounts& c) {
+    return os << "{same_stream=" << c.same_stream << " event_dependency=" << c.event_dependency
+              << " opportunistic=" << c.opportunistic
+              << " internal_dependency=" << c.internal_dependency << " after_sync=" << c.after_sync
+              << " fresh=" << c.fresh << "}";
+  }
+};
+
+class ScenarioTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spRuntimeConfig cfg;
+    spRuntimeConfigInit(&cfg);
+    cfg.deviceCount = 2;  // F.12's cross-device free needs a second device
+    Start(cfg);
+  }
+
+  void TearDown() override { Stop(); }
+
+  // (Re)creates the runtime; tests that need a small device call it again.
+  void Start(const spRuntimeConfig& cfg) {
+    Stop();
+    ASSERT_EQ(spRuntimeCreate(&rt_, &cfg), spSuccess);
+    auto cpp = streampool::Runtime::FromC(rt_);
+    ASSERT_TRUE(cpp.ok()) << cpp.status();
+    cpp_ = *std::move(cpp);
+    ASSERT_EQ(spDeviceGetDefaultMemPool(&pool_, rt_, 0), spSuccess);
+    pools_ = {pool_};
+    if (cfg.deviceCount > 1) {
+      spMemPool_t pool1;
+      ASSERT_EQ(spDeviceGetDefaultMemPool(&pool1, rt_, 1), spSuccess);
+      pools_.push_back(pool1);
+    }
+  }
+
+  void Stop() {
+    if (rt_ == nullptr) return;
+    for (spMemPool_t p : pools_) {
+      EXPECT_TRUE(cpp_->CheckPoolInvariants(PoolId(p)).ok()) << "pool invariants broken";
+    }
+    EXPECT_EQ(spRuntimeDestroy(rt_), spSuccess);
+    cpp_.reset();  // the C runtime is gone already: a no-op
+    rt_ = nullptr;
+  }
+
+  static streampool::StreamId StreamId(spStream_t s) {
+    return {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s))};
+  }
+  static streampool::PoolId PoolId(spMemPool_t p) {
+    return {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))};
+  }
+
+  spStream_t NewStream(int device = 0) {
+    spStream_t s = nullptr;
+    EXPECT_EQ(spStreamCreate(&s, rt_, device, spStreamDefault), spSuccess);
+    return s;
+  }
+  spEvent_t NewEvent() {
+    spEvent_t e = nullptr;
+    EXPECT_EQ(spEventCreate(&e, rt_), spSuccess);
+    return e;
+  }
+  // An explicit device-0 pool of at most max_size bytes (0 = the device).
+  spMemPool_t NewPool(uint64_t max_size) {
+    spMemPoolProps props = {};
+    props.allocType = spMemAllocationTypeDevice;
+    props.device = 0;
+    props.maxSize = max_size;
+    spMemPool_t p = nullptr;
+    EXPECT_EQ(spMemPoolCreate(&p, rt_, &props), spSuccess);
+    pools_.push_back(p);
+    return p;
+  }
+
+  // MallocAsync through the C++ API, which also says which rule served it.
+  AllocInfo Alloc(uint64_t size, spStream_t s, spMemPool_t pool = nullptr) {
+    auto r = pool == nullptr ? cpp_->MallocAsync(size, StreamId(s))
+                             : cpp_->MallocFromPoolAsync(size, PoolId(pool), StreamId(s));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : AllocInfo{};
+  }
+  void Free(void* p, spStream_t s) { EXPECT_EQ(spFreeAsync(p, s), spSuccess); }
+  // A kernel of ns virtual nanoseconds writing [p, p + bytes) (nothing if
+  // p is NULL).
+  void Kernel(spStream_t s, uint64_t ns, void* p = nullptr, uint64_t bytes = 0) {
+    const spAccess a = {p, bytes, 1};
+    EXPECT_EQ(spLaunchKernel(s, ns, &a, p == nullptr ? 0 : 1), spSuccess);
+  }
+  void Sync(spStream_t s) { EXPECT_EQ(spStreamSynchronize(s), spSuccess); }
+  void Advance(uint64_t ns) { EXPECT_EQ(spHostAdvance(rt_, ns), spSuccess); }
+  uint64_t Now() {
+    uint64_t ns = 0;
+    EXPECT_EQ(spHostNow(rt_, &ns), spSuccess);
+    return ns;
+  }
+
+  spMemPoolStats Stats(spMemPool_t pool = nullptr) {
+    spMemPoolStats st = {};
+    EXPECT_EQ(spMemPoolGetStats(pool == nullptr ? pool_ : pool, &st), spSuccess);
+    return st;
+  }
+  RuleCounts Rules(spMemPool_t pool = nullptr) {
+    const spMemPoolStats st = Stats(pool);
+    RuleCounts c;
+    c.same_stream = st.reuseSameStream;
+    c.event_dependency = st.reuseEventDependency;
+    c.opportunistic = st.reuseOpportunistic;
+    c.internal_dependency = st.reuseInternalDependency;
+    c.after_sync = st.reuseAfterSync;
+    c.fresh = st.allocCount - c.same_stream - c.event_dependency - c.opportunistic -
+              c.internal_dependency - c.after_sync;
+    // The C++ API counts fresh allocations itself: every allocation counts
+    // exactly one outcome, so the two must agree.
+    auto cpp = cpp_->GetPoolStats(PoolId(pool == nullptr ? pool_ : pool));
+    EXPECT_TRUE(cpp.ok());
+    if (cpp.ok()) {
+      EXPECT_EQ(cpp->fresh_allocs, c.fresh);
+    }
+    return c;
+  }
+
+  uint64_t Attr(spMemPoolAttr attr, spMemPool_t pool = nullptr) {
+    uint64_t v = 0;
+    EXPECT_EQ(spMemPoolGetAttribute(pool == nullptr ? pool_ : pool, attr, &v), spSuccess);
+    return v;
+  }
+  void SetThreshold(uint64_t bytes, spMemPool_t pool = nullptr) {
+    EXPECT_EQ(spMemPoolSetAttribute(pool == nullptr ? pool_ : pool, spMemPoolAttrReleaseThreshold,
+                                    &bytes),
+              spSuccess);
+  }
+  void SetPolicies(bool follow, bool opportunistic, bool internal, spMemPool_t pool = nullptr) {
+    spMemPool_t p = pool == nullptr ? pool_ : pool;
+    int v = follow;
+    EXPECT_EQ(spMemPoolSetAttribute(p, spMemPoolReuseFollowEventDependencies, &v), spSuccess);
+    v = opportunistic;
+    EXPECT_EQ(spMemPoolSetAttribute(p, spMemPoolReuseAllowOpportunistic, &v), spSuccess);
+    v = internal;
+    EXPECT_EQ(spMemPoolSetAttribute(p, spMemPoolReuseAllowInternalDependencies, &v), spSuccess);
+  }
+
+  spRuntime_t rt_ = nullptr;
+  std::unique_ptr<streampool::Runtime> cpp_;
+  spMemPool_t pool_ = nullptr;  // device 0's default pool
+  std::vector<spMemPool_t> pools_;
+};
+
+// ===================================================================== F.3
+
+using F3ApiFundamentals = ScenarioTest;
+
+// "The simplest use pattern is to allocate, use, and free memory into the
+// same stream." The pointer is known at once; the free needs no sync; and
+// the stream may reuse its own free immediately.
+TEST_F(F3ApiFundamentals, AllocUseFreeOnOneStreamThenReuse) {
+  spStream_t stream = NewStream();
+  void* ptr = nullptr;
+  ASSERT_EQ(spMallocAsync(&ptr, 512, stream), spSuccess);
+  ASSERT_NE(ptr, nullptr);
+  Kernel(stream, 100, ptr, 512);
+  ASSERT_EQ(spFreeAsync(ptr, stream), spSuccess);
+
+  EXPECT_EQ(Now(), 0u) << "neither call made the host wait";
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.usedBytes, 0u) << "used drops at the FreeAsync call";
+  EXPECT_EQ(st.usedHigh, 512u);
+  EXPECT_EQ(st.allocCount, 1u);
+  EXPECT_EQ(st.freeCount, 1u);
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ((Rules()), (RuleCounts{.fresh = 1}));
+
+  // Memory freed in a stream is reusable at once by later work of that
+  // stream (F.9: "memory freed in a stream can be reused immediately").
+  const AllocInfo again = Alloc(512, stream);
+  EXPECT_EQ(again.ptr, ptr);
+  EXPECT_EQ(again.rule, ReuseRule::kSameStream);
+  EXPECT_EQ((Rules()), (RuleCounts{.same_stream = 1, .fresh = 1}));
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.usedBytes, 512u);
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ(st.waitsInserted, 0u);
+
+  Free(again.ptr, stream);
+  Sync(stream);
+  EXPECT_EQ(Now(), 100u);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u) << "release threshold 0 returns the free chunk at the sync";
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+}
+
+// "cudaMallocAsync(&ptr, size, stream); kernel; cudaStreamSynchronize(stream);
+// cudaFree(ptr);" -- cudaFree assumes all access completed: the block is
+// READY at once, but nothing goes back to the OS before a sync or trim.
+TEST_F(F3ApiFundamentals, SynchronousFreeOfAsyncAllocationAfterSync) {
+  spStream_t stream = NewStream();
+  spStream_t other = NewStream();
+  void* ptr = nullptr;
+  ASSERT_EQ(spMallocAsync(&ptr, 512, stream), spSuccess);
+  Kernel(stream, 100, ptr, 512);
+  Sync(stream);  // "synchronize is needed to avoid prematurely freeing"
+  EXPECT_EQ(Now(), 100u);
+  EXPECT_EQ(Stats().reservedBytes, kChunk) << "a live allocation keeps its chunk at a sync";
+
+  ASSERT_EQ(spFree(rt_, ptr), spSuccess);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.usedBytes, 0u);
+  EXPECT_EQ(st.freeCount, 1u);
+  EXPECT_EQ(st.reservedBytes, kChunk) << "spFree releases nothing by itself";
+  EXPECT_EQ(st.upstreamUnmaps, 0u);
+
+  // READY at once: another stream reuses it with every policy off and no
+  // further sync.
+  SetPolicies(false, false, false);
+  const AllocInfo reuse = Alloc(512, other);
+  EXPECT_EQ(reuse.ptr, ptr);
+  EXPECT_EQ(reuse.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 1}));
+  EXPECT_EQ(Stats().upstreamMaps, 1u);
+
+  ASSERT_EQ(spFree(rt_, reuse.ptr), spSuccess);
+  EXPECT_EQ(Stats().reservedBytes, kChunk);
+  Sync(other);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u) << "the next sync applies the release threshold";
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+}
+
+// "cudaMalloc(&ptr, size); kernel<<<..., stream>>>(ptr); cudaFreeAsync(ptr,
+// stream);" -- synchronous memory freed in stream order. It is not pool
+// memory, and its bytes go back when the free executes, not before: the
+// kernel still uses them.
+TEST_F(F3ApiFundamentals, FreeAsyncOfSynchronousMalloc) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  cfg.deviceCapacity = 4 * kMiB;
+  Start(cfg);
+  spStream_t stream = NewStream();
+  spStream_t other = NewStream();
+
+  void* m = nullptr;
+  ASSERT_EQ(spMalloc(&m, 4 * kMiB, rt_, 0), spSuccess);  // the whole device
+  Kernel(stream, 1000, m, 4 * kMiB);
+  ASSERT_EQ(spFreeAsync(m, stream), spSuccess);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.freeCount, 0u) << "spMalloc memory is not the pool's";
+  EXPECT_EQ(st.reservedBytes, 0u);
+
+  // At host time 0 the free has not executed: the device is still full.
+  void* p = &p;
+  EXPECT_EQ(spMallocAsync(&p, 512, other), spErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(Stats().failedAllocCount, 1u);
+
+  Sync(stream);
+  EXPECT_EQ(Now(), 1000u);
+  ASSERT_EQ(spMallocAsync(&p, 4 * kMiB, other), spSuccess);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 4 * kMiB) << "the Malloc bytes came back at the free point";
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ((Rules()), (RuleCounts{.fresh = 1}));
+  Free(p, other);
+}
+
+// ===================================================================== F.7
+
+using F7PhysicalPageCaching = ScenarioTest;
+
+// "By default, the allocator tries to minimize the physical memory owned by
+// a pool": threshold 0, so every sync returns wholly free chunks.
+TEST_F(F7PhysicalPageCaching, DefaultThresholdZeroReleasesAtSync) {
+  EXPECT_EQ(Attr(spMemPoolAttrReleaseThreshold), 0u);
+  spStream_t stream = NewStream();
+  const AllocInfo a = Alloc(512, stream);
+  Free(a.ptr, stream);
+  Advance(10);  // time passing is not a sync
+  EXPECT_EQ(Stats().reservedBytes, kChunk);
+
+  Sync(stream);
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u);
+  EXPECT_EQ(st.reservedHigh, kChunk);
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+}
+
+// "Setting the release threshold to UINT64_MAX will prevent the driver from
+// attempting to shrink the pool after every synchronization." The kept bytes
+// serve later allocations without going back to the upstream.
+TEST_F(F7PhysicalPageCaching, ThresholdMaxKeepsMemoryAcrossSyncs) {
+  SetThreshold(UINT64_MAX);
+  EXPECT_EQ(Attr(spMemPoolAttrReleaseThreshold), UINT64_MAX);
+  spStream_t stream = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(kChunk, stream);
+  Kernel(stream, 100, a.ptr, kChunk);
+  Free(a.ptr, stream);
+  Sync(stream);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.upstreamUnmaps, 0u);
+
+  SetPolicies(false, false, false);  // only the sync makes it reusable
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_EQ(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
+  st = Stats();
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  Free(b.ptr, other);
+}
+
+// "When more than the release threshold bytes are held by the pool, the
+// allocator will try to release memory on the next sync": wholly free chunks
+// go largest first, and none whose release would go below the threshold.
+TEST_F(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
+  spStream_t stream = NewStream();
+  const AllocInfo small = Alloc(2 * kMiB, stream);  // chunk of 2 MiB
+  const AllocInfo large = Alloc(4 * kMiB, stream);  // chunk of 4 MiB
+  ASSERT_NE(small.ptr, large.ptr);
+  Free(small.ptr, stream);
+  Free(large.ptr, stream);
+  EXPECT_EQ(Stats().reservedBytes, 6 * kMiB);
+
+  // 6 MiB held, threshold 3 MiB: dropping 4 MiB would leave 2 < 3, so only
+  // the 2 MiB chunk goes.
+  SetThreshold(3 * kMiB);
+  Sync(stream);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 4 * kMiB);
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+  EXPECT_EQ(st.largestFreeBlock, 4 * kMiB);
+
+  // At the threshold already: nothing more.
+  SetThreshold(4 * kMiB);
+  Sync(stream);
+  EXPECT_EQ(Stats().reservedBytes, 4 * kMiB);
+
+  // The survivor is the 4 MiB chunk: it serves again without a new map.
+  const AllocInfo again = Alloc(4 * kMiB, stream);
+  EXPECT_EQ(again.ptr, large.ptr);
+  EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(Stats().upstreamMaps, 2u);
+  Free(again.ptr, stream);
+
+  SetThreshold(0);
+  Sync(stream);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u);
+  EXPECT_EQ(st.upstreamUnmaps, 2u);
+}
+
+// The guide's phase loop: threshold UINT64_MAX, ten iterations of ten
+// allocations, one kernel and ten frees on one stream, then "synchronize so
+// that the trim operation will know that the allocations are no longer in
+// use", then cudaMemPoolTrimTo(mempool, 0).
+TEST_F(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
+  SetThreshold(UINT64_MAX);
+  spStream_t stream = NewStream();
+  // size[j]: 1.5 MiB and 0.5 MiB in turn, so each pair fills one 2 MiB chunk.
+  uint64_t size[10];
+  for (int j = 0; j < 10; ++j) size[j] = j % 2 == 0 ? 3 * kMiB / 2 : kMiB / 2;
+
+  void* ptrs[10] = {};
+  for (int i = 0; i < 10; ++i) {
+    for (int j = 0; j < 10; ++j) {
+      ASSERT_EQ(spMallocAsync(&ptrs[j], size[j], stream), spSuccess);
+    }
+    spAccess acc[10];
+    for (int j = 0; j < 10; ++j) acc[j] = {ptrs[j], size[j], 1};
+    ASSERT_EQ(spLaunchKernel(stream, 1000, acc, 10), spSuccess);
+    for (int j = 0; j < 10; ++j) ASSERT_EQ(spFreeAsync(ptrs[j], stream), spSuccess);
+  }
+  // Iteration 0 maps five chunks (each 1.5 MiB request grows one; the 0.5 MiB
+  // one takes the never-used rest); iterations 1-9 reuse the stream's own
+  // frees, which coalesce back into whole chunks.
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 10 * kMiB);
+  EXPECT_EQ(st.reservedHigh, 10 * kMiB);
+  EXPECT_EQ(st.usedBytes, 0u);
+  EXPECT_EQ(st.usedHigh, 10 * kMiB);
+  EXPECT_EQ(st.upstreamMaps, 5u);
+  EXPECT_EQ(st.allocCount, 100u);
+  EXPECT_EQ(st.freeCount, 100u);
+  EXPECT_EQ((Rules()), (RuleCounts{.same_stream = 90, .fresh = 10}));
+  EXPECT_EQ(Now(), 0u);
+
+  // Without the sync, the trim cannot know the frees completed: it keeps
+  // everything.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 0), spSuccess);
+  EXPECT_EQ(Stats().reservedBytes, 10 * kMiB);
+
+  Sync(stream);
+  EXPECT_EQ(Now(), 10 * 1000u);
+  EXPECT_EQ(Stats().reservedBytes, 10 * kMiB) << "threshold UINT64_MAX: the sync keeps it all";
+
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 0), spSuccess);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u);
+  EXPECT_EQ(st.upstreamUnmaps, 5u);
+}
+
+// "The minBytesToKeep parameter allows an application to hold onto an amount
+// of memory it expects to need in a subsequent phase." Four chunks of 2, 4, 6
+// and 8 MiB; the release rule goes largest first and skips a chunk whose
+// release would undershoot the bound.
+TEST_F(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChunks) {
+  SetThreshold(UINT64_MAX);
+  spStream_t stream = NewStream();
+  const AllocInfo p2 = Alloc(2 * kMiB, stream);
+  const AllocInfo p4 = Alloc(4 * kMiB, stream);
+  const AllocInfo p6 = Alloc(6 * kMiB, stream);
+  const AllocInfo p8 = Alloc(8 * kMiB, stream);
+  EXPECT_EQ(Stats().upstreamMaps, 4u) << "each request maps exactly its own chunk";
+  for (const AllocInfo& a : {p2, p4, p6, p8}) Free(a.ptr, stream);
+  Sync(stream);
+  EXPECT_EQ(Stats().reservedBytes, 20 * kMiB);
+
+  // Bound 11 MiB: 8 goes (20 -> 12); 6, 4 and 2 would each undershoot.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 11 * kMiB), spSuccess);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 12 * kMiB);
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+  EXPECT_EQ(st.largestFreeBlock, 6 * kMiB);
+  // Exactly the 2, 4 and 6 MiB chunks survived: each serves its size again.
+  for (const AllocInfo& kept : {p6, p4, p2}) {
+    auto size = kept.ptr == p6.ptr ? 6 * kMiB : kept.ptr == p4.ptr ? 4 * kMiB : 2 * kMiB;
+    const AllocInfo again = Alloc(size, stream);
+    EXPECT_EQ(again.ptr, kept.ptr) << size / kMiB << " MiB chunk";
+    EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
+  }
+  EXPECT_EQ(Stats().upstreamMaps, 4u);
+  for (const AllocInfo& a : {p2, p4, p6}) Free(a.ptr, stream);
+  Sync(stream);
+
+  // Bound 9 MiB: 6 and 4 would each undershoot and are skipped; 2 goes
+  // (12 -> 10). A smaller chunk may go where a larger one may not.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 9 * kMiB), spSuccess);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 10 * kMiB);
+  EXPECT_EQ(st.upstreamUnmaps, 2u);
+  EXPECT_EQ(st.largestFreeBlock, 6 * kMiB);
+
+  // Bound 5 MiB: 6 would undershoot (10 -> 4); 4 goes (10 -> 6). The 6 MiB
+  // chunk is what remains.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 5 * kMiB), spSuccess);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 6 * kMiB);
+  EXPECT_EQ(st.upstreamUnmaps, 3u);
+  EXPECT_EQ(st.largestFreeBlock, 6 * kMiB);
+
+  // A bound above what is reserved releases nothing.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 13 * kMiB), spSuccess);
+  EXPECT_EQ(Stats().reservedBytes, 6 * kMiB);
+
+  const AllocInfo last = Alloc(6 * kMiB, stream);
+  EXPECT_EQ(last.ptr, p6.ptr);
+  EXPECT_EQ(Stats().upstreamMaps, 4u);
+  Free(last.ptr, stream);
+  Sync(stream);
+
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 0), spSuccess);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u);
+  EXPECT_EQ(st.upstreamUnmaps, 4u);
+}
+
+// ===================================================================== F.8
+
+using F8ResourceUsageStatistics = ScenarioTest;
+
+// The guide's getUsageStatistics / resetStatistics helpers.
+TEST_F(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
+  spStream_t stream = NewStream();
+  const AllocInfo small = Alloc(1000, stream);    // rule size 1024
+  const AllocInfo big = Alloc(3 * kMiB, stream);  // grows a 4 MiB chunk
+  EXPECT_EQ(Attr(spMemPoolAttrReservedMemCurrent), 6 * kMiB);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), 3 * kMiB + 1024);
+  Free(big.ptr, stream);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), 1024u) << "used drops at the FreeAsync call";
+  Sync(stream);  // threshold 0 returns the 4 MiB chunk
+
+  // getUsageStatistics
+  const uint64_t reserved = Attr(spMemPoolAttrReservedMemCurrent);
+  const uint64_t reserved_high = Attr(spMemPoolAttrReservedMemHigh);
+  const uint64_t used = Attr(spMemPoolAttrUsedMemCurrent);
+  const uint64_t used_high = Attr(spMemPoolAttrUsedMemHigh);
+  EXPECT_EQ(reserved, kChunk);
+  EXPECT_EQ(reserved_high, 6 * kMiB);
+  EXPECT_EQ(used, 1024u);
+  EXPECT_EQ(used_high, 3 * kMiB + 1024);
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, reserved);
+  EXPECT_EQ(st.reservedHigh, reserved_high);
+  EXPECT_EQ(st.usedBytes, used);
+  EXPECT_EQ(st.usedHigh, used_high);
+
+  // resetStatistics: "resetting the watermarks will make them take on the
+  // current value".
+  uint64_t value = 0;
+  ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrReservedMemHigh, &value), spSuccess);
+  ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrUsedMemHigh, &value), spSuccess);
+  EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), 1024u);
+
+  // Only 0 resets; the Current attributes are read-only. Nothing changes.
+  for (uint64_t bad : {uint64_t{1}, 6 * kMiB}) {
+    EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrReservedMemHigh, &bad),
+              spErrorInvalidValue);
+    EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrUsedMemHigh, &bad), spErrorInvalidValue);
+  }
+  for (uint64_t v : {uint64_t{0}, uint64_t{1}}) {
+    EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrReservedMemCurrent, &v),
+              spErrorInvalidValue);
+    EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrUsedMemCurrent, &v), spErrorInvalidValue);
+  }
+  EXPECT_EQ(Attr(spMemPoolAttrReservedMemCurrent), kChunk);
+  EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), 1024u);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), 1024u);
+
+  // The reset watermarks track from the current values on.
+  const AllocInfo mid = Alloc(kMiB, stream);  // fits the chunk's rest
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), 1024 + kMiB);
+  EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
+  Free(mid.ptr, stream);
+  Free(small.ptr, stream);
+}
+
+// =================================================================== F.9.1
+
+using F91ReuseFollowEventDependencies = ScenarioTest;
+
+// "Waiting on the event that captures the free in another stream allows the
+// allocator to reuse the memory ... in the other stream."
+TEST_F(F91ReuseFollowEventDependencies, WaitOnEventAfterFreeLetsOtherStreamReuse) {
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  spEvent_t event = NewEvent();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  ASSERT_EQ(spEventRecord(event, original), spSuccess);
+  ASSERT_EQ(spStreamWaitEvent(other, event), spSuccess);
+
+  // Host time 0: the kernel is still running, so only the event order (not
+  // completion) can justify the reuse.
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_EQ(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kEventDependency);
+  EXPECT_EQ((Rules()), (RuleCounts{.event_dependency = 1, .fresh = 1}));
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ(st.waitsInserted, 0u) << "the user's wait already orders the streams";
+
+  // other's work runs after original's kernel through the user's wait.
+  Kernel(other, 10, b.ptr, kChunk);
+  Sync(other);
+  EXPECT_EQ(Now(), 1010u);
+  Free(b.ptr, other);
+}
+
+// With the policy disabled the same program grows the pool instead.
+TEST_F(F91ReuseFollowEventDependencies, PolicyDisabledGrowsDespiteTheWait) {
+  int off = 0;
+  ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseFollowEventDependencies, &off), spSuccess);
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  spEvent_t event = NewEvent();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  ASSERT_EQ(spEventRecord(event, original), spSuccess);
+  ASSERT_EQ(spStreamWaitEvent(other, event), spSuccess);
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_NE(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 2 * kChunk);
+  EXPECT_EQ(st.upstreamMaps, 2u);
+  EXPECT_EQ(st.waitsInserted, 0u);
+  Free(b.ptr, other);
+}
+
+// =================================================================== F.9.2
+
+using F92ReuseAllowOpportunistic = ScenarioTest;
+
+// "After some time, the kernel finishes running ... this allocation request
+// can be fulfilled with the prior allocation based on the progress of
+// originalStream." Complete means end <= host now; looking promotes nothing.
+TEST_F(F92ReuseAllowOpportunistic, ReusesOnceTheKernelHasFinished) {
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  spStream_t third = NewStream();
+  const AllocInfo a1 = Alloc(kMiB, original);
+  const AllocInfo a2 = Alloc(kMiB, original);  // the rest of the same chunk
+  Kernel(original, 1000, a1.ptr, kMiB);        // runs [0, 1000)
+  Free(a1.ptr, original);
+  Free(a2.ptr, original);
+  Advance(1000);  // wait(10): the kernel and the frees have finished
+
+  const AllocInfo b = Alloc(kMiB, other);
+  EXPECT_EQ(b.ptr, a1.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kOpportunistic);
+  EXPECT_EQ((Rules()), (RuleCounts{.opportunistic = 1, .fresh = 2}));
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ(st.waitsInserted, 0u);
+
+  // The rule looked at completion without promoting: the other half is still
+  // PENDING on original, so with the policy off a third stream must grow.
+  int off = 0;
+  ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseAllowOpportunistic, &off), spSuccess);
+  const AllocInfo c = Alloc(kMiB, third);
+  EXPECT_NE(c.ptr, a2.ptr);
+  EXPECT_EQ(c.rule, ReuseRule::kFresh);
+  EXPECT_EQ(Stats().upstreamMaps, 2u);
+  Free(b.ptr, other);
+  Free(c.ptr, third);
+}
+
+// One nanosecond before the kernel ends the free is not complete: the other
+// stream grows the pool.
+TEST_F(F92ReuseAllowOpportunistic, NotBeforeTheKernelHasFinished) {
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  Advance(999);
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_NE(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 2 * kChunk);
+  EXPECT_EQ(st.waitsInserted, 0u) << "growth succeeded, so no internal dependency";
+  Free(b.ptr, other);
+}
+
+// "When disabled, the allocator will still reuse memory made available when
+// a stream is synchronized with the cpu" -- but not memory merely observed
+// complete.
+TEST_F(F92ReuseAllowOpportunistic, PolicyDisabledGrowsUntilASync) {
+  int off = 0;
+  ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseAllowOpportunistic, &off), spSuccess);
+  SetThreshold(UINT64_MAX);  // keep what the sync makes free
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  Advance(2000);
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_NE(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  EXPECT_EQ(Stats().reservedBytes, 2 * kChunk);
+
+  Sync(original);
+  const AllocInfo c = Alloc(kChunk, other);
+  EXPECT_EQ(c.ptr, a.ptr);
+  EXPECT_EQ(c.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 2}));
+  Free(b.ptr, other);
+  Free(c.ptr, other);
+}
+
+// =================================================================== F.9.3
+
+class F93ReuseAllowInternalDependencies : public ScenarioTest {
+ protected:
+  // The original stream's 1000-ns kernel and free, then an allocation on the
+  // other stream that cannot grow. It takes the pending block and waits for
+  // the free: the other stream's next kernel (10 ns) ends at 1010, not 10.
+  void ExpectInternalDependency(spMemPool_t pool) {
+    spStream_t original = NewStream();
+    spStream_t other = NewStream();
+    const AllocInfo a = Alloc(kChunk, original, pool);  // the pool is now full
+    Kernel(original, 1000, a.ptr, kChunk);
+    Free(a.ptr, original);
+
+    const AllocInfo b = Alloc(kChunk, other, pool);
+    EXPECT_EQ(b.ptr, a.ptr);
+    EXPECT_EQ(b.rule, ReuseRule::kInternalDependency);
+    EXPECT_EQ((Rules(pool)), (RuleCounts{.internal_dependency = 1, .fresh = 1}));
+    const spMemPoolStats st = Stats(pool);
+    EXPECT_EQ(st.waitsInserted, 1u);
+    EXPECT_EQ(st.upstreamMaps, 1u);
+    EXPECT_EQ(st.reservedBytes, kChunk);
+    EXPECT_EQ(st.failedAllocCount, 0u);
+
+    Kernel(other, 10, b.ptr, kChunk);
+    Advance(1005);
+    EXPECT_EQ(spStreamQuery(other), spErrorNotReady) << "other's kernel runs [1000, 1010)";
+    Sync(other);
+    EXPECT_EQ(Now(), 1010u);
+    Free(b.ptr, other);
+  }
+};
+
+// Growth fails because the pool's maxSize (2 MiB) is already reserved.
+TEST_F(F93ReuseAllowInternalDependencies, WaitInsertedWhenMaxSizeBlocksGrowth) {
+  ExpectInternalDependency(NewPool(kChunk));
+}
+
+// Growth fails because the device (2 MiB) is full.
+TEST_F(F93ReuseAllowInternalDependencies, WaitInsertedWhenDeviceCapacityBlocksGrowth) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  cfg.deviceCapacity = kChunk;
+  Start(cfg);
+  ExpectInternalDependency(pool_);
+}
+
+// "If the driver fails to allocate more physical memory" -- only then: while
+// growth succeeds, no dependency is inserted and other's work does not wait.
+TEST_F(F93ReuseAllowInternalDependencies, NoDependencyWhileGrowthSucceeds) {
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_NE(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
+  EXPECT_EQ(Stats().waitsInserted, 0u);
+  Kernel(other, 10, b.ptr, kChunk);
+  Sync(other);
+  EXPECT_EQ(Now(), 10u);
+  Free(b.ptr, other);
+}
+
+// With the policy off and growth blocked the allocation fails and changes
+// nothing but failedAllocCount.
+TEST_F(F93ReuseAllowInternalDependencies, PolicyDisabledFailsWhenGrowthFails) {
+  spMemPool_t pool = NewPool(kChunk);
+  SetPolicies(true, true, false, pool);
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(kChunk, original, pool);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  const spMemPoolStats before = Stats(pool);
+
+  void* p = &p;
+  EXPECT_EQ(spMallocFromPoolAsync(&p, kChunk, pool, other), spErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);
+  spMemPoolStats after = Stats(pool);
+  EXPECT_EQ(after.failedAllocCount, before.failedAllocCount + 1);
+  after.failedAllocCount = before.failedAllocCount;
+  EXPECT_EQ(std::memcmp(&after, &before, sizeof before), 0) << "a failure changes nothing else";
+
+  // other's later work does not wait for original.
+  Kernel(other, 10);
+  Sync(other);
+  EXPECT_EQ(Now(), 10u);
+}
+
+// =================================================================== F.9.4
+
+using F94DisablingReusePolicies = ScenarioTest;
+
+// With all three policies off, another stream's free is reused only after a
+// synchronize: an event order and observed completion are both ignored.
+TEST_F(F94DisablingReusePolicies, CrossStreamAllocationGrowsInstead) {
+  SetPolicies(false, false, false);
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  spEvent_t event = NewEvent();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  ASSERT_EQ(spEventRecord(event, original), spSuccess);
+  ASSERT_EQ(spStreamWaitEvent(other, event), spSuccess);
+  Advance(2000);  // ordered and complete: rules 2 and 3 would both apply
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_NE(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 2 * kChunk);
+  EXPECT_EQ(st.upstreamMaps, 2u);
+  EXPECT_EQ(st.waitsInserted, 0u);
+  Free(b.ptr, other);
+}
+
+TEST_F(F94DisablingReusePolicies, SynchronizeStillMakesFreesReusable) {
+  SetPolicies(false, false, false);
+  SetThreshold(UINT64_MAX);
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  Sync(original);
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_EQ(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 1}));
+  EXPECT_EQ(Stats().upstreamMaps, 1u);
+  Free(b.ptr, other);
+}
+
+// ==================================================================== F.12
+
+// "When the user requests the driver to synchronize, the driver ... will
+// determine what frees were guaranteed to be completed by the
+// synchronization. These allocations are made available for allocation
+// regardless of specified stream or disabled allocation policies."
+//
+// Every F.12 test lays out one chunk as [p: 512 B | anchor: 2 MiB - 512 B,
+// live], frees p on `original` after a 1000-ns kernel, and asks whether a
+// stream with every policy off gets p back without growing.
+class F12SynchronizationActions : public ScenarioTest {
+ protected:
+  void SetUp() override {
+    ScenarioTest::SetUp();
+    SetPolicies(false, false, false);
+    original_ = NewStream();
+    later_ = NewStream();
+    p_ = Alloc(512, original_);
+    anchor_ = Alloc(kChunk - 512, original_);
+    ASSERT_EQ(static_cast<char*>(anchor_.ptr), static_cast<char*>(p_.ptr) + 512);
+    Kernel(original_, 1000, p_.ptr, 512);
+  }
+
+  // The allocation on `later_` with every policy off: p again iff the sync
+  // made p's free READY.
+  void ExpectPReady() {
+    const AllocInfo b = Alloc(512, later_);
+    EXPECT_EQ(b.ptr, p_.ptr);
+    EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
+    EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 2}));
+    const spMemPoolStats st = Stats();
+    EXPECT_EQ(st.upstreamMaps, 1u);
+    EXPECT_EQ(st.reservedBytes, kChunk) << "the anchor keeps the chunk";
+    EXPECT_EQ(st.waitsInserted, 0u);
+  }
+
+  spStream_t original_ = nullptr;
+  spStream_t later_ = nullptr;
+  AllocInfo p_;
+  AllocInfo anchor_;
+};
+
+enum class SyncKind { kStream, kEvent, kDevice };
+void PrintTo(SyncKind k, std::ostream* os) {
+  *os << (k == SyncKind::kStream ? "stream" : k == SyncKind::kEvent ? "event" : "device");
+}
+
+class F12SyncKinds : public F12SynchronizationActions,
+                     public ::testing::WithParamInterface<SyncKind> {};
+
+TEST_P(F12SyncKinds, SyncMakesFreeReadyRegardlessOfPolicies) {
+  Free(p_.ptr, original_);
+  spEvent_t event = NewEvent();
+  ASSERT_EQ(spEventRecord(event, original_), spSuccess);
+  switch (GetParam()) {
+    case SyncKind::kStream:
+      ASSERT_EQ(spStreamSynchronize(original_), spSuccess);
+      break;
+    case SyncKind::kEvent:
+      ASSERT_EQ(spEventSynchronize(event), spSuccess);
+      break;
+    case SyncKind::kDevice:
+      ASSERT_EQ(spDeviceSynchronize(rt_, 0), spSuccess);
+      break;
+  }
+  EXPECT_EQ(Now(), 1000u) << "the sync waited for the kernel";
+  ExpectPReady();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSyncs, F12SyncKinds,
+                         ::testing::Values(SyncKind::kStream, SyncKind::kEvent, SyncKind::kDevice),
+                         [](const ::testing::TestParamInfo<SyncKind>& info) {
+                           switch (info.param) {
+                             case SyncKind::kStream:
+                               return "StreamSynchronize";
+                             case SyncKind::kEvent:
+                               return "EventSynchronize";
+                             case SyncKind::kDevice:
+                               return "DeviceSynchronize";
+                           }
+                           return "Unknown";
+                         });
+
+// Device 0's memory freed on a stream of device 1 (after waiting for the
+// kernel): synchronizing device 1 proves the free complete, and device 0's
+// pool takes note.
+TEST_F(F12SynchronizationActions, SyncOfAnotherDeviceReachesTheOwningPool) {
+  spStream_t dev1 = NewStream(/*device=*/1);
+  spEvent_t kernel_done = NewEvent();
+  ASSERT_EQ(spEventRecord(kernel_done, original_), spSuccess);
+  ASSERT_EQ(spStreamWaitEvent(dev1, kernel_done), spSuccess);
+  Free(p_.ptr, dev1);
+  ASSERT_EQ(spDeviceSynchronize(rt_, 1), spSuccess);
+  EXPECT_EQ(Now(), 1000u);
+  ExpectPReady();
+  EXPECT_EQ(Stats(pools_[1]).reservedBytes, 0u) << "device 1's own pool is untouched";
+}
+
+// Transitivity: syncing stream B, which waited on an event recorded after the
+// free on A, proves A's free complete too.
+TEST_F(F12SynchronizationActions, SyncIsTransitiveThroughEventWaits) {
+  Free(p_.ptr, original_);
+  spEvent_t after_free = NewEvent();
+  ASSERT_EQ(spEventRecord(after_free, original_), spSuccess);
+  spStream_t b = NewStream();
+  ASSERT_EQ(spStreamWaitEvent(b, after_free), spSuccess);
+  Kernel(b, 10);
+  Sync(b);
+  EXPECT_EQ(Now(), 1010u);
+  ExpectPReady();
+}
+
+// The converse: a sync proves only what it waited for. Stream B never waited
+// on A; although A's free has completed in time, B's sync does not make it
+// READY, and with every policy off the allocation grows.
+TEST_F(F12SynchronizationActions, SyncOfUnrelatedStreamProvesNothingAboutOthers) {
+  Free(p_.ptr, original_);
+  spStream_t b = NewStream();
+  Kernel(b, 2000);
+  Sync(b);
+  EXPECT_EQ(Now(), 2000u);
+  const AllocInfo c = Alloc(512, later_);
+  EXPECT_NE(c.ptr, p_.ptr);
+  EXPECT_EQ(c.rule, ReuseRule::kFresh);
+  EXPECT_EQ(Stats().upstreamMaps, 2u);
+}
+
+enum class QueryKind { kStream, kEvent };
+void PrintTo(QueryKind k, std::ostream* os) {
+  *os << (k == QueryKind::kStream ? "stream" : "event");
+}
+
+class F12QueryKinds : public ScenarioTest, public ::testing::WithParamInterface<QueryKind> {};
+
+// A successful query makes the free READY (reuse with every policy off) but
+// releases nothing, even with threshold 0 and the chunk wholly free; the next
+// sync does.
+TEST_P(F12QueryKinds, QuerySuccessPromotesButDoesNotRelease) {
+  SetPolicies(false, false, false);
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  spEvent_t event = NewEvent();
+  const AllocInfo a = Alloc(kChunk, original);
+  Kernel(original, 1000, a.ptr, kChunk);
+  Free(a.ptr, original);
+  ASSERT_EQ(spEventRecord(event, original), spSuccess);
+  auto query = [&] {
+    return GetParam() == QueryKind::kStream ? spStreamQuery(original) : spEventQuery(event);
+  };
+
+  Advance(999);
+  EXPECT_EQ(query(), spErrorNotReady);
+  Advance(1);
+  EXPECT_EQ(query(), spSuccess);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk) << "queries release nothing";
+  EXPECT_EQ(st.upstreamUnmaps, 0u);
+
+  const AllocInfo b = Alloc(kChunk, other);
+  EXPECT_EQ(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 1}));
+
+  Free(b.ptr, other);
+  Sync(other);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u);
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllQueries, F12QueryKinds,
+                         ::testing::Values(QueryKind::kStream, QueryKind::kEvent),
+                         [](const ::testing::TestParamInfo<QueryKind>& info) {
+                           return info.param == QueryKind::kStream ? "StreamQuery" : "EventQuery";
+                         });
+
+}  // namespace
