@@ -143,9 +143,11 @@ const char* OpKindName(OpKind kind);
 class Runtime {
  public:
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config = {});
-  // Wraps a runtime made through the C API (shares ownership with it).
+  // A view of a runtime made through the C API: the same runtime, which stays
+  // alive until spRuntimeDestroy (destroying the view does not destroy it).
   static absl::StatusOr<std::unique_ptr<Runtime>> FromC(spRuntime_t rt);
-  // Destroys the runtime: everything it owns is freed.
+  // A runtime made by Create is destroyed with it: everything it owns is
+  // freed. A view from FromC only lets go.
   ~Runtime();
 
   spRuntime_t c() const;
@@ -216,8 +218,9 @@ class Runtime {
   internal::RuntimeImpl& impl() const { return *impl_; }
 
  private:
-  explicit Runtime(std::shared_ptr<internal::RuntimeImpl> impl);
+  Runtime(std::shared_ptr<internal::RuntimeImpl> impl, bool owns);
   std::shared_ptr<internal::RuntimeImpl> impl_;
+  bool owns_;
 };
 
 }  // namespace streampool

@@ -11,12 +11,13 @@ namespace streampool {
 
 using internal::RuntimeImpl;
 
-Runtime::Runtime(std::shared_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
+Runtime::Runtime(std::shared_ptr<RuntimeImpl> impl, bool owns)
+    : impl_(std::move(impl)), owns_(owns) {}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config) {
   absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(config);
   if (!impl.ok()) return impl.status();
-  return std::unique_ptr<Runtime>(new Runtime(*std::move(impl)));
+  return std::unique_ptr<Runtime>(new Runtime(*std::move(impl), /*owns=*/true));
 }
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::FromC(spRuntime_t rt) {
@@ -26,12 +27,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::FromC(spRuntime_t rt) {
   }
   absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl = RuntimeImpl::Find(h);
   if (!impl.ok()) return impl.status();
-  return std::unique_ptr<Runtime>(new Runtime(*std::move(impl)));
+  return std::unique_ptr<Runtime>(new Runtime(*std::move(impl), /*owns=*/false));
 }
 
 Runtime::~Runtime() {
   // Destroying a runtime that the C API already destroyed is a no-op.
-  RuntimeImpl::Destroy(impl_->handle()).IgnoreError();
+  if (owns_) RuntimeImpl::Destroy(impl_->handle()).IgnoreError();
 }
 
 spRuntime_t Runtime::c() const {
