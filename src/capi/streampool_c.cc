@@ -2,6 +2,7 @@
 // semantics live in RuntimeImpl; this file only translates.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 #include <functional>
 #include <memory>
@@ -51,10 +52,34 @@ H ToHandle(uint64_t v) {
 // functions before any lock is taken.
 #define SP_RESOLVE(rt_var, handle)                                      \
   if (InHostCallback()) return spErrorNotSupported;                     \
-  absl::StatusOr<std::shared_ptr<RuntimeImpl>> rt_var##_or =            \
-      RuntimeImpl::Find(Value(handle));                                 \
-  if (!rt_var##_or.ok()) return spErrorInvalidResourceHandle;           \
-  RuntimeImpl& rt_var = **rt_var##_or
+  RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Value(handle));     \
+  if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle;     \
+  RuntimeImpl& rt_var = *rt_var##_ptr
+
+// A C caller may store any int in an enum field or pass one as an enum
+// argument; reading such a value as the enum type is undefined in C++. Enums
+// from the caller are read as their bytes and range-checked as ints.
+template <typename E>
+int EnumInt(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+// Validates and converts the C pool properties.
+bool ToPoolProps(const spMemPoolProps& in, streampool::PoolProps* out) {
+  const int type = EnumInt(in.allocType);
+  const int policy = EnumInt(in.pagePolicy);
+  if (type < spMemAllocationTypeDevice || type > spMemAllocationTypeDvpp) return false;
+  if (policy < spPageHugeFirst || policy > spPageNormalOnly) return false;
+  out->alloc_type = static_cast<streampool::AllocationType>(type);
+  out->device = in.device;
+  out->max_size = in.maxSize;
+  out->page_policy = static_cast<streampool::PagePolicy>(policy);
+  out->handle_types = in.handleTypes;
+  return true;
+}
 
 bool IsRuntimeHandle(uint64_t v) {
   return KindOf(v) == HandleKind::kRuntime && ObjectIdOf(v) == 0;
@@ -134,12 +159,11 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
   if (rt == nullptr) return spErrorInvalidValue;
   streampool::RuntimeConfig c;
   if (cfg != nullptr) {
-    if (cfg->backing != spBackingHost && cfg->backing != spBackingAddressOnly) {
-      return spErrorInvalidValue;
-    }
+    const int backing = streampool::internal::EnumInt(cfg->backing);
+    if (backing != spBackingHost && backing != spBackingAddressOnly) return spErrorInvalidValue;
     c.device_count = cfg->deviceCount;
     c.device_capacity = cfg->deviceCapacity;
-    c.backing = static_cast<streampool::Backing>(cfg->backing);
+    c.backing = static_cast<streampool::Backing>(backing);
     c.api_call_ns = cfg->apiCallNs;
     c.copy_bytes_per_us = cfg->copyBytesPerUs;
   }
@@ -349,18 +373,8 @@ spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProp
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
-  if (props->allocType < spMemAllocationTypeDevice || props->allocType > spMemAllocationTypeDvpp) {
-    return spErrorInvalidValue;
-  }
-  if (props->pagePolicy < spPageHugeFirst || props->pagePolicy > spPageNormalOnly) {
-    return spErrorInvalidValue;
-  }
   PoolProps p;
-  p.alloc_type = static_cast<streampool::AllocationType>(props->allocType);
-  p.device = props->device;
-  p.max_size = props->maxSize;
-  p.page_policy = static_cast<streampool::PagePolicy>(props->pagePolicy);
-  p.handle_types = props->handleTypes;
+  if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
   auto h = r.CreatePool(p, nullptr);
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
@@ -375,16 +389,8 @@ spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
       upstream->unmap == nullptr) {
     return spErrorInvalidValue;
   }
-  if (props->allocType < spMemAllocationTypeDevice || props->allocType > spMemAllocationTypeDvpp ||
-      props->pagePolicy < spPageHugeFirst || props->pagePolicy > spPageNormalOnly) {
-    return spErrorInvalidValue;
-  }
   PoolProps p;
-  p.alloc_type = static_cast<streampool::AllocationType>(props->allocType);
-  p.device = props->device;
-  p.max_size = props->maxSize;
-  p.page_policy = static_cast<streampool::PagePolicy>(props->pagePolicy);
-  p.handle_types = props->handleTypes;
+  if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
   const spUpstream u = *upstream;
   streampool::UpstreamCallbacks cb;
   cb.map = [u](uint64_t bytes) { return u.map(bytes, u.user); };
@@ -433,8 +439,9 @@ spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) {
   return spSuccess;
 }
 
-spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value) {
+spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) {
   SP_RESOLVE(r, pool);
+  const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
   if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrUsedMemHigh) {
     return spErrorInvalidValue;
@@ -445,8 +452,9 @@ spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* valu
   return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
 }
 
-spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value) {
+spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) {
   SP_RESOLVE(r, pool);
+  const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
   if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrUsedMemHigh) {
     return spErrorInvalidValue;

@@ -11,43 +11,61 @@ Registry& Registry::Get() {
 }
 
 uint32_t Registry::NextRuntimeId() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (next_id_ > kMaxRuntimeId) return 0;
   return next_id_++;
 }
 
 void Registry::Add(uint32_t id, std::shared_ptr<RuntimeImpl> rt) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SP_CHECK(runtimes_.emplace(id, std::move(rt)).second);
 }
 
 std::shared_ptr<RuntimeImpl> Registry::Remove(uint32_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = runtimes_.find(id);
   if (it == runtimes_.end()) return nullptr;
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
   std::shared_ptr<RuntimeImpl> rt = std::move(it->second);
   runtimes_.erase(it);
   return rt;
 }
 
 std::shared_ptr<RuntimeImpl> Registry::Find(uint32_t id) const {
-  absl::ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = runtimes_.find(id);
   return it == runtimes_.end() ? nullptr : it->second;
 }
 
+RuntimeImpl* Registry::FindCached(uint32_t id) {
+  // The cached shared_ptr keeps the runtime alive while cached; the epoch
+  // check makes a destroyed runtime miss at once.
+  struct Cache {
+    uint32_t id = 0;
+    uint64_t epoch = 0;
+    std::shared_ptr<RuntimeImpl> rt;
+  };
+  thread_local Cache cache;
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  if (cache.id == id && cache.epoch == epoch && cache.rt != nullptr) return cache.rt.get();
+  cache.rt = Find(id);
+  cache.id = id;
+  cache.epoch = epoch;
+  return cache.rt.get();
+}
+
 void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ranges_[base] = Range{base + size, runtime_id, touchable};
 }
 
 void Registry::RemoveRange(uintptr_t base) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ranges_.erase(base);
 }
 
 uint32_t Registry::RuntimeOwning(uintptr_t addr) const {
-  absl::ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = ranges_.upper_bound(addr);
   if (it == ranges_.begin()) return 0;
   --it;
@@ -55,7 +73,7 @@ uint32_t Registry::RuntimeOwning(uintptr_t addr) const {
 }
 
 bool Registry::Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) const {
-  absl::ReaderMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = ranges_.upper_bound(addr);
   if (it == ranges_.begin()) return false;
   --it;

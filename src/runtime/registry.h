@@ -5,12 +5,13 @@
 #define STREAMPOOL_SRC_RUNTIME_REGISTRY_H_
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "src/util/mutex.h"
 
 namespace streampool::internal {
 
@@ -26,6 +27,10 @@ class Registry {
   // Removes and returns the runtime (null if absent).
   std::shared_ptr<RuntimeImpl> Remove(uint32_t id);
   std::shared_ptr<RuntimeImpl> Find(uint32_t id) const;
+  // Like Find, but answers repeated lookups of one runtime from a per-thread
+  // cache, so the hot path takes no lock and touches no reference count. The
+  // cache is dropped whenever any runtime is removed.
+  RuntimeImpl* FindCached(uint32_t id);
 
   void AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable);
   void RemoveRange(uintptr_t base);
@@ -41,8 +46,10 @@ class Registry {
     uint32_t runtime_id;
     bool touchable;
   };
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Bumped by every Remove; per-thread caches from an older epoch are stale.
+  std::atomic<uint64_t> epoch_{1};
   absl::flat_hash_map<uint32_t, std::shared_ptr<RuntimeImpl>> runtimes_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<uintptr_t, Range> ranges_ ABSL_GUARDED_BY(mu_);
 };

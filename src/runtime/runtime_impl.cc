@@ -38,7 +38,7 @@ bool InHostCallback() { return in_host_callback; }
   if (in_host_callback) {                                                \
     return absl::UnimplementedError("API call from a host function");    \
   }                                                                      \
-  absl::MutexLock lock(&mu_);                                            \
+  MutexLock lock(&mu_);                                            \
   if (absl::Status enter_status = Enter(); !enter_status.ok()) return enter_status
 
 // Keeps the process registry of address ranges in step with what pools and
@@ -107,7 +107,7 @@ class Oracle final : public OrderOracle {
 RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id) : config_(config), id_(id) {}
 
 RuntimeImpl::~RuntimeImpl() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   TearDown();
 }
 
@@ -131,7 +131,7 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
   if (id == 0) return absl::ResourceExhaustedError("runtime ids exhausted");
   std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id));
   {
-    absl::MutexLock lock(&rt->mu_);
+    MutexLock lock(&rt->mu_);
     absl::Status s = rt->Init();
     if (!s.ok()) {
       rt->TearDown();
@@ -182,6 +182,12 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) 
   return rt;
 }
 
+RuntimeImpl* RuntimeImpl::FindFast(uint64_t handle) {
+  const auto kind = static_cast<uint8_t>(KindOf(handle));
+  if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kPool)) return nullptr;
+  return Registry::Get().FindCached(RuntimeIdOf(handle));
+}
+
 absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
   if (KindOf(runtime_handle) != HandleKind::kRuntime || ObjectIdOf(runtime_handle) != 0) {
     return InvalidHandle("runtime");
@@ -189,7 +195,7 @@ absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
   if (in_host_callback) return absl::UnimplementedError("API call from a host function");
   std::shared_ptr<RuntimeImpl> rt = Registry::Get().Remove(RuntimeIdOf(runtime_handle));
   if (rt == nullptr) return InvalidHandle("runtime");
-  absl::MutexLock lock(&rt->mu_);
+  MutexLock lock(&rt->mu_);
   rt->TearDown();
   return absl::OkStatus();
 }
@@ -605,7 +611,7 @@ absl::Status RuntimeImpl::HostAdvance(uint64_t ns) {
 uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // From a host function this thread already holds the lock.
   if (in_host_callback) return executor_.Now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return executor_.Now();
 }
 
@@ -998,7 +1004,7 @@ void RuntimeImpl::CheckerAfterEvent() {
 
 void RuntimeImpl::EnableChecker(bool on, bool fatal) {
   if (in_host_callback) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (on && !checker_) checker_ = std::make_unique<StreamOrderChecker>();
   if (!on) checker_.reset();
   checker_fatal_ = on && fatal;
@@ -1007,7 +1013,7 @@ void RuntimeImpl::EnableChecker(bool on, bool fatal) {
 
 std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
   if (in_host_callback) return {};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<streampool::CheckReport> out;
   if (!checker_) return out;
   for (const internal::CheckReport& r : checker_->reports()) {
@@ -1028,20 +1034,20 @@ std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
 
 void RuntimeImpl::ClearCheckReports() {
   if (in_host_callback) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (checker_) checker_->ClearReports();
   checker_reported_ = 0;
 }
 
 void RuntimeImpl::RecordTimeline(bool on) {
   if (in_host_callback) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   executor_.set_record_timeline(on);
 }
 
 std::vector<TimelineEntry> RuntimeImpl::Timeline() {
   if (in_host_callback) return {};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<TimelineEntry> out;
   out.reserve(executor_.timeline().size());
   for (const SimExecutor::TimelineEntry& e : executor_.timeline()) {

@@ -20,7 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "src/util/mutex.h"
 #include "absl/types/span.h"
 #include "src/ordering/ordering.h"
 #include "src/memory/page_backing.h"
@@ -43,6 +43,9 @@ class RuntimeImpl {
   static absl::Status Destroy(uint64_t runtime_handle);
   // The live runtime a handle of any kind belongs to.
   static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Find(uint64_t handle);
+  // Find for the C API's hot path: no lock, no reference count (a per-thread
+  // cache keeps the runtime alive). Null for an invalid handle.
+  static RuntimeImpl* FindFast(uint64_t handle);
 
   ~RuntimeImpl();
 
@@ -178,7 +181,7 @@ class RuntimeImpl {
   const RuntimeConfig config_;
   const uint32_t id_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
   // Completion time of the op EnqueueOp enqueued last.
   TimeNs last_enqueue_end_ ABSL_GUARDED_BY(mu_) = 0;
