@@ -1,7 +1,400 @@
-// Placeholder: the real demo replaces this file.
+// streampool-demo: what the stream-ordered pool decides, and when work runs,
+// shown on two small programs in virtual time.
+//
+//   (a) a producer/consumer program on the default pool: every op of every
+//       stream with its virtual schedule, an ASCII Gantt chart, and the rule
+//       that served each allocation;
+//   (b) one three-stream program under each combination of reuse policies
+//       that matters, side by side: decisions by rule, peak reserved bytes,
+//       waits the pool inserted, makespan and failed allocations.
+//
+// Only the public C++ API is used. Everything runs on the simulator with
+// address-only backing, so the output is the same on every run and machine:
+// pointers are printed as (chunk, offset), never as raw addresses.
+//
+// Exit status: 0 on success, 1 if an API call fails. The out-of-memory results
+// that part (b) provokes on purpose are outcomes it reports, not failures.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "streampool/mem_pool.h"
+#include "streampool/pool_props.h"
+#include "streampool/runtime.h"
+
+namespace {
+
+using streampool::Access;
+using streampool::AllocInfo;
+using streampool::EventId;
+using streampool::PoolId;
+using streampool::PoolStats;
+using streampool::ReuseRule;
+using streampool::Runtime;
+using streampool::StreamId;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kUs = 1000;  // virtual ns per µs
+
+// ------------------------------------------------------------ error handling
+
+[[noreturn]] void Fail(const char* what, const absl::Status& status) {
+  std::fprintf(stderr, "streampool-demo: %s failed: %s\n", what, status.ToString().c_str());
+  std::exit(1);
+}
+
+void Must(const absl::Status& status, const char* what) {
+  if (!status.ok()) Fail(what, status);
+}
+
+template <typename T>
+T Must(absl::StatusOr<T> value, const char* what) {
+  if (!value.ok()) Fail(what, value.status());
+  return *std::move(value);
+}
+
+// Names the call in the error message, so a failure says which one broke.
+#define MUST(expr) Must((expr), #expr)
+
+std::unique_ptr<Runtime> NewRuntime() {
+  streampool::RuntimeConfig config;
+  // Nothing is touched, so address space is all the demo needs; it also keeps
+  // the demo independent of the machine's memory.
+  config.backing = streampool::Backing::kAddressOnly;
+  return MUST(Runtime::Create(config));
+}
+
+double Us(uint64_t ns) { return static_cast<double>(ns) / kUs; }
+
+// ------------------------------------------------- part (a): one timeline
+
+// Names pool memory as "c<k>+<offset>": chunk k is the k-th chunk the pool
+// mapped. Raw addresses differ from run to run; these do not. A growth hands
+// out the start of the new chunk, so the chunk's base is the pointer returned
+// by the allocation that made upstream_maps go up.
+class ChunkNamer {
+ public:
+  void Observe(const AllocInfo& info, const PoolStats& before, const PoolStats& after) {
+    if (after.upstream_maps == before.upstream_maps) return;
+    chunks_.push_back(Chunk{reinterpret_cast<uintptr_t>(info.ptr),
+                            after.upstream_bytes_mapped - before.upstream_bytes_mapped});
+  }
+  std::string Name(const void* ptr) const {
+    const auto addr = reinterpret_cast<uintptr_t>(ptr);
+    // Latest first: a released chunk's range may be mapped again later.
+    for (size_t k = chunks_.size(); k-- > 0;) {
+      const Chunk& c = chunks_[k];
+      if (addr >= c.base && addr < c.base + c.size) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "c%zu+%" PRIu64 "MiB", k, (addr - c.base) / kMiB);
+        return buf;
+      }
+    }
+    return "?";
+  }
+
+ private:
+  struct Chunk {
+    uintptr_t base;
+    uint64_t size;
+  };
+  std::vector<Chunk> chunks_;
+};
+
+// The Gantt letter of a zero-length op.
+char MarkerOf(streampool::OpKind kind) {
+  switch (kind) {
+    case streampool::OpKind::kAllocMarker:
+      return 'A';
+    case streampool::OpKind::kFreeMarker:
+      return 'F';
+    case streampool::OpKind::kRecord:
+      return 'R';
+    case streampool::OpKind::kWait:
+      return 'W';
+    case streampool::OpKind::kInternalWait:
+      return 'I';
+    case streampool::OpKind::kHostFunc:
+      return 'H';
+    default:
+      return '=';
+  }
+}
+
+// One row per stream over [0, last end] in 60 columns: kernels as '=',
+// zero-length ops as a letter at their time (shifted right when several fall
+// in one column), idle as '.'.
+void PrintGantt(const std::vector<streampool::TimelineEntry>& timeline,
+                const std::vector<uint32_t>& order, const std::map<uint32_t, std::string>& names) {
+  constexpr int kWidth = 60;
+  uint64_t horizon = 1;
+  for (const auto& e : timeline) horizon = std::max(horizon, e.end_ns);
+  auto column = [&](uint64_t t) {
+    return static_cast<int>(std::min<uint64_t>(kWidth - 1, t * kWidth / horizon));
+  };
+  for (uint32_t s : order) {
+    std::string row(kWidth, '.');
+    for (const auto& e : timeline) {
+      if (e.stream_index != s || e.end_ns == e.start_ns) continue;
+      const int from = column(e.start_ns);
+      const int to = std::max(from + 1, column(e.end_ns));
+      for (int c = from; c < to && c < kWidth; ++c) row[c] = '=';
+    }
+    int last_marker = -1;
+    for (const auto& e : timeline) {  // already in enqueue order, hence in time order
+      if (e.stream_index != s || e.end_ns != e.start_ns) continue;
+      const int c = std::max(column(e.start_ns), last_marker + 1);
+      if (c >= kWidth) break;
+      row[c] = MarkerOf(e.kind);
+      last_marker = c;
+    }
+    std::printf("  %-9s|%s|\n", names.at(s).c_str(), row.c_str());
+  }
+  std::printf("  %-9s0%*s\n", "", kWidth, (std::to_string(horizon / kUs) + " us").c_str());
+  std::printf("  A alloc  F free  R record  W event wait  I inserted wait  = kernel  . idle\n");
+}
+
+void ScenarioTimeline() {
+  std::printf("== (a) Scenario timeline ==\n");
+  std::printf(
+      "producer: alloc 8 MiB, 40 us kernel, free, record E. consumer: wait E, alloc 6 MiB,\n"
+      "30 us kernel, free. host +5 us. legacy stream: alloc 1 MiB, 10 us kernel, free.\n"
+      "device sync. producer: alloc 8 MiB, 20 us kernel, free, alloc 4 MiB, 10 us kernel,\n"
+      "free; stream sync. The pool keeps its memory across syncs (threshold = max).\n\n");
+
+  std::unique_ptr<Runtime> rt = NewRuntime();
+  const PoolId pool = MUST(rt->DefaultPool(0));
+  MUST(rt->SetPoolAttribute(pool, streampool::PoolAttr::kReleaseThreshold, UINT64_MAX));
+  const StreamId legacy = MUST(rt->LegacyStream(0));
+  const StreamId producer = MUST(rt->CreateStream(0));
+  const StreamId consumer = MUST(rt->CreateStream(0));
+  const EventId e = MUST(rt->CreateEvent());
+  rt->RecordTimeline(true);
+
+  ChunkNamer namer;
+  struct Decision {
+    const char* stream;
+    uint64_t size;
+    AllocInfo info;
+  };
+  std::vector<Decision> decisions;
+  auto alloc = [&](uint64_t size, StreamId s, const char* name) {
+    const PoolStats before = MUST(rt->GetPoolStats(pool));
+    const AllocInfo info = MUST(rt->MallocAsync(size, s));
+    namer.Observe(info, before, MUST(rt->GetPoolStats(pool)));
+    decisions.push_back(Decision{name, size, info});
+    return info.ptr;
+  };
+  auto kernel = [&](StreamId s, uint64_t us, void* p, uint64_t size) {
+    const Access access{p, size, /*write=*/true};
+    MUST(rt->LaunchKernel(s, us * kUs, {&access, 1}));
+  };
+
+  void* p = alloc(8 * kMiB, producer, "producer");
+  kernel(producer, 40, p, 8 * kMiB);
+  MUST(rt->FreeAsync(p, producer));
+  MUST(rt->RecordEvent(e, producer));
+
+  MUST(rt->StreamWaitEvent(consumer, e));
+  void* c = alloc(6 * kMiB, consumer, "consumer");
+  kernel(consumer, 30, c, 6 * kMiB);
+  MUST(rt->FreeAsync(c, consumer));
+
+  MUST(rt->HostAdvance(5 * kUs));
+  void* l = alloc(1 * kMiB, legacy, "legacy");
+  kernel(legacy, 10, l, 1 * kMiB);
+  MUST(rt->FreeAsync(l, legacy));
+  MUST(rt->DeviceSynchronize(0));
+
+  void* p2 = alloc(8 * kMiB, producer, "producer");
+  kernel(producer, 20, p2, 8 * kMiB);
+  MUST(rt->FreeAsync(p2, producer));
+  void* p3 = alloc(4 * kMiB, producer, "producer");
+  kernel(producer, 10, p3, 4 * kMiB);
+  MUST(rt->FreeAsync(p3, producer));
+  MUST(rt->StreamSynchronize(producer));
+
+  const std::vector<streampool::TimelineEntry> timeline = rt->Timeline();
+  // Streams in the order the program first used them.
+  std::map<uint32_t, std::string> stream_names;
+  std::vector<uint32_t> order;
+  for (const auto& entry : timeline) {
+    std::string name = entry.stream.value == producer.value   ? "producer"
+                       : entry.stream.value == consumer.value ? "consumer"
+                       : entry.stream.value == legacy.value   ? "legacy"
+                                                              : "?";
+    if (stream_names.emplace(entry.stream_index, name).second) order.push_back(entry.stream_index);
+  }
+  std::printf("  %-9s %4s  %-14s %9s %9s %9s\n", "stream", "pos", "op", "enq us", "start us",
+              "end us");
+  for (uint32_t s : order) {
+    for (const auto& entry : timeline) {
+      if (entry.stream_index != s) continue;
+      std::printf("  %-9s %4" PRIu64 "  %-14s %9.1f %9.1f %9.1f\n", stream_names[s].c_str(),
+                  entry.position, streampool::OpKindName(entry.kind), Us(entry.enqueued_ns),
+                  Us(entry.start_ns), Us(entry.end_ns));
+    }
+  }
+  std::printf("\n");
+  PrintGantt(timeline, order, stream_names);
+
+  std::printf("\n  allocation decisions (chunk+offset, rule):\n");
+  for (const Decision& d : decisions) {
+    std::printf("    %-9s %2" PRIu64 " MiB -> %-9s %s\n", d.stream, d.size / kMiB,
+                namer.Name(d.info.ptr).c_str(), streampool::ReuseRuleName(d.info.rule));
+  }
+  MUST(rt->CheckPoolInvariants(pool));
+}
+
+// ------------------------------------------- part (b): policies side by side
+
+struct Policy {
+  const char* name;
+  bool follow_events;
+  bool opportunistic;
+  bool internal_deps;
+};
+
+struct Outcome {
+  PoolStats stats;
+  uint64_t makespan_ns = 0;  // end of the last op, virtual
+};
+
+constexpr uint64_t kPolicyPoolMax = 10 * kMiB;
+
+// The program of part (b). Two producers and a consumer share one pool whose
+// maxSize (10 MiB) is below what the program needs without reuse (16 MiB):
+//   P1 (slow): a1 = 2 MiB, a2 = 4 MiB; 30 us kernel on a1; free a1; record E1;
+//              100 us kernel on a2; free a2.   (a1 is event-ordered for C but
+//              not complete at host 20 us; a2 is neither)
+//   P2 (fast): b = 2 MiB; 5 us kernel; free b. (complete at host 20 us, but
+//              nothing orders it before C)
+//   host +20 us; C waits E1; x = 2 MiB, y = 2 MiB, z = 4 MiB; 30 us kernel;
+//   frees them; w = 2 MiB (its own free: same stream); 10 us kernel; free w;
+//   device sync; P2: q = 4 MiB (after sync); 10 us kernel; free q; device sync.
+Outcome RunPolicyScenario(const Policy& policy) {
+  std::unique_ptr<Runtime> rt = NewRuntime();
+  streampool::PoolProps props;
+  props.max_size = kPolicyPoolMax;
+  props.reuse_follow_event_dependencies = policy.follow_events;
+  props.reuse_allow_opportunistic = policy.opportunistic;
+  props.reuse_allow_internal_dependencies = policy.internal_deps;
+  // Keep memory across syncs so that the allocation after the sync can reuse.
+  props.release_threshold = UINT64_MAX;
+  const PoolId pool = MUST(rt->CreatePool(props));
+  const StreamId p1 = MUST(rt->CreateStream(0));
+  const StreamId p2 = MUST(rt->CreateStream(0));
+  const StreamId c = MUST(rt->CreateStream(0));
+  const EventId e1 = MUST(rt->CreateEvent());
+  // The makespan is the end of the last op.
+  rt->RecordTimeline(true);
+
+  // Returns nullptr when the pool is out of memory (an outcome the table
+  // reports); any other error ends the demo.
+  auto alloc = [&](uint64_t size, StreamId s) -> void* {
+    absl::StatusOr<AllocInfo> info = rt->MallocFromPoolAsync(size, pool, s);
+    if (absl::IsResourceExhausted(info.status())) return nullptr;
+    return MUST(std::move(info)).ptr;
+  };
+  auto kernel = [&](StreamId s, uint64_t us, std::vector<std::pair<void*, uint64_t>> buffers) {
+    std::vector<Access> accesses;
+    for (const auto& [ptr, size] : buffers) {
+      if (ptr != nullptr) accesses.push_back(Access{ptr, size, /*write=*/true});
+    }
+    MUST(rt->LaunchKernel(s, us * kUs, accesses));
+  };
+  auto free_async = [&](void* ptr, StreamId s) {
+    if (ptr != nullptr) MUST(rt->FreeAsync(ptr, s));
+  };
+
+  void* a1 = alloc(2 * kMiB, p1);
+  void* a2 = alloc(4 * kMiB, p1);
+  kernel(p1, 30, {{a1, 2 * kMiB}});
+  free_async(a1, p1);
+  MUST(rt->RecordEvent(e1, p1));
+  kernel(p1, 100, {{a2, 4 * kMiB}});
+  free_async(a2, p1);
+
+  void* b = alloc(2 * kMiB, p2);
+  kernel(p2, 5, {{b, 2 * kMiB}});
+  free_async(b, p2);
+
+  MUST(rt->HostAdvance(20 * kUs));
+  MUST(rt->StreamWaitEvent(c, e1));
+  void* x = alloc(2 * kMiB, c);
+  void* y = alloc(2 * kMiB, c);
+  void* z = alloc(4 * kMiB, c);
+  kernel(c, 30, {{x, 2 * kMiB}, {y, 2 * kMiB}, {z, 4 * kMiB}});
+  free_async(x, c);
+  free_async(y, c);
+  free_async(z, c);
+  void* w = alloc(2 * kMiB, c);
+  kernel(c, 10, {{w, 2 * kMiB}});
+  free_async(w, c);
+  MUST(rt->DeviceSynchronize(0));
+
+  void* q = alloc(4 * kMiB, p2);
+  kernel(p2, 10, {{q, 4 * kMiB}});
+  free_async(q, p2);
+  MUST(rt->DeviceSynchronize(0));
+
+  MUST(rt->CheckPoolInvariants(pool));
+  Outcome outcome{MUST(rt->GetPoolStats(pool))};
+  for (const auto& entry : rt->Timeline()) {
+    outcome.makespan_ns = std::max(outcome.makespan_ns, entry.end_ns);
+  }
+  return outcome;
+}
+
+void PoliciesSideBySide() {
+  std::printf("\n== (b) Reuse policies side by side ==\n");
+  std::printf(
+      "P1 (slow): 2 MiB a1 + 4 MiB a2; 30 us kernel on a1, free a1, record E1; 100 us on a2,\n"
+      "free a2. P2 (fast): 2 MiB b, 5 us kernel, free. Host +20 us. C: wait E1; alloc 2+2+4\n"
+      "MiB; 30 us kernel; free; alloc 2 MiB; 10 us; free. Sync. P2: alloc 4 MiB; 10 us; free.\n"
+      "Pool maxSize %" PRIu64 " MiB; without reuse the program needs 16 MiB.\n\n",
+      kPolicyPoolMax / kMiB);
+  const Policy policies[] = {
+      {"all off", false, false, false},
+      {"event deps only", true, false, false},
+      {"opportunistic only", false, true, false},
+      {"internal deps only", false, false, true},
+      {"events+opportunistic", true, true, false},
+      {"all on (default)", true, true, true},
+  };
+  std::printf("  %-20s %5s %5s %6s %8s %6s %5s %6s %5s %8s %6s\n", "policy", "same", "event",
+              "oppor", "internal", "aftsyn", "fresh", "peak", "waits", "makespan", "failed");
+  std::printf("  %-20s %5s %5s %6s %8s %6s %5s %6s %5s %8s %6s\n", "", "strm", "dep", "tunist",
+              "dep", "", "", "MiB", "", "us", "allocs");
+  for (const Policy& policy : policies) {
+    const Outcome o = RunPolicyScenario(policy);
+    const PoolStats& s = o.stats;
+    std::printf("  %-20s %5" PRIu64 " %5" PRIu64 " %6" PRIu64 " %8" PRIu64 " %6" PRIu64
+                " %5" PRIu64 " %6.1f %5" PRIu64 " %8.1f %6" PRIu64 "\n",
+                policy.name, s.reuse_same_stream, s.reuse_event_dependency, s.reuse_opportunistic,
+                s.reuse_internal_dependency, s.reuse_after_sync, s.fresh_allocs,
+                static_cast<double>(s.reserved_high) / kMiB, s.waits_inserted, Us(o.makespan_ns),
+                s.failed_alloc_count);
+  }
+  std::printf(
+      "\n  event deps reuse a1 (ordered by E1, still running); opportunistic reuses b (done,\n"
+      "  unordered); internal deps serve z from a2 by making C wait for P1's 100 us kernel:\n"
+      "  no failure, but a longer makespan.\n");
+}
+
+}  // namespace
 
 int main() {
-  std::puts("streampool demo placeholder");
+  ScenarioTimeline();
+  PoliciesSideBySide();
   return 0;
 }
