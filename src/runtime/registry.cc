@@ -81,4 +81,23 @@ bool Registry::Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) co
          bytes <= it->second.end - addr;
 }
 
+bool Registry::Intersects(uintptr_t addr, uint64_t bytes) const {
+  MutexLock lock(&mu_);
+  const uintptr_t end = bytes > UINTPTR_MAX - addr ? UINTPTR_MAX : addr + bytes;
+  auto it = ranges_.lower_bound(end);
+  if (it == ranges_.begin()) return false;
+  --it;
+  return it->second.end > addr;
+}
+
+bool Registry::SafeToTouch(uintptr_t addr, uint64_t bytes) const {
+  MutexLock lock(&mu_);
+  const uintptr_t end = bytes > UINTPTR_MAX - addr ? UINTPTR_MAX : addr + bytes;
+  auto it = ranges_.lower_bound(end);
+  if (it == ranges_.begin()) return true;
+  --it;
+  if (it->second.end <= addr) return true;  // nearest range below ends before us
+  return it->first <= addr && end <= it->second.end && it->second.touchable;
+}
+
 }  // namespace streampool::internal

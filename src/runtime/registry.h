@@ -39,6 +39,11 @@ class Registry {
   // Whether [addr, addr + bytes) lies in one range of runtime_id that the
   // host may touch.
   bool Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) const;
+  // Whether [addr, addr + bytes) meets any runtime's range at all.
+  bool Intersects(uintptr_t addr, uint64_t bytes) const;
+  // Whether the host may write or read [addr, addr + bytes): it meets no
+  // runtime's memory, or lies inside one touchable range of some runtime.
+  bool SafeToTouch(uintptr_t addr, uint64_t bytes) const;
 
  private:
   struct Range {

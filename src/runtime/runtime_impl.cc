@@ -319,14 +319,21 @@ bool RuntimeImpl::RangeTouchable(uintptr_t addr, uint64_t bytes) const {
 
 std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int value,
                                                 uint64_t bytes) {
-  const bool dst_ours = Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(dst)) == id_;
-  const bool src_ours =
-      src != nullptr && Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(src)) == id_;
-  return [this, dst, src, value, bytes, dst_ours, src_ours]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const auto ok = [&](const void* p, bool ours) {
-      return !ours || Registry::Get().Touchable(reinterpret_cast<uintptr_t>(p), bytes, id_);
+  // Memory of any runtime is touched only while mapped and touchable; a range
+  // that was runtime memory at enqueue and is unmapped since is skipped, as it
+  // may belong to someone else by now. Other memory is the caller's.
+  const Registry& reg = Registry::Get();
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  const bool dst_managed = reg.Intersects(d, bytes);
+  const bool src_managed = src != nullptr && reg.Intersects(s, bytes);
+  return [dst, src, value, bytes, d, s, dst_managed, src_managed]() {
+    const Registry& reg = Registry::Get();
+    const auto ok = [&](uintptr_t p, bool managed) {
+      return managed ? reg.Intersects(p, bytes) && reg.SafeToTouch(p, bytes)
+                     : reg.SafeToTouch(p, bytes);
     };
-    if (!ok(dst, dst_ours) || (src != nullptr && !ok(src, src_ours))) return;
+    if (!ok(d, dst_managed) || (src != nullptr && !ok(s, src_managed))) return;
     if (src != nullptr) {
       std::memmove(dst, src, bytes);
     } else {
