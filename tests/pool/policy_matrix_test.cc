@@ -11,6 +11,12 @@
 //     memory either;
 //   2 events, 3 opportunistic, 4 grow, 5 internal dependency,
 //   6 fail with nothing changed (failedAllocCount + 1, *ptr NULL).
+//
+// Part of the pool variants' conformance suite: the matrix runs for every
+// allocation type on both backings (conformance_variants.h). "A whole 2 MiB
+// chunk" is a request whose rule size is exactly 2 MiB (2 MiB - 32 for Dvpp);
+// growth is blocked by maxSize, which bounds every variant alike (pinned host
+// pools have no device capacity to block it).
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -22,12 +28,16 @@
 #include "streampool/mem_pool.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
+#include "tests/pool/conformance_variants.h"
 
 namespace {
 
-constexpr uint64_t kChunk = uint64_t{2} << 20;  // one growth unit
-constexpr uint64_t kKernelNs = 1000;            // the original stream's kernel
-constexpr uint64_t kLaterKernelNs = 10;         // the other stream's next kernel
+using streampool_test::AllPoolVariants;
+using streampool_test::kChunk;  // one growth unit
+using streampool_test::PoolVariant;
+
+constexpr uint64_t kKernelNs = 1000;     // the original stream's kernel
+constexpr uint64_t kLaterKernelNs = 10;  // the other stream's next kernel
 
 // What the pool knows about the original stream's free when the other
 // stream allocates.
@@ -116,10 +126,13 @@ void ExpectSameStats(const spMemPoolStats& a, const spMemPoolStats& b) {
 #undef SP_EXPECT_FIELD
 }
 
-class PolicyMatrixTest : public ::testing::TestWithParam<std::tuple<Scenario, int>> {
+class PolicyMatrixTest : public ::testing::TestWithParam<std::tuple<PoolVariant, Scenario, int>> {
  protected:
   void SetUp() override {
-    ASSERT_EQ(spRuntimeCreate(&rt_, nullptr), spSuccess);
+    spRuntimeConfig cfg;
+    spRuntimeConfigInit(&cfg);
+    cfg.backing = std::get<0>(GetParam()).backing;
+    ASSERT_EQ(spRuntimeCreate(&rt_, &cfg), spSuccess);
     auto cpp = streampool::Runtime::FromC(rt_);
     ASSERT_TRUE(cpp.ok()) << cpp.status();
     cpp_ = *std::move(cpp);
@@ -156,15 +169,16 @@ class PolicyMatrixTest : public ::testing::TestWithParam<std::tuple<Scenario, in
 };
 
 TEST_P(PolicyMatrixTest, CrossStreamDecision) {
-  const Scenario& sc = std::get<0>(GetParam());
-  const Switches sw = SwitchesOf(std::get<1>(GetParam()));
+  const PoolVariant& variant = std::get<0>(GetParam());
+  const Scenario& sc = std::get<1>(GetParam());
+  const Switches sw = SwitchesOf(std::get<2>(GetParam()));
+  // A request filling one chunk exactly.
+  const uint64_t len = variant.LenOccupying(kChunk);
+  ASSERT_EQ(variant.RuleSize(len), kChunk);
   const Outcome expected = Expected(sc, sw);
   SCOPED_TRACE(::testing::Message() << "expected outcome: " << expected);
 
-  spMemPoolProps props = {};
-  props.allocType = spMemAllocationTypeDevice;
-  props.device = 0;
-  props.maxSize = sc.growth_allowed ? 0 : kChunk;
+  const spMemPoolProps props = variant.Props(sc.growth_allowed ? 0 : kChunk);
   ASSERT_EQ(spMemPoolCreate(&pool_, rt_, &props), spSuccess);
   int v = sw.follow;
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseFollowEventDependencies, &v), spSuccess);
@@ -183,8 +197,8 @@ TEST_P(PolicyMatrixTest, CrossStreamDecision) {
   // The original stream allocates a whole chunk, uses it for 1000 ns and
   // frees it: the free point completes at t = 1000.
   void* p = nullptr;
-  ASSERT_EQ(spMallocFromPoolAsync(&p, kChunk, pool_, original), spSuccess);
-  const spAccess use = {p, kChunk, 1};
+  ASSERT_EQ(spMallocFromPoolAsync(&p, len, pool_, original), spSuccess);
+  const spAccess use = {p, len, 1};
   ASSERT_EQ(spLaunchKernel(original, kKernelNs, &use, 1), spSuccess);
   ASSERT_EQ(spFreeAsync(p, original), spSuccess);
   switch (sc.order) {
@@ -205,7 +219,7 @@ TEST_P(PolicyMatrixTest, CrossStreamDecision) {
   ASSERT_EQ(before.usedBytes, 0u);
 
   void* q = &q;  // a failed allocation must write NULL
-  const spError_t err = spMallocFromPoolAsync(&q, kChunk, pool_, other);
+  const spError_t err = spMallocFromPoolAsync(&q, len, pool_, other);
   spMemPoolStats after = Stats();
 
   if (expected == Outcome::kFail) {
@@ -245,7 +259,7 @@ TEST_P(PolicyMatrixTest, CrossStreamDecision) {
 
   // The other stream's next kernel starts after the original's free only if
   // something ordered it so: the user's event wait, or the inserted wait.
-  const spAccess later_use = {q, kChunk, 1};
+  const spAccess later_use = {q, len, 1};
   ASSERT_EQ(spLaunchKernel(other, kLaterKernelNs, &later_use, q == nullptr ? 0 : 1), spSuccess);
   ASSERT_EQ(spStreamSynchronize(other), spSuccess);
   const bool after_free =
@@ -256,25 +270,23 @@ TEST_P(PolicyMatrixTest, CrossStreamDecision) {
   }
 }
 
-std::string CaseName(const ::testing::TestParamInfo<std::tuple<Scenario, int>>& info) {
-  const Switches sw = SwitchesOf(std::get<1>(info.param));
-  return std::string(std::get<0>(info.param).name) + "_Follow" + (sw.follow ? "On" : "Off") +
-         "_Opportunistic" + (sw.opportunistic ? "On" : "Off") + "_Internal" +
-         (sw.internal ? "On" : "Off");
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<PoolVariant, Scenario, int>>& info) {
+  const Switches sw = SwitchesOf(std::get<2>(info.param));
+  return std::get<0>(info.param).Name() + "_" + std::get<1>(info.param).name + "_Follow" +
+         (sw.follow ? "On" : "Off") + "_Opportunistic" + (sw.opportunistic ? "On" : "Off") +
+         "_Internal" + (sw.internal ? "On" : "Off");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSwitches, PolicyMatrixTest,
-                         ::testing::Combine(::testing::ValuesIn(kScenarios),
+                         ::testing::Combine(::testing::ValuesIn(AllPoolVariants()),
+                                            ::testing::ValuesIn(kScenarios),
                                             ::testing::Range(0, 8)),
                          CaseName);
 
 // The switches default to on (as in CUDA) and read back as exactly 0 or 1
-// whatever non-zero int was written.
-TEST(PolicySwitches, DefaultOnAndReadBackAsZeroOrOne) {
-  spRuntime_t rt = nullptr;
-  ASSERT_EQ(spRuntimeCreate(&rt, nullptr), spSuccess);
-  spMemPool_t pool = nullptr;
-  ASSERT_EQ(spDeviceGetDefaultMemPool(&pool, rt, 0), spSuccess);
+// whatever non-zero int was written: in a device's default pool, and in a
+// new pool of every variant.
+void ExpectSwitchesDefaultOnAndReadBackAsZeroOrOne(spMemPool_t pool) {
   for (spMemPoolAttr attr :
        {spMemPoolReuseFollowEventDependencies, spMemPoolReuseAllowOpportunistic,
         spMemPoolReuseAllowInternalDependencies}) {
@@ -291,7 +303,33 @@ TEST(PolicySwitches, DefaultOnAndReadBackAsZeroOrOne) {
     ASSERT_EQ(spMemPoolGetAttribute(pool, attr, &v), spSuccess);
     EXPECT_EQ(v, 0);
   }
+}
+
+TEST(PolicySwitches, DefaultOnAndReadBackAsZeroOrOne) {
+  spRuntime_t rt = nullptr;
+  ASSERT_EQ(spRuntimeCreate(&rt, nullptr), spSuccess);
+  spMemPool_t pool = nullptr;
+  ASSERT_EQ(spDeviceGetDefaultMemPool(&pool, rt, 0), spSuccess);
+  ExpectSwitchesDefaultOnAndReadBackAsZeroOrOne(pool);
   EXPECT_EQ(spRuntimeDestroy(rt), spSuccess);
 }
+
+class PolicySwitchesOfVariant : public ::testing::TestWithParam<PoolVariant> {};
+
+TEST_P(PolicySwitchesOfVariant, DefaultOnAndReadBackAsZeroOrOne) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  cfg.backing = GetParam().backing;
+  spRuntime_t rt = nullptr;
+  ASSERT_EQ(spRuntimeCreate(&rt, &cfg), spSuccess);
+  const spMemPoolProps props = GetParam().Props(0);
+  spMemPool_t pool = nullptr;
+  ASSERT_EQ(spMemPoolCreate(&pool, rt, &props), spSuccess);
+  ExpectSwitchesDefaultOnAndReadBackAsZeroOrOne(pool);
+  EXPECT_EQ(spRuntimeDestroy(rt), spSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, PolicySwitchesOfVariant, ::testing::ValuesIn(AllPoolVariants()),
+                         streampool_test::VariantName);
 
 }  // namespace

@@ -4,11 +4,22 @@
 // describes, the rule that made it (DESIGN.md "Serving MallocAsync"), and the
 // reserved/used bytes that follow.
 //
+// This is the conformance suite of the pool variants: every test runs for
+// each allocation type (Device, PinnedHost, HugePage, Dvpp) on both backings
+// (conformance_variants.h), since every variant keeps the device pool's
+// stream-ordered semantics, policies and statistics. Only sizes differ: a
+// request occupies the variant's rule size, and expected used/reserved bytes
+// are derived from it. Where a scenario depends on a variant's placement
+// rather than its semantics (pinned host memory is not bounded by the
+// device's capacity), the test says so and checks what holds instead.
+//
 // Sizes are chosen so that no expectation hangs on an implementation choice
 // DESIGN.md leaves open: cross-stream examples allocate whole 2 MiB chunks (so
 // no never-used remainder could serve the other stream by rule 1), and the
 // synchronization examples fill their chunk with a live "anchor" so the freed
-// block is the only free block there.
+// block is the only free block there. "Whole chunk" means a request whose rule
+// size is exactly 2 MiB (PoolVariant::LenOccupying): 2 MiB itself, but 32
+// bytes less for Dvpp, whose blocks carry 32 bytes beyond the request.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -20,16 +31,19 @@
 #include "streampool/mem_pool.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
+#include "tests/pool/conformance_variants.h"
 
 namespace {
 
 using streampool::AllocInfo;
 using streampool::ReuseRule;
+using streampool_test::AllPoolVariants;
+using streampool_test::kChunk;
+using streampool_test::kMiB;
+using streampool_test::PoolVariant;
+using streampool_test::VariantName;
 
 constexpr uint64_t kKiB = uint64_t{1} << 10;
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-// Growth maps ALIGN_UP(rule size, 2 MiB) per chunk.
-constexpr uint64_t kChunk = 2 * kMiB;
 
 // How many successful allocations each rule has served (spMemPoolGetStats;
 // fresh is what is left of allocCount).
@@ -49,7 +63,7 @@ struct RuleCounts {
   }
 };
 
-class ScenarioTest : public ::testing::Test {
+class ScenarioTest : public ::testing::TestWithParam<PoolVariant> {
  protected:
   void SetUp() override {
     spRuntimeConfig cfg;
@@ -60,19 +74,30 @@ class ScenarioTest : public ::testing::Test {
 
   void TearDown() override { Stop(); }
 
-  // (Re)creates the runtime; tests that need a small device call it again.
-  void Start(const spRuntimeConfig& cfg) {
+  const PoolVariant& variant() const { return GetParam(); }
+
+  // (Re)creates the runtime on the variant's backing, with pool_ a fresh pool
+  // of the variant. Where the guide allocates from the device's default pool,
+  // the variant's pool stands in for it: it is made device 0's current pool
+  // when the variant allows (not pinned host pools). Tests that need a small
+  // device call Start again.
+  void Start(spRuntimeConfig cfg) {
     Stop();
+    cfg.backing = variant().backing;
     ASSERT_EQ(spRuntimeCreate(&rt_, &cfg), spSuccess);
     auto cpp = streampool::Runtime::FromC(rt_);
     ASSERT_TRUE(cpp.ok()) << cpp.status();
     cpp_ = *std::move(cpp);
-    ASSERT_EQ(spDeviceGetDefaultMemPool(&pool_, rt_, 0), spSuccess);
-    pools_ = {pool_};
+    pool_ = NewPool(0);
+    ASSERT_NE(pool_, nullptr);
+    if (variant().CanBeCurrent()) {
+      ASSERT_EQ(spDeviceSetMemPool(rt_, 0, pool_), spSuccess);
+    } else {
+      EXPECT_EQ(spDeviceSetMemPool(rt_, 0, pool_), spErrorInvalidValue);
+    }
     if (cfg.deviceCount > 1) {
-      spMemPool_t pool1;
-      ASSERT_EQ(spDeviceGetDefaultMemPool(&pool1, rt_, 1), spSuccess);
-      pools_.push_back(pool1);
+      ASSERT_EQ(spDeviceGetDefaultMemPool(&dev1_pool_, rt_, 1), spSuccess);
+      pools_.push_back(dev1_pool_);
     }
   }
 
@@ -84,6 +109,8 @@ class ScenarioTest : public ::testing::Test {
     EXPECT_EQ(spRuntimeDestroy(rt_), spSuccess);
     cpp_.reset();  // the C runtime is gone already: a no-op
     rt_ = nullptr;
+    pool_ = dev1_pool_ = nullptr;
+    pools_.clear();
   }
 
   static streampool::StreamId StreamId(spStream_t s) {
@@ -92,6 +119,19 @@ class ScenarioTest : public ::testing::Test {
   static streampool::PoolId PoolId(spMemPool_t p) {
     return {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))};
   }
+
+  // The variant's rule size and growth chunk for a request of len bytes.
+  uint64_t Rule(uint64_t len) const { return variant().RuleSize(len); }
+  uint64_t ChunkFor(uint64_t len) const { return variant().ChunkSize(len); }
+  // The largest request occupying exactly `bytes` in this variant's pool.
+  uint64_t Occupying(uint64_t bytes) const {
+    const uint64_t len = variant().LenOccupying(bytes);
+    EXPECT_EQ(Rule(len), bytes) << "not a possible rule size";
+    EXPECT_GT(Rule(len + 1), bytes) << "not the largest such request";
+    return len;
+  }
+  // A request filling one 2 MiB chunk exactly.
+  uint64_t WholeChunk() const { return Occupying(kChunk); }
 
   spStream_t NewStream(int device = 0) {
     spStream_t s = nullptr;
@@ -103,22 +143,27 @@ class ScenarioTest : public ::testing::Test {
     EXPECT_EQ(spEventCreate(&e, rt_), spSuccess);
     return e;
   }
-  // An explicit device-0 pool of at most max_size bytes (0 = the device).
+  // A pool of the variant of at most max_size bytes (0 = the device, or no
+  // bound for pinned host pools).
   spMemPool_t NewPool(uint64_t max_size) {
-    spMemPoolProps props = {};
-    props.allocType = spMemAllocationTypeDevice;
-    props.device = 0;
-    props.maxSize = max_size;
+    const spMemPoolProps props = variant().Props(max_size);
     spMemPool_t p = nullptr;
     EXPECT_EQ(spMemPoolCreate(&p, rt_, &props), spSuccess);
-    pools_.push_back(p);
+    if (p != nullptr) pools_.push_back(p);
     return p;
   }
 
-  // MallocAsync through the C++ API, which also says which rule served it.
+  // The guide's cudaMallocAsync: from device 0's current pool, which is
+  // pool_ -- except for pinned host pools, which cannot be current and are
+  // asked by name.
+  spError_t MallocAsync(void** ptr, uint64_t size, spStream_t s) {
+    return variant().CanBeCurrent() ? spMallocAsync(ptr, size, s)
+                                    : spMallocFromPoolAsync(ptr, size, pool_, s);
+  }
+  // MallocFromPoolAsync through the C++ API, which also says which rule
+  // served it.
   AllocInfo Alloc(uint64_t size, spStream_t s, spMemPool_t pool = nullptr) {
-    auto r = pool == nullptr ? cpp_->MallocAsync(size, StreamId(s))
-                             : cpp_->MallocFromPoolAsync(size, PoolId(pool), StreamId(s));
+    auto r = cpp_->MallocFromPoolAsync(size, PoolId(pool == nullptr ? pool_ : pool), StreamId(s));
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : AllocInfo{};
   }
@@ -140,6 +185,10 @@ class ScenarioTest : public ::testing::Test {
   spMemPoolStats Stats(spMemPool_t pool = nullptr) {
     spMemPoolStats st = {};
     EXPECT_EQ(spMemPoolGetStats(pool == nullptr ? pool_ : pool, &st), spSuccess);
+    // Every variant says how its reserved bytes are backed, and the three
+    // kinds always add up (DESIGN.md "Pool variants").
+    EXPECT_EQ(st.hugePageBytes + st.transparentHugePageBytes + st.normalPageBytes,
+              st.reservedBytes);
     return st;
   }
   RuleCounts Rules(spMemPool_t pool = nullptr) {
@@ -184,30 +233,36 @@ class ScenarioTest : public ::testing::Test {
 
   spRuntime_t rt_ = nullptr;
   std::unique_ptr<streampool::Runtime> cpp_;
-  spMemPool_t pool_ = nullptr;  // device 0's default pool
-  std::vector<spMemPool_t> pools_;
+  spMemPool_t pool_ = nullptr;       // the variant's pool on device 0
+  spMemPool_t dev1_pool_ = nullptr;  // device 1's default pool
+  std::vector<spMemPool_t> pools_;   // every pool whose invariants Stop checks
 };
+
+// Every suite below runs once per variant: Variants/<Suite>.<Test>/Dvpp_Host.
+#define INSTANTIATE_FOR_EVERY_VARIANT(suite) \
+  INSTANTIATE_TEST_SUITE_P(Variants, suite, ::testing::ValuesIn(AllPoolVariants()), VariantName)
 
 // ===================================================================== F.3
 
 using F3ApiFundamentals = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(F3ApiFundamentals);
 
 // "The simplest use pattern is to allocate, use, and free memory into the
 // same stream." The pointer is known at once; the free needs no sync; and
 // the stream may reuse its own free immediately.
-TEST_F(F3ApiFundamentals, AllocUseFreeOnOneStreamThenReuse) {
+TEST_P(F3ApiFundamentals, AllocUseFreeOnOneStreamThenReuse) {
   spStream_t stream = NewStream();
   void* ptr = nullptr;
-  ASSERT_EQ(spMallocAsync(&ptr, 512, stream), spSuccess);
+  ASSERT_EQ(MallocAsync(&ptr, 512, stream), spSuccess);
   ASSERT_NE(ptr, nullptr);
   Kernel(stream, 100, ptr, 512);
   ASSERT_EQ(spFreeAsync(ptr, stream), spSuccess);
 
   EXPECT_EQ(Now(), 0u) << "neither call made the host wait";
   spMemPoolStats st = Stats();
-  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.reservedBytes, ChunkFor(512)) << "the allocation came from the variant's pool";
   EXPECT_EQ(st.usedBytes, 0u) << "used drops at the FreeAsync call";
-  EXPECT_EQ(st.usedHigh, 512u);
+  EXPECT_EQ(st.usedHigh, Rule(512));
   EXPECT_EQ(st.allocCount, 1u);
   EXPECT_EQ(st.freeCount, 1u);
   EXPECT_EQ(st.upstreamMaps, 1u);
@@ -220,8 +275,8 @@ TEST_F(F3ApiFundamentals, AllocUseFreeOnOneStreamThenReuse) {
   EXPECT_EQ(again.rule, ReuseRule::kSameStream);
   EXPECT_EQ((Rules()), (RuleCounts{.same_stream = 1, .fresh = 1}));
   st = Stats();
-  EXPECT_EQ(st.reservedBytes, kChunk);
-  EXPECT_EQ(st.usedBytes, 512u);
+  EXPECT_EQ(st.reservedBytes, ChunkFor(512));
+  EXPECT_EQ(st.usedBytes, Rule(512));
   EXPECT_EQ(st.upstreamMaps, 1u);
   EXPECT_EQ(st.waitsInserted, 0u);
 
@@ -236,21 +291,21 @@ TEST_F(F3ApiFundamentals, AllocUseFreeOnOneStreamThenReuse) {
 // "cudaMallocAsync(&ptr, size, stream); kernel; cudaStreamSynchronize(stream);
 // cudaFree(ptr);" -- cudaFree assumes all access completed: the block is
 // READY at once, but nothing goes back to the OS before a sync or trim.
-TEST_F(F3ApiFundamentals, SynchronousFreeOfAsyncAllocationAfterSync) {
+TEST_P(F3ApiFundamentals, SynchronousFreeOfAsyncAllocationAfterSync) {
   spStream_t stream = NewStream();
   spStream_t other = NewStream();
   void* ptr = nullptr;
-  ASSERT_EQ(spMallocAsync(&ptr, 512, stream), spSuccess);
+  ASSERT_EQ(MallocAsync(&ptr, 512, stream), spSuccess);
   Kernel(stream, 100, ptr, 512);
   Sync(stream);  // "synchronize is needed to avoid prematurely freeing"
   EXPECT_EQ(Now(), 100u);
-  EXPECT_EQ(Stats().reservedBytes, kChunk) << "a live allocation keeps its chunk at a sync";
+  EXPECT_EQ(Stats().reservedBytes, ChunkFor(512)) << "a live allocation keeps its chunk at a sync";
 
   ASSERT_EQ(spFree(rt_, ptr), spSuccess);
   spMemPoolStats st = Stats();
   EXPECT_EQ(st.usedBytes, 0u);
   EXPECT_EQ(st.freeCount, 1u);
-  EXPECT_EQ(st.reservedBytes, kChunk) << "spFree releases nothing by itself";
+  EXPECT_EQ(st.reservedBytes, ChunkFor(512)) << "spFree releases nothing by itself";
   EXPECT_EQ(st.upstreamUnmaps, 0u);
 
   // READY at once: another stream reuses it with every policy off and no
@@ -263,7 +318,7 @@ TEST_F(F3ApiFundamentals, SynchronousFreeOfAsyncAllocationAfterSync) {
   EXPECT_EQ(Stats().upstreamMaps, 1u);
 
   ASSERT_EQ(spFree(rt_, reuse.ptr), spSuccess);
-  EXPECT_EQ(Stats().reservedBytes, kChunk);
+  EXPECT_EQ(Stats().reservedBytes, ChunkFor(512));
   Sync(other);
   st = Stats();
   EXPECT_EQ(st.reservedBytes, 0u) << "the next sync applies the release threshold";
@@ -274,7 +329,7 @@ TEST_F(F3ApiFundamentals, SynchronousFreeOfAsyncAllocationAfterSync) {
 // stream);" -- synchronous memory freed in stream order. It is not pool
 // memory, and its bytes go back when the free executes, not before: the
 // kernel still uses them.
-TEST_F(F3ApiFundamentals, FreeAsyncOfSynchronousMalloc) {
+TEST_P(F3ApiFundamentals, FreeAsyncOfSynchronousMalloc) {
   spRuntimeConfig cfg;
   spRuntimeConfigInit(&cfg);
   cfg.deviceCapacity = 4 * kMiB;
@@ -290,47 +345,74 @@ TEST_F(F3ApiFundamentals, FreeAsyncOfSynchronousMalloc) {
   EXPECT_EQ(st.freeCount, 0u) << "spMalloc memory is not the pool's";
   EXPECT_EQ(st.reservedBytes, 0u);
 
-  // At host time 0 the free has not executed: the device is still full.
-  void* p = &p;
-  EXPECT_EQ(spMallocAsync(&p, 512, other), spErrorMemoryAllocation);
-  EXPECT_EQ(p, nullptr);
-  EXPECT_EQ(Stats().failedAllocCount, 1u);
+  if (variant().BoundedByDeviceCapacity()) {
+    // At host time 0 the free has not executed: the device is still full.
+    void* p = &p;
+    EXPECT_EQ(spMallocFromPoolAsync(&p, 512, pool_, other), spErrorMemoryAllocation);
+    EXPECT_EQ(p, nullptr);
+    EXPECT_EQ(Stats().failedAllocCount, 1u);
+
+    Sync(stream);
+    EXPECT_EQ(Now(), 1000u);
+    const uint64_t whole_device = Occupying(4 * kMiB);
+    ASSERT_EQ(spMallocFromPoolAsync(&p, whole_device, pool_, other), spSuccess);
+    st = Stats();
+    EXPECT_EQ(st.reservedBytes, 4 * kMiB) << "the Malloc bytes came back at the free point";
+    EXPECT_EQ(st.upstreamMaps, 1u);
+    EXPECT_EQ((Rules()), (RuleCounts{.fresh = 1}));
+    Free(p, other);
+    return;
+  }
+
+  // Pinned host memory is not the device's: the pool grows at host time 0
+  // although the device is full. That the device's bytes come back only at
+  // the free point is then seen through spMalloc, which the full device
+  // refuses until the sync.
+  const AllocInfo pinned = Alloc(512, other);
+  EXPECT_EQ(pinned.rule, ReuseRule::kFresh);
+  st = Stats();
+  EXPECT_EQ(st.failedAllocCount, 0u);
+  EXPECT_EQ(st.reservedBytes, ChunkFor(512));
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  void* d = &d;
+  EXPECT_EQ(spMalloc(&d, 4 * kKiB, rt_, 0), spErrorMemoryAllocation) << "the device is still full";
 
   Sync(stream);
   EXPECT_EQ(Now(), 1000u);
-  ASSERT_EQ(spMallocAsync(&p, 4 * kMiB, other), spSuccess);
-  st = Stats();
-  EXPECT_EQ(st.reservedBytes, 4 * kMiB) << "the Malloc bytes came back at the free point";
-  EXPECT_EQ(st.upstreamMaps, 1u);
+  ASSERT_EQ(spMalloc(&d, 4 * kMiB, rt_, 0), spSuccess)
+      << "the Malloc bytes came back at the free point";
+  ASSERT_EQ(spFree(rt_, d), spSuccess);
   EXPECT_EQ((Rules()), (RuleCounts{.fresh = 1}));
-  Free(p, other);
+  Free(pinned.ptr, other);
 }
 
 // ===================================================================== F.7
 
 using F7PhysicalPageCaching = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(F7PhysicalPageCaching);
 
 // "By default, the allocator tries to minimize the physical memory owned by
 // a pool": threshold 0, so every sync returns wholly free chunks.
-TEST_F(F7PhysicalPageCaching, DefaultThresholdZeroReleasesAtSync) {
+TEST_P(F7PhysicalPageCaching, DefaultThresholdZeroReleasesAtSync) {
   EXPECT_EQ(Attr(spMemPoolAttrReleaseThreshold), 0u);
   spStream_t stream = NewStream();
   const AllocInfo a = Alloc(512, stream);
   Free(a.ptr, stream);
   Advance(10);  // time passing is not a sync
-  EXPECT_EQ(Stats().reservedBytes, kChunk);
+  EXPECT_EQ(Stats().reservedBytes, ChunkFor(512));
 
   Sync(stream);
   const spMemPoolStats st = Stats();
   EXPECT_EQ(st.reservedBytes, 0u);
-  EXPECT_EQ(st.reservedHigh, kChunk);
+  EXPECT_EQ(st.reservedHigh, ChunkFor(512));
   EXPECT_EQ(st.upstreamUnmaps, 1u);
 }
 
 // "Setting the release threshold to UINT64_MAX will prevent the driver from
 // attempting to shrink the pool after every synchronization." The kept bytes
-// serve later allocations without going back to the upstream.
-TEST_F(F7PhysicalPageCaching, ThresholdMaxKeepsMemoryAcrossSyncs) {
+// serve later allocations without going back to the upstream. (A 2 MiB
+// request: one 2 MiB chunk, but 4 MiB for Dvpp, whose block is 2 MiB + 128.)
+TEST_P(F7PhysicalPageCaching, ThresholdMaxKeepsMemoryAcrossSyncs) {
   SetThreshold(UINT64_MAX);
   EXPECT_EQ(Attr(spMemPoolAttrReleaseThreshold), UINT64_MAX);
   spStream_t stream = NewStream();
@@ -340,7 +422,7 @@ TEST_F(F7PhysicalPageCaching, ThresholdMaxKeepsMemoryAcrossSyncs) {
   Free(a.ptr, stream);
   Sync(stream);
   spMemPoolStats st = Stats();
-  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.reservedBytes, ChunkFor(kChunk));
   EXPECT_EQ(st.upstreamUnmaps, 0u);
 
   SetPolicies(false, false, false);  // only the sync makes it reusable
@@ -349,17 +431,17 @@ TEST_F(F7PhysicalPageCaching, ThresholdMaxKeepsMemoryAcrossSyncs) {
   EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
   st = Stats();
   EXPECT_EQ(st.upstreamMaps, 1u);
-  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.reservedBytes, ChunkFor(kChunk));
   Free(b.ptr, other);
 }
 
 // "When more than the release threshold bytes are held by the pool, the
 // allocator will try to release memory on the next sync": wholly free chunks
 // go largest first, and none whose release would go below the threshold.
-TEST_F(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
+TEST_P(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
   spStream_t stream = NewStream();
-  const AllocInfo small = Alloc(2 * kMiB, stream);  // chunk of 2 MiB
-  const AllocInfo large = Alloc(4 * kMiB, stream);  // chunk of 4 MiB
+  const AllocInfo small = Alloc(Occupying(2 * kMiB), stream);  // chunk of 2 MiB
+  const AllocInfo large = Alloc(Occupying(4 * kMiB), stream);  // chunk of 4 MiB
   ASSERT_NE(small.ptr, large.ptr);
   Free(small.ptr, stream);
   Free(large.ptr, stream);
@@ -380,7 +462,7 @@ TEST_F(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
   EXPECT_EQ(Stats().reservedBytes, 4 * kMiB);
 
   // The survivor is the 4 MiB chunk: it serves again without a new map.
-  const AllocInfo again = Alloc(4 * kMiB, stream);
+  const AllocInfo again = Alloc(Occupying(4 * kMiB), stream);
   EXPECT_EQ(again.ptr, large.ptr);
   EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
   EXPECT_EQ(Stats().upstreamMaps, 2u);
@@ -397,17 +479,18 @@ TEST_F(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
 // allocations, one kernel and ten frees on one stream, then "synchronize so
 // that the trim operation will know that the allocations are no longer in
 // use", then cudaMemPoolTrimTo(mempool, 0).
-TEST_F(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
+TEST_P(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
   SetThreshold(UINT64_MAX);
   spStream_t stream = NewStream();
-  // size[j]: 1.5 MiB and 0.5 MiB in turn, so each pair fills one 2 MiB chunk.
+  // size[j]: requests occupying 1.5 MiB and 0.5 MiB in turn, so each pair
+  // fills one 2 MiB chunk.
   uint64_t size[10];
-  for (int j = 0; j < 10; ++j) size[j] = j % 2 == 0 ? 3 * kMiB / 2 : kMiB / 2;
+  for (int j = 0; j < 10; ++j) size[j] = Occupying(j % 2 == 0 ? 3 * kMiB / 2 : kMiB / 2);
 
   void* ptrs[10] = {};
   for (int i = 0; i < 10; ++i) {
     for (int j = 0; j < 10; ++j) {
-      ASSERT_EQ(spMallocAsync(&ptrs[j], size[j], stream), spSuccess);
+      ASSERT_EQ(MallocAsync(&ptrs[j], size[j], stream), spSuccess);
     }
     spAccess acc[10];
     for (int j = 0; j < 10; ++j) acc[j] = {ptrs[j], size[j], 1};
@@ -447,13 +530,17 @@ TEST_F(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
 // of memory it expects to need in a subsequent phase." Four chunks of 2, 4, 6
 // and 8 MiB; the release rule goes largest first and skips a chunk whose
 // release would undershoot the bound.
-TEST_F(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChunks) {
+TEST_P(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChunks) {
   SetThreshold(UINT64_MAX);
   spStream_t stream = NewStream();
-  const AllocInfo p2 = Alloc(2 * kMiB, stream);
-  const AllocInfo p4 = Alloc(4 * kMiB, stream);
-  const AllocInfo p6 = Alloc(6 * kMiB, stream);
-  const AllocInfo p8 = Alloc(8 * kMiB, stream);
+  const uint64_t len2 = Occupying(2 * kMiB);
+  const uint64_t len4 = Occupying(4 * kMiB);
+  const uint64_t len6 = Occupying(6 * kMiB);
+  const uint64_t len8 = Occupying(8 * kMiB);
+  const AllocInfo p2 = Alloc(len2, stream);
+  const AllocInfo p4 = Alloc(len4, stream);
+  const AllocInfo p6 = Alloc(len6, stream);
+  const AllocInfo p8 = Alloc(len8, stream);
   EXPECT_EQ(Stats().upstreamMaps, 4u) << "each request maps exactly its own chunk";
   for (const AllocInfo& a : {p2, p4, p6, p8}) Free(a.ptr, stream);
   Sync(stream);
@@ -467,9 +554,9 @@ TEST_F(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChu
   EXPECT_EQ(st.largestFreeBlock, 6 * kMiB);
   // Exactly the 2, 4 and 6 MiB chunks survived: each serves its size again.
   for (const AllocInfo& kept : {p6, p4, p2}) {
-    auto size = kept.ptr == p6.ptr ? 6 * kMiB : kept.ptr == p4.ptr ? 4 * kMiB : 2 * kMiB;
-    const AllocInfo again = Alloc(size, stream);
-    EXPECT_EQ(again.ptr, kept.ptr) << size / kMiB << " MiB chunk";
+    const uint64_t len = kept.ptr == p6.ptr ? len6 : kept.ptr == p4.ptr ? len4 : len2;
+    const AllocInfo again = Alloc(len, stream);
+    EXPECT_EQ(again.ptr, kept.ptr) << Rule(len) / kMiB << " MiB chunk";
     EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
   }
   EXPECT_EQ(Stats().upstreamMaps, 4u);
@@ -496,7 +583,7 @@ TEST_F(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChu
   ASSERT_EQ(spMemPoolTrimTo(pool_, 13 * kMiB), spSuccess);
   EXPECT_EQ(Stats().reservedBytes, 6 * kMiB);
 
-  const AllocInfo last = Alloc(6 * kMiB, stream);
+  const AllocInfo last = Alloc(len6, stream);
   EXPECT_EQ(last.ptr, p6.ptr);
   EXPECT_EQ(Stats().upstreamMaps, 4u);
   Free(last.ptr, stream);
@@ -511,16 +598,23 @@ TEST_F(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChu
 // ===================================================================== F.8
 
 using F8ResourceUsageStatistics = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(F8ResourceUsageStatistics);
 
-// The guide's getUsageStatistics / resetStatistics helpers.
-TEST_F(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
+// The guide's getUsageStatistics / resetStatistics helpers. The requests are
+// the same for every variant; what they occupy is the variant's rule size.
+// 1030 B is a size where every rule differs: 1280 B on Device and HugePage,
+// 1088 on PinnedHost, 1152 on Dvpp.
+TEST_P(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   spStream_t stream = NewStream();
-  const AllocInfo small = Alloc(1000, stream);    // rule size 1024
+  const uint64_t small_bytes = Rule(1030);
+  const AllocInfo small = Alloc(1030, stream);
   const AllocInfo big = Alloc(3 * kMiB, stream);  // grows a 4 MiB chunk
+  ASSERT_EQ(ChunkFor(1030), kChunk);
+  ASSERT_EQ(ChunkFor(3 * kMiB), 4 * kMiB);
   EXPECT_EQ(Attr(spMemPoolAttrReservedMemCurrent), 6 * kMiB);
-  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), 3 * kMiB + 1024);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), Rule(3 * kMiB) + small_bytes);
   Free(big.ptr, stream);
-  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), 1024u) << "used drops at the FreeAsync call";
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), small_bytes) << "used drops at the FreeAsync call";
   Sync(stream);  // threshold 0 returns the 4 MiB chunk
 
   // getUsageStatistics
@@ -530,8 +624,8 @@ TEST_F(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   const uint64_t used_high = Attr(spMemPoolAttrUsedMemHigh);
   EXPECT_EQ(reserved, kChunk);
   EXPECT_EQ(reserved_high, 6 * kMiB);
-  EXPECT_EQ(used, 1024u);
-  EXPECT_EQ(used_high, 3 * kMiB + 1024);
+  EXPECT_EQ(used, small_bytes);
+  EXPECT_EQ(used_high, Rule(3 * kMiB) + small_bytes);
   const spMemPoolStats st = Stats();
   EXPECT_EQ(st.reservedBytes, reserved);
   EXPECT_EQ(st.reservedHigh, reserved_high);
@@ -544,7 +638,7 @@ TEST_F(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrReservedMemHigh, &value), spSuccess);
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrUsedMemHigh, &value), spSuccess);
   EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
-  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), 1024u);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), small_bytes);
 
   // Only 0 resets; the Current attributes are read-only. Nothing changes.
   for (uint64_t bad : {uint64_t{1}, 6 * kMiB}) {
@@ -559,12 +653,12 @@ TEST_F(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   }
   EXPECT_EQ(Attr(spMemPoolAttrReservedMemCurrent), kChunk);
   EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
-  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), 1024u);
-  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), 1024u);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), small_bytes);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), small_bytes);
 
   // The reset watermarks track from the current values on.
   const AllocInfo mid = Alloc(kMiB, stream);  // fits the chunk's rest
-  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), 1024 + kMiB);
+  EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), small_bytes + Rule(kMiB));
   EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
   Free(mid.ptr, stream);
   Free(small.ptr, stream);
@@ -573,22 +667,24 @@ TEST_F(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
 // =================================================================== F.9.1
 
 using F91ReuseFollowEventDependencies = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(F91ReuseFollowEventDependencies);
 
 // "Waiting on the event that captures the free in another stream allows the
 // allocator to reuse the memory ... in the other stream."
-TEST_F(F91ReuseFollowEventDependencies, WaitOnEventAfterFreeLetsOtherStreamReuse) {
+TEST_P(F91ReuseFollowEventDependencies, WaitOnEventAfterFreeLetsOtherStreamReuse) {
+  const uint64_t len = WholeChunk();
   spStream_t original = NewStream();
   spStream_t other = NewStream();
   spEvent_t event = NewEvent();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   ASSERT_EQ(spEventRecord(event, original), spSuccess);
   ASSERT_EQ(spStreamWaitEvent(other, event), spSuccess);
 
   // Host time 0: the kernel is still running, so only the event order (not
   // completion) can justify the reuse.
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_EQ(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kEventDependency);
   EXPECT_EQ((Rules()), (RuleCounts{.event_dependency = 1, .fresh = 1}));
@@ -598,26 +694,27 @@ TEST_F(F91ReuseFollowEventDependencies, WaitOnEventAfterFreeLetsOtherStreamReuse
   EXPECT_EQ(st.waitsInserted, 0u) << "the user's wait already orders the streams";
 
   // other's work runs after original's kernel through the user's wait.
-  Kernel(other, 10, b.ptr, kChunk);
+  Kernel(other, 10, b.ptr, len);
   Sync(other);
   EXPECT_EQ(Now(), 1010u);
   Free(b.ptr, other);
 }
 
 // With the policy disabled the same program grows the pool instead.
-TEST_F(F91ReuseFollowEventDependencies, PolicyDisabledGrowsDespiteTheWait) {
+TEST_P(F91ReuseFollowEventDependencies, PolicyDisabledGrowsDespiteTheWait) {
+  const uint64_t len = WholeChunk();
   int off = 0;
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseFollowEventDependencies, &off), spSuccess);
   spStream_t original = NewStream();
   spStream_t other = NewStream();
   spEvent_t event = NewEvent();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   ASSERT_EQ(spEventRecord(event, original), spSuccess);
   ASSERT_EQ(spStreamWaitEvent(other, event), spSuccess);
 
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_NE(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kFresh);
   EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
@@ -631,22 +728,24 @@ TEST_F(F91ReuseFollowEventDependencies, PolicyDisabledGrowsDespiteTheWait) {
 // =================================================================== F.9.2
 
 using F92ReuseAllowOpportunistic = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(F92ReuseAllowOpportunistic);
 
 // "After some time, the kernel finishes running ... this allocation request
 // can be fulfilled with the prior allocation based on the progress of
 // originalStream." Complete means end <= host now; looking promotes nothing.
-TEST_F(F92ReuseAllowOpportunistic, ReusesOnceTheKernelHasFinished) {
+TEST_P(F92ReuseAllowOpportunistic, ReusesOnceTheKernelHasFinished) {
+  const uint64_t half = Occupying(kMiB);  // two of them fill one chunk
   spStream_t original = NewStream();
   spStream_t other = NewStream();
   spStream_t third = NewStream();
-  const AllocInfo a1 = Alloc(kMiB, original);
-  const AllocInfo a2 = Alloc(kMiB, original);  // the rest of the same chunk
-  Kernel(original, 1000, a1.ptr, kMiB);        // runs [0, 1000)
+  const AllocInfo a1 = Alloc(half, original);
+  const AllocInfo a2 = Alloc(half, original);  // the rest of the same chunk
+  Kernel(original, 1000, a1.ptr, half);        // runs [0, 1000)
   Free(a1.ptr, original);
   Free(a2.ptr, original);
   Advance(1000);  // wait(10): the kernel and the frees have finished
 
-  const AllocInfo b = Alloc(kMiB, other);
+  const AllocInfo b = Alloc(half, other);
   EXPECT_EQ(b.ptr, a1.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kOpportunistic);
   EXPECT_EQ((Rules()), (RuleCounts{.opportunistic = 1, .fresh = 2}));
@@ -659,7 +758,7 @@ TEST_F(F92ReuseAllowOpportunistic, ReusesOnceTheKernelHasFinished) {
   // PENDING on original, so with the policy off a third stream must grow.
   int off = 0;
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseAllowOpportunistic, &off), spSuccess);
-  const AllocInfo c = Alloc(kMiB, third);
+  const AllocInfo c = Alloc(half, third);
   EXPECT_NE(c.ptr, a2.ptr);
   EXPECT_EQ(c.rule, ReuseRule::kFresh);
   EXPECT_EQ(Stats().upstreamMaps, 2u);
@@ -669,15 +768,16 @@ TEST_F(F92ReuseAllowOpportunistic, ReusesOnceTheKernelHasFinished) {
 
 // One nanosecond before the kernel ends the free is not complete: the other
 // stream grows the pool.
-TEST_F(F92ReuseAllowOpportunistic, NotBeforeTheKernelHasFinished) {
+TEST_P(F92ReuseAllowOpportunistic, NotBeforeTheKernelHasFinished) {
+  const uint64_t len = WholeChunk();
   spStream_t original = NewStream();
   spStream_t other = NewStream();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   Advance(999);
 
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_NE(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kFresh);
   EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
@@ -690,24 +790,25 @@ TEST_F(F92ReuseAllowOpportunistic, NotBeforeTheKernelHasFinished) {
 // "When disabled, the allocator will still reuse memory made available when
 // a stream is synchronized with the cpu" -- but not memory merely observed
 // complete.
-TEST_F(F92ReuseAllowOpportunistic, PolicyDisabledGrowsUntilASync) {
+TEST_P(F92ReuseAllowOpportunistic, PolicyDisabledGrowsUntilASync) {
+  const uint64_t len = WholeChunk();
   int off = 0;
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseAllowOpportunistic, &off), spSuccess);
   SetThreshold(UINT64_MAX);  // keep what the sync makes free
   spStream_t original = NewStream();
   spStream_t other = NewStream();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   Advance(2000);
 
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_NE(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kFresh);
   EXPECT_EQ(Stats().reservedBytes, 2 * kChunk);
 
   Sync(original);
-  const AllocInfo c = Alloc(kChunk, other);
+  const AllocInfo c = Alloc(len, other);
   EXPECT_EQ(c.ptr, a.ptr);
   EXPECT_EQ(c.rule, ReuseRule::kAfterSync);
   EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 2}));
@@ -723,13 +824,14 @@ class F93ReuseAllowInternalDependencies : public ScenarioTest {
   // other stream that cannot grow. It takes the pending block and waits for
   // the free: the other stream's next kernel (10 ns) ends at 1010, not 10.
   void ExpectInternalDependency(spMemPool_t pool) {
+    const uint64_t len = WholeChunk();
     spStream_t original = NewStream();
     spStream_t other = NewStream();
-    const AllocInfo a = Alloc(kChunk, original, pool);  // the pool is now full
-    Kernel(original, 1000, a.ptr, kChunk);
+    const AllocInfo a = Alloc(len, original, pool);  // the pool is now full
+    Kernel(original, 1000, a.ptr, len);
     Free(a.ptr, original);
 
-    const AllocInfo b = Alloc(kChunk, other, pool);
+    const AllocInfo b = Alloc(len, other, pool);
     EXPECT_EQ(b.ptr, a.ptr);
     EXPECT_EQ(b.rule, ReuseRule::kInternalDependency);
     EXPECT_EQ((Rules(pool)), (RuleCounts{.internal_dependency = 1, .fresh = 1}));
@@ -739,7 +841,7 @@ class F93ReuseAllowInternalDependencies : public ScenarioTest {
     EXPECT_EQ(st.reservedBytes, kChunk);
     EXPECT_EQ(st.failedAllocCount, 0u);
 
-    Kernel(other, 10, b.ptr, kChunk);
+    Kernel(other, 10, b.ptr, len);
     Advance(1005);
     EXPECT_EQ(spStreamQuery(other), spErrorNotReady) << "other's kernel runs [1000, 1010)";
     Sync(other);
@@ -747,36 +849,65 @@ class F93ReuseAllowInternalDependencies : public ScenarioTest {
     Free(b.ptr, other);
   }
 };
+INSTANTIATE_FOR_EVERY_VARIANT(F93ReuseAllowInternalDependencies);
 
 // Growth fails because the pool's maxSize (2 MiB) is already reserved.
-TEST_F(F93ReuseAllowInternalDependencies, WaitInsertedWhenMaxSizeBlocksGrowth) {
+TEST_P(F93ReuseAllowInternalDependencies, WaitInsertedWhenMaxSizeBlocksGrowth) {
   ExpectInternalDependency(NewPool(kChunk));
 }
 
 // Growth fails because the device (2 MiB) is full.
-TEST_F(F93ReuseAllowInternalDependencies, WaitInsertedWhenDeviceCapacityBlocksGrowth) {
+TEST_P(F93ReuseAllowInternalDependencies, WaitInsertedWhenDeviceCapacityBlocksGrowth) {
   spRuntimeConfig cfg;
   spRuntimeConfigInit(&cfg);
   cfg.deviceCapacity = kChunk;
   Start(cfg);
-  ExpectInternalDependency(pool_);
+  if (variant().BoundedByDeviceCapacity()) {
+    ExpectInternalDependency(pool_);
+    return;
+  }
+
+  // A pinned host pool has no device capacity to run out of: on the same
+  // 2 MiB device, the other stream grows past it with no dependency and its
+  // kernel does not wait for the original's ...
+  const uint64_t len = WholeChunk();
+  spStream_t original = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
+  Free(a.ptr, original);
+  const AllocInfo b = Alloc(len, other);
+  EXPECT_NE(b.ptr, a.ptr);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 2 * kChunk) << "more than the device holds";
+  EXPECT_EQ(st.waitsInserted, 0u);
+  Kernel(other, 10, b.ptr, len);
+  Sync(other);
+  EXPECT_EQ(Now(), 10u);
+  Free(b.ptr, other);
+
+  // ... so the capacity bound is played by maxSize, on a fresh runtime.
+  Start(cfg);
+  ExpectInternalDependency(NewPool(kChunk));
 }
 
 // "If the driver fails to allocate more physical memory" -- only then: while
 // growth succeeds, no dependency is inserted and other's work does not wait.
-TEST_F(F93ReuseAllowInternalDependencies, NoDependencyWhileGrowthSucceeds) {
+TEST_P(F93ReuseAllowInternalDependencies, NoDependencyWhileGrowthSucceeds) {
+  const uint64_t len = WholeChunk();
   spStream_t original = NewStream();
   spStream_t other = NewStream();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
 
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_NE(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kFresh);
   EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
   EXPECT_EQ(Stats().waitsInserted, 0u);
-  Kernel(other, 10, b.ptr, kChunk);
+  Kernel(other, 10, b.ptr, len);
   Sync(other);
   EXPECT_EQ(Now(), 10u);
   Free(b.ptr, other);
@@ -784,18 +915,19 @@ TEST_F(F93ReuseAllowInternalDependencies, NoDependencyWhileGrowthSucceeds) {
 
 // With the policy off and growth blocked the allocation fails and changes
 // nothing but failedAllocCount.
-TEST_F(F93ReuseAllowInternalDependencies, PolicyDisabledFailsWhenGrowthFails) {
+TEST_P(F93ReuseAllowInternalDependencies, PolicyDisabledFailsWhenGrowthFails) {
+  const uint64_t len = WholeChunk();
   spMemPool_t pool = NewPool(kChunk);
   SetPolicies(true, true, false, pool);
   spStream_t original = NewStream();
   spStream_t other = NewStream();
-  const AllocInfo a = Alloc(kChunk, original, pool);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original, pool);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   const spMemPoolStats before = Stats(pool);
 
   void* p = &p;
-  EXPECT_EQ(spMallocFromPoolAsync(&p, kChunk, pool, other), spErrorMemoryAllocation);
+  EXPECT_EQ(spMallocFromPoolAsync(&p, len, pool, other), spErrorMemoryAllocation);
   EXPECT_EQ(p, nullptr);
   spMemPoolStats after = Stats(pool);
   EXPECT_EQ(after.failedAllocCount, before.failedAllocCount + 1);
@@ -811,22 +943,24 @@ TEST_F(F93ReuseAllowInternalDependencies, PolicyDisabledFailsWhenGrowthFails) {
 // =================================================================== F.9.4
 
 using F94DisablingReusePolicies = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(F94DisablingReusePolicies);
 
 // With all three policies off, another stream's free is reused only after a
 // synchronize: an event order and observed completion are both ignored.
-TEST_F(F94DisablingReusePolicies, CrossStreamAllocationGrowsInstead) {
+TEST_P(F94DisablingReusePolicies, CrossStreamAllocationGrowsInstead) {
+  const uint64_t len = WholeChunk();
   SetPolicies(false, false, false);
   spStream_t original = NewStream();
   spStream_t other = NewStream();
   spEvent_t event = NewEvent();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   ASSERT_EQ(spEventRecord(event, original), spSuccess);
   ASSERT_EQ(spStreamWaitEvent(other, event), spSuccess);
   Advance(2000);  // ordered and complete: rules 2 and 3 would both apply
 
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_NE(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kFresh);
   EXPECT_EQ((Rules()), (RuleCounts{.fresh = 2}));
@@ -837,17 +971,18 @@ TEST_F(F94DisablingReusePolicies, CrossStreamAllocationGrowsInstead) {
   Free(b.ptr, other);
 }
 
-TEST_F(F94DisablingReusePolicies, SynchronizeStillMakesFreesReusable) {
+TEST_P(F94DisablingReusePolicies, SynchronizeStillMakesFreesReusable) {
+  const uint64_t len = WholeChunk();
   SetPolicies(false, false, false);
   SetThreshold(UINT64_MAX);
   spStream_t original = NewStream();
   spStream_t other = NewStream();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
+  const AllocInfo a = Alloc(len, original);
+  Kernel(original, 1000, a.ptr, len);
   Free(a.ptr, original);
   Sync(original);
 
-  const AllocInfo b = Alloc(kChunk, other);
+  const AllocInfo b = Alloc(len, other);
   EXPECT_EQ(b.ptr, a.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
   EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 1}));
@@ -862,19 +997,22 @@ TEST_F(F94DisablingReusePolicies, SynchronizeStillMakesFreesReusable) {
 // synchronization. These allocations are made available for allocation
 // regardless of specified stream or disabled allocation policies."
 //
-// Every F.12 test lays out one chunk as [p: 512 B | anchor: 2 MiB - 512 B,
-// live], frees p on `original` after a 1000-ns kernel, and asks whether a
-// stream with every policy off gets p back without growing.
+// Every F.12 test lays out one chunk as [p: 512 B | anchor: the rest of the
+// chunk, live], frees p on `original` after a 1000-ns kernel, and asks
+// whether a stream with every policy off gets p back without growing. (p
+// occupies the variant's rule size of 512 B: 640 on Dvpp.)
 class F12SynchronizationActions : public ScenarioTest {
  protected:
+  enum class SyncKind { kStream, kEvent, kDevice };
+
   void SetUp() override {
     ScenarioTest::SetUp();
     SetPolicies(false, false, false);
     original_ = NewStream();
     later_ = NewStream();
     p_ = Alloc(512, original_);
-    anchor_ = Alloc(kChunk - 512, original_);
-    ASSERT_EQ(static_cast<char*>(anchor_.ptr), static_cast<char*>(p_.ptr) + 512);
+    anchor_ = Alloc(Occupying(kChunk - Rule(512)), original_);
+    ASSERT_EQ(static_cast<char*>(anchor_.ptr), static_cast<char*>(p_.ptr) + Rule(512));
     Kernel(original_, 1000, p_.ptr, 512);
   }
 
@@ -891,57 +1029,51 @@ class F12SynchronizationActions : public ScenarioTest {
     EXPECT_EQ(st.waitsInserted, 0u);
   }
 
+  // Each kind of synchronize, on the free's own stream or an event recorded
+  // after it, makes p's free READY whatever the policies say.
+  void ExpectSyncMakesFreeReady(SyncKind kind) {
+    Free(p_.ptr, original_);
+    spEvent_t event = NewEvent();
+    ASSERT_EQ(spEventRecord(event, original_), spSuccess);
+    switch (kind) {
+      case SyncKind::kStream:
+        ASSERT_EQ(spStreamSynchronize(original_), spSuccess);
+        break;
+      case SyncKind::kEvent:
+        ASSERT_EQ(spEventSynchronize(event), spSuccess);
+        break;
+      case SyncKind::kDevice:
+        ASSERT_EQ(spDeviceSynchronize(rt_, 0), spSuccess);
+        break;
+    }
+    EXPECT_EQ(Now(), 1000u) << "the sync waited for the kernel";
+    ExpectPReady();
+  }
+
   spStream_t original_ = nullptr;
   spStream_t later_ = nullptr;
   AllocInfo p_;
   AllocInfo anchor_;
 };
+INSTANTIATE_FOR_EVERY_VARIANT(F12SynchronizationActions);
 
-enum class SyncKind { kStream, kEvent, kDevice };
-void PrintTo(SyncKind k, std::ostream* os) {
-  *os << (k == SyncKind::kStream ? "stream" : k == SyncKind::kEvent ? "event" : "device");
+TEST_P(F12SynchronizationActions, StreamSynchronizeMakesFreeReadyRegardlessOfPolicies) {
+  ExpectSyncMakesFreeReady(SyncKind::kStream);
 }
 
-class F12SyncKinds : public F12SynchronizationActions,
-                     public ::testing::WithParamInterface<SyncKind> {};
-
-TEST_P(F12SyncKinds, SyncMakesFreeReadyRegardlessOfPolicies) {
-  Free(p_.ptr, original_);
-  spEvent_t event = NewEvent();
-  ASSERT_EQ(spEventRecord(event, original_), spSuccess);
-  switch (GetParam()) {
-    case SyncKind::kStream:
-      ASSERT_EQ(spStreamSynchronize(original_), spSuccess);
-      break;
-    case SyncKind::kEvent:
-      ASSERT_EQ(spEventSynchronize(event), spSuccess);
-      break;
-    case SyncKind::kDevice:
-      ASSERT_EQ(spDeviceSynchronize(rt_, 0), spSuccess);
-      break;
-  }
-  EXPECT_EQ(Now(), 1000u) << "the sync waited for the kernel";
-  ExpectPReady();
+TEST_P(F12SynchronizationActions, EventSynchronizeMakesFreeReadyRegardlessOfPolicies) {
+  ExpectSyncMakesFreeReady(SyncKind::kEvent);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSyncs, F12SyncKinds,
-                         ::testing::Values(SyncKind::kStream, SyncKind::kEvent, SyncKind::kDevice),
-                         [](const ::testing::TestParamInfo<SyncKind>& info) {
-                           switch (info.param) {
-                             case SyncKind::kStream:
-                               return "StreamSynchronize";
-                             case SyncKind::kEvent:
-                               return "EventSynchronize";
-                             case SyncKind::kDevice:
-                               return "DeviceSynchronize";
-                           }
-                           return "Unknown";
-                         });
+TEST_P(F12SynchronizationActions, DeviceSynchronizeMakesFreeReadyRegardlessOfPolicies) {
+  ExpectSyncMakesFreeReady(SyncKind::kDevice);
+}
 
-// Device 0's memory freed on a stream of device 1 (after waiting for the
-// kernel): synchronizing device 1 proves the free complete, and device 0's
-// pool takes note.
-TEST_F(F12SynchronizationActions, SyncOfAnotherDeviceReachesTheOwningPool) {
+// Memory of the pool (device 0's, or pinned host memory, which no device
+// owns) freed on a stream of device 1 after waiting for the kernel:
+// synchronizing device 1 proves the free complete, and the owning pool takes
+// note.
+TEST_P(F12SynchronizationActions, SyncOfAnotherDeviceReachesTheOwningPool) {
   spStream_t dev1 = NewStream(/*device=*/1);
   spEvent_t kernel_done = NewEvent();
   ASSERT_EQ(spEventRecord(kernel_done, original_), spSuccess);
@@ -950,12 +1082,12 @@ TEST_F(F12SynchronizationActions, SyncOfAnotherDeviceReachesTheOwningPool) {
   ASSERT_EQ(spDeviceSynchronize(rt_, 1), spSuccess);
   EXPECT_EQ(Now(), 1000u);
   ExpectPReady();
-  EXPECT_EQ(Stats(pools_[1]).reservedBytes, 0u) << "device 1's own pool is untouched";
+  EXPECT_EQ(Stats(dev1_pool_).reservedBytes, 0u) << "device 1's own pool is untouched";
 }
 
 // Transitivity: syncing stream B, which waited on an event recorded after the
 // free on A, proves A's free complete too.
-TEST_F(F12SynchronizationActions, SyncIsTransitiveThroughEventWaits) {
+TEST_P(F12SynchronizationActions, SyncIsTransitiveThroughEventWaits) {
   Free(p_.ptr, original_);
   spEvent_t after_free = NewEvent();
   ASSERT_EQ(spEventRecord(after_free, original_), spSuccess);
@@ -970,7 +1102,7 @@ TEST_F(F12SynchronizationActions, SyncIsTransitiveThroughEventWaits) {
 // The converse: a sync proves only what it waited for. Stream B never waited
 // on A; although A's free has completed in time, B's sync does not make it
 // READY, and with every policy off the allocation grows.
-TEST_F(F12SynchronizationActions, SyncOfUnrelatedStreamProvesNothingAboutOthers) {
+TEST_P(F12SynchronizationActions, SyncOfUnrelatedStreamProvesNothingAboutOthers) {
   Free(p_.ptr, original_);
   spStream_t b = NewStream();
   Kernel(b, 2000);
@@ -982,53 +1114,55 @@ TEST_F(F12SynchronizationActions, SyncOfUnrelatedStreamProvesNothingAboutOthers)
   EXPECT_EQ(Stats().upstreamMaps, 2u);
 }
 
-enum class QueryKind { kStream, kEvent };
-void PrintTo(QueryKind k, std::ostream* os) {
-  *os << (k == QueryKind::kStream ? "stream" : "event");
+class F12QueryActions : public ScenarioTest {
+ protected:
+  enum class QueryKind { kStream, kEvent };
+
+  // A successful query makes the free READY (reuse with every policy off) but
+  // releases nothing, even with threshold 0 and the chunk wholly free; the
+  // next sync does.
+  void ExpectQueryPromotesButDoesNotRelease(QueryKind kind) {
+    const uint64_t len = WholeChunk();
+    SetPolicies(false, false, false);
+    spStream_t original = NewStream();
+    spStream_t other = NewStream();
+    spEvent_t event = NewEvent();
+    const AllocInfo a = Alloc(len, original);
+    Kernel(original, 1000, a.ptr, len);
+    Free(a.ptr, original);
+    ASSERT_EQ(spEventRecord(event, original), spSuccess);
+    auto query = [&] {
+      return kind == QueryKind::kStream ? spStreamQuery(original) : spEventQuery(event);
+    };
+
+    Advance(999);
+    EXPECT_EQ(query(), spErrorNotReady);
+    Advance(1);
+    EXPECT_EQ(query(), spSuccess);
+    spMemPoolStats st = Stats();
+    EXPECT_EQ(st.reservedBytes, kChunk) << "queries release nothing";
+    EXPECT_EQ(st.upstreamUnmaps, 0u);
+
+    const AllocInfo b = Alloc(len, other);
+    EXPECT_EQ(b.ptr, a.ptr);
+    EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
+    EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 1}));
+
+    Free(b.ptr, other);
+    Sync(other);
+    st = Stats();
+    EXPECT_EQ(st.reservedBytes, 0u);
+    EXPECT_EQ(st.upstreamUnmaps, 1u);
+  }
+};
+INSTANTIATE_FOR_EVERY_VARIANT(F12QueryActions);
+
+TEST_P(F12QueryActions, StreamQuerySuccessPromotesButDoesNotRelease) {
+  ExpectQueryPromotesButDoesNotRelease(QueryKind::kStream);
 }
 
-class F12QueryKinds : public ScenarioTest, public ::testing::WithParamInterface<QueryKind> {};
-
-// A successful query makes the free READY (reuse with every policy off) but
-// releases nothing, even with threshold 0 and the chunk wholly free; the next
-// sync does.
-TEST_P(F12QueryKinds, QuerySuccessPromotesButDoesNotRelease) {
-  SetPolicies(false, false, false);
-  spStream_t original = NewStream();
-  spStream_t other = NewStream();
-  spEvent_t event = NewEvent();
-  const AllocInfo a = Alloc(kChunk, original);
-  Kernel(original, 1000, a.ptr, kChunk);
-  Free(a.ptr, original);
-  ASSERT_EQ(spEventRecord(event, original), spSuccess);
-  auto query = [&] {
-    return GetParam() == QueryKind::kStream ? spStreamQuery(original) : spEventQuery(event);
-  };
-
-  Advance(999);
-  EXPECT_EQ(query(), spErrorNotReady);
-  Advance(1);
-  EXPECT_EQ(query(), spSuccess);
-  spMemPoolStats st = Stats();
-  EXPECT_EQ(st.reservedBytes, kChunk) << "queries release nothing";
-  EXPECT_EQ(st.upstreamUnmaps, 0u);
-
-  const AllocInfo b = Alloc(kChunk, other);
-  EXPECT_EQ(b.ptr, a.ptr);
-  EXPECT_EQ(b.rule, ReuseRule::kAfterSync);
-  EXPECT_EQ((Rules()), (RuleCounts{.after_sync = 1, .fresh = 1}));
-
-  Free(b.ptr, other);
-  Sync(other);
-  st = Stats();
-  EXPECT_EQ(st.reservedBytes, 0u);
-  EXPECT_EQ(st.upstreamUnmaps, 1u);
+TEST_P(F12QueryActions, EventQuerySuccessPromotesButDoesNotRelease) {
+  ExpectQueryPromotesButDoesNotRelease(QueryKind::kEvent);
 }
-
-INSTANTIATE_TEST_SUITE_P(AllQueries, F12QueryKinds,
-                         ::testing::Values(QueryKind::kStream, QueryKind::kEvent),
-                         [](const ::testing::TestParamInfo<QueryKind>& info) {
-                           return info.param == QueryKind::kStream ? "StreamQuery" : "EventQuery";
-                         });
 
 }  // namespace
