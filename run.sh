@@ -22,6 +22,8 @@ usage: ./run.sh <command> [args]
                        (find_package and pkg-config consumers)
   sanitize [which]     ASan+UBSan build in build/asan and TSan build in build/tsan,
                        each running ctest; which = address | thread | all (default)
+  fuzz [seconds]       libFuzzer build of the C API fuzzer (clang), run for seconds
+                       (default 60) from the committed corpus
   bench [args...]      build Release and run every benchmark; JSON results go to
                        build/bench-results/<name>.json; args go to each benchmark
 EOF
@@ -140,6 +142,23 @@ cmd_bench() {
   fi
 }
 
+cmd_fuzz() {
+  # Seconds to fuzz (default 60). The committed corpus is the seed; new inputs
+  # go to a scratch copy so a run never edits the repository.
+  local seconds="${1:-60}"
+  cmd_deps
+  log "libFuzzer build (build/fuzz, clang, ASan+UBSan)"
+  CC=clang CXX=clang++ configure_and_build build/fuzz RelWithDebInfo \
+    -DSTREAMPOOL_BUILD_FUZZERS=ON -DSTREAMPOOL_BUILD_TESTS=OFF -DSTREAMPOOL_BUILD_BENCH=OFF \
+    -DSTREAMPOOL_BUILD_EXAMPLES=OFF
+  local corpus="build/fuzz/corpus"
+  rm -rf "$corpus" && mkdir -p "$corpus" && cp tests/fuzz/corpus/* "$corpus"/
+  log "fuzzing the C API for ${seconds}s"
+  (cd build/fuzz && ./tests/fuzz/capi_fuzzer -max_total_time="$seconds" -max_len=4096 \
+    -print_final_stats=1 corpus)
+  log "fuzzing found nothing in ${seconds}s"
+}
+
 main() {
   local cmd="${1:-}"
   (($# > 0)) && shift
@@ -150,6 +169,7 @@ main() {
     test) cmd_test ;;
     sanitize) cmd_sanitize "$@" ;;
     bench) cmd_bench "$@" ;;
+    fuzz) cmd_fuzz "$@" ;;
     help | -h | --help) usage ;;
     *)
       usage >&2
