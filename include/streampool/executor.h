@@ -82,8 +82,13 @@ class Executor {
   virtual TimeNs Now() const = 0;
   // The host spends `ns` (the simulator advances virtual time).
   virtual void HostAdvance(TimeNs ns) = 0;
-  // Runs the effects of every op that has completed by Now().
+  // Runs the effects of every op that has completed by Now() (the simulator
+  // runs effects when the host observes completion; real executors run them
+  // as the ops execute and do nothing here).
   virtual void RunDueEffects() = 0;
+  // Whether WaitFor really blocks the calling thread until other threads make
+  // progress (callers must then not hold locks those threads need).
+  virtual bool blocks_host() const { return false; }
 };
 
 }  // namespace streampool

@@ -41,6 +41,11 @@ enum class Backing {
   kAddressOnly = 1,  // address space reserved, never touched
 };
 
+enum class ExecutorKind {
+  kSimulator = 0,  // deterministic virtual time (the default)
+  kThreads = 1,    // a worker thread per stream; real time, real blocking
+};
+
 struct RuntimeConfig {
   // Simulated devices, 1..64.
   int device_count = 1;
@@ -59,6 +64,8 @@ struct RuntimeConfig {
   // and =fatal also aborts the process at the first report (the test suite
   // runs that way).
   bool check_stream_order = false;
+  // How streams run. The pools, ordering and API are the same for both.
+  ExecutorKind executor = ExecutorKind::kSimulator;
 };
 
 
@@ -171,6 +178,13 @@ class Runtime {
   // Work.
   absl::Status LaunchKernel(StreamId s, uint64_t duration_ns, absl::Span<const Access> accesses);
   absl::Status LaunchHostFunc(StreamId s, std::function<void()> fn);
+  // A kernel with a body: with the threads executor `work` runs on the
+  // stream's worker thread in stream order (it may read and write memory it
+  // declared in `accesses`); with the simulator it runs when the host observes
+  // the kernel complete, after `duration_ns` of virtual time. `work` must not
+  // call the API.
+  absl::Status LaunchWork(StreamId s, std::function<void()> work,
+                          absl::Span<const Access> accesses = {}, uint64_t duration_ns = 0);
   absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, StreamId s);
   absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s);
   absl::Status HostAdvance(uint64_t ns);

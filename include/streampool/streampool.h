@@ -63,12 +63,22 @@ typedef enum spBacking {
   spBackingAddressOnly = 1
 } spBacking;
 
+typedef enum spExecutorKind {
+  /* Deterministic virtual time (the default). */
+  spExecutorSimulator = 0,
+  /* A worker thread per stream: kernels sleep their duration, host functions
+   * and copies run on the stream's worker, synchronize calls block. */
+  spExecutorThreads = 1
+} spExecutorKind;
+
 typedef struct spRuntimeConfig {
   int deviceCount;         /* simulated devices, default 1 */
   uint64_t deviceCapacity; /* bytes of memory per device, default 1 GiB */
   spBacking backing;       /* default spBackingHost */
   uint64_t apiCallNs;      /* virtual host time charged per API call, default 0 */
   uint64_t copyBytesPerUs; /* bandwidth of async copies and fills, default 1000000 */
+  spExecutorKind executor; /* how streams run, default spExecutorSimulator; added after
+                              the fields above, so zero-initialized configs keep the default */
 } spRuntimeConfig;
 
 /* Fills the defaults. */

@@ -152,6 +152,7 @@ void spRuntimeConfigInit(spRuntimeConfig* cfg) {
   cfg->backing = spBackingHost;
   cfg->apiCallNs = d.api_call_ns;
   cfg->copyBytesPerUs = d.copy_bytes_per_us;
+  cfg->executor = spExecutorSimulator;
 }
 
 spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
@@ -164,6 +165,9 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
     c.device_count = cfg->deviceCount;
     c.device_capacity = cfg->deviceCapacity;
     c.backing = static_cast<streampool::Backing>(backing);
+    const int executor = streampool::internal::EnumInt(cfg->executor);
+    if (executor != spExecutorSimulator && executor != spExecutorThreads) return spErrorInvalidValue;
+    c.executor = static_cast<streampool::ExecutorKind>(executor);
     c.api_call_ns = cfg->apiCallNs;
     c.copy_bytes_per_us = cfg->copyBytesPerUs;
   }

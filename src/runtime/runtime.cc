@@ -79,6 +79,10 @@ absl::Status Runtime::LaunchKernel(StreamId s, uint64_t duration_ns,
 absl::Status Runtime::LaunchHostFunc(StreamId s, std::function<void()> fn) {
   return impl_->LaunchHostFunc(s.value, std::move(fn));
 }
+absl::Status Runtime::LaunchWork(StreamId s, std::function<void()> work,
+                                 absl::Span<const Access> accesses, uint64_t duration_ns) {
+  return impl_->LaunchWork(s.value, duration_ns, std::move(work), accesses);
+}
 absl::Status Runtime::MemcpyAsync(void* dst, const void* src, uint64_t bytes, StreamId s) {
   return impl_->MemcpyAsync(dst, src, bytes, s.value);
 }

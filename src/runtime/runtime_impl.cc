@@ -80,7 +80,7 @@ class Oracle final : public OrderOracle {
     return rt_.ordering_.OrderedAfter(t_, s);
   }
   Position ObservedComplete(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return std::max(rt_.ordering_.done(s), rt_.executor_.CompletedPosition(s));
+    return std::max(rt_.ordering_.done(s), rt_.executor_->CompletedPosition(s));
   }
   void InsertWait(StreamIndex s, Position f) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OpDesc op;
@@ -127,6 +127,9 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
   if (config.backing != Backing::kHost && config.backing != Backing::kAddressOnly) {
     return absl::InvalidArgumentError("unknown backing");
   }
+  if (config.executor != ExecutorKind::kSimulator && config.executor != ExecutorKind::kThreads) {
+    return absl::InvalidArgumentError("unknown executor");
+  }
   const uint32_t id = Registry::Get().NextRuntimeId();
   if (id == 0) return absl::ResourceExhaustedError("runtime ids exhausted");
   std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id));
@@ -143,6 +146,13 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
 }
 
 absl::Status RuntimeImpl::Init() {
+  if (config_.executor == ExecutorKind::kThreads) {
+    executor_ = std::make_unique<ThreadExecutor>();
+  } else {
+    auto sim = std::make_unique<SimExecutor>();
+    sim_ = sim.get();
+    executor_ = std::move(sim);
+  }
   std::unique_ptr<PhysicalMemory> inner =
       config_.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory();
   upstream_ = std::make_shared<RegisteringUpstream>(std::move(inner), this);
@@ -158,7 +168,7 @@ absl::Status RuntimeImpl::Init() {
     dev.budget = std::make_unique<DeviceBudget>(config_.device_capacity);
     dev.huge_budget = std::make_unique<HugePageBudget>();
     const StreamIndex legacy = ordering_.AddStream(d, StreamKind::kLegacy);
-    executor_.AddStream(legacy);
+    executor_->AddStream(legacy);
     dev.legacy_stream = NewHandle(HandleKind::kStream);
     streams_.emplace(dev.legacy_stream, StreamRec{legacy, d, true});
     stream_handles_.push_back(dev.legacy_stream);
@@ -205,10 +215,12 @@ void RuntimeImpl::TearDown() {
   destroyed_ = true;
   // Work already enqueued completes (host functions run, Malloc frees
   // unmap), as a device reset would let it.
-  for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) {
-    executor_.WaitFor(s, ordering_.pos(s));
+  if (executor_ != nullptr) {
+    std::vector<std::pair<StreamIndex, Position>> all;
+    for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) all.emplace_back(s, ordering_.pos(s));
+    WaitPoints(all);
+    executor_->RunDueEffects();
   }
-  executor_.RunDueEffects();
   for (auto& [base, rec] : allocs_) {
     if (rec.pool == nullptr) UnmapMalloc(rec);
   }
@@ -228,7 +240,7 @@ absl::Status RuntimeImpl::Enter() {
 }
 
 void RuntimeImpl::ChargeCall() {
-  if (config_.api_call_ns != 0) executor_.HostAdvance(config_.api_call_ns);
+  if (config_.api_call_ns != 0) executor_->HostAdvance(config_.api_call_ns);
 }
 
 absl::Status RuntimeImpl::CheckDevice(int device) const {
@@ -267,7 +279,7 @@ absl::StatusOr<RuntimeImpl::PoolRec*> RuntimeImpl::FindPool(uint64_t h) {
 
 Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
   const Position p = ordering_.Enqueue(s, &op.implicit_waits);
-  last_enqueue_end_ = executor_.Enqueue(s, p, std::move(op));
+  last_enqueue_end_ = executor_->Enqueue(s, p, std::move(op));
   return p;
 }
 
@@ -302,11 +314,36 @@ std::vector<StreamIndex> RuntimeImpl::StreamsOfDevice(int device) const {
 }
 
 absl::Status RuntimeImpl::SyncStreams(absl::Span<const StreamIndex> streams) {
-  for (StreamIndex s : streams) executor_.WaitFor(s, ordering_.pos(s));
-  executor_.RunDueEffects();
-  for (StreamIndex s : streams) ordering_.MarkComplete(ordering_.clock(s));
+  // What is proven is what was enqueued at the call: later work (other host
+  // threads may enqueue while we wait) is not covered.
+  std::vector<std::pair<StreamIndex, Position>> points;
+  std::vector<VectorClock> proofs;
+  for (StreamIndex s : streams) {
+    points.emplace_back(s, ordering_.pos(s));
+    proofs.push_back(ordering_.clock(s));
+  }
+  WaitPoints(points);
+  executor_->RunDueEffects();
+  for (const VectorClock& proof : proofs) ordering_.MarkComplete(proof);
   AfterCompletion(/*release=*/true);
   return absl::OkStatus();
+}
+
+void RuntimeImpl::WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (!executor_->blocks_host()) {
+    for (const auto& [s, p] : points) executor_->WaitFor(s, p);
+    return;
+  }
+  // Workers run effects that take this lock (Malloc memory going back).
+  Executor* executor = executor_.get();
+  mu_.Unlock();
+  for (const auto& [s, p] : points) executor->WaitFor(s, p);
+  mu_.Lock();
+}
+
+TimeNs RuntimeImpl::SimLastEnd(StreamIndex s) const {
+  return sim_ != nullptr ? sim_->LastEnd(s) : 0;
 }
 
 bool RuntimeImpl::RangeTouchable(uintptr_t addr, uint64_t bytes) const {
@@ -358,7 +395,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
   ChargeCall();
   const StreamIndex idx =
       ordering_.AddStream(device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking);
-  executor_.AddStream(idx);
+  executor_->AddStream(idx);
   const uint64_t h = NewHandle(HandleKind::kStream);
   streams_.emplace(h, StreamRec{idx, device, false});
   stream_handles_.push_back(h);
@@ -400,8 +437,8 @@ absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
   if (!rec.ok()) return rec.status();
   ChargeCall();
   const StreamIndex idx = (*rec)->index;
-  executor_.RunDueEffects();
-  if (executor_.CompletedPosition(idx) < ordering_.pos(idx)) {
+  executor_->RunDueEffects();
+  if (executor_->CompletedPosition(idx) < ordering_.pos(idx)) {
     return absl::UnavailableError("stream has work pending");
   }
   ordering_.MarkComplete(ordering_.clock(idx));
@@ -471,9 +508,11 @@ absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
   if (!ev.ok()) return ev.status();
   ChargeCall();
   if (!(*ev)->recorded) return absl::OkStatus();
-  executor_.WaitFor((*ev)->stream, (*ev)->position);
-  executor_.RunDueEffects();
-  ordering_.MarkComplete((*ev)->snapshot);
+  const std::pair<StreamIndex, Position> point((*ev)->stream, (*ev)->position);
+  const VectorClock proof = (*ev)->snapshot;
+  WaitPoints({&point, 1});
+  executor_->RunDueEffects();
+  ordering_.MarkComplete(proof);
   AfterCompletion(/*release=*/true);
   return absl::OkStatus();
 }
@@ -484,8 +523,8 @@ absl::Status RuntimeImpl::EventQuery(uint64_t e) {
   if (!ev.ok()) return ev.status();
   ChargeCall();
   if (!(*ev)->recorded) return absl::OkStatus();
-  executor_.RunDueEffects();
-  if (executor_.CompletedPosition((*ev)->stream) < (*ev)->position) {
+  executor_->RunDueEffects();
+  if (executor_->CompletedPosition((*ev)->stream) < (*ev)->position) {
     return absl::UnavailableError("event's record has not completed");
   }
   ordering_.MarkComplete((*ev)->snapshot);
@@ -503,8 +542,8 @@ absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) 
     return absl::NotFoundError("elapsed time of an event that was never recorded");
   }
   ChargeCall();
-  if (executor_.CompletedPosition((*a)->stream) < (*a)->position ||
-      executor_.CompletedPosition((*b)->stream) < (*b)->position) {
+  if (executor_->CompletedPosition((*a)->stream) < (*a)->position ||
+      executor_->CompletedPosition((*b)->stream) < (*b)->position) {
     return absl::UnavailableError("event's record has not completed");
   }
   const double ns = static_cast<double>((*b)->end) - static_cast<double>((*a)->end);
@@ -535,6 +574,38 @@ absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
   OpDesc op;
   op.kind = OpKind::kKernel;
   op.duration_ns = duration_ns;
+  const StreamIndex idx = (*rec)->index;
+  const Position p = EnqueueOp(idx, std::move(op));
+  if (checker_) {
+    for (const Access& a : accesses) {
+      checker_->OnAccess(idx, p, ordering_.clock(idx), reinterpret_cast<uintptr_t>(a.ptr), a.size,
+                         a.write);
+    }
+    CheckerAfterEvent();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::LaunchWork(uint64_t s, uint64_t duration_ns, std::function<void()> work,
+                                     absl::Span<const Access> accesses) {
+  SP_ENTER();
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (!work) return absl::InvalidArgumentError("NULL work function");
+  for (const Access& a : accesses) {
+    if (a.ptr == nullptr && a.size != 0) {
+      return absl::InvalidArgumentError("kernel access with a NULL pointer");
+    }
+  }
+  ChargeCall();
+  OpDesc op;
+  op.kind = OpKind::kKernel;
+  op.duration_ns = duration_ns;
+  op.effect = [work = std::move(work)]() {
+    in_host_callback = true;
+    work();
+    in_host_callback = false;
+  };
   const StreamIndex idx = (*rec)->index;
   const Position p = EnqueueOp(idx, std::move(op));
   if (checker_) {
@@ -611,15 +682,15 @@ absl::Status RuntimeImpl::MemsetAsync(void* dst, int value, uint64_t bytes, uint
 absl::Status RuntimeImpl::HostAdvance(uint64_t ns) {
   SP_ENTER();
   ChargeCall();
-  executor_.HostAdvance(ns);
+  executor_->HostAdvance(ns);
   return absl::OkStatus();
 }
 
 uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // From a host function this thread already holds the lock.
-  if (in_host_callback) return executor_.Now();
+  if (in_host_callback) return executor_->Now();
   MutexLock lock(&mu_);
-  return executor_.Now();
+  return executor_->Now();
 }
 
 // ---------------------------------------------------------------- memory
@@ -646,7 +717,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   marker.kind = OpKind::kAllocMarker;
   const Position at = EnqueueOp(t, std::move(marker));
   if (checker_) {
-    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, executor_.LastEnd(t));
+    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, SimLastEnd(t), &oracle);
     CheckerAfterEvent();
   }
   void* ptr = reinterpret_cast<void*>(a->block->addr());
@@ -680,11 +751,20 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
     AllocRec r = it->second;
     malloc_ranges_.erase(it->first);
     allocs_.erase(it);
-    marker.effect = [this, r]() ABSL_NO_THREAD_SAFETY_ANALYSIS { UnmapMalloc(r); };
+    if (executor_->blocks_host()) {
+      // Runs on a worker thread, outside any API call.
+      marker.effect = [this, r]() {
+        MutexLock lock(&mu_);
+        UnmapMalloc(r);
+      };
+    } else {
+      // Runs inside an API call that already holds the lock.
+      marker.effect = [this, r]() ABSL_NO_THREAD_SAFETY_ANALYSIS { UnmapMalloc(r); };
+    }
     const Position f = EnqueueOp(idx, std::move(marker));
     if (checker_) {
       checker_->OnFree(reinterpret_cast<uintptr_t>(ptr), idx, f, ordering_.clock(idx),
-                       executor_.LastEnd(idx));
+                       SimLastEnd(idx));
       CheckerAfterEvent();
     }
     return absl::OkStatus();
@@ -694,7 +774,7 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
   allocs_.erase(it);
   const Position f = EnqueueOp(idx, std::move(marker));
   if (checker_) {
-    checker_->OnFree(block->addr(), idx, f, ordering_.clock(idx), executor_.LastEnd(idx));
+    checker_->OnFree(block->addr(), idx, f, ordering_.clock(idx), SimLastEnd(idx));
     CheckerAfterEvent();
   }
   pool->FreeAsync(block, idx, f);
@@ -724,7 +804,7 @@ absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
   const auto base = reinterpret_cast<uintptr_t>(m->base);
   allocs_.emplace(base, r);
   malloc_ranges_.emplace(base, *bytes);
-  if (checker_) checker_->OnAlloc(base, *bytes, kNoStream, 0, executor_.Now());
+  if (checker_) checker_->OnAlloc(base, *bytes, kNoStream, 0, executor_->Now(), nullptr);
   return m->base;
 }
 
@@ -739,7 +819,7 @@ absl::Status RuntimeImpl::Free(void* ptr) {
   ChargeCall();
   AllocRec r = it->second;
   allocs_.erase(it);
-  if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_.Now());
+  if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
   if (r.pool == nullptr) {
     malloc_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
     UnmapMalloc(r);
@@ -1009,6 +1089,25 @@ void RuntimeImpl::CheckerAfterEvent() {
   checker_reported_ = reports.size();
 }
 
+RuntimeImpl::Introspection RuntimeImpl::Introspect() {
+  MutexLock lock(&mu_);
+  Introspection out;
+  for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) {
+    out.clocks.push_back(ordering_.clock(s));
+    out.positions.push_back(ordering_.pos(s));
+    if (sim_ != nullptr) out.last_end.push_back(sim_->LastEnd(s));
+  }
+  out.done = ordering_.done();
+  return out;
+}
+
+absl::StatusOr<StreamIndex> RuntimeImpl::StreamIndexOf(uint64_t s) {
+  MutexLock lock(&mu_);
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  return (*rec)->index;
+}
+
 void RuntimeImpl::EnableChecker(bool on, bool fatal) {
   if (in_host_callback) return;
   MutexLock lock(&mu_);
@@ -1049,15 +1148,16 @@ void RuntimeImpl::ClearCheckReports() {
 void RuntimeImpl::RecordTimeline(bool on) {
   if (in_host_callback) return;
   MutexLock lock(&mu_);
-  executor_.set_record_timeline(on);
+  if (sim_ != nullptr) sim_->set_record_timeline(on);
 }
 
 std::vector<TimelineEntry> RuntimeImpl::Timeline() {
   if (in_host_callback) return {};
   MutexLock lock(&mu_);
   std::vector<TimelineEntry> out;
-  out.reserve(executor_.timeline().size());
-  for (const SimExecutor::TimelineEntry& e : executor_.timeline()) {
+  if (sim_ == nullptr) return out;
+  out.reserve(sim_->timeline().size());
+  for (const SimExecutor::TimelineEntry& e : sim_->timeline()) {
     TimelineEntry t;
     t.stream = StreamId{stream_handles_[e.stream]};
     t.stream_index = e.stream;

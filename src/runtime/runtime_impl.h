@@ -27,6 +27,7 @@
 #include "src/pool/mem_pool.h"
 #include "src/runtime/handles.h"
 #include "src/sim/checker.h"
+#include "src/exec/thread_executor.h"
 #include "src/sim/sim_executor.h"
 #include "streampool/runtime.h"
 
@@ -69,6 +70,10 @@ class RuntimeImpl {
 
   absl::Status LaunchKernel(uint64_t s, uint64_t duration_ns, absl::Span<const Access> accesses);
   absl::Status LaunchHostFunc(uint64_t s, std::function<void()> fn);
+  // A kernel whose body is `work` (run on the stream's worker by the threads
+  // executor; by the simulator when the host observes it complete).
+  absl::Status LaunchWork(uint64_t s, uint64_t duration_ns, std::function<void()> work,
+                          absl::Span<const Access> accesses);
   absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s);
   absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s);
   absl::Status HostAdvance(uint64_t ns);
@@ -97,6 +102,17 @@ class RuntimeImpl {
 
   void RecordTimeline(bool on);
   std::vector<TimelineEntry> Timeline();
+  // The ordering core's and the simulator's state, for tests and tools that
+  // compare the runtime against a model (not part of the public API).
+  struct Introspection {
+    std::vector<VectorClock> clocks;   // VC(S) by stream index
+    std::vector<Position> positions;   // pos(S)
+    VectorClock done;                  // proven complete
+    std::vector<TimeNs> last_end;      // simulator: end of S's last op (empty otherwise)
+  };
+  Introspection Introspect();
+  // The stream index behind a stream handle.
+  absl::StatusOr<StreamIndex> StreamIndexOf(uint64_t s);
   void EnableChecker(bool on, bool fatal);
   std::vector<streampool::CheckReport> CheckReports();
   void ClearCheckReports();
@@ -164,6 +180,13 @@ class RuntimeImpl {
   void ReapDestroyedPools() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SyncStreams(absl::Span<const StreamIndex> streams)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Blocks until every (stream, position) has completed. With an executor
+  // that really blocks, the lock is released meanwhile (workers may need it),
+  // so callers must not keep pointers into the maps across this call.
+  void WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The end time of the op last enqueued on s, when time is virtual.
+  TimeNs SimLastEnd(StreamIndex s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<StreamIndex> StreamsOfDevice(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An effect that copies or fills, skipping bytes that are not touchable
   // (address-only memory, or runtime memory unmapped since the enqueue).
@@ -189,7 +212,10 @@ class RuntimeImpl {
   std::shared_ptr<PhysicalMemory> upstream_ ABSL_GUARDED_BY(mu_);
   // Pinned host pools' bytes: bounded only by their maxSize and the system.
   DeviceBudget host_budget_ ABSL_GUARDED_BY(mu_){UINT64_MAX};
-  SimExecutor executor_ ABSL_GUARDED_BY(mu_);
+  // The simulator or the threads executor; sim_ points at the former (null
+  // with real threads), for what only virtual time can answer.
+  std::unique_ptr<Executor> executor_ ABSL_GUARDED_BY(mu_);
+  SimExecutor* sim_ ABSL_GUARDED_BY(mu_) = nullptr;
   Ordering ordering_ ABSL_GUARDED_BY(mu_);
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);

@@ -26,7 +26,7 @@ void StreamOrderChecker::Report(CheckReport r) {
 }
 
 void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stream,
-                                 Position position, TimeNs ready_ns) {
+                                 Position position, TimeNs ready_ns, const OrderOracle* order) {
   const uintptr_t end = base + size;
   // Every earlier allocation sharing a byte must have been freed, and its free
   // completed, by the time the new one can be used.
@@ -37,7 +37,13 @@ void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stre
   }
   while (it != records_.end() && it->first < end) {
     const Record& old = it->second;
-    if (!old.freed || old.free_end > ready_ns) {
+    // Safe in stream order: freed synchronously (the caller's promise), on the
+    // same stream, ordered before the allocating stream, or observed complete.
+    const bool ordered = old.freed && (old.free_stream == kNoStream || old.free_stream == stream ||
+                                       order == nullptr ||
+                                       order->OrderedAfter(old.free_stream) >= old.free_position ||
+                                       order->ObservedComplete(old.free_stream) >= old.free_position);
+    if (!ordered || old.free_end > ready_ns) {
       CheckReport r{CheckKind::kOverlappingLifetimes, stream, position, base, size};
       r.other_stream = old.freed ? old.free_stream : old.alloc_stream;
       r.other_position = old.freed ? old.free_position : old.alloc_position;

@@ -12,8 +12,11 @@
 //                     VC(T)[S] < a: nothing orders the access after the
 //                     allocation;
 //   overlap           self-check of the pool: a new allocation shares bytes
-//                     with an earlier one whose free had not completed, in
-//                     virtual time, when the new one became usable.
+//                     with an earlier one whose free is neither ordered before
+//                     the allocating stream's next op nor observed complete
+//                     (the safety invariant, checked with any executor), or —
+//                     in virtual time — had not completed when the new one
+//                     became usable.
 //
 // Checks run at enqueue, when the ordering core knows the op's clock and the
 // simulator its times. Cost: a btree lookup per allocation, free and access.
@@ -27,6 +30,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
+#include "src/ordering/oracle.h"
 #include "src/ordering/ordering.h"
 #include "streampool/executor.h"
 
@@ -52,9 +56,11 @@ struct CheckReport {
 class StreamOrderChecker {
  public:
   // A block handed out at (stream, position); it may be used from `ready_ns`
-  // (the end of the allocating stream's last op, inserted waits included).
+  // (the end of the allocating stream's last op, inserted waits included; 0
+  // when time is not virtual). `order` answers for the allocating stream
+  // (null: skip the order-based check, e.g. for synchronous Malloc).
   void OnAlloc(uintptr_t base, uint64_t size, StreamIndex stream, Position position,
-               TimeNs ready_ns);
+               TimeNs ready_ns, const OrderOracle* order);
   // Its FreeAsync at (stream, position), whose clock is `clock`, completing at
   // end_ns.
   void OnFree(uintptr_t base, StreamIndex stream, Position position, const VectorClock& clock,

@@ -141,24 +141,49 @@ TEST_F(CheckerTest, CopiesOfRuntimeMemoryAreChecked) {
   EXPECT_EQ(r[0].kind, spCheckUseAfterFree);
 }
 
+// An oracle that answers "nothing is ordered, nothing observed complete".
+class UnorderedOracle : public streampool::internal::OrderOracle {
+ public:
+  streampool::StreamIndex stream() const override { return 1; }
+  streampool::Position OrderedAfter(streampool::StreamIndex) const override { return 0; }
+  streampool::Position ObservedComplete(streampool::StreamIndex) const override { return 0; }
+  void InsertWait(streampool::StreamIndex, streampool::Position) override {}
+};
+
+TEST(StreamOrderCheckerTest, ReuseOfAFreeNeitherOrderedNorCompleteIsReportedWithoutTimes) {
+  // What the threads executor relies on: no virtual times (all 0), only order.
+  streampool::internal::StreamOrderChecker c;
+  streampool::internal::VectorClock clock;
+  UnorderedOracle oracle;
+  c.OnAlloc(0x20000, 512, /*stream=*/0, /*position=*/1, 0, &oracle);
+  c.OnFree(0x20000, 0, 2, clock, 0);
+  c.OnAlloc(0x20000, 512, /*stream=*/1, /*position=*/1, 0, &oracle);
+  ASSERT_EQ(c.reports().size(), 1u);
+  EXPECT_EQ(c.reports()[0].kind, streampool::internal::CheckKind::kOverlappingLifetimes);
+  // Same stream is always fine.
+  c.OnFree(0x20000, 1, 2, clock, 0);
+  c.OnAlloc(0x20000, 512, /*stream=*/1, /*position=*/3, 0, &oracle);
+  EXPECT_EQ(c.reports().size(), 1u);
+}
+
 // The pool self-check cannot be planted through a correct pool, so it is
 // driven directly.
 TEST(StreamOrderCheckerTest, OverlapWithAFreeNotYetCompleteIsReported) {
   streampool::internal::StreamOrderChecker c;
   streampool::internal::VectorClock clock;
-  c.OnAlloc(0x10000, 512, /*stream=*/0, /*position=*/1, /*ready_ns=*/0);
+  c.OnAlloc(0x10000, 512, /*stream=*/0, /*position=*/1, /*ready_ns=*/0, nullptr);
   c.OnFree(0x10000, 0, 2, clock, /*end_ns=*/1000);
-  c.OnAlloc(0x10100, 256, /*stream=*/1, /*position=*/1, /*ready_ns=*/999);
+  c.OnAlloc(0x10100, 256, /*stream=*/1, /*position=*/1, /*ready_ns=*/999, nullptr);
   ASSERT_EQ(c.reports().size(), 1u);
   EXPECT_EQ(c.reports()[0].kind, streampool::internal::CheckKind::kOverlappingLifetimes);
   EXPECT_EQ(c.reports()[0].other_stream, 0u);
   EXPECT_EQ(c.reports()[0].other_position, 2u);
   // A free completed by the time the new block is usable is fine.
   c.OnFree(0x10100, 1, 2, clock, 2000);
-  c.OnAlloc(0x10000, 1024, 2, 1, 2000);
+  c.OnAlloc(0x10000, 1024, 2, 1, 2000, nullptr);
   EXPECT_EQ(c.reports().size(), 1u);
   // Overlapping a live allocation is always reported.
-  c.OnAlloc(0x10200, 64, 3, 1, 5000);
+  c.OnAlloc(0x10200, 64, 3, 1, 5000, nullptr);
   EXPECT_EQ(c.reports().size(), 2u);
 }
 

@@ -1,0 +1,72 @@
+// ThreadExecutor: streams run for real. Every stream is a worker thread that
+// runs its ops in order; waits block the worker until the awaited position
+// has completed; synchronize calls block the host. Kernels run their callable
+// if they have one (Runtime::LaunchWork) and otherwise sleep their duration;
+// host functions, copies and fills run on the stream's worker when their turn
+// comes, which is when their effects happen.
+//
+// Time is the steady clock since the executor started. Nothing here touches
+// the ordering core or the pools.
+#ifndef STREAMPOOL_SRC_EXEC_THREAD_EXECUTOR_H_
+#define STREAMPOOL_SRC_EXEC_THREAD_EXECUTOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "streampool/executor.h"
+
+namespace streampool::internal {
+
+class ThreadExecutor final : public Executor {
+ public:
+  ThreadExecutor();
+  // Finishes every enqueued op, then joins the workers.
+  ~ThreadExecutor() override;
+
+  void AddStream(StreamIndex s) override;
+  TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) override;
+  Position CompletedPosition(StreamIndex s) override;
+  void WaitFor(StreamIndex s, Position position) override;
+  TimeNs Now() const override;
+  void HostAdvance(TimeNs ns) override;
+  void RunDueEffects() override {}  // effects run on the workers, in stream order
+  bool blocks_host() const override { return true; }
+
+ private:
+  struct Item {
+    Position position;
+    OpDesc op;
+  };
+  struct Worker {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Item> queue;
+    bool stop = false;
+    std::atomic<Position> completed{0};
+    std::thread thread;
+  };
+
+  Worker& worker(StreamIndex s);
+  void Run(StreamIndex s);
+  void AwaitPoint(StreamIndex s, Position p);
+
+  const std::chrono::steady_clock::time_point start_;
+  // Workers are created under workers_mu_ and never removed before the
+  // destructor, so a pointer read under the lock stays valid.
+  std::mutex workers_mu_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  // Completion of any op, for waits across streams.
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_EXEC_THREAD_EXECUTOR_H_
