@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The streampool-replay command line: its JSON parses, its SVG is XML, bad
+input exits non-zero with the file and line, and a bad flag is a usage error.
+
+Run by CTest with STREAMPOOL_REPLAY naming the binary (tests/CMakeLists.txt);
+reads the bundled traces from the source tree's traces/.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "traces")
+INFERENCE = os.path.join(TRACES, "torch-medium-512-inference.trace")
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def replay(*args):
+    tool = os.environ.get("STREAMPOOL_REPLAY")
+    if not tool:
+        raise unittest.SkipTest("STREAMPOOL_REPLAY not set")
+    return subprocess.run([tool, *args], capture_output=True, text=True, check=False)
+
+
+def header_number(path, key):
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith(f"# {key} "):
+                return int(line.split()[2])
+    return None
+
+
+class ReplayToolTest(unittest.TestCase):
+    def test_json_compares_with_pytorch(self):
+        r = replay("--json", "--threshold=0,max", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")  # no progress bar when stderr is not a terminal
+        doc = json.loads(r.stdout)
+        (trace,) = doc["traces"]
+        self.assertEqual(trace["format"], "streampool-v1")
+        self.assertEqual(trace["peak_live_bytes"], header_number(INFERENCE, "peak_live_bytes"))
+        torch_reserved = header_number(INFERENCE, "torch_peak_reserved_bytes")
+        self.assertEqual(trace["torch"]["peak_reserved_bytes"], torch_reserved)
+        self.assertEqual([run["release_threshold"] for run in trace["runs"]], [0, "max"])
+        for run in trace["runs"]:
+            self.assertEqual(run["failed_allocs"], 0)
+            self.assertEqual(run["checker_reports"], 0)
+            self.assertEqual(run["pool"], "device")
+            self.assertEqual(run["backing"], "address")
+            self.assertEqual(run["capacity"], 80 << 30)
+            self.assertAlmostEqual(run["utilization"],
+                                   run["peak_used_bytes"] / run["peak_reserved_bytes"], places=5)
+            self.assertAlmostEqual(run["vs_torch_peak_reserved"],
+                                   run["peak_reserved_bytes"] / torch_reserved, places=5)
+            counts = run["reuse_counts"]
+            self.assertEqual(sum(counts.values()), run["alloc_count"])
+            self.assertEqual(run["host_cost"]["alloc"]["calls"], trace["allocs"])
+            self.assertLessEqual(run["host_cost"]["alloc"]["p50_ns"],
+                                 run["host_cost"]["alloc"]["p99_ns"])
+
+    def test_all_policies_and_an_svg(self):
+        with tempfile.TemporaryDirectory() as d:
+            svg = os.path.join(d, "out.svg")
+            r = replay("--policies=all", "--svg", svg, INFERENCE, INFERENCE)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.count("threshold 0 "), 16)  # 8 settings x 2 traces
+            root = ET.parse(svg).getroot()
+            self.assertEqual(root.tag, SVG_NS + "svg")
+            # Per trace panel, a reserved and a used line per setting.
+            self.assertEqual(len(root.findall(SVG_NS + "polyline")), 2 * 8 * 2)
+            legend = [t.text for t in root.iter(SVG_NS + "text")]
+            self.assertIn("none, threshold 0", legend)
+            self.assertIn("virtual time (ms)", legend)
+
+    def test_malformed_trace_names_file_and_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.trace")
+            with open(bad, "w", encoding="utf-8") as f:
+                f.write("alloc 0 8 0\nbogus 1\n")
+            r = replay(INFERENCE, bad)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr, f"streampool-replay: {bad}:2: unknown op 'bogus'\n")
+            self.assertEqual(r.stdout, "")  # nothing is replayed before every trace parsed
+
+    def test_missing_file(self):
+        r = replay("/nonexistent.trace")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/nonexistent.trace: cannot open", r.stderr)
+
+    def test_usage_errors(self):
+        for args in (["--reuse=sometimes", INFERENCE], ["--pool=gpu", INFERENCE],
+                     ["--threshold=lots", INFERENCE], ["--capacity=0", INFERENCE],
+                     ["--frobnicate", INFERENCE], [], ["--svg"]):
+            r = replay(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn("usage: streampool-replay", r.stderr)
+
+    def test_out_of_memory_is_a_result(self):
+        r = replay("--json", "--capacity=1GiB", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        run = json.loads(r.stdout)["traces"][0]["runs"][0]
+        self.assertGreater(run["failed_allocs"], 0)
+        self.assertLessEqual(run["peak_reserved_bytes"], 1 << 30)
+        self.assertIsNone(run["live_utilization"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,263 @@
+#include "tools/replay/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace streampool::replay {
+
+std::string ReplaySettings::ReuseLabel() const {
+  std::string out;
+  auto add = [&out](bool on, const char* name) {
+    if (!on) return;
+    if (!out.empty()) out += '+';
+    out += name;
+  };
+  add(reuse_event, "event");
+  add(reuse_opportunistic, "opportunistic");
+  add(reuse_internal, "internal");
+  return out.empty() ? "none" : out;
+}
+
+std::string ReplaySettings::ThresholdLabel() const {
+  return release_threshold == UINT64_MAX ? "max" : absl::StrCat(release_threshold);
+}
+
+std::string ReplaySettings::Label() const {
+  return absl::StrCat(ReuseLabel(), ", threshold ", ThresholdLabel());
+}
+
+std::vector<ReplaySettings> AllReuseCombinations(const ReplaySettings& base) {
+  std::vector<ReplaySettings> out;
+  // Bit set = switch off, so the count runs from all-on to none.
+  for (int off = 0; off < 8; ++off) {
+    ReplaySettings s = base;
+    s.reuse_event = (off & 4) == 0;
+    s.reuse_opportunistic = (off & 2) == 0;
+    s.reuse_internal = (off & 1) == 0;
+    out.push_back(s);
+  }
+  return out;
+}
+
+HostCost SummarizeCost(std::vector<uint64_t>& samples) {
+  HostCost c;
+  c.calls = samples.size();
+  if (samples.empty()) return c;
+  std::sort(samples.begin(), samples.end());
+  long double sum = 0;
+  for (uint64_t s : samples) sum += s;
+  c.mean_ns = static_cast<double>(sum / samples.size());
+  // Nearest rank: the smallest sample with at least p% of samples <= it.
+  auto rank = [&](int p) {
+    const size_t k = (samples.size() * p + 99) / 100;
+    return samples[std::max<size_t>(k, 1) - 1];
+  };
+  c.p50_ns = rank(50);
+  c.p99_ns = rank(99);
+  c.max_ns = samples.back();
+  return c;
+}
+
+namespace {
+
+absl::Status AtLine(const Trace& trace, const TraceOp& op, absl::string_view call,
+                    const absl::Status& st) {
+  return absl::Status(st.code(),
+                      absl::StrCat(trace.name, ":", op.line, ": ", call, " failed: ", st.message()));
+}
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
+                                    const ProgressFn& progress) {
+  RuntimeConfig config;
+  config.backing = settings.backing;
+  config.device_capacity = settings.device_capacity;
+  absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(config);
+  if (!created.ok()) return created.status();
+  Runtime& rt = **created;
+  // Collect reports rather than abort: EnableChecker turns off the fatal mode
+  // that STREAMPOOL_CHECK_STREAM_ORDER=fatal (the test suite's) would set.
+  rt.EnableChecker(settings.check_stream_order);
+
+  PoolProps props;
+  props.alloc_type = settings.pool_type;
+  props.reuse_follow_event_dependencies = settings.reuse_event;
+  props.reuse_allow_opportunistic = settings.reuse_opportunistic;
+  props.reuse_allow_internal_dependencies = settings.reuse_internal;
+  props.release_threshold = settings.release_threshold;
+  absl::StatusOr<PoolId> pool = rt.CreatePool(props);
+  if (!pool.ok()) {
+    return absl::Status(pool.status().code(),
+                        absl::StrCat("creating the pool failed: ", pool.status().message()));
+  }
+
+  std::vector<std::optional<StreamId>> streams(trace.stream_ids.size());
+  std::vector<std::optional<EventId>> events(trace.event_ids.size());
+  absl::StatusOr<StreamId> legacy = rt.LegacyStream(0);
+  if (!legacy.ok()) return legacy.status();
+  streams[0] = *legacy;
+
+  // slot -> pointer; a slot whose allocation failed keeps `failed`.
+  std::vector<void*> ptrs(trace.alloc_count, nullptr);
+  std::vector<bool> failed(trace.alloc_count, false);
+  std::vector<uint64_t> alloc_ns, free_ns;
+  alloc_ns.reserve(trace.alloc_count);
+  free_ns.reserve(trace.free_count);
+
+  ReplayResult r;
+  r.settings = settings;
+  r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
+
+  // Created on first use, like the trace says; blocking streams, as
+  // cudaStreamCreate makes them.
+  auto stream = [&](const TraceOp& op) -> absl::StatusOr<StreamId> {
+    if (!streams[op.stream]) {
+      absl::StatusOr<StreamId> s = rt.CreateStream(0);
+      if (!s.ok()) return AtLine(trace, op, "CreateStream", s.status());
+      streams[op.stream] = *s;
+    }
+    return *streams[op.stream];
+  };
+  auto event = [&](const TraceOp& op) -> absl::StatusOr<EventId> {
+    if (!events[op.event]) {
+      absl::StatusOr<EventId> e = rt.CreateEvent();
+      if (!e.ok()) return AtLine(trace, op, "CreateEvent", e.status());
+      events[op.event] = *e;
+    }
+    return *events[op.event];
+  };
+
+  const size_t total = trace.ops.size();
+  for (size_t i = 0; i < total; ++i) {
+    const TraceOp& op = trace.ops[i];
+    if (progress && i % 512 == 0) progress(i, total);
+    absl::Status st;
+    switch (op.kind) {
+      case TraceOp::Kind::kAlloc: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        const uint64_t t0 = NowNs();
+        absl::StatusOr<AllocInfo> a = rt.MallocFromPoolAsync(op.value, *pool, *s);
+        const uint64_t t1 = NowNs();
+        alloc_ns.push_back(t1 - t0);
+        if (a.ok()) {
+          ptrs[op.slot] = a->ptr;
+        } else if (absl::IsResourceExhausted(a.status())) {
+          failed[op.slot] = true;
+          ++r.failed_allocs;
+        } else {
+          return AtLine(trace, op, "MallocFromPoolAsync", a.status());
+        }
+        break;
+      }
+      case TraceOp::Kind::kFree: {
+        if (failed[op.slot]) {
+          ++r.skipped_frees;
+          break;
+        }
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        const uint64_t t0 = NowNs();
+        st = rt.FreeAsync(ptrs[op.slot], *s);
+        const uint64_t t1 = NowNs();
+        free_ns.push_back(t1 - t0);
+        if (!st.ok()) return AtLine(trace, op, "FreeAsync", st);
+        ptrs[op.slot] = nullptr;
+        break;
+      }
+      case TraceOp::Kind::kKernel: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        st = rt.LaunchKernel(*s, op.value, {});
+        if (!st.ok()) return AtLine(trace, op, "LaunchKernel", st);
+        break;
+      }
+      case TraceOp::Kind::kRecord: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        absl::StatusOr<EventId> e = event(op);
+        if (!e.ok()) return e.status();
+        st = rt.RecordEvent(*e, *s);
+        if (!st.ok()) return AtLine(trace, op, "RecordEvent", st);
+        break;
+      }
+      case TraceOp::Kind::kWait: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        absl::StatusOr<EventId> e = event(op);
+        if (!e.ok()) return e.status();
+        st = rt.StreamWaitEvent(*s, *e);
+        if (!st.ok()) return AtLine(trace, op, "StreamWaitEvent", st);
+        break;
+      }
+      case TraceOp::Kind::kSync: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        st = rt.StreamSynchronize(*s);
+        if (!st.ok()) return AtLine(trace, op, "StreamSynchronize", st);
+        break;
+      }
+      case TraceOp::Kind::kEventSync: {
+        absl::StatusOr<EventId> e = event(op);
+        if (!e.ok()) return e.status();
+        st = rt.EventSynchronize(*e);
+        if (!st.ok()) return AtLine(trace, op, "EventSynchronize", st);
+        break;
+      }
+      case TraceOp::Kind::kDeviceSync:
+        st = rt.DeviceSynchronize(0);
+        if (!st.ok()) return AtLine(trace, op, "DeviceSynchronize", st);
+        break;
+      case TraceOp::Kind::kAdvance:
+        st = rt.HostAdvance(op.value);
+        if (!st.ok()) return AtLine(trace, op, "HostAdvance", st);
+        break;
+    }
+    // Only allocator calls and syncs (releases) change the pool's bytes.
+    if (op.kind != TraceOp::Kind::kAdvance && op.kind != TraceOp::Kind::kKernel) {
+      absl::StatusOr<PoolStats> ps = rt.GetPoolStats(*pool);
+      if (!ps.ok()) return ps.status();
+      const SeriesPoint& last = r.series.back();
+      if (ps->reserved_bytes != last.reserved || ps->used_bytes != last.used) {
+        r.series.push_back(SeriesPoint{rt.HostNow(), ps->reserved_bytes, ps->used_bytes});
+      }
+    }
+  }
+  if (progress) progress(total, total);
+
+  absl::StatusOr<PoolStats> ps = rt.GetPoolStats(*pool);
+  if (!ps.ok()) return ps.status();
+  r.stats = *ps;
+  r.peak_reserved = ps->reserved_high;
+  r.peak_used = ps->used_high;
+  r.utilization = r.peak_reserved == 0
+                      ? 0
+                      : static_cast<double>(r.peak_used) / static_cast<double>(r.peak_reserved);
+  const std::vector<CheckReport> reports = rt.CheckReports();
+  r.checker_reports = reports.size();
+  for (size_t i = 0; i < reports.size() && i < 5; ++i) {
+    r.first_checker_reports.push_back(reports[i].message);
+  }
+  r.alloc_cost = SummarizeCost(alloc_ns);
+  r.free_cost = SummarizeCost(free_ns);
+  r.end_time_ns = rt.HostNow();
+  return r;
+}
+
+}  // namespace streampool::replay

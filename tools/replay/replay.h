@@ -1,0 +1,99 @@
+// Replaying a Trace through the simulator: one fresh Runtime per run, one
+// pool with the chosen settings, every op of the trace in order, and what the
+// pool did.
+//
+// Two clocks are kept apart. Virtual time is the simulator's (the trace's
+// advances and kernel durations); it drives completion and the reserved/used
+// series. Host cost is real: the wall-clock nanoseconds each MallocAsync and
+// FreeAsync call took (std::chrono::steady_clock), i.e. the allocator's own
+// bookkeeping, including the stream-order checker's lookup when it is on.
+#ifndef STREAMPOOL_TOOLS_REPLAY_REPLAY_H_
+#define STREAMPOOL_TOOLS_REPLAY_REPLAY_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "streampool/mem_pool.h"
+#include "streampool/pool_props.h"
+#include "streampool/runtime.h"
+#include "tools/replay/trace.h"
+
+namespace streampool::replay {
+
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// One pool setting to replay a trace under.
+struct ReplaySettings {
+  bool reuse_event = true;          // ReuseFollowEventDependencies
+  bool reuse_opportunistic = true;  // ReuseAllowOpportunistic
+  bool reuse_internal = true;       // ReuseAllowInternalDependencies
+  // ReleaseThreshold; UINT64_MAX never shrinks the pool (PyTorch's caching
+  // allocator never returns memory unless asked to).
+  uint64_t release_threshold = 0;
+  AllocationType pool_type = AllocationType::kDevice;
+  // Address-only backing touches nothing, so 80 GiB "devices" cost no memory.
+  Backing backing = Backing::kAddressOnly;
+  uint64_t device_capacity = 80 * kGiB;
+  bool check_stream_order = true;
+
+  // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
+  // is on, "max" for UINT64_MAX.
+  std::string ReuseLabel() const;
+  std::string ThresholdLabel() const;
+  std::string Label() const;
+};
+
+// The 8 combinations of the three reuse switches, all-on first, none last.
+std::vector<ReplaySettings> AllReuseCombinations(const ReplaySettings& base);
+
+struct HostCost {
+  uint64_t calls = 0;
+  double mean_ns = 0;
+  uint64_t p50_ns = 0;
+  uint64_t p99_ns = 0;
+  uint64_t max_ns = 0;
+};
+// Nearest-rank percentiles over the samples (sorted in place).
+HostCost SummarizeCost(std::vector<uint64_t>& samples_ns);
+
+// Reserved and used bytes of the pool after an op, at a virtual time.
+struct SeriesPoint {
+  uint64_t time_ns = 0;
+  uint64_t reserved = 0;
+  uint64_t used = 0;
+};
+
+struct ReplayResult {
+  ReplaySettings settings;
+  PoolStats stats;           // at the end of the trace
+  uint64_t peak_reserved = 0;  // ReservedMemHigh
+  uint64_t peak_used = 0;      // UsedMemHigh: rule sizes of live allocations
+  // peak_used / peak_reserved; 0 when nothing was reserved.
+  double utilization = 0;
+  uint64_t failed_allocs = 0;
+  // Frees of allocations that failed (out of memory), which are skipped.
+  uint64_t skipped_frees = 0;
+  size_t checker_reports = 0;
+  std::vector<std::string> first_checker_reports;  // up to 5 messages
+  HostCost alloc_cost;
+  HostCost free_cost;
+  uint64_t end_time_ns = 0;  // host virtual time after the last op
+  // Every change of (reserved, used), starting with (0, 0, 0).
+  std::vector<SeriesPoint> series;
+};
+
+// Called every few hundred ops with (ops done, ops total).
+using ProgressFn = std::function<void(size_t, size_t)>;
+
+// Replays `trace`. Allocations that run out of memory are counted, not
+// errors; any other failing call (an unsupported pool type, say) is an error
+// naming the trace line.
+absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
+                                    const ProgressFn& progress = {});
+
+}  // namespace streampool::replay
+
+#endif  // STREAMPOOL_TOOLS_REPLAY_REPLAY_H_

@@ -1,0 +1,422 @@
+#include "tools/replay/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace streampool::replay {
+namespace {
+
+constexpr double kGiBf = 1024.0 * 1024.0 * 1024.0;
+
+std::string Bytes(uint64_t b) { return absl::StrFormat("%d (%.3f GiB)", b, b / kGiBf); }
+
+std::string Cost(const HostCost& c) {
+  if (c.calls == 0) return "-";
+  return absl::StrFormat("%.0f/%d/%d", c.mean_ns, c.p50_ns, c.p99_ns);
+}
+
+// JSON numbers: finite doubles with enough digits to round-trip a ratio.
+std::string Num(double v) {
+  if (!std::isfinite(v)) return "null";
+  return absl::StrFormat("%.6g", v);
+}
+
+const char* PoolTypeName(AllocationType t) {
+  switch (t) {
+    case AllocationType::kDevice:
+      return "device";
+    case AllocationType::kPinnedHost:
+      return "pinned";
+    case AllocationType::kHugePage:
+      return "hugepage";
+    case AllocationType::kDvpp:
+      return "dvpp";
+  }
+  return "?";
+}
+
+}  // namespace
+
+TorchFigures TorchFiguresOf(const Trace& trace) {
+  TorchFigures t;
+  t.peak_reserved = trace.HeaderNumber("torch_peak_reserved_bytes");
+  t.peak_live = trace.HeaderNumber("peak_live_bytes");
+  if (t.peak_reserved && t.peak_live && *t.peak_reserved > 0) {
+    t.utilization = static_cast<double>(*t.peak_live) / static_cast<double>(*t.peak_reserved);
+  }
+  return t;
+}
+
+std::string JsonEscape(absl::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string XmlEscape(absl::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        // Control characters are not allowed in XML 1.0 text.
+        out += c < 0x20 && c != '\t' && c != '\n' ? '?' : static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------- text
+
+std::string FormatText(const std::vector<TraceReport>& reports) {
+  std::string out;
+  // Pool type, backing, capacity and checker are the same for every run.
+  if (!reports.empty() && !reports[0].runs.empty()) {
+    const ReplaySettings& c = reports[0].runs[0].settings;
+    absl::StrAppendFormat(&out, "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
+                          PoolTypeName(c.pool_type),
+                          c.backing == Backing::kHost ? "host" : "address",
+                          Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
+  }
+  for (const TraceReport& rep : reports) {
+    const Trace& t = *rep.trace;
+    const TorchFigures torch = TorchFiguresOf(t);
+    absl::StrAppendFormat(&out, "%s (%s): %d ops, %d allocs, %d frees, %d stream%s, %d event%s, "
+                                "%.3f ms of trace time\n",
+                          t.name, TraceFormatName(t.format), t.ops.size(), t.alloc_count,
+                          t.free_count, t.stream_ids.size(), t.stream_ids.size() == 1 ? "" : "s",
+                          t.event_ids.size(), t.event_ids.size() == 1 ? "" : "s",
+                          t.total_time_ns / 1e6);
+    absl::StrAppend(&out, "  trace peak live bytes (requested sizes): ", Bytes(t.peak_live_bytes));
+    if (torch.peak_live) {
+      absl::StrAppend(&out, *torch.peak_live == t.peak_live_bytes ? " = header" : " != header ",
+                      *torch.peak_live == t.peak_live_bytes ? "" : absl::StrCat(*torch.peak_live));
+    }
+    absl::StrAppend(&out, "\n");
+    if (torch.peak_reserved) {
+      absl::StrAppend(&out, "  PyTorch: peak reserved ", Bytes(*torch.peak_reserved));
+      if (torch.utilization) {
+        absl::StrAppendFormat(&out, ", utilization %.4f (peak_live_bytes / reserved)",
+                              *torch.utilization);
+      }
+      absl::StrAppend(&out, "\n");
+    }
+    absl::StrAppendFormat(
+        &out, "  %-44s %26s %26s %6s %9s %8s  %s  %5s %5s %5s  %s  %s\n", "setting",
+        "peak reserved", "peak used", "util", "live-util", "vs torch",
+        "reuse same/event/opp/sync/internal/fresh", "waits", "fail", "check",
+        "alloc ns mean/p50/p99", "free ns mean/p50/p99");
+    for (const ReplayResult& r : rep.runs) {
+      // The trace's peak counts every allocation; with some failed it says
+      // nothing about this run.
+      std::string live_util = "-";
+      if (r.peak_reserved != 0 && r.failed_allocs == 0) {
+        live_util = absl::StrFormat("%.4f", static_cast<double>(t.peak_live_bytes) / r.peak_reserved);
+      }
+      std::string vs = "-";
+      if (torch.peak_reserved && *torch.peak_reserved > 0) {
+        vs = absl::StrFormat("%.4f", static_cast<double>(r.peak_reserved) / *torch.peak_reserved);
+      }
+      const PoolStats& s = r.stats;
+      const std::string reuse =
+          absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency,
+                          s.reuse_opportunistic, s.reuse_after_sync,
+                          s.reuse_internal_dependency, s.fresh_allocs);
+      absl::StrAppendFormat(&out, "  %-44s %26s %26s %6.4f %9s %8s  %-40s  %5d %5d %5d  %-21s  %s\n",
+                            r.settings.Label(), Bytes(r.peak_reserved), Bytes(r.peak_used),
+                            r.utilization, live_util, vs, reuse, s.waits_inserted,
+                            r.failed_allocs, r.checker_reports, Cost(r.alloc_cost),
+                            Cost(r.free_cost));
+      for (const std::string& m : r.first_checker_reports) {
+        absl::StrAppend(&out, "    checker: ", m, "\n");
+      }
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  absl::StrAppend(&out,
+                  "util = peak used / peak reserved (used: rule sizes of live allocations); "
+                  "live-util = trace peak live bytes / peak reserved (PyTorch's quotient); "
+                  "vs torch = peak reserved / torch_peak_reserved_bytes; host ns = wall-clock "
+                  "cost of each MallocAsync/FreeAsync call\n");
+  return out;
+}
+
+// ------------------------------------------------------------------- JSON
+
+namespace {
+
+std::string CostJson(const HostCost& c) {
+  return absl::StrFormat(R"({"calls": %d, "mean_ns": %s, "p50_ns": %d, "p99_ns": %d, "max_ns": %d})",
+                         c.calls, Num(c.mean_ns), c.p50_ns, c.p99_ns, c.max_ns);
+}
+
+}  // namespace
+
+std::string FormatJson(const std::vector<TraceReport>& reports) {
+  std::string out = "{\"traces\": [";
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const Trace& t = *reports[i].trace;
+    const TorchFigures torch = TorchFiguresOf(t);
+    absl::StrAppend(&out, i ? ",\n" : "\n", "  {\"file\": \"", JsonEscape(t.name),
+                    "\", \"format\": \"", TraceFormatName(t.format), "\", \"ops\": ", t.ops.size(),
+                    ", \"allocs\": ", t.alloc_count, ", \"frees\": ", t.free_count,
+                    ", \"streams\": ", t.stream_ids.size(), ", \"events\": ", t.event_ids.size(),
+                    ", \"trace_time_ns\": ", t.total_time_ns,
+                    ", \"peak_live_bytes\": ", t.peak_live_bytes,
+                    ", \"live_at_end_bytes\": ", t.live_at_end_bytes);
+    absl::StrAppend(&out, ", \"torch\": {\"peak_reserved_bytes\": ",
+                    torch.peak_reserved ? absl::StrCat(*torch.peak_reserved) : "null",
+                    ", \"peak_live_bytes\": ",
+                    torch.peak_live ? absl::StrCat(*torch.peak_live) : "null",
+                    ", \"utilization\": ", torch.utilization ? Num(*torch.utilization) : "null",
+                    "},\n   \"runs\": [");
+    const std::vector<ReplayResult>& runs = reports[i].runs;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const ReplayResult& r = runs[k];
+      const ReplaySettings& c = r.settings;
+      const PoolStats& s = r.stats;
+      absl::StrAppend(
+          &out, k ? ",\n    " : "\n    ", "{\"setting\": \"", JsonEscape(c.Label()),
+          "\", \"reuse\": {\"event\": ", c.reuse_event ? "true" : "false",
+          ", \"opportunistic\": ", c.reuse_opportunistic ? "true" : "false",
+          ", \"internal\": ", c.reuse_internal ? "true" : "false", "}, \"release_threshold\": ",
+          c.release_threshold == UINT64_MAX ? "\"max\"" : absl::StrCat(c.release_threshold),
+          ", \"pool\": \"", PoolTypeName(c.pool_type), "\", \"backing\": \"",
+          c.backing == Backing::kHost ? "host" : "address", "\", \"capacity\": ",
+          c.device_capacity, ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
+          ", \"peak_used_bytes\": ", r.peak_used, ", \"utilization\": ", Num(r.utilization),
+          ", \"live_utilization\": ",
+          r.peak_reserved && r.failed_allocs == 0
+              ? Num(static_cast<double>(t.peak_live_bytes) / r.peak_reserved)
+              : "null",
+          ", \"vs_torch_peak_reserved\": ",
+          torch.peak_reserved && *torch.peak_reserved
+              ? Num(static_cast<double>(r.peak_reserved) / *torch.peak_reserved)
+              : "null",
+          ",\n     \"reuse_counts\": {\"same_stream\": ", s.reuse_same_stream,
+          ", \"event_dependency\": ", s.reuse_event_dependency,
+          ", \"opportunistic\": ", s.reuse_opportunistic, ", \"after_sync\": ",
+          s.reuse_after_sync, ", \"internal_dependency\": ", s.reuse_internal_dependency,
+          ", \"fresh\": ", s.fresh_allocs, "}, \"alloc_count\": ", s.alloc_count,
+          ", \"free_count\": ", s.free_count, ", \"waits_inserted\": ", s.waits_inserted,
+          ", \"failed_allocs\": ", r.failed_allocs, ", \"skipped_frees\": ", r.skipped_frees,
+          ", \"upstream_maps\": ", s.upstream_maps, ", \"upstream_unmaps\": ",
+          s.upstream_unmaps, ", \"reserved_at_end\": ", s.reserved_bytes,
+          ", \"used_at_end\": ", s.used_bytes, ", \"checker_reports\": ", r.checker_reports,
+          ", \"end_time_ns\": ", r.end_time_ns, ",\n     \"host_cost\": {\"alloc\": ",
+          CostJson(r.alloc_cost), ", \"free\": ", CostJson(r.free_cost), "}}");
+    }
+    absl::StrAppend(&out, "]}");
+  }
+  absl::StrAppend(&out, "\n]}\n");
+  return out;
+}
+
+// -------------------------------------------------------------------- SVG
+
+namespace {
+
+// Colour-blind-safe palette (Okabe-Ito), one per setting.
+constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                    "#E69F00", "#56B4E9", "#000000", "#F0E442"};
+
+// A tick step of 1, 2 or 5 times a power of ten giving about `want` ticks.
+double NiceStep(double range, int want) {
+  if (range <= 0) return 1;
+  const double raw = range / want;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+// The series as an SVG step polyline, at most one vertical segment per pixel
+// column: a column's points collapse to its maximum and its last value, so
+// peaks survive however many points fall into one pixel.
+template <typename Value, typename ToX, typename ToY>
+std::string StepPolyline(const std::vector<SeriesPoint>& series, uint64_t end_ns, Value value,
+                         ToX to_x, ToY to_y) {
+  std::string pts;
+  auto add = [&pts](double x, double y) { absl::StrAppendFormat(&pts, "%.1f,%.1f ", x, y); };
+  size_t i = 0;
+  double prev_y = 0;
+  bool first = true;
+  while (i < series.size()) {
+    const long col = std::lround(to_x(series[i].time_ns));
+    uint64_t max_v = value(series[i]);
+    uint64_t last_v = max_v;
+    size_t j = i + 1;
+    while (j < series.size() && std::lround(to_x(series[j].time_ns)) == col) {
+      max_v = std::max(max_v, value(series[j]));
+      last_v = value(series[j]);
+      ++j;
+    }
+    const double x = to_x(series[i].time_ns);
+    if (!first) add(x, prev_y);
+    add(x, to_y(max_v));
+    add(x, to_y(last_v));
+    prev_y = to_y(last_v);
+    first = false;
+    i = j;
+  }
+  add(to_x(end_ns), prev_y);
+  return pts;
+}
+
+}  // namespace
+
+std::string FormatSvg(const std::vector<TraceReport>& reports) {
+  constexpr double kWidth = 960, kPanelH = 340, kLeft = 80, kRight = 20, kTop = 40,
+                   kBottom = 50;
+  size_t max_runs = 0;
+  for (const TraceReport& r : reports) max_runs = std::max(max_runs, r.runs.size());
+  const double legend_h = 24 + 18.0 * max_runs;
+  const double height = kPanelH * reports.size() + legend_h;
+  std::string out = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+      "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      kWidth, height, kWidth, height);
+
+  for (size_t p = 0; p < reports.size(); ++p) {
+    const TraceReport& rep = reports[p];
+    const double y0 = p * kPanelH;
+    const double plot_w = kWidth - kLeft - kRight;
+    const double plot_h = kPanelH - kTop - kBottom;
+    uint64_t t_max = 1, v_max = 1;
+    for (const ReplayResult& r : rep.runs) {
+      t_max = std::max(t_max, r.end_time_ns);
+      for (const SeriesPoint& s : r.series) {
+        t_max = std::max(t_max, s.time_ns);
+        v_max = std::max({v_max, s.reserved, s.used});
+      }
+    }
+    const TorchFigures torch = TorchFiguresOf(*rep.trace);
+    if (torch.peak_reserved) v_max = std::max(v_max, *torch.peak_reserved);
+    const double t_ms = t_max / 1e6;
+    const double v_gib = v_max / kGiBf * 1.05;
+    auto to_x = [&](uint64_t ns) { return kLeft + plot_w * (ns / 1e6) / t_ms; };
+    auto to_y = [&](uint64_t v) { return y0 + kTop + plot_h * (1 - (v / kGiBf) / v_gib); };
+
+    absl::StrAppendFormat(&out, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
+                                "font-weight=\"bold\">%s</text>\n",
+                          kLeft, y0 + 22, XmlEscape(rep.trace->name));
+    // Axes with ticks and grid lines.
+    absl::StrAppendFormat(&out,
+                          "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                          "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
+                          kLeft, y0 + kTop, kLeft, y0 + kTop + plot_h, kLeft, y0 + kTop + plot_h,
+                          kLeft + plot_w, y0 + kTop + plot_h);
+    const double ts = NiceStep(t_ms, 8);
+    for (double v = 0; v <= t_ms + 1e-9; v += ts) {
+      const double x = kLeft + plot_w * v / t_ms;
+      absl::StrAppendFormat(&out,
+                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                            x, y0 + kTop, x, y0 + kTop + plot_h, x, y0 + kTop + plot_h + 16, v);
+    }
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">virtual "
+                                "time (ms)</text>\n",
+                          kLeft + plot_w / 2, y0 + kTop + plot_h + 34);
+    const double vs = NiceStep(v_gib, 6);
+    for (double v = 0; v <= v_gib + 1e-9; v += vs) {
+      const double y = y0 + kTop + plot_h * (1 - v / v_gib);
+      absl::StrAppendFormat(&out,
+                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                            kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
+    }
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                                "transform=\"rotate(-90 %.1f %.1f)\">GiB</text>\n",
+                          kLeft - 50, y0 + kTop + plot_h / 2, kLeft - 50, y0 + kTop + plot_h / 2);
+    if (torch.peak_reserved) {
+      const double y = to_y(*torch.peak_reserved);
+      absl::StrAppendFormat(&out,
+                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
+                            "stroke-dasharray=\"2,3\"/><text x=\"%.1f\" y=\"%.1f\" "
+                            "fill=\"gray\">PyTorch peak reserved</text>\n",
+                            kLeft, y, kLeft + plot_w, y, kLeft + 6, y + 14);
+    }
+    for (size_t k = 0; k < rep.runs.size(); ++k) {
+      const ReplayResult& r = rep.runs[k];
+      const char* color = kPalette[k % std::size(kPalette)];
+      // Reserved thick, used thin, both solid: a dash pattern could hide a
+      // one-pixel spike, and spikes are where the peaks are.
+      absl::StrAppendFormat(
+          &out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" points=\"%s\"/>\n",
+          color,
+          StepPolyline(r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.reserved; },
+                       to_x, to_y));
+      absl::StrAppendFormat(
+          &out,
+          "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1\" stroke-opacity=\"0.8\" "
+          "points=\"%s\"/>\n",
+          color,
+          StepPolyline(r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.used; }, to_x,
+                       to_y));
+    }
+  }
+  // Legend: the settings of the first trace (every trace is replayed under
+  // the same settings).
+  const double ly = kPanelH * reports.size() + 16;
+  absl::StrAppendFormat(&out, "<text x=\"%.0f\" y=\"%.0f\">thick: reserved, thin: used (identical "
+                        "series overlap; the last setting is drawn on top)</text>\n",
+                        kLeft, ly);
+  if (!reports.empty()) {
+    for (size_t k = 0; k < reports[0].runs.size(); ++k) {
+      const double y = ly + 18 * (k + 1);
+      const char* color = kPalette[k % std::size(kPalette)];
+      absl::StrAppendFormat(&out,
+                            "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\" "
+                            "stroke-width=\"3\"/><text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
+                            kLeft, y - 4, kLeft + 30, y - 4, color, kLeft + 38, y,
+                            XmlEscape(reports[0].runs[k].settings.Label()));
+    }
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace streampool::replay

@@ -1,0 +1,49 @@
+// What streampool-replay prints: a text table, JSON, or an SVG chart of
+// reserved and used bytes over virtual time, for one or more traces each
+// replayed under one or more settings.
+//
+// When a trace's header carries PyTorch's own figures
+// (torch_peak_reserved_bytes, peak_live_bytes), each run is compared with
+// them: our peak reserved against PyTorch's, and PyTorch's utilization
+// (peak_live_bytes / torch_peak_reserved_bytes) against ours. Ours is given
+// twice: peak used / peak reserved (used counts rule sizes, 256-B rounded on
+// device pools) and the trace's raw peak live bytes / peak reserved, which is
+// the same quotient PyTorch's figure is.
+#ifndef STREAMPOOL_TOOLS_REPLAY_REPORT_H_
+#define STREAMPOOL_TOOLS_REPLAY_REPORT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tools/replay/replay.h"
+#include "tools/replay/trace.h"
+
+namespace streampool::replay {
+
+struct TraceReport {
+  const Trace* trace = nullptr;
+  std::vector<ReplayResult> runs;
+};
+
+// PyTorch's figures from a trace header, when present.
+struct TorchFigures {
+  std::optional<uint64_t> peak_reserved;  // torch_peak_reserved_bytes
+  std::optional<uint64_t> peak_live;      // peak_live_bytes
+  std::optional<double> utilization;      // peak_live / peak_reserved
+};
+TorchFigures TorchFiguresOf(const Trace& trace);
+
+std::string FormatText(const std::vector<TraceReport>& reports);
+std::string FormatJson(const std::vector<TraceReport>& reports);
+// A self-contained SVG: one panel per trace, one colour per setting, reserved
+// thick and used thin, axes in ms and GiB, and a legend.
+std::string FormatSvg(const std::vector<TraceReport>& reports);
+
+// For JSON and SVG text.
+std::string JsonEscape(absl::string_view s);
+std::string XmlEscape(absl::string_view s);
+
+}  // namespace streampool::replay
+
+#endif  // STREAMPOOL_TOOLS_REPLAY_REPORT_H_

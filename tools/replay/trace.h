@@ -1,0 +1,122 @@
+// Allocation traces for streampool-replay: what a trace says, and the two
+// formats it is read from.
+//
+// "streampool trace v1" (traces/README.md) is a text file, one op per line:
+//
+//   # streampool trace v1            optional magic; another version is refused
+//   # torch_peak_reserved_bytes N    header comments: `# <key> <value...>`
+//   alloc <id> <size> <stream>       MallocAsync(size) on stream
+//   free <id> <stream>               FreeAsync of allocation <id> on stream
+//   kernel <stream> <duration_ns>    a kernel that touches nothing
+//   record <event> <stream>          RecordEvent
+//   wait <stream> <event>            StreamWaitEvent
+//   sync <stream>                    StreamSynchronize
+//   esync <event>                    EventSynchronize
+//   dsync                            DeviceSynchronize
+//   advance <ns>                     host virtual time moves on
+//
+// Numbers are unsigned decimal. `#` starts a comment anywhere on a line.
+// Stream 0 is the legacy default stream; every other stream and every event
+// is created on first use. An id names one allocation from its alloc to its
+// free and may be used again after that.
+//
+// RMM's replay log (rmm::mr::logging_resource_adaptor) is a CSV with the
+// header `Thread,Time,Action,Pointer,Size,Stream`; actions are `allocate` and
+// `free` (`deallocate` is accepted too), pointers and streams hex or decimal.
+// Frees are matched to the allocation live at their pointer. Stream 0 and
+// cudaStreamLegacy (1) are the legacy stream. Time stamps ("HH:MM:SS.ffffff"
+// or seconds) become `advance` ops where time moves forward.
+//
+// Malformed input is an error naming the file and line, never a crash: the
+// parser checks every id (no free of an unknown or freed id, no alloc of a
+// live one), so a parsed Trace always replays without bookkeeping errors.
+#ifndef STREAMPOOL_TOOLS_REPLAY_TRACE_H_
+#define STREAMPOOL_TOOLS_REPLAY_TRACE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace streampool::replay {
+
+// Bounds that keep a hostile trace from exhausting memory rather than from
+// describing a real workload: the simulator's clocks are O(streams) per
+// stream and per event, and a line longer than any real op is a wrong file.
+inline constexpr size_t kMaxLineLength = 4096;
+inline constexpr size_t kMaxStreams = 1024;
+inline constexpr size_t kMaxEvents = 65536;
+// Virtual time is a uint64 in ns; the sum of every advance and kernel
+// duration bounds it, so a trace is refused when that sum passes 2^62.
+inline constexpr uint64_t kMaxTotalTimeNs = uint64_t{1} << 62;
+
+enum class TraceFormat { kStreampoolV1, kRmmCsv };
+const char* TraceFormatName(TraceFormat format);
+
+struct TraceOp {
+  enum class Kind : uint8_t {
+    kAlloc,       // slot, bytes, stream
+    kFree,        // slot, stream
+    kKernel,      // stream, ns
+    kRecord,      // event, stream
+    kWait,        // stream, event
+    kSync,        // stream
+    kEventSync,   // event
+    kDeviceSync,  //
+    kAdvance,     // ns
+  };
+  Kind kind = Kind::kAdvance;
+  uint32_t line = 0;    // 1-based line in the source file
+  uint32_t stream = 0;  // dense stream index; 0 = the legacy stream
+  uint32_t event = 0;   // dense event index
+  // kAlloc/kFree: the allocation's slot, its ordinal among the trace's allocs
+  // (so a replay keeps pointers in a vector indexed by slot).
+  uint64_t slot = 0;
+  uint64_t value = 0;   // kAlloc: bytes; kKernel, kAdvance: ns
+};
+
+struct Trace {
+  std::string name;  // the file, as given; errors and reports use it
+  TraceFormat format = TraceFormat::kStreampoolV1;
+  std::vector<TraceOp> ops;
+  // Header comments before the first op, `# <key> <rest of line>`, keyed by
+  // the first word. The first occurrence of a key wins.
+  std::map<std::string, std::string, std::less<>> header;
+  // The trace's own names: stream_ids[i] is the number that dense stream i
+  // had in the file (stream_ids[0] == 0, the legacy stream); likewise events.
+  std::vector<uint64_t> stream_ids{0};
+  std::vector<uint64_t> event_ids;
+
+  uint64_t alloc_count = 0;  // == slots
+  uint64_t free_count = 0;
+  // Peak and final sum of the sizes of live allocations, as the trace asked
+  // for them (no rounding): the workload's own footprint.
+  uint64_t peak_live_bytes = 0;
+  uint64_t live_at_end_bytes = 0;
+  uint64_t total_time_ns = 0;  // sum of advances and kernel durations
+
+  // A header value that starts with an unsigned decimal number
+  // ("# torch_peak_reserved_bytes 7235174400 (method: ...)"), if any.
+  std::optional<uint64_t> HeaderNumber(absl::string_view key) const;
+};
+
+// Parses either format (RMM when the first non-empty line is the CSV header).
+// `name` prefixes every error: "<name>:<line>: <what>".
+absl::StatusOr<Trace> ParseTrace(absl::string_view text, absl::string_view name);
+absl::StatusOr<Trace> ParseStreampoolTrace(absl::string_view text, absl::string_view name);
+absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name);
+
+// Reads and parses a file.
+absl::StatusOr<Trace> LoadTrace(const std::string& path);
+
+// Unsigned decimal without sign, spaces or overflow; nullopt otherwise.
+std::optional<uint64_t> ParseUint(absl::string_view text);
+
+}  // namespace streampool::replay
+
+#endif  // STREAMPOOL_TOOLS_REPLAY_TRACE_H_
