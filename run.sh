@@ -68,7 +68,9 @@ cmd_build() {
 cmd_demo() {
   # Build output goes to stderr so that stdout is the demo's alone.
   cmd_build Release >&2
-  exec "$ROOT/build/release/tools/streampool-demo" "$@"
+  mkdir -p "$ROOT/build/demo"
+  exec "$ROOT/build/release/tools/streampool-demo" "${1:-$ROOT/traces}" \
+    "${2:-$ROOT/build/demo/traces.svg}"
 }
 
 install_check() {
