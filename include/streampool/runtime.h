@@ -25,9 +25,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "streampool/executor.h"
+#include "streampool/export.h"
 #include "streampool/mem_pool.h"
 #include "streampool/physical_memory.h"
 #include "streampool/pool_props.h"
+#include "streampool/stream_adapter.h"
 #include "streampool/streampool.h"
 
 namespace streampool {
@@ -66,6 +68,9 @@ struct RuntimeConfig {
   bool check_stream_order = false;
   // How streams run. The pools, ordering and API are the same for both.
   ExecutorKind executor = ExecutorKind::kSimulator;
+  // Streams and events of another runtime (see stream_adapter.h). When set,
+  // it decides how streams run and `executor` is ignored.
+  std::shared_ptr<StreamAdapter> adapter;
 };
 
 
@@ -145,9 +150,9 @@ struct TimelineEntry {
   uint64_t end_ns = 0;
 };
 
-const char* OpKindName(OpKind kind);
+STREAMPOOL_EXPORT const char* OpKindName(OpKind kind);
 
-class Runtime {
+class STREAMPOOL_EXPORT Runtime {
  public:
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config = {});
   // A view of a runtime made through the C API: the same runtime, which stays
@@ -189,6 +194,10 @@ class Runtime {
   absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s);
   absl::Status HostAdvance(uint64_t ns);
   uint64_t HostNow() const;
+
+  // The embedder's native stream behind `s` (runtimes with a StreamAdapter;
+  // kFailedPrecondition otherwise), to launch native work on.
+  absl::StatusOr<void*> NativeStream(StreamId s);
 
   // Memory.
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, StreamId s);

@@ -92,6 +92,7 @@ absl::Status Runtime::MemsetAsync(void* dst, int value, uint64_t bytes, StreamId
 absl::Status Runtime::HostAdvance(uint64_t ns) { return impl_->HostAdvance(ns); }
 uint64_t Runtime::HostNow() const { return impl_->HostNow(); }
 
+absl::StatusOr<void*> Runtime::NativeStream(StreamId s) { return impl_->NativeStream(s.value); }
 absl::StatusOr<AllocInfo> Runtime::MallocAsync(uint64_t size, StreamId s) {
   return impl_->MallocAsync(size, 0, s.value);
 }

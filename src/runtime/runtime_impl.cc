@@ -146,7 +146,11 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
 }
 
 absl::Status RuntimeImpl::Init() {
-  if (config_.executor == ExecutorKind::kThreads) {
+  if (config_.adapter != nullptr) {
+    auto adapter = std::make_unique<AdapterExecutor>(config_.adapter);
+    adapter_ = adapter.get();
+    executor_ = std::move(adapter);
+  } else if (config_.executor == ExecutorKind::kThreads) {
     executor_ = std::make_unique<ThreadExecutor>();
   } else {
     auto sim = std::make_unique<SimExecutor>();
@@ -167,6 +171,11 @@ absl::Status RuntimeImpl::Init() {
     Device& dev = devices_[d];
     dev.budget = std::make_unique<DeviceBudget>(config_.device_capacity);
     dev.huge_budget = std::make_unique<HugePageBudget>();
+    if (adapter_ != nullptr) {
+      absl::Status bound = adapter_->BindStream(
+          static_cast<StreamIndex>(ordering_.stream_count()), d, /*legacy=*/true, false);
+      if (!bound.ok()) return bound;
+    }
     const StreamIndex legacy = ordering_.AddStream(d, StreamKind::kLegacy);
     executor_->AddStream(legacy);
     dev.legacy_stream = NewHandle(HandleKind::kStream);
@@ -391,6 +400,12 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
   if (ordering_.stream_count() >= kMaxStreamsPerRuntime) {
     return absl::ResourceExhaustedError("too many streams created in this runtime");
+  }
+  if (adapter_ != nullptr) {
+    // The native stream first: if the embedder cannot make one, nothing changes.
+    absl::Status bound = adapter_->BindStream(static_cast<StreamIndex>(ordering_.stream_count()),
+                                              device, /*legacy=*/false, non_blocking);
+    if (!bound.ok()) return bound;
   }
   ChargeCall();
   const StreamIndex idx =
@@ -1099,6 +1114,16 @@ RuntimeImpl::Introspection RuntimeImpl::Introspect() {
   }
   out.done = ordering_.done();
   return out;
+}
+
+absl::StatusOr<void*> RuntimeImpl::NativeStream(uint64_t s) {
+  SP_ENTER();
+  absl::StatusOr<StreamRec*> rec = FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (adapter_ == nullptr) {
+    return absl::FailedPreconditionError("the runtime has no stream adapter");
+  }
+  return adapter_->native((*rec)->index);
 }
 
 absl::StatusOr<StreamIndex> RuntimeImpl::StreamIndexOf(uint64_t s) {

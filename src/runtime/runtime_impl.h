@@ -27,6 +27,7 @@
 #include "src/pool/mem_pool.h"
 #include "src/runtime/handles.h"
 #include "src/sim/checker.h"
+#include "src/exec/adapter_executor.h"
 #include "src/exec/thread_executor.h"
 #include "src/sim/sim_executor.h"
 #include "streampool/runtime.h"
@@ -111,6 +112,8 @@ class RuntimeImpl {
     std::vector<TimeNs> last_end;      // simulator: end of S's last op (empty otherwise)
   };
   Introspection Introspect();
+  // The embedder's native stream behind a stream (adapter runtimes only).
+  absl::StatusOr<void*> NativeStream(uint64_t s);
   // The stream index behind a stream handle.
   absl::StatusOr<StreamIndex> StreamIndexOf(uint64_t s);
   void EnableChecker(bool on, bool fatal);
@@ -216,6 +219,7 @@ class RuntimeImpl {
   // with real threads), for what only virtual time can answer.
   std::unique_ptr<Executor> executor_ ABSL_GUARDED_BY(mu_);
   SimExecutor* sim_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AdapterExecutor* adapter_ ABSL_GUARDED_BY(mu_) = nullptr;
   Ordering ordering_ ABSL_GUARDED_BY(mu_);
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);
