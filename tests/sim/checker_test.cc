@@ -139,6 +139,8 @@ TEST_F(CheckerTest, CopiesOfRuntimeMemoryAreChecked) {
   auto r = Reports();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].kind, spCheckUseAfterFree);
+  // The copy lands in `host` when observed: before it goes out of scope.
+  ASSERT_EQ(spStreamSynchronize(a_), spSuccess);
 }
 
 // An oracle that answers "nothing is ordered, nothing observed complete".
