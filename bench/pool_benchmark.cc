@@ -1,145 +1,68 @@
-// The pool's hot path against general-purpose allocators, in one binary so
-// every figure is a ratio from one run (DESIGN.md "Performance model").
+// The pool's single-stream hot path against general-purpose allocators, in
+// one binary so that every figure is a ratio from one run (DESIGN.md
+// "Performance model"). tools/bench_summary.py turns the JSON into ratios.
 //
-// BM_Pool_SameStreamPair/free_blocks:N times one spMallocAsync(1 KiB) +
-// spFreeAsync pair on one stream of a device pool that holds N free 1 KiB
-// holes (2N blocks allocated, every other one freed). The claim under test:
-// the cost does not grow with N, from 1 000 to 64 000 free blocks, because the
-// pool finds a block through size bins, never by scanning free lists. The
-// holes are READY (synchronized) in SameStreamPair and still PENDING on the
-// allocating stream in SameStreamPairPending.
-//
-// Baselines at the same N, each holding N free 1 KiB holes the same way:
-//   BM_Glibc_Pair     __libc_malloc/__libc_free. This binary links Debian's
-//                     shared mimalloc, which overrides plain malloc for the
-//                     whole process, so glibc has to be called by its own name.
+// Pair: one same-stream alloc + free of `size` bytes (64 B .. 1 MiB).
+//   BM_Pool_Pair      spMallocAsync/spFreeAsync (the C API).
+//   BM_Runtime_Pair   Runtime::MallocAsync/FreeAsync (the C++ API).
+//   BM_MemPool_Pair   the internal MemPool alone, with a one-stream oracle: no
+//                     runtime lock, handle lookup, allocation map or stream
+//                     marker op. Pool_Pair minus this is the runtime's share.
+//   BM_Glibc_Pair     __libc_malloc/__libc_free (see bench_common.h).
 //   BM_Mimalloc_Pair  mi_malloc/mi_free.
-//   BM_Upstream_Pair  spMalloc/spFree: one mapping per allocation, i.e. no pool
-//                     at all (here N live 1 KiB spMalloc allocations stand in
-//                     for the holes: the upstream has no free list).
-// And pairs by request size (64 B .. 1 MiB): BM_{Pool,Glibc,Mimalloc}_PairBySize.
+//   BM_Upstream_Pair  spMalloc/spFree: one upstream mapping per allocation,
+//                     i.e. no pool at all.
+//   Goal: Pool_Pair <= 1.5x Glibc_Pair.
+//
+// Holes: 2H blocks of 1 KiB allocated, every other one freed, then the timed
+// 1 KiB alloc + free pair, for H = 1 000 .. 64 000 free holes. The claim: the
+// cost does not grow with H (goal: H = 64 000 within 1.3x of H = 1 000)
+// because the pool finds a block through size bins, never by scanning free
+// lists. BM_Pool_Holes synchronizes so the holes are READY;
+// BM_Pool_HolesPending leaves them PENDING on the allocating stream. Glibc
+// and mimalloc get the same heap shape; BM_Upstream_Holes holds H live
+// spMalloc allocations instead (the upstream has no free list).
+//
+// Random: 200 000 steps of the seeded random program of bench_common.h (sizes
+// 1 B .. 1 MiB, live bytes capped at 8 GiB), replayed identically by the pool
+// (address-only backing) and the baselines (real memory that nothing writes,
+// so resident memory stays small: the max_rss counter shows it).
 //
 // The pool runs on the simulator with address-only backing: nothing is
-// touched, so the figures are the host-side bookkeeping alone (including the
+// touched, so pool figures are host-side bookkeeping alone (including the
 // stream-order marker op every MallocAsync/FreeAsync enqueues).
-#include <mimalloc.h>
-
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "benchmark/benchmark.h"
+#include "src/ordering/oracle.h"
+#include "src/pool/mem_pool.h"
+#include "streampool/physical_memory.h"
+#include "streampool/pool_props.h"
+#include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
-// glibc's allocator under its exported internal names (see the file comment).
-extern "C" void* __libc_malloc(size_t size);
-extern "C" void __libc_free(void* ptr);
-
+namespace streampool::bench {
 namespace {
 
-constexpr size_t kKiB = 1024;
-constexpr size_t kMiB = 1024 * kKiB;
-constexpr size_t kBlock = 1 * kKiB;
+constexpr uint64_t kHoleBlock = 1 * kKiB;
 
-// A runtime with one device whose default pool never shrinks, with room for
-// the largest setup (128 000 KiB-blocks) many times over. Address-only: the
-// capacity is a budget, not memory.
-class PoolFixture {
- public:
-  PoolFixture() {
-    spRuntimeConfig cfg;
-    spRuntimeConfigInit(&cfg);
-    cfg.backing = spBackingAddressOnly;
-    cfg.deviceCapacity = uint64_t{64} << 30;
-    ok_ = spRuntimeCreate(&rt_, &cfg) == spSuccess &&
-          spStreamCreate(&stream_, rt_, 0, spStreamNonBlocking) == spSuccess &&
-          spDeviceGetDefaultMemPool(&pool_, rt_, 0) == spSuccess;
-    uint64_t keep_all = UINT64_MAX;
-    ok_ = ok_ && spMemPoolSetAttribute(pool_, spMemPoolAttrReleaseThreshold, &keep_all) == spSuccess;
-  }
-  ~PoolFixture() {
-    if (rt_ != nullptr) spRuntimeDestroy(rt_);
-  }
-  PoolFixture(const PoolFixture&) = delete;
-  PoolFixture& operator=(const PoolFixture&) = delete;
+// ---------------------------------------------------------------- Pair
 
-  bool ok() const { return ok_; }
-  spRuntime_t rt() const { return rt_; }
-  spStream_t stream() const { return stream_; }
-  spMemPool_t pool() const { return pool_; }
-  spMemPoolStats Stats() const {
-    spMemPoolStats s{};
-    spMemPoolGetStats(pool_, &s);
-    return s;
-  }
-
-  // 2n blocks of `size`, then every other one freed on the stream: n free
-  // holes that cannot coalesce (LIVE blocks separate them). With `sync` they
-  // become READY; without, they stay PENDING on the stream.
-  // All 2n are allocated before any is freed: freeing as we go would let the
-  // next allocation take the block just freed (same-stream reuse), leaving no
-  // holes at all.
-  bool MakeHoles(size_t n, size_t size, bool sync) {
-    std::vector<void*> all(2 * n);
-    for (void*& p : all) {
-      if (spMallocAsync(&p, size, stream_) != spSuccess) return false;
-    }
-    live_.reserve(n);
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (i % 2 == 0) {
-        if (spFreeAsync(all[i], stream_) != spSuccess) return false;
-      } else {
-        live_.push_back(all[i]);
-      }
-    }
-    return !sync || spStreamSynchronize(stream_) == spSuccess;
-  }
-
- private:
-  bool ok_ = false;
-  spRuntime_t rt_ = nullptr;
-  spStream_t stream_ = nullptr;
-  spMemPool_t pool_ = nullptr;
-  std::vector<void*> live_;  // freed with the runtime
-};
-
-// Counters every pool benchmark reports, from the pool's own statistics over
-// the timed loop: how the pairs were served and whether anything grew.
-void ReportPoolCounters(benchmark::State& state, const spMemPoolStats& before,
-                        const spMemPoolStats& after, size_t free_blocks) {
-  const double allocs = static_cast<double>(after.allocCount - before.allocCount);
-  state.counters["free_blocks"] = static_cast<double>(free_blocks);
-  state.counters["reserved_bytes"] = benchmark::Counter(
-      static_cast<double>(after.reservedBytes), benchmark::Counter::kDefaults,
-      benchmark::Counter::OneK::kIs1024);
-  // Fraction of the timed allocations served by the stream's own free
-  // (rule 1); the rest are READY reuse (after-sync) or, on the first pair of a
-  // fresh pool, fresh memory.
-  state.counters["same_stream"] =
-      allocs == 0 ? 0 : (after.reuseSameStream - before.reuseSameStream) / allocs;
-  // Growth inside the timed loop would mean the pairs were not pure reuse.
-  state.counters["grows"] = static_cast<double>(after.upstreamMaps - before.upstreamMaps);
-  state.SetItemsProcessed(state.iterations());
-}
-
-void PoolPairs(benchmark::State& state, size_t free_blocks, size_t size, bool sync) {
-  PoolFixture fx;
-  if (!fx.ok()) {
-    state.SkipWithError("runtime setup failed");
-    return;
-  }
-  if (free_blocks > 0 && !fx.MakeHoles(free_blocks, kBlock, sync)) {
-    state.SkipWithError("making the free holes failed");
-    return;
-  }
-  spStream_t s = fx.stream();
-  // One untimed pair so that a pool without holes has its chunk already.
+// One untimed pair first, so that the timed pairs find the pool's chunk
+// already mapped and the loop measures reuse alone (the grows counter proves
+// it stays 0).
+void PoolPairs(benchmark::State& state, CRuntime& rt, uint64_t size) {
+  spStream_t s = rt.stream();
   void* warm = nullptr;
   if (spMallocAsync(&warm, size, s) != spSuccess || spFreeAsync(warm, s) != spSuccess) {
     state.SkipWithError("warm-up pair failed");
     return;
   }
-  const spMemPoolStats before = fx.Stats();
+  const spMemPoolStats before = rt.Stats();
   for (auto _ : state) {
     void* p = nullptr;
     if (spMallocAsync(&p, size, s) != spSuccess || spFreeAsync(p, s) != spSuccess) {
@@ -148,78 +71,226 @@ void PoolPairs(benchmark::State& state, size_t free_blocks, size_t size, bool sy
     }
     benchmark::DoNotOptimize(p);
   }
-  ReportPoolCounters(state, before, fx.Stats(), free_blocks);
+  const spMemPoolStats after = rt.Stats();
+  const double allocs = static_cast<double>(after.allocCount - before.allocCount);
+  // Every timed allocation should be the stream's own free (rule 1).
+  state.counters["same_stream"] =
+      allocs == 0 ? 0 : (after.reuseSameStream - before.reuseSameStream) / allocs;
+  state.counters["grows"] = static_cast<double>(after.upstreamMaps - before.upstreamMaps);
+  state.counters["reserved"] = Bytes(after.reservedBytes);
+  state.SetItemsProcessed(state.iterations());
 }
 
-// ------------------------------------------------------------- N free holes
-
-void BM_Pool_SameStreamPair(benchmark::State& state) {
-  PoolPairs(state, static_cast<size_t>(state.range(0)), kBlock, /*sync=*/true);
-}
-
-void BM_Pool_SameStreamPairPending(benchmark::State& state) {
-  PoolPairs(state, static_cast<size_t>(state.range(0)), kBlock, /*sync=*/false);
-}
-
-// The general-purpose allocators get the same heap shape: n free 1 KiB holes
-// between live blocks.
-template <void* (*Alloc)(size_t), void (*Free)(void*)>
-void HeapPairs(benchmark::State& state, size_t free_blocks, size_t size) {
-  // As in PoolFixture::MakeHoles: all 2n first, then every other one freed.
-  std::vector<void*> all(2 * free_blocks);
-  for (void*& p : all) {
-    p = Alloc(kBlock);
-    benchmark::DoNotOptimize(p);
+void BM_Pool_Pair(benchmark::State& state) {
+  CRuntime rt;
+  if (!rt.ok()) {
+    state.SkipWithError("runtime setup failed");
+    return;
   }
-  std::vector<void*> live;
-  live.reserve(free_blocks);
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (i % 2 == 0) {
-      Free(all[i]);
-    } else {
-      live.push_back(all[i]);
+  PoolPairs(state, rt, static_cast<uint64_t>(state.range(0)));
+}
+
+void BM_Runtime_Pair(benchmark::State& state) {
+  const uint64_t size = static_cast<uint64_t>(state.range(0));
+  RuntimeConfig cfg;
+  cfg.backing = Backing::kAddressOnly;
+  cfg.device_capacity = 64 * kGiB;
+  absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(cfg);
+  if (!rt.ok()) {
+    state.SkipWithError("runtime setup failed");
+    return;
+  }
+  Runtime& r = **rt;
+  absl::StatusOr<StreamId> s = r.CreateStream(0, /*non_blocking=*/true);
+  absl::StatusOr<PoolId> pool = r.DefaultPool(0);
+  if (!s.ok() || !pool.ok() ||
+      !r.SetPoolAttribute(*pool, PoolAttr::kReleaseThreshold, UINT64_MAX).ok()) {
+    state.SkipWithError("runtime setup failed");
+    return;
+  }
+  absl::StatusOr<AllocInfo> warm = r.MallocAsync(size, *s);
+  if (!warm.ok() || !r.FreeAsync(warm->ptr, *s).ok()) {
+    state.SkipWithError("warm-up pair failed");
+    return;
+  }
+  const uint64_t maps_before = r.GetPoolStats(*pool)->upstream_maps;
+  for (auto _ : state) {
+    absl::StatusOr<AllocInfo> a = r.MallocAsync(size, *s);
+    if (!a.ok() || !r.FreeAsync(a->ptr, *s).ok()) {
+      state.SkipWithError("pair failed");
+      break;
+    }
+    benchmark::DoNotOptimize(a->ptr);
+  }
+  state.counters["grows"] = static_cast<double>(r.GetPoolStats(*pool)->upstream_maps - maps_before);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// What the runtime tells a pool about one stream that nothing else touches:
+// all of its frees are ordered before its next op, none is known complete.
+class OneStreamOracle final : public internal::OrderOracle {
+ public:
+  StreamIndex stream() const override { return 0; }
+  Position OrderedAfter(StreamIndex s) const override { return s == 0 ? pos_ : 0; }
+  Position ObservedComplete(StreamIndex) const override { return 0; }
+  void InsertWait(StreamIndex, Position) override {}
+  // The position the next op takes, as the runtime's marker op would.
+  Position Next() { return ++pos_; }
+
+ private:
+  Position pos_ = 0;
+};
+
+void BM_MemPool_Pair(benchmark::State& state) {
+  const uint64_t size = static_cast<uint64_t>(state.range(0));
+  internal::DeviceBudget budget(64 * kGiB);
+  PoolProps props;
+  props.release_threshold = UINT64_MAX;
+  internal::MemPool pool(props, internal::SizeRule{}, budget.capacity(), NewAddressOnlyMemory(),
+                         &budget);
+  OneStreamOracle oracle;
+  auto pair = [&]() {
+    absl::StatusOr<internal::MemPool::Allocation> a = pool.Allocate(size, oracle);
+    if (!a.ok()) return false;
+    oracle.Next();  // the allocation's marker op
+    benchmark::DoNotOptimize(a->block);
+    pool.FreeAsync(a->block, 0, oracle.Next());
+    return true;
+  };
+  if (!pair()) {
+    state.SkipWithError("warm-up pair failed");
+    return;
+  }
+  for (auto _ : state) {
+    if (!pair()) {
+      state.SkipWithError("pair failed");
+      break;
     }
   }
+  state.SetItemsProcessed(state.iterations());
+}
+
+template <void* (*Alloc)(size_t), void (*Free)(void*)>
+void HeapPairs(benchmark::State& state, size_t size) {
   for (auto _ : state) {
     void* p = Alloc(size);
     benchmark::DoNotOptimize(p);
     Free(p);
   }
-  for (void* p : live) Free(p);
-  state.counters["free_blocks"] = static_cast<double>(free_blocks);
   state.SetItemsProcessed(state.iterations());
 }
 
-void* GlibcMalloc(size_t n) { return __libc_malloc(n); }
-void GlibcFree(void* p) { __libc_free(p); }
-void* MiMalloc(size_t n) { return mi_malloc(n); }
-void MiFree(void* p) { mi_free(p); }
-
 void BM_Glibc_Pair(benchmark::State& state) {
-  HeapPairs<GlibcMalloc, GlibcFree>(state, static_cast<size_t>(state.range(0)), kBlock);
+  HeapPairs<GlibcMalloc, GlibcFree>(state, static_cast<size_t>(state.range(0)));
 }
 
 void BM_Mimalloc_Pair(benchmark::State& state) {
-  HeapPairs<MiMalloc, MiFree>(state, static_cast<size_t>(state.range(0)), kBlock);
+  HeapPairs<MiMalloc, MiFree>(state, static_cast<size_t>(state.range(0)));
 }
 
 void BM_Upstream_Pair(benchmark::State& state) {
+  const uint64_t size = static_cast<uint64_t>(state.range(0));
+  CRuntime rt;
+  if (!rt.ok()) {
+    state.SkipWithError("runtime setup failed");
+    return;
+  }
+  for (auto _ : state) {
+    void* p = nullptr;
+    if (spMalloc(&p, size, rt.rt(), 0) != spSuccess || spFree(rt.rt(), p) != spSuccess) {
+      state.SkipWithError("pair failed");
+      break;
+    }
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void SizeArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("size");
+  for (uint64_t n : {uint64_t{64}, 4 * kKiB, 64 * kKiB, kMiB}) b->Arg(static_cast<int64_t>(n));
+}
+
+BENCHMARK(BM_Pool_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_Runtime_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_MemPool_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_Glibc_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_Mimalloc_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_Upstream_Pair)->Apply(SizeArgs);
+
+// --------------------------------------------------------------- Holes
+
+// 2n blocks of `size`, then every other one freed on the stream: n free
+// holes that cannot coalesce (LIVE blocks separate them). All 2n are
+// allocated before any is freed: freeing as we go would let the next
+// allocation take the block just freed (same-stream reuse), leaving no holes.
+// With `sync` the holes become READY; without, they stay PENDING on the
+// stream. The live half is freed with the runtime.
+bool MakePoolHoles(CRuntime& rt, size_t n, uint64_t size, bool sync) {
+  std::vector<void*> all(2 * n);
+  for (void*& p : all) {
+    if (spMallocAsync(&p, size, rt.stream()) != spSuccess) return false;
+  }
+  for (size_t i = 0; i < all.size(); i += 2) {
+    if (spFreeAsync(all[i], rt.stream()) != spSuccess) return false;
+  }
+  return !sync || spStreamSynchronize(rt.stream()) == spSuccess;
+}
+
+void PoolHoles(benchmark::State& state, bool sync) {
+  const size_t holes = static_cast<size_t>(state.range(0));
+  CRuntime rt;
+  if (!rt.ok() || !MakePoolHoles(rt, holes, kHoleBlock, sync)) {
+    state.SkipWithError("making the free holes failed");
+    return;
+  }
+  PoolPairs(state, rt, kHoleBlock);
+  state.counters["free_blocks"] = static_cast<double>(holes);
+}
+
+void BM_Pool_Holes(benchmark::State& state) { PoolHoles(state, /*sync=*/true); }
+void BM_Pool_HolesPending(benchmark::State& state) { PoolHoles(state, /*sync=*/false); }
+
+// The same heap shape for a general-purpose allocator.
+template <void* (*Alloc)(size_t), void (*Free)(void*)>
+void HeapHoles(benchmark::State& state) {
+  const size_t holes = static_cast<size_t>(state.range(0));
+  std::vector<void*> all(2 * holes);
+  for (void*& p : all) {
+    p = Alloc(kHoleBlock);
+    benchmark::DoNotOptimize(p);
+  }
+  for (size_t i = 0; i < all.size(); i += 2) Free(all[i]);
+  for (auto _ : state) {
+    void* p = Alloc(kHoleBlock);
+    benchmark::DoNotOptimize(p);
+    Free(p);
+  }
+  for (size_t i = 1; i < all.size(); i += 2) Free(all[i]);
+  state.counters["free_blocks"] = static_cast<double>(holes);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Glibc_Holes(benchmark::State& state) { HeapHoles<GlibcMalloc, GlibcFree>(state); }
+void BM_Mimalloc_Holes(benchmark::State& state) { HeapHoles<MiMalloc, MiFree>(state); }
+
+void BM_Upstream_Holes(benchmark::State& state) {
   const size_t live_count = static_cast<size_t>(state.range(0));
-  PoolFixture fx;
-  if (!fx.ok()) {
+  CRuntime rt;
+  if (!rt.ok()) {
     state.SkipWithError("runtime setup failed");
     return;
   }
   std::vector<void*> live(live_count);
   for (void*& p : live) {
-    if (spMalloc(&p, kBlock, fx.rt(), 0) != spSuccess) {
+    if (spMalloc(&p, kHoleBlock, rt.rt(), 0) != spSuccess) {
       state.SkipWithError("spMalloc setup failed");
       return;
     }
   }
   for (auto _ : state) {
     void* p = nullptr;
-    if (spMalloc(&p, kBlock, fx.rt(), 0) != spSuccess || spFree(fx.rt(), p) != spSuccess) {
+    if (spMalloc(&p, kHoleBlock, rt.rt(), 0) != spSuccess || spFree(rt.rt(), p) != spSuccess) {
       state.SkipWithError("pair failed");
       break;
     }
@@ -229,39 +300,114 @@ void BM_Upstream_Pair(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void FreeBlockArgs(benchmark::internal::Benchmark* b) {
+void HoleArgs(benchmark::internal::Benchmark* b) {
   b->ArgName("free_blocks");
   for (int64_t n : {1000, 4000, 16000, 64000}) b->Arg(n);
 }
 
-BENCHMARK(BM_Pool_SameStreamPair)->Apply(FreeBlockArgs);
-BENCHMARK(BM_Pool_SameStreamPairPending)->Apply(FreeBlockArgs);
-BENCHMARK(BM_Glibc_Pair)->Apply(FreeBlockArgs);
-BENCHMARK(BM_Mimalloc_Pair)->Apply(FreeBlockArgs);
-BENCHMARK(BM_Upstream_Pair)->Apply(FreeBlockArgs);
+BENCHMARK(BM_Pool_Holes)->Apply(HoleArgs);
+BENCHMARK(BM_Pool_HolesPending)->Apply(HoleArgs);
+BENCHMARK(BM_Glibc_Holes)->Apply(HoleArgs);
+BENCHMARK(BM_Mimalloc_Holes)->Apply(HoleArgs);
+BENCHMARK(BM_Upstream_Holes)->Apply(HoleArgs);
 
-// ------------------------------------------------------------ by size
+// -------------------------------------------------------------- Random
 
-// An otherwise empty pool (one warm chunk): the pair's cost by request size.
-void BM_Pool_PairBySize(benchmark::State& state) {
-  PoolPairs(state, /*free_blocks=*/0, static_cast<size_t>(state.range(0)), /*sync=*/true);
+constexpr uint64_t kRandomSeed = 42;
+constexpr size_t kRandomSteps = 200000;
+constexpr uint64_t kRandomCap = 8 * kGiB;
+constexpr uint32_t kRandomMaxSize = 1 << 20;
+
+const Trace& RandomTrace() {
+  static const Trace* trace =
+      new Trace(MakeRandomTrace(kRandomSeed, kRandomSteps, kRandomCap, kRandomMaxSize,
+                                /*drain=*/false));
+  return *trace;
 }
 
-void BM_Glibc_PairBySize(benchmark::State& state) {
-  HeapPairs<GlibcMalloc, GlibcFree>(state, 0, static_cast<size_t>(state.range(0)));
+void ReportTrace(benchmark::State& state, const Trace& t) {
+  state.counters["steps"] = static_cast<double>(t.ops.size());
+  state.counters["time_per_step"] = TimePer(static_cast<double>(t.ops.size()));
+  state.counters["peak_live"] = Bytes(t.peak_live_bytes);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * t.ops.size()));
 }
 
-void BM_Mimalloc_PairBySize(benchmark::State& state) {
-  HeapPairs<MiMalloc, MiFree>(state, 0, static_cast<size_t>(state.range(0)));
+// Each iteration replays the whole program on a fresh runtime; creating it and
+// freeing what is left at the end are untimed.
+void BM_Pool_Random(benchmark::State& state) {
+  const Trace& t = RandomTrace();
+  std::vector<void*> ptrs(t.slots);
+  const std::vector<uint32_t> leftover = LiveSlotsAtEnd(t);
+  spMemPoolStats stats{};
+  for (auto _ : state) {
+    state.PauseTiming();
+    {
+      // 64 GiB of address space: room for the 8 GiB cap plus whatever
+      // fragmentation costs (the peak_reserved counter shows it).
+      auto rt = std::make_unique<CRuntime>(1, 64 * kGiB);
+      if (!rt->ok()) {
+        state.SkipWithError("runtime setup failed");
+        break;
+      }
+      spStream_t s = rt->stream();
+      state.ResumeTiming();
+      bool ok = true;
+      for (const TraceOp& op : t.ops) {
+        if (op.size != 0) {
+          ok = spMallocAsync(&ptrs[op.slot], op.size, s) == spSuccess;
+        } else {
+          ok = spFreeAsync(ptrs[op.slot], s) == spSuccess;
+        }
+        if (!ok) break;
+      }
+      state.PauseTiming();
+      if (!ok) {
+        state.SkipWithError("a step failed");
+        break;
+      }
+      stats = rt->Stats();
+    }  // destroying the runtime frees the leftovers
+    state.ResumeTiming();
+  }
+  ReportTrace(state, t);
+  state.counters["peak_reserved"] = Bytes(stats.reservedHigh);
+  state.counters["upstream_maps"] = static_cast<double>(stats.upstreamMaps);
+  state.counters["same_stream"] = static_cast<double>(stats.reuseSameStream);
+  state.counters["leftover_blocks"] = static_cast<double>(leftover.size());
 }
 
-void SizeArgs(benchmark::internal::Benchmark* b) {
-  b->ArgName("size");
-  for (int64_t n : {int64_t{64}, int64_t{4 * kKiB}, int64_t{64 * kKiB}, int64_t{kMiB}}) b->Arg(n);
+template <void* (*Alloc)(size_t), void (*Free)(void*)>
+void HeapRandom(benchmark::State& state) {
+  const Trace& t = RandomTrace();
+  std::vector<void*> ptrs(t.slots);
+  const std::vector<uint32_t> leftover = LiveSlotsAtEnd(t);
+  uint64_t rss_at_end = 0;
+  for (auto _ : state) {
+    for (const TraceOp& op : t.ops) {
+      if (op.size != 0) {
+        ptrs[op.slot] = Alloc(op.size);
+        benchmark::DoNotOptimize(ptrs[op.slot]);
+      } else {
+        Free(ptrs[op.slot]);
+      }
+    }
+    state.PauseTiming();
+    // With up to 8 GiB live, resident memory must stay small: the allocator
+    // touches its headers, never the blocks.
+    rss_at_end = CurrentRssBytes();
+    for (uint32_t slot : leftover) Free(ptrs[slot]);
+    state.ResumeTiming();
+  }
+  ReportTrace(state, t);
+  state.counters["rss_at_end"] = Bytes(rss_at_end);
 }
 
-BENCHMARK(BM_Pool_PairBySize)->Apply(SizeArgs);
-BENCHMARK(BM_Glibc_PairBySize)->Apply(SizeArgs);
-BENCHMARK(BM_Mimalloc_PairBySize)->Apply(SizeArgs);
+void BM_Glibc_Random(benchmark::State& state) { HeapRandom<GlibcMalloc, GlibcFree>(state); }
+void BM_Mimalloc_Random(benchmark::State& state) { HeapRandom<MiMalloc, MiFree>(state); }
+
+BENCHMARK(BM_Pool_Random)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Glibc_Random)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Mimalloc_Random)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+}  // namespace streampool::bench
