@@ -19,7 +19,10 @@ usage: ./run.sh <command> [args]
   build [type]         configure and build into build/<type> (default Release)
   demo [args...]       build Release and run build/release/tools/streampool-demo
   test                 build Release, run ctest, then check the installed package
-                       (find_package and pkg-config consumers)
+                       (find_package and pkg-config consumers, C and C++), static
+                       and shared (relocated prefix, exported symbols)
+  docs                 API reference of include/streampool with Doxygen into
+                       build/docs (installs doxygen if missing; fails on warnings)
   sanitize [which]     ASan+UBSan build in build/asan and TSan build in build/tsan,
                        each running ctest; which = address | thread | all (default)
   fuzz [seconds]       libFuzzer build of the C API fuzzer (clang), run for seconds
@@ -94,13 +97,117 @@ install_check() {
   # shellcheck disable=SC2086  # flags are a word list
   cc -std=c11 -Wall -Wextra tests/install/consumer.c $flags -o "$consumer/consumer-pkgconfig"
   "$consumer/consumer-pkgconfig"
+  # shellcheck disable=SC2086
+  c++ -std=c++20 -Wall -Wextra tests/install/consumer_cpp.cc $flags \
+    -o "$consumer/consumer_cpp-pkgconfig"
+  "$consumer/consumer_cpp-pkgconfig"
+  "$consumer/consumer_cpp"
   log "install check passed"
+}
+
+# check_exports <libstreampool.so>: the dynamic symbol table holds the public
+# API only: sp* C functions and streampool:: symbols outside ::internal.
+check_exports() {
+  local so="$1" symbols bad
+  symbols="$(nm -D --defined-only -C "$so" | cut -d' ' -f3-)"
+  [[ -n "$symbols" ]] || { echo "$so exports nothing" >&2; exit 1; }
+  bad="$(grep -Ev '^(sp[A-Z][A-Za-z]*|((typeinfo|typeinfo name|vtable) for )?streampool::.*)$' \
+           <<<"$symbols" || true)"
+  bad+="$(grep -E '^((typeinfo|typeinfo name|vtable) for )?streampool::internal::' \
+           <<<"$symbols" || true)"
+  if [[ -n "$bad" ]]; then
+    echo "$so exports symbols outside the public API:" >&2
+    echo "$bad" >&2
+    exit 1
+  fi
+  log "$(wc -l <<<"$symbols") exported symbols, all public: $(grep -c '^sp' <<<"$symbols") sp*, $(grep -vc '^sp' <<<"$symbols") streampool::"
+}
+
+# The same consumers against a shared build, installed and then moved to
+# another prefix (the package must be relocatable). The examples run on the
+# shared library too, which proves every public C++ symbol they use is
+# exported.
+install_check_shared() {
+  local build="$ROOT/build/shared"
+  local stage="$ROOT/build/install-shared-stage"
+  local prefix="$ROOT/build/install-shared"
+  local consumer="$ROOT/build/install-consumer-shared"
+  log "shared library build ($build)"
+  configure_and_build "$build" Release -DBUILD_SHARED_LIBS=ON -DSTREAMPOOL_BUILD_TESTS=OFF \
+    -DSTREAMPOOL_BUILD_BENCH=OFF -DSTREAMPOOL_BUILD_TOOLS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=ON
+  ctest --test-dir "$build" --output-on-failure -j2
+
+  log "install into $stage, then move to $prefix"
+  rm -rf "$stage" "$prefix" "$consumer"
+  cmake --install "$build" --prefix "$stage"
+  mv "$stage" "$prefix"
+  local so
+  so="$(find "$prefix" -name 'libstreampool.so.*.*.*' -print -quit)"
+  [[ -n "$so" ]] || { echo "no libstreampool.so installed under $prefix" >&2; exit 1; }
+  [[ -z "$(find "$prefix" -name 'libstreampool.a')" ]] || { echo "static library in a shared install" >&2; exit 1; }
+  check_exports "$so"
+  local libdir
+  libdir="$(dirname "$so")"
+
+  log "shared consumers via find_package(streampool)"
+  cmake -S tests/install -B "$consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_SKIP_RPATH=ON
+  cmake --build "$consumer"
+  local bin ldd_out
+  for bin in consumer consumer_cpp; do
+    # Linked against the relocated .so, not a static copy.
+    ldd_out="$(LD_LIBRARY_PATH="$libdir" ldd "$consumer/$bin")"
+    grep -q "$libdir/libstreampool.so" <<<"$ldd_out" \
+      || { echo "$bin does not load $libdir/libstreampool.so" >&2; exit 1; }
+    LD_LIBRARY_PATH="$libdir" "$consumer/$bin"
+  done
+
+  log "shared consumers via pkg-config"
+  local flags
+  flags="$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs streampool)"
+  # shellcheck disable=SC2086  # flags are a word list
+  cc -std=c11 -Wall -Wextra tests/install/consumer.c $flags -o "$consumer/consumer-pkgconfig"
+  # shellcheck disable=SC2086
+  c++ -std=c++20 -Wall -Wextra tests/install/consumer_cpp.cc $flags \
+    -o "$consumer/consumer_cpp-pkgconfig"
+  LD_LIBRARY_PATH="$libdir" "$consumer/consumer-pkgconfig"
+  LD_LIBRARY_PATH="$libdir" "$consumer/consumer_cpp-pkgconfig"
+  log "shared install check passed"
 }
 
 cmd_test() {
   cmd_build Release
   ctest --test-dir build/release --output-on-failure -j2
   install_check
+  install_check_shared
+}
+
+cmd_docs() {
+  if ! command -v doxygen >/dev/null; then
+    if [[ "$(id -u)" != 0 ]]; then
+      echo "doxygen is missing; install it with: sudo apt-get install doxygen" >&2
+      exit 1
+    fi
+    log "installing doxygen"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends doxygen
+  fi
+  rm -rf build/docs
+  mkdir -p build/docs
+  # The Doxyfile fails on any warning (WARN_AS_ERROR = FAIL_ON_WARNINGS) and
+  # also logs them to build/docs/warnings.log; print them either way.
+  local rc=0
+  doxygen Doxyfile >build/docs/doxygen.log 2>&1 || rc=$?
+  if [[ -s build/docs/warnings.log ]]; then
+    cat build/docs/warnings.log >&2
+    rc=1
+  fi
+  if ((rc != 0)); then
+    tail -n 20 build/docs/doxygen.log >&2
+    echo "docs: doxygen failed or warned" >&2
+    exit 1
+  fi
+  log "API reference in build/docs/html/index.html"
 }
 
 cmd_sanitize() {
@@ -140,6 +247,10 @@ cmd_bench() {
   if ((ran == 0)); then
     log "no benchmarks (bench/*_benchmark.cc)"
   else
+    # Ratios against the baselines, as Markdown: stdout and summary.md.
+    log "summary ($out/summary.md)"
+    python3 tools/bench_summary.py "$out" --out "$out/summary.md" \
+      --command "./run.sh bench${*:+ $*}"
     log "results in $out"
   fi
 }
@@ -169,6 +280,7 @@ main() {
     build) cmd_build "$@" ;;
     demo) cmd_demo "$@" ;;
     test) cmd_test ;;
+    docs) cmd_docs ;;
     sanitize) cmd_sanitize "$@" ;;
     bench) cmd_bench "$@" ;;
     fuzz) cmd_fuzz "$@" ;;
