@@ -1,50 +1,58 @@
-// What a pool reports: CUDA's four usage attributes plus the decisions behind
-// them, so benchmarks and policy tests can see why memory was or was not
-// reused.
+/// \file
+/// What a pool reports: CUDA's four usage attributes plus the decisions behind
+/// them, so benchmarks and policy tests can see why memory was or was not
+/// reused.
 #ifndef STREAMPOOL_MEM_POOL_H_
 #define STREAMPOOL_MEM_POOL_H_
 
 #include <cstdint>
 
+#include "streampool/export.h"
+
 namespace streampool {
 
-// How one successful non-zero allocation was served (DESIGN.md "Serving
-// MallocAsync"); each counts exactly one.
+/// How one successful non-zero allocation was served (DESIGN.md "Serving
+/// MallocAsync"); each counts exactly one.
 enum class ReuseRule {
-  kFresh,                // bytes never handed out before (growth is upstream_maps)
-  kSameStream,           // the stream's own pending free
-  kEventDependency,      // rule 2: a free ordered before by events or the legacy stream
-  kOpportunistic,        // rule 3: a free observed complete
-  kAfterSync,            // a READY block holding bytes handed out before
-  kInternalDependency,   // rule 5: a wait inserted on the free
+  kFresh,                ///< bytes never handed out before (growth is upstream_maps)
+  kSameStream,           ///< the stream's own pending free
+  kEventDependency,      ///< rule 2: a free ordered before by events or the legacy stream
+  kOpportunistic,        ///< rule 3: a free observed complete
+  kAfterSync,            ///< a READY block holding bytes handed out before
+  kInternalDependency,   ///< rule 5: a wait inserted on the free
 };
 
-const char* ReuseRuleName(ReuseRule rule);
+/// The rule's name in lower case with hyphens, e.g. "same-stream",
+/// "event-dependency"; "unknown" for a value outside the enum.
+STREAMPOOL_EXPORT const char* ReuseRuleName(ReuseRule rule);
 
+/// A pool's statistics (Runtime::GetPoolStats; C: spMemPoolStats, which has
+/// all but the last three fields). Counts are since the pool's creation;
+/// "high" values are watermarks (reset through the pool attributes).
 struct PoolStats {
-  uint64_t reserved_bytes = 0;
-  uint64_t reserved_high = 0;
-  uint64_t used_bytes = 0;
-  uint64_t used_high = 0;
-  uint64_t alloc_count = 0;
-  uint64_t free_count = 0;
-  uint64_t failed_alloc_count = 0;
-  uint64_t reuse_same_stream = 0;
-  uint64_t reuse_event_dependency = 0;
-  uint64_t reuse_opportunistic = 0;
-  uint64_t reuse_after_sync = 0;
-  uint64_t reuse_internal_dependency = 0;
-  uint64_t fresh_allocs = 0;
-  uint64_t waits_inserted = 0;
-  uint64_t upstream_maps = 0;
-  uint64_t upstream_unmaps = 0;
-  uint64_t huge_page_bytes = 0;
-  uint64_t transparent_huge_page_bytes = 0;
-  uint64_t normal_page_bytes = 0;
-  uint64_t largest_free_block = 0;
-  // Bytes ever mapped from the upstream.
+  uint64_t reserved_bytes = 0;               ///< bytes mapped from the upstream now (ReservedMemCurrent)
+  uint64_t reserved_high = 0;                ///< watermark of reserved_bytes (ReservedMemHigh)
+  uint64_t used_bytes = 0;                   ///< rule sizes of live allocations (UsedMemCurrent)
+  uint64_t used_high = 0;                    ///< watermark of used_bytes (UsedMemHigh)
+  uint64_t alloc_count = 0;                  ///< successful non-zero allocations
+  uint64_t free_count = 0;                   ///< accepted FreeAsync and Free calls (null excluded)
+  uint64_t failed_alloc_count = 0;           ///< allocations that failed
+  uint64_t reuse_same_stream = 0;            ///< allocations served by ReuseRule::kSameStream
+  uint64_t reuse_event_dependency = 0;       ///< ... by ReuseRule::kEventDependency
+  uint64_t reuse_opportunistic = 0;          ///< ... by ReuseRule::kOpportunistic
+  uint64_t reuse_after_sync = 0;             ///< ... by ReuseRule::kAfterSync
+  uint64_t reuse_internal_dependency = 0;    ///< ... by ReuseRule::kInternalDependency
+  uint64_t fresh_allocs = 0;                 ///< ... by ReuseRule::kFresh
+  uint64_t waits_inserted = 0;               ///< waits rule 5 inserted
+  uint64_t upstream_maps = 0;                ///< chunks mapped from the upstream
+  uint64_t upstream_unmaps = 0;              ///< chunks given back to the upstream
+  uint64_t huge_page_bytes = 0;              ///< reserved bytes on explicit huge pages
+  uint64_t transparent_huge_page_bytes = 0;  ///< reserved bytes on transparent huge pages
+  uint64_t normal_page_bytes = 0;            ///< reserved bytes on normal pages (or unknown)
+  uint64_t largest_free_block = 0;           ///< the largest READY or PENDING block
+  /// Bytes ever mapped from the upstream.
   uint64_t upstream_bytes_mapped = 0;
-  // 1 - used/reserved (0 when nothing is reserved).
+  /// 1 - used/reserved (0 when nothing is reserved).
   double fragmentation = 0;
 };
 

@@ -1,12 +1,13 @@
-// Upstreams: where a pool's chunks come from.
-//
-// A PhysicalMemory hands out whole mappings and takes them back; pools carve
-// blocks out of them. Every upstream promises:
-//  * Map(bytes) returns a mapping of exactly `bytes` bytes (bytes is a
-//    multiple of 4 KiB), page aligned, or an error with nothing left mapped;
-//  * Unmap takes back exactly a mapping Map returned, once;
-//  * the byte counts of a mapping by page kind sum to its size;
-//  * it is used under its owner's lock (no internal locking required).
+/// \file
+/// Upstreams: where a pool's chunks come from.
+///
+/// A PhysicalMemory hands out whole mappings and takes them back; pools carve
+/// blocks out of them. Every upstream promises:
+///  * Map(bytes) returns a mapping of exactly `bytes` bytes (bytes is a
+///    multiple of 4 KiB), page aligned, or an error with nothing left mapped;
+///  * Unmap takes back exactly a mapping Map returned, once;
+///  * the byte counts of a mapping by page kind sum to its size;
+///  * it is used under its owner's lock (no internal locking required).
 #ifndef STREAMPOOL_PHYSICAL_MEMORY_H_
 #define STREAMPOOL_PHYSICAL_MEMORY_H_
 
@@ -15,52 +16,65 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "streampool/export.h"
 #include "streampool/pool_props.h"
 
 namespace streampool {
 
+/// One mapping an upstream handed out: a page-aligned range and how it is
+/// backed, as far as the system tells (bytes not known to be on huge pages
+/// count as normal; the three counts sum to size).
 struct Mapping {
-  void* base = nullptr;
-  uint64_t size = 0;
-  // How the mapping is backed, as far as the system tells; bytes not known to
-  // be on huge pages count as normal.
-  uint64_t huge_page_bytes = 0;
-  uint64_t transparent_huge_page_bytes = 0;
-  uint64_t normal_page_bytes = 0;
+  void* base = nullptr;                      ///< first byte
+  uint64_t size = 0;                         ///< bytes
+  uint64_t huge_page_bytes = 0;              ///< on explicit (hugetlbfs) huge pages
+  uint64_t transparent_huge_page_bytes = 0;  ///< on transparent huge pages
+  uint64_t normal_page_bytes = 0;            ///< on normal pages, or unknown
 };
 
-class PhysicalMemory {
+/// An upstream: the interface a pool maps its chunks from (promises in the
+/// file comment). Implement it to put a pool on other memory, or use
+/// NewCallbackMemory.
+class STREAMPOOL_EXPORT PhysicalMemory {
  public:
   virtual ~PhysicalMemory() = default;
+  /// Maps exactly `bytes` (a multiple of 4 KiB), page aligned; on error
+  /// nothing stays mapped (kResourceExhausted when memory is short).
   virtual absl::StatusOr<Mapping> Map(uint64_t bytes) = 0;
+  /// Takes back exactly a mapping Map returned, once.
   virtual void Unmap(const Mapping& mapping) = 0;
-  // Whether the host may read and write the memory (false for address-only
-  // reservations).
+  /// Whether the host may read and write the memory (false for address-only
+  /// reservations).
   virtual bool touchable() const = 0;
+  /// A short name for reports ("host", "address-only", ...).
   virtual const char* name() const = 0;
 };
 
-// Anonymous private mmap: real, touchable memory, faulted in on first touch.
-std::unique_ptr<PhysicalMemory> NewHostMemory();
-// PROT_NONE reservations: address space only, never touched. Replays
-// workloads larger than the machine's memory.
-std::unique_ptr<PhysicalMemory> NewAddressOnlyMemory();
-// 2 MiB pages per `policy` (see PagePolicy), prefaulted, with the bytes per
-// page kind read back from the system. Not touchable: address space only,
-// counted under the policy's first choice.
-std::unique_ptr<PhysicalMemory> NewHugePageMemory(PagePolicy policy, bool touchable = true);
+/// Anonymous private mmap: real, touchable memory, faulted in on first touch.
+STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewHostMemory();
+/// PROT_NONE reservations: address space only, never touched. Replays
+/// workloads larger than the machine's memory.
+STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewAddressOnlyMemory();
+/// 2 MiB pages per `policy` (see PagePolicy), prefaulted, with the bytes per
+/// page kind read back from the system. With `touchable` false: address space
+/// only, counted under the policy's first choice.
+STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewHugePageMemory(PagePolicy policy,
+                                                                    bool touchable = true);
 
-// User functions behind a pool: map returns `bytes` of memory aligned to at
-// least 256 B (or null on failure); unmap takes back exactly what map gave.
+/// User functions behind a pool: map returns `bytes` of memory aligned to at
+/// least 256 B (or null on failure); unmap takes back exactly what map gave.
 struct UpstreamCallbacks {
+  /// Returns `bytes` (a multiple of 2 MiB) aligned to at least 256 B, or null.
   std::function<void*(uint64_t bytes)> map;
+  /// Takes back exactly what map returned.
   std::function<void(void* base, uint64_t bytes)> unmap;
-  // Whether the host may read and write the memory (copies and fills move
-  // bytes only where it may).
+  /// Whether the host may read and write the memory (copies and fills move
+  /// bytes only where it may).
   bool touchable = true;
 };
-// Null when either function is missing.
-std::unique_ptr<PhysicalMemory> NewCallbackMemory(UpstreamCallbacks callbacks);
+/// An upstream over `callbacks`, for Runtime::CreatePool(props, upstream).
+/// Null when either function is missing.
+STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewCallbackMemory(UpstreamCallbacks callbacks);
 
 }  // namespace streampool
 

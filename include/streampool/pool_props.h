@@ -1,5 +1,6 @@
-// Every pool option in one place: what the C API's spMemPoolProps and pool
-// attributes set, with its type and default.
+/// \file
+/// Every pool option in one place: what the C API's spMemPoolProps and pool
+/// attributes set, with its type and default.
 #ifndef STREAMPOOL_POOL_PROPS_H_
 #define STREAMPOOL_POOL_PROPS_H_
 
@@ -7,39 +8,53 @@
 
 namespace streampool {
 
+/// What memory a pool hands out (C: spMemAllocationType); the type fixes the
+/// block start alignment and the size rule (DESIGN.md "Pool variants").
 enum class AllocationType {
-  kDevice = 1,      // a simulated device; 256-B blocks
-  kPinnedHost = 2,  // host memory usable from every device; 64-B blocks
-  kHugePage = 3,    // 2 MiB huge pages, per PagePolicy
-  kDvpp = 4,        // Ascend media memory: 128-B starts, ALIGN_UP(len,32)+32 sizing
+  kDevice = 1,      ///< a simulated device; 256-B blocks
+  kPinnedHost = 2,  ///< host memory usable from every device; 64-B blocks
+  kHugePage = 3,    ///< 2 MiB huge pages, per PagePolicy
+  kDvpp = 4,        ///< Ascend media memory: 128-B starts, ALIGN_UP(len,32)+32 sizing
 };
 
+/// Which pages back HugePage and Dvpp pools (as ACL_MEM_MALLOC_HUGE_FIRST /
+/// HUGE_ONLY / NORMAL_ONLY; C: spPagePolicy).
 enum class PagePolicy {
-  kHugeFirst = 0,   // explicit huge pages, else transparent, else normal
-  kHugeOnly = 1,    // explicit huge pages or a clean allocation error
-  kNormalOnly = 2,  // normal pages, MADV_NOHUGEPAGE
+  kHugeFirst = 0,   ///< explicit huge pages, else transparent, else normal
+  kHugeOnly = 1,    ///< explicit huge pages or a clean allocation error
+  kNormalOnly = 2,  ///< normal pages, MADV_NOHUGEPAGE
 };
 
+/// The properties of a pool made by Runtime::CreatePool (C: spMemPoolProps
+/// plus the pool attributes). Each field has its default here.
 struct PoolProps {
+  /// What memory the pool hands out.
   AllocationType alloc_type = AllocationType::kDevice;
-  // The device the pool's memory lives on (ignored for pinned host pools).
+  /// The device the pool's memory lives on (ignored for pinned host pools).
   int device = 0;
-  // Upper bound on the pool's reserved bytes; 0 = the device's capacity.
+  /// Upper bound on the pool's reserved bytes; 0 = the device's capacity.
   uint64_t max_size = 0;
+  /// Pages behind HugePage and Dvpp pools (ignored by the other types).
   PagePolicy page_policy = PagePolicy::kHugeFirst;
-  // IPC handle types the pool can be exported as; 0 = not exportable.
+  /// IPC handle types the pool can be exported as; 0 = not exportable.
   unsigned handle_types = 0;
-  // Size blocks by aclrtMalloc's rule, ALIGN_UP(len, 32) + 32 bytes, instead
-  // of the type's own (Device and HugePage pools).
+  /// Size blocks by aclrtMalloc's rule, ALIGN_UP(len, 32) + 32 bytes, instead
+  /// of the type's own (Device and HugePage pools).
   bool acl_rounding = false;
 
   // Reuse policies (DESIGN.md "Serving MallocAsync"); all on by default, as
   // in CUDA.
+
+  /// Rule 2: reuse another stream's free that this stream is ordered after
+  /// (events, the legacy stream).
   bool reuse_follow_event_dependencies = true;
+  /// Rule 3: reuse another stream's free observed complete.
   bool reuse_allow_opportunistic = true;
+  /// Rule 5: when growth fails, reuse another stream's pending free after
+  /// inserting a wait on it.
   bool reuse_allow_internal_dependencies = true;
-  // Bytes the pool keeps reserved at synchronize calls; 0 releases every
-  // wholly free chunk, UINT64_MAX never shrinks the pool.
+  /// Bytes the pool keeps reserved at synchronize calls; 0 releases every
+  /// wholly free chunk, UINT64_MAX never shrinks the pool.
   uint64_t release_threshold = 0;
 };
 

@@ -1,56 +1,62 @@
-// StreamAdapter: how an embedder whose streams and events live in another
-// runtime (CUDA, CANN, a task runtime) lets streampool's pools reason about
-// them.
-//
-// streampool needs only three things from a stream runtime: put a marker on a
-// stream after everything enqueued so far, tell whether a marker has been
-// reached, and make a stream wait for a marker. With CUDA these are
-// cudaEventRecord, cudaEventQuery and cudaStreamWaitEvent; with AscendCL,
-// aclrtRecordEvent, aclrtQueryEventStatus and aclrtStreamWaitEvent.
-//
-// A runtime created with an adapter (RuntimeConfig::adapter) runs no work
-// itself. Each streampool stream is bound to a native stream; the embedder
-// launches its kernels and copies natively (Runtime::NativeStream), and calls
-// streampool for allocations, frees and the event records and waits that
-// order its streams (Runtime::RecordEvent / StreamWaitEvent record and wait
-// natively too), so the pools' reuse policies see the same dependencies the
-// native runtime enforces. Host functions enqueued through streampool run on
-// the host when a synchronize or query observes them complete.
-//
-// Every method may be called from any host thread, never concurrently for the
-// same marker, and never while the caller holds a lock of the adapter's.
+/// \file
+/// StreamAdapter: how an embedder whose streams and events live in another
+/// runtime (CUDA, CANN, a task runtime) lets streampool's pools reason about
+/// them.
+///
+/// streampool needs only three things from a stream runtime: put a marker on a
+/// stream after everything enqueued so far, tell whether a marker has been
+/// reached, and make a stream wait for a marker. With CUDA these are
+/// cudaEventRecord, cudaEventQuery and cudaStreamWaitEvent; with AscendCL,
+/// aclrtRecordEvent, aclrtQueryEventStatus and aclrtStreamWaitEvent.
+///
+/// A runtime created with an adapter (RuntimeConfig::adapter) runs no work
+/// itself. Each streampool stream is bound to a native stream; the embedder
+/// launches its kernels and copies natively (Runtime::NativeStream), and calls
+/// streampool for allocations, frees and the event records and waits that
+/// order its streams (Runtime::RecordEvent / StreamWaitEvent record and wait
+/// natively too), so the pools' reuse policies see the same dependencies the
+/// native runtime enforces. Host functions enqueued through streampool run on
+/// the host when a synchronize or query observes them complete.
+///
+/// Every method may be called from any host thread, never concurrently for the
+/// same marker, and never while the caller holds a lock of the adapter's.
 #ifndef STREAMPOOL_STREAM_ADAPTER_H_
 #define STREAMPOOL_STREAM_ADAPTER_H_
 
 #include "absl/status/statusor.h"
+#include "streampool/export.h"
 
 namespace streampool {
 
-class StreamAdapter {
+/// The interface an embedder implements to put streampool's pools over its
+/// own runtime's streams and events (see the file comment).
+class STREAMPOOL_EXPORT StreamAdapter {
  public:
+  /// The embedder's stream (cudaStream_t, aclrtStream, ...).
   using NativeStream = void*;
+  /// The embedder's marker of a point in a stream (an event).
   using Marker = void*;
 
   virtual ~StreamAdapter() = default;
 
-  // The native stream behind a new streampool stream on `device`. For the
-  // device's legacy stream (legacy == true) this is typically the native
-  // default stream. An error fails the stream's creation.
+  /// The native stream behind a new streampool stream on `device`. For the
+  /// device's legacy stream (legacy == true) this is typically the native
+  /// default stream. An error fails the stream's creation.
   virtual absl::StatusOr<NativeStream> CreateStream(int device, bool legacy,
                                                     bool non_blocking) = 0;
-  // Called once the streampool stream is destroyed and all its work observed
-  // complete (or at runtime destruction).
+  /// Called once the streampool stream is destroyed and all its work observed
+  /// complete (or at runtime destruction).
   virtual void DestroyStream(NativeStream stream) = 0;
 
-  // A marker placed after everything enqueued on `stream` so far.
+  /// A marker placed after everything enqueued on `stream` so far.
   virtual Marker Record(NativeStream stream) = 0;
-  // Whether the marker has been reached. Must not block.
+  /// Whether the marker has been reached. Must not block.
   virtual bool Done(Marker marker) = 0;
-  // Work enqueued on `stream` from now on waits until `marker` is reached.
+  /// Work enqueued on `stream` from now on waits until `marker` is reached.
   virtual void Wait(NativeStream stream, Marker marker) = 0;
-  // Blocks the calling host thread until `marker` is reached.
+  /// Blocks the calling host thread until `marker` is reached.
   virtual void Synchronize(Marker marker) = 0;
-  // The marker is no longer needed.
+  /// The marker is no longer needed.
   virtual void Release(Marker marker) = 0;
 };
 

@@ -75,7 +75,7 @@ void* PoolResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   return reinterpret_cast<void*>(aligned);
 }
 
-void PoolResource::do_deallocate(void* p, std::size_t bytes, std::size_t alignment) {
+void PoolResource::do_deallocate(void* p, std::size_t /*bytes*/, std::size_t alignment) {
   if (p == nullptr) return;
   void* block = p;
   // Any allocation with an alignment above what every pool keeps may have been
