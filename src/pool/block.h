@@ -11,7 +11,8 @@
 // Invariants (MemPool::CheckInvariants):
 //   Σ block sizes of a chunk == chunk size, blocks contiguous in address order;
 //   no two adjacent READY blocks; no two adjacent PENDING blocks of one stream;
-//   a PENDING block has a non-zero stamp, any other block stamp 0.
+//   a PENDING block has a non-zero stamp, any other block stamp 0;
+//   every LIVE block lies below its chunk's handed_out_end.
 #ifndef STREAMPOOL_SRC_POOL_BLOCK_H_
 #define STREAMPOOL_SRC_POOL_BLOCK_H_
 
@@ -37,9 +38,6 @@ struct Block {
   Block* prev = nullptr;
   Block* next = nullptr;
   BlockState state = BlockState::kReady;
-  // Holds bytes handed out before: a READY dirty block serves reuseAfterSync,
-  // a clean one fresh memory.
-  bool dirty = false;
   // PENDING: the freeing stream. LIVE: the allocating stream.
   StreamIndex stream = kNoStream;
   Position free_pos = 0;
@@ -62,6 +60,12 @@ struct Chunk {
   Mapping mapping;
   uint64_t id = 0;
   Block* first = nullptr;
+  // Bytes below this address have been handed out at some point. Blocks are
+  // always carved from the low end of a free block, so what was ever handed
+  // out is a prefix of the chunk: an allocation starting at or above this
+  // mark is fresh memory, one starting below it reuses bytes (reuseAfterSync
+  // when the block was READY).
+  uintptr_t handed_out_end = 0;
   // Intrusive list of chunks that are one READY block (releasable).
   Chunk* prev_free = nullptr;
   Chunk* next_free = nullptr;

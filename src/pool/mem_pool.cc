@@ -129,7 +129,6 @@ void MemPool::RemoveFree(Block* b) {
 void MemPool::Absorb(Block* a, Block* b) {
   SP_DCHECK(a->next == b && b->prev == a && a->end() == b->addr());
   a->node.size += b->size();
-  a->dirty = a->dirty || b->dirty;
   a->next = b->next;
   if (b->next != nullptr) b->next->prev = a;
   arena_.Delete(b);
@@ -231,7 +230,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
   }
   live->state = BlockState::kLive;
   live->stamp = 0;
-  live->dirty = true;
+  live->chunk->handed_out_end = std::max(live->chunk->handed_out_end, live->end());
   ++live_blocks_;
   return live;
 }
@@ -290,6 +289,7 @@ Block* MemPool::Grow(uint64_t size) {
   auto* c = new Chunk;
   c->mapping = *m;
   c->id = next_chunk_id_++;
+  c->handed_out_end = c->base();
   Block* b = arena_.New();
   b->node.addr = c->base();
   b->node.size = c->size();
@@ -329,7 +329,8 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   if (chosen != nullptr) {
     how = chosen->state == BlockState::kPending
               ? ReuseRule::kSameStream
-              : (chosen->dirty ? ReuseRule::kAfterSync : ReuseRule::kFresh);
+              : (chosen->addr() < chosen->chunk->handed_out_end ? ReuseRule::kAfterSync
+                                                                : ReuseRule::kFresh);
   }
 
   // Rules 2 and 3: other streams' frees that are safe for t.
@@ -534,7 +535,7 @@ bool MemPool::CheckInvariants() const {
         case BlockState::kLive:
           used += b->size();
           ++live;
-          if (b->stamp != 0 || b->node.in_index) return false;
+          if (b->stamp != 0 || b->node.in_index || b->end() > c->handed_out_end) return false;
           break;
         case BlockState::kReady:
           ++ready;
