@@ -1,17 +1,22 @@
-// The C++ API: a Runtime owns simulated devices, their streams, events and
-// memory pools, and serves stream-ordered allocations from them.
-//
-// Errors are absl::Status values whose codes map one to one onto the C API:
-//   kInvalidArgument    spErrorInvalidValue
-//   kResourceExhausted  spErrorMemoryAllocation
-//   kOutOfRange         spErrorInvalidDevice
-//   kPermissionDenied   spErrorPeerAccessUnsupported
-//   kNotFound           spErrorInvalidResourceHandle
-//   kUnavailable        spErrorNotReady
-//   kUnimplemented      spErrorNotSupported
-// A failed call changes nothing (a failed allocation counts one
-// failed_alloc_count). Every method is thread-safe. Handles are never reused,
-// so a destroyed one is always detected.
+/// \file
+/// The C++ API: a Runtime owns simulated devices, their streams, events and
+/// memory pools, and serves stream-ordered allocations from them.
+///
+/// Errors are absl::Status values whose codes map one to one onto the C API:
+///
+/// | absl::StatusCode   | spError_t                    |
+/// |--------------------|------------------------------|
+/// | kInvalidArgument   | spErrorInvalidValue          |
+/// | kResourceExhausted | spErrorMemoryAllocation      |
+/// | kOutOfRange        | spErrorInvalidDevice         |
+/// | kPermissionDenied  | spErrorPeerAccessUnsupported |
+/// | kNotFound          | spErrorInvalidResourceHandle |
+/// | kUnavailable       | spErrorNotReady              |
+/// | kUnimplemented     | spErrorNotSupported          |
+///
+/// A failed call changes nothing (a failed allocation counts one
+/// failed_alloc_count). Every method is thread-safe. Handles are never reused,
+/// so a destroyed one is always detected.
 #ifndef STREAMPOOL_RUNTIME_H_
 #define STREAMPOOL_RUNTIME_H_
 
@@ -38,206 +43,350 @@ namespace internal {
 class RuntimeImpl;
 }
 
+/// What memory Device pools and Malloc get from the system (C: spBacking).
 enum class Backing {
-  kHost = 0,         // real, touchable memory
-  kAddressOnly = 1,  // address space reserved, never touched
+  kHost = 0,         ///< real, touchable memory
+  kAddressOnly = 1,  ///< address space reserved, never touched
 };
 
+/// How a runtime's streams run (C: spExecutorKind).
 enum class ExecutorKind {
-  kSimulator = 0,  // deterministic virtual time (the default)
-  kThreads = 1,    // a worker thread per stream; real time, real blocking
+  kSimulator = 0,  ///< deterministic virtual time (the default)
+  kThreads = 1,    ///< a worker thread per stream; real time, real blocking
 };
 
+/// A runtime's configuration (C: spRuntimeConfig), with every default.
 struct RuntimeConfig {
-  // Simulated devices, 1..64.
+  /// Simulated devices, 1..64.
   int device_count = 1;
-  // Bytes per device shared by its pools' reservations and Malloc.
+  /// Bytes per device shared by its pools' reservations and Malloc.
   uint64_t device_capacity = uint64_t{1} << 30;
+  /// Memory behind Device pools and Malloc.
   Backing backing = Backing::kHost;
-  // Virtual host time charged per successful call that creates or destroys a
-  // stream or event, enqueues work, synchronizes, queries, allocates or frees
-  // (before the work it enqueues). Failed calls and pure getters cost nothing.
+  /// Virtual host time charged per successful call that creates or destroys a
+  /// stream or event, enqueues work, synchronizes, queries, allocates or frees
+  /// (before the work it enqueues). Failed calls and pure getters cost nothing.
   uint64_t api_call_ns = 0;
-  // Bandwidth of async copies and fills (1 TB/s by default).
+  /// Bandwidth of async copies and fills (1 TB/s by default).
   uint64_t copy_bytes_per_us = 1000000;
-  // The stream-order checker (Runtime::CheckReports). Off by default: it costs
-  // a lookup per allocation, free and declared access. The environment
-  // variable STREAMPOOL_CHECK_STREAM_ORDER=1 turns it on for every runtime,
-  // and =fatal also aborts the process at the first report (the test suite
-  // runs that way).
+  /// The stream-order checker (Runtime::CheckReports). Off by default: it costs
+  /// a lookup per allocation, free and declared access. The environment
+  /// variable STREAMPOOL_CHECK_STREAM_ORDER=1 turns it on for every runtime,
+  /// and =fatal also aborts the process at the first report (the test suite
+  /// runs that way).
   bool check_stream_order = false;
-  // How streams run. The pools, ordering and API are the same for both.
+  /// How streams run. The pools, ordering and API are the same for both.
   ExecutorKind executor = ExecutorKind::kSimulator;
-  // Streams and events of another runtime (see stream_adapter.h). When set,
-  // it decides how streams run and `executor` is ignored.
+  /// Streams and events of another runtime (see stream_adapter.h). When set,
+  /// it decides how streams run and `executor` is ignored.
   std::shared_ptr<StreamAdapter> adapter;
 };
 
 
 
-// Strong ids; value is the same number as the C API's opaque handle.
+// Strong ids; value is the same number as the C API's opaque handle, so the
+// two APIs can be mixed on one runtime.
+
+/// A stream of a Runtime (C: spStream_t).
 struct StreamId {
-  uint64_t value = 0;
+  uint64_t value = 0;  ///< the handle's number; 0 = no stream
+  /// The same stream as a C handle.
   spStream_t c() const { return reinterpret_cast<spStream_t>(static_cast<uintptr_t>(value)); }
 };
+/// An event of a Runtime (C: spEvent_t).
 struct EventId {
-  uint64_t value = 0;
+  uint64_t value = 0;  ///< the handle's number; 0 = no event
+  /// The same event as a C handle.
   spEvent_t c() const { return reinterpret_cast<spEvent_t>(static_cast<uintptr_t>(value)); }
 };
+/// A pool of a Runtime (C: spMemPool_t).
 struct PoolId {
-  uint64_t value = 0;
+  uint64_t value = 0;  ///< the handle's number; 0 = no pool
+  /// The same pool as a C handle.
   spMemPool_t c() const { return reinterpret_cast<spMemPool_t>(static_cast<uintptr_t>(value)); }
+  /// Same handle.
   friend bool operator==(PoolId a, PoolId b) { return a.value == b.value; }
 };
 
+/// What the stream-order checker found (C: spCheckKind).
 enum class CheckKind {
-  kOutOfBounds = 1,          // access outside any allocation
-  kUseAfterFree = 2,         // access after the free, or a free not ordered after an access
-  kUseBeforeReady = 3,       // access not ordered after the allocation
-  kOverlappingLifetimes = 4, // pool self-check: bytes handed out while still in use
+  kOutOfBounds = 1,          ///< access outside any allocation
+  kUseAfterFree = 2,         ///< access after the free, or a free not ordered after an access
+  kUseBeforeReady = 3,       ///< access not ordered after the allocation
+  kOverlappingLifetimes = 4, ///< pool self-check: bytes handed out while still in use
+  kNoAccess = 5,             ///< a kernel on a device the allocation's pool does not grant
 };
 
+/// Where memory can be accessed from (CUDA guide F.10; C: spMemLocationType).
+enum class MemLocationType { kDevice = 1, kHost = 2 };
+/// A device or the host (C: spMemLocation).
+struct MemLocation {
+  MemLocationType type = MemLocationType::kDevice;  ///< device or host
+  int id = 0;                                       ///< the device (ignored for the host)
+};
+/// Access a location has to a pool's allocations (C: spMemAccessFlags).
+enum class MemAccessFlags { kProtNone = 0, kProtRead = 1, kProtReadWrite = 3 };
+/// One grant of spMemPoolSetAccess (C: spMemAccessDesc).
+struct MemAccessDesc {
+  MemLocation location;                                   ///< who
+  MemAccessFlags flags = MemAccessFlags::kProtReadWrite;  ///< what access
+};
+
+/// Event flag: no timing (C: spEventDisableTiming).
+inline constexpr unsigned kEventDisableTiming = 2;
+/// Event flag: interprocess, needs kEventDisableTiming (C: spEventInterprocess).
+inline constexpr unsigned kEventInterprocess = 4;
+/// PoolProps::handle_types value that makes a pool exportable as a memfd
+/// (C: spMemHandleTypePosixFileDescriptor).
+inline constexpr unsigned kHandleTypePosixFileDescriptor = 1;
+
+/// One finding of the stream-order checker (C: spCheckReport).
 struct CheckReport {
-  CheckKind kind = CheckKind::kOutOfBounds;
-  StreamId stream;           // the offending op (value 0 if that stream is destroyed)
-  uint64_t op_position = 0;  // its position in the stream (1 = first op)
-  const void* ptr = nullptr;
-  uint64_t size = 0;
-  StreamId other_stream;     // the other op involved (allocation or free), if any
-  uint64_t other_position = 0;
-  std::string message;
+  CheckKind kind = CheckKind::kOutOfBounds;  ///< what went wrong
+  StreamId stream;           ///< the offending op (value 0 if that stream is destroyed)
+  uint64_t op_position = 0;  ///< its position in the stream (1 = first op)
+  const void* ptr = nullptr;  ///< the accessed (or allocated) range's start
+  uint64_t size = 0;          ///< its bytes
+  StreamId other_stream;     ///< the other op involved (allocation or free), if any
+  uint64_t other_position = 0;  ///< its position in other_stream
+  std::string message;          ///< both ops, addresses and sizes in words
 };
 
+/// A byte range a kernel reads or writes, for the stream-order checker
+/// (C: spAccess).
 struct Access {
-  const void* ptr = nullptr;
-  uint64_t size = 0;
-  bool write = false;
+  const void* ptr = nullptr;  ///< first byte
+  uint64_t size = 0;          ///< bytes
+  bool write = false;         ///< written (else read)
 };
 
+/// Pool attributes (C: spMemPoolAttr, same values), read and written as
+/// uint64_t by Runtime::GetPoolAttribute / SetPoolAttribute.
 enum class PoolAttr {
-  kReuseFollowEventDependencies = 1,
-  kReuseAllowOpportunistic = 2,
-  kReuseAllowInternalDependencies = 3,
-  kReleaseThreshold = 4,
-  kReservedMemCurrent = 5,
-  kReservedMemHigh = 6,
-  kUsedMemCurrent = 7,
-  kUsedMemHigh = 8,
+  kReuseFollowEventDependencies = 1,    ///< rule 2 on (1) or off (0)
+  kReuseAllowOpportunistic = 2,         ///< rule 3 on (1) or off (0)
+  kReuseAllowInternalDependencies = 3,  ///< rule 5 on (1) or off (0)
+  kReleaseThreshold = 4,                ///< bytes kept reserved at synchronize calls
+  kReservedMemCurrent = 5,              ///< reserved bytes (read-only)
+  kReservedMemHigh = 6,                 ///< watermark of reserved bytes (set 0 to reset)
+  kUsedMemCurrent = 7,                  ///< used bytes (read-only)
+  kUsedMemHigh = 8,                     ///< watermark of used bytes (set 0 to reset)
 };
 
+/// What Runtime::GetPointerAttributes tells about a pointer
+/// (C: spPointerAttributes).
 struct PointerAttributes {
-  int device = -1;      // the pool's device; -1 for pinned host memory
-  PoolId pool;          // value 0 for Malloc memory
-  void* base = nullptr; // start of the allocation
-  uint64_t size = 0;    // its requested size
+  int device = -1;      ///< the pool's device; -1 for pinned host memory
+  PoolId pool;          ///< value 0 for Malloc memory
+  void* base = nullptr; ///< start of the allocation
+  uint64_t size = 0;    ///< its requested size
 };
 
-// What the last allocation decided, for policy tests and benchmarks.
+/// What the last allocation decided, for policy tests and benchmarks.
 struct AllocInfo {
-  void* ptr = nullptr;
-  ReuseRule rule = ReuseRule::kFresh;
+  void* ptr = nullptr;                 ///< the allocation (null for size 0)
+  ReuseRule rule = ReuseRule::kFresh;  ///< which rule served it
 };
 
-// One op as the simulator scheduled it (see Runtime::Timeline).
+/// One op as the simulator scheduled it (see Runtime::Timeline).
 struct TimelineEntry {
-  StreamId stream;       // value 0 for a stream destroyed since
-  uint32_t stream_index; // dense index, stable for the runtime's life
-  int device = 0;
-  uint64_t position = 0; // the op's position in its stream
-  OpKind kind = OpKind::kAllocMarker;
-  uint64_t enqueued_ns = 0;
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
+  StreamId stream;       ///< value 0 for a stream destroyed since
+  uint32_t stream_index; ///< dense index, stable for the runtime's life
+  int device = 0;        ///< the stream's device
+  uint64_t position = 0; ///< the op's position in its stream
+  OpKind kind = OpKind::kAllocMarker;  ///< what the op was
+  uint64_t enqueued_ns = 0;  ///< host time when it was enqueued
+  uint64_t start_ns = 0;     ///< when it started
+  uint64_t end_ns = 0;       ///< when it completed
 };
 
+/// The kind's name in lower case with hyphens: "kernel", "host-func",
+/// "internal-wait", "alloc", "free", ...; "unknown" outside the enum.
 STREAMPOOL_EXPORT const char* OpKindName(OpKind kind);
 
+/// A runtime: simulated devices with their streams, events and pools, and the
+/// stream-ordered allocator over them (the C API's spRuntime_t, with the same
+/// handles). Every method is thread-safe; see the file comment for errors.
 class STREAMPOOL_EXPORT Runtime {
  public:
+  /// A new runtime (C: spRuntimeCreate); kInvalidArgument for a bad config.
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const RuntimeConfig& config = {});
-  // A view of a runtime made through the C API: the same runtime, which stays
-  // alive until spRuntimeDestroy (destroying the view does not destroy it).
+  /// A view of a runtime made through the C API: the same runtime, which stays
+  /// alive until spRuntimeDestroy (destroying the view does not destroy it).
   static absl::StatusOr<std::unique_ptr<Runtime>> FromC(spRuntime_t rt);
-  // A runtime made by Create is destroyed with it: everything it owns is
-  // freed. A view from FromC only lets go.
+  /// A runtime made by Create is destroyed with it: everything it owns is
+  /// freed. A view from FromC only lets go.
   ~Runtime();
 
+  /// The runtime's C handle, for mixing in sp* calls.
   spRuntime_t c() const;
+  /// The configuration it was created with.
   const RuntimeConfig& config() const;
 
   // Streams and events.
+
+  /// A new stream on `device` (C: spStreamCreate); non_blocking streams are
+  /// not ordered with the legacy stream.
   absl::StatusOr<StreamId> CreateStream(int device, bool non_blocking = false);
+  /// Destroys the stream at once; its enqueued work still completes and frees
+  /// enqueued on it stay valid. The legacy stream cannot be destroyed.
   absl::Status DestroyStream(StreamId s);
+  /// The device's legacy default (null) stream.
   absl::StatusOr<StreamId> LegacyStream(int device);
+  /// Waits for all work on `s`, then makes the frees that proves complete
+  /// reusable in every pool and applies the release thresholds.
   absl::Status StreamSynchronize(StreamId s);
-  absl::Status StreamQuery(StreamId s);  // kUnavailable while work is pending
+  /// OK when all of the stream's work has completed; kUnavailable while work is
+  /// pending. Success promotes proven frees but releases nothing.
+  absl::Status StreamQuery(StreamId s);
+  /// Later work on `s` waits for the event's latest record (no-op if never
+  /// recorded).
   absl::Status StreamWaitEvent(StreamId s, EventId e);
+  /// A new, never-recorded event.
   absl::StatusOr<EventId> CreateEvent();
+  /// A new event with flags kEventDisableTiming and kEventInterprocess (which
+  /// needs the former); C: spEventCreateWithFlags.
+  absl::StatusOr<EventId> CreateEvent(unsigned flags);
+  /// Destroys the event; waits already enqueued keep their meaning.
   absl::Status DestroyEvent(EventId e);
+  /// Captures the work enqueued on `s` so far (replaces an earlier record).
   absl::Status RecordEvent(EventId e, StreamId s);
+  /// Waits for the event's latest record; a synchronize action like
+  /// StreamSynchronize. OK at once if never recorded.
   absl::Status EventSynchronize(EventId e);
+  /// OK when the latest record completed (or never recorded), else kUnavailable.
   absl::Status EventQuery(EventId e);
+  /// Milliseconds (virtual with the simulator) between two completed records.
   absl::StatusOr<float> EventElapsedMs(EventId start, EventId end);
+  /// Waits for every stream of `device`; a synchronize action.
   absl::Status DeviceSynchronize(int device);
 
   // Work.
+
+  /// A kernel of `duration_ns` that reads and writes `accesses` (declared for
+  /// the stream-order checker; nothing is touched).
   absl::Status LaunchKernel(StreamId s, uint64_t duration_ns, absl::Span<const Access> accesses);
+  /// `fn` runs on the host once the host observes the op complete (simulator)
+  /// or on the stream's worker (threads). It must not call the API.
   absl::Status LaunchHostFunc(StreamId s, std::function<void()> fn);
-  // A kernel with a body: with the threads executor `work` runs on the
-  // stream's worker thread in stream order (it may read and write memory it
-  // declared in `accesses`); with the simulator it runs when the host observes
-  // the kernel complete, after `duration_ns` of virtual time. `work` must not
-  // call the API.
+  /// A kernel with a body: with the threads executor `work` runs on the
+  /// stream's worker thread in stream order (it may read and write memory it
+  /// declared in `accesses`); with the simulator it runs when the host observes
+  /// the kernel complete, after `duration_ns` of virtual time. `work` must not
+  /// call the API.
   absl::Status LaunchWork(StreamId s, std::function<void()> work,
                           absl::Span<const Access> accesses = {}, uint64_t duration_ns = 0);
+  /// Copies `bytes` in stream order, lasting bytes / copy_bytes_per_us µs;
+  /// with touchable memory the bytes really move, no later than the
+  /// synchronize or query that observes the copy complete.
   absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, StreamId s);
+  /// Sets `bytes` of `dst` to (unsigned char)value, timed and moved like
+  /// MemcpyAsync.
   absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s);
+  /// The host spends `ns` (virtual time with the simulator).
   absl::Status HostAdvance(uint64_t ns);
+  /// Host time now in ns (virtual with the simulator).
   uint64_t HostNow() const;
 
-  // The embedder's native stream behind `s` (runtimes with a StreamAdapter;
-  // kFailedPrecondition otherwise), to launch native work on.
+  /// The embedder's native stream behind `s` (runtimes with a StreamAdapter;
+  /// kFailedPrecondition otherwise), to launch native work on.
   absl::StatusOr<void*> NativeStream(StreamId s);
 
   // Memory.
+
+  /// `size` bytes from the current pool of the stream's device, in stream
+  /// order of `s`, and the rule that served them. size 0: a null pointer.
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, StreamId s);
+  /// As MallocAsync, from `pool`.
   absl::StatusOr<AllocInfo> MallocFromPoolAsync(uint64_t size, PoolId pool, StreamId s);
+  /// Frees `ptr` (an allocation's start) in stream order of `s`: the bytes are
+  /// reusable by `s` at once and by other streams per the reuse rules. Any
+  /// stream, any device; also frees Malloc memory. Null: a no-op.
   absl::Status FreeAsync(void* ptr, StreamId s);
+  /// Synchronous allocation straight from the device's upstream
+  /// (ALIGN_UP(size, 4 KiB), counted against the device's capacity).
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
+  /// Synchronous free of either kind; the caller promises all access to it
+  /// has completed.
   absl::Status Free(void* ptr);
+  /// The allocation containing any byte `ptr` of it; kInvalidArgument if none.
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr) const;
 
   // Pools.
+
+  /// A new pool with `props` over the upstream its type implies.
   absl::StatusOr<PoolId> CreatePool(const PoolProps& props);
-  // A pool over a caller's upstream (NewCallbackMemory, or any
-  // PhysicalMemory); the pool shares ownership of it.
+  /// A pool over a caller's upstream (NewCallbackMemory, or any
+  /// PhysicalMemory); the pool shares ownership of it.
   absl::StatusOr<PoolId> CreatePool(const PoolProps& props,
                                     std::shared_ptr<PhysicalMemory> upstream);
-  // Huge-page bytes `device` may hold across its HugePage and Dvpp pools;
-  // reservations beyond it fall back per page policy. Unlimited by default;
-  // an Atlas-like setting is a quarter of the device's memory.
+  /// Huge-page bytes `device` may hold across its HugePage and Dvpp pools;
+  /// reservations beyond it fall back per page policy. Unlimited by default;
+  /// an Atlas-like setting is a quarter of the device's memory.
   absl::Status SetHugePageBudget(int device, uint64_t bytes);
+  /// Destroys a pool made by CreatePool (a default pool: kInvalidArgument).
+  /// Live allocations stay valid; their memory goes back as they are freed.
   absl::Status DestroyPool(PoolId pool);
+  /// The device's default pool.
   absl::StatusOr<PoolId> DefaultPool(int device) const;
+  /// The pool MallocAsync uses on `device`.
   absl::StatusOr<PoolId> CurrentPool(int device) const;
+  /// Makes `pool` the one MallocAsync uses on `device`.
   absl::Status SetCurrentPool(int device, PoolId pool);
+  /// Sets a pool attribute (switches take 0 or 1; High attributes reset with
+  /// 0; Current attributes are read-only).
   absl::Status SetPoolAttribute(PoolId pool, PoolAttr attr, uint64_t value);
+  /// Reads a pool attribute.
   absl::StatusOr<uint64_t> GetPoolAttribute(PoolId pool, PoolAttr attr) const;
+  /// Releases wholly free READY chunks while more than `min_bytes_to_keep`
+  /// stays reserved (observes no completion itself).
   absl::Status TrimTo(PoolId pool, uint64_t min_bytes_to_keep);
+  /// The pool's statistics.
   absl::StatusOr<PoolStats> GetPoolStats(PoolId pool) const;
-  // The pool's O(n) self-check (DESIGN.md invariants); an error names what broke.
+  /// The pool's O(n) self-check (DESIGN.md invariants); an error names what broke.
   absl::Status CheckPoolInvariants(PoolId pool) const;
 
-  // Stream-order checker: turn on or off (reports are kept), read, clear.
+  // Multi-device access and IPC (streampool.h documents the rules).
+
+  /// Whether `device` may access memory resident on `peer_device`.
+  absl::Status SetPeerAccessible(int device, int peer_device, bool accessible);
+  /// The peer matrix's answer (false for device == peer_device, as in CUDA).
+  absl::StatusOr<bool> CanAccessPeer(int device, int peer_device) const;
+  /// Grants or revokes access to every allocation of the pool, past and future.
+  absl::Status SetPoolAccess(PoolId pool, absl::Span<const MemAccessDesc> descs);
+  /// The access `location` has to the pool's allocations.
+  absl::StatusOr<MemAccessFlags> GetPoolAccess(PoolId pool, MemLocation location) const;
+  /// A new fd (close-on-exec, the caller's) naming an exportable pool.
+  absl::StatusOr<int> ExportPool(PoolId pool);
+  /// An imported pool over an exported pool's fd (the pool keeps a duplicate).
+  absl::StatusOr<PoolId> ImportPool(int fd);
+  /// The export data of a live allocation of an exportable pool of this runtime.
+  absl::StatusOr<spMemPoolPtrExportData> ExportPointer(const void* ptr);
+  /// Maps the allocation `data` names into this process.
+  absl::StatusOr<void*> ImportPointer(PoolId pool, const spMemPoolPtrExportData& data);
+  /// The handle of an interprocess event.
+  absl::StatusOr<spIpcEventHandle> GetIpcEventHandle(EventId e);
+  /// An event of this runtime standing for the interprocess event `handle` names.
+  absl::StatusOr<EventId> OpenIpcEvent(const spIpcEventHandle& handle);
+
+  // Stream-order checker.
+
+  /// Turns the checker on or off (reports are kept). Turned on explicitly, it
+  /// collects reports even under STREAMPOOL_CHECK_STREAM_ORDER=fatal.
   void EnableChecker(bool on);
+  /// The reports so far, oldest first.
   std::vector<CheckReport> CheckReports() const;
+  /// Forgets the reports so far.
   void ClearCheckReports();
 
-  // Records every op's schedule from now on (off by default: it grows
-  // without bound), for timelines and tests.
+  /// Records every op's schedule from now on (off by default: it grows
+  /// without bound), for timelines and tests.
   void RecordTimeline(bool on);
+  /// The ops recorded so far, in enqueue order.
   std::vector<TimelineEntry> Timeline() const;
 
+  /// The implementation behind the runtime, for the library's own tests and
+  /// tools. Not part of the API: its type is internal and may change.
   internal::RuntimeImpl& impl() const { return *impl_; }
 
  private:

@@ -1,4 +1,5 @@
-/*
+/**
+ * \file
  * streampool C API.
  *
  * Stream-ordered memory pools with the semantics of cudaMallocAsync /
@@ -20,6 +21,8 @@
 #if defined(_WIN32)
 #define SP_API
 #else
+/** Marks a C API function: exported from a shared libstreampool (default
+ * visibility; everything else in the library is hidden). */
 #define SP_API __attribute__((visibility("default")))
 #endif
 
@@ -29,122 +32,160 @@ extern "C" {
 
 /* ------------------------------------------------------------------ errors */
 
+/** What every sp* call returns. The values are CUDA's (cudaError_t) for the
+ * same conditions. */
 typedef enum spError {
-  spSuccess = 0,
-  spErrorInvalidValue = 1,
-  spErrorMemoryAllocation = 2,
-  spErrorInvalidDevice = 101,
-  spErrorPeerAccessUnsupported = 217,
-  spErrorInvalidResourceHandle = 400,
-  spErrorNotReady = 600,
-  spErrorNotSupported = 801
+  spSuccess = 0,                      /**< the call did what it says */
+  spErrorInvalidValue = 1,            /**< a bad argument (null out-pointer, bad size, ...) */
+  spErrorMemoryAllocation = 2,        /**< out of memory (pool maxSize, device capacity, upstream) */
+  spErrorInvalidDevice = 101,         /**< a device index out of range */
+  spErrorPeerAccessUnsupported = 217, /**< a pool or pointer of another device */
+  spErrorInvalidResourceHandle = 400, /**< a destroyed, foreign or wrong-kind handle */
+  spErrorNotReady = 600,              /**< a query: work still pending */
+  spErrorNotSupported = 801           /**< a feature not implemented, or an sp* call from a host function */
 } spError_t;
 
-/* The enumerator's name, e.g. "spErrorInvalidValue"; "spErrorUnknown" for a
+/** The enumerator's name, e.g. "spErrorInvalidValue"; "spErrorUnknown" for a
  * value that is not an spError. */
 SP_API const char* spGetErrorName(spError_t e);
-/* A one-sentence description of the error. */
+/** A one-sentence description of the error. */
 SP_API const char* spGetErrorString(spError_t e);
 
 /* ----------------------------------------------------------------- handles */
 
+/** A runtime: simulated devices with their streams, events and pools. */
 typedef struct spRuntime_st* spRuntime_t;
+/** A stream of one runtime's device (cudaStream_t). */
 typedef struct spStream_st* spStream_t;
+/** An event of one runtime (cudaEvent_t). */
 typedef struct spEvent_st* spEvent_t;
+/** A memory pool of one runtime (cudaMemPool_t). */
 typedef struct spMemPool_st* spMemPool_t;
 
 /* ----------------------------------------------------------------- runtime */
 
+/** What memory Device pools and spMalloc get from the system. */
 typedef enum spBacking {
-  /* Real, touchable memory (anonymous mmap). */
+  /** Real, touchable memory (anonymous mmap). */
   spBackingHost = 0,
-  /* Address space reserved (PROT_NONE), never touched: replays workloads
+  /** Address space reserved (PROT_NONE), never touched: replays workloads
    * larger than the machine's memory. */
   spBackingAddressOnly = 1
 } spBacking;
 
+/** How a runtime's streams run. */
 typedef enum spExecutorKind {
-  /* Deterministic virtual time (the default). */
+  /** Deterministic virtual time (the default). */
   spExecutorSimulator = 0,
-  /* A worker thread per stream: kernels sleep their duration, host functions
+  /** A worker thread per stream: kernels sleep their duration, host functions
    * and copies run on the stream's worker, synchronize calls block. */
   spExecutorThreads = 1
 } spExecutorKind;
 
+/** A runtime's configuration; spRuntimeConfigInit fills the defaults. */
 typedef struct spRuntimeConfig {
-  int deviceCount;         /* simulated devices, default 1 */
-  uint64_t deviceCapacity; /* bytes of memory per device, default 1 GiB */
-  spBacking backing;       /* default spBackingHost */
-  uint64_t apiCallNs;      /* virtual host time charged per API call, default 0 */
-  uint64_t copyBytesPerUs; /* bandwidth of async copies and fills, default 1000000 */
-  spExecutorKind executor; /* how streams run, default spExecutorSimulator; added after
+  int deviceCount;         /**< simulated devices, default 1 */
+  uint64_t deviceCapacity; /**< bytes of memory per device, default 1 GiB */
+  spBacking backing;       /**< default spBackingHost */
+  uint64_t apiCallNs;      /**< virtual host time charged per API call, default 0 */
+  uint64_t copyBytesPerUs; /**< bandwidth of async copies and fills, default 1000000 */
+  spExecutorKind executor; /**< how streams run, default spExecutorSimulator; added after
                               the fields above, so zero-initialized configs keep the default */
 } spRuntimeConfig;
 
-/* Fills the defaults. */
+/** Fills the defaults. */
 SP_API void spRuntimeConfigInit(spRuntimeConfig* cfg);
-/* cfg NULL = defaults. deviceCount must be in [1, 64], deviceCapacity and
+/** cfg NULL = defaults. deviceCount must be in [1, 64], deviceCapacity and
  * copyBytesPerUs non-zero. */
 SP_API spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg);
-/* Frees everything the runtime owns: streams, events, pools, allocations. */
+/** Frees everything the runtime owns: streams, events, pools, allocations. */
 SP_API spError_t spRuntimeDestroy(spRuntime_t rt);
 
 /* ----------------------------------------------------------------- streams */
 
-enum { spStreamDefault = 0, spStreamNonBlocking = 1 };
+/** Flags of spStreamCreate. */
+enum {
+  spStreamDefault = 0,    /**< a blocking stream: ordered with the legacy stream */
+  spStreamNonBlocking = 1 /**< not ordered with the legacy stream */
+};
 
+/** A new stream on `device` of `rt`; flags: spStreamDefault or
+ * spStreamNonBlocking. */
 SP_API spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags);
-/* Work already enqueued still completes and frees enqueued on the stream stay
+/** Work already enqueued still completes and frees enqueued on the stream stay
  * valid; the handle is invalid at once. The legacy stream cannot be destroyed. */
 SP_API spError_t spStreamDestroy(spStream_t s);
-/* The device's legacy default (null) stream. */
+/** The device's legacy default (null) stream. */
 SP_API spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device);
+/** Waits until all work enqueued on s has completed (the simulator advances
+ * host time to it), then makes the frees it proves complete reusable in every
+ * pool and applies the pools' release thresholds. */
 SP_API spError_t spStreamSynchronize(spStream_t s);
-/* spSuccess when all its work has completed, else spErrorNotReady. */
+/** spSuccess when all its work has completed, else spErrorNotReady. */
 SP_API spError_t spStreamQuery(spStream_t s);
-/* Later work on s waits for the event's latest record; a never-recorded event
+/** Later work on s waits for the event's latest record; a never-recorded event
  * is a no-op. */
 SP_API spError_t spStreamWaitEvent(spStream_t s, spEvent_t e);
 
 /* ------------------------------------------------------------------ events */
 
+/** A new event of `rt`, never recorded. */
 SP_API spError_t spEventCreate(spEvent_t* e, spRuntime_t rt);
+
+/** Event flags. spEventInterprocess needs spEventDisableTiming (as in CUDA);
+ * spEventElapsedTime on an event without timing is
+ * spErrorInvalidResourceHandle. */
+enum { spEventDefault = 0, spEventDisableTiming = 2, spEventInterprocess = 4 };
+/** A new event of `rt` with `flags` (spEventDisableTiming, spEventInterprocess);
+ * other bits: spErrorInvalidValue. */
+SP_API spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags);
+/** Destroys the event; waits already enqueued on it keep their meaning. */
 SP_API spError_t spEventDestroy(spEvent_t e);
+/** Captures the work enqueued on s so far; replaces an earlier record. */
 SP_API spError_t spEventRecord(spEvent_t e, spStream_t s);
-/* On a never-recorded event: spSuccess. */
+/** Waits until the event's latest record has completed; a synchronize action
+ * like spStreamSynchronize. On a never-recorded event: spSuccess. */
 SP_API spError_t spEventSynchronize(spEvent_t e);
-/* spSuccess when the latest record completed (or never recorded), else
+/** spSuccess when the latest record completed (or never recorded), else
  * spErrorNotReady. */
 SP_API spError_t spEventQuery(spEvent_t e);
+/** Waits until all work on every stream of `device` has completed; a
+ * synchronize action like spStreamSynchronize. */
 SP_API spError_t spDeviceSynchronize(spRuntime_t rt, int device);
 
 /* -------------------------------------------------------------------- work */
 
+/** A byte range a kernel reads or writes, for the stream-order checker. */
 typedef struct spAccess {
-  const void* ptr;
-  size_t size;
-  int write;
+  const void* ptr; /**< first byte */
+  size_t size;     /**< bytes */
+  int write;       /**< non-zero: written (else read) */
 } spAccess;
 
-/* A kernel of durationNs virtual ns that reads/writes the declared ranges. */
+/** A kernel of durationNs virtual ns that reads/writes the declared ranges. */
 SP_API spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* accesses,
                                 size_t count);
-/* fn(userData) runs on the host once the host observes the op complete, in
+/** fn(userData) runs on the host once the host observes the op complete, in
  * (completion time, enqueue order). */
 SP_API spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData);
-/* The host spends ns of virtual time. */
+/** The host spends ns of virtual time. */
 SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns);
+/** Host time now in ns: virtual with the simulator, steady-clock with threads. */
 SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns);
-/* Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
+/** Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
  * really move, no later than the synchronize or query that observes it. */
 SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s);
+/** Sets bytes of dst to (unsigned char)value, in stream order; timed and
+ * moved like spMemcpyAsync. */
 SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s);
-/* Virtual milliseconds between two completed records (spErrorNotReady while
+/** Virtual milliseconds between two completed records (spErrorNotReady while
  * either is incomplete, spErrorInvalidResourceHandle if never recorded). */
 SP_API spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end);
 
 /* ------------------------------------------------------------------- pools */
 
+/** What memory a pool hands out (see spMemPoolProps and the README's pool
+ * variant table). */
 typedef enum spMemAllocationType {
   spMemAllocationTypeDevice = 1,
   spMemAllocationTypePinnedHost = 2,
@@ -152,20 +193,25 @@ typedef enum spMemAllocationType {
   spMemAllocationTypeDvpp = 4
 } spMemAllocationType;
 
+/** Which pages back HugePage and Dvpp pools (ACL_MEM_MALLOC_HUGE_FIRST /
+ * HUGE_ONLY / NORMAL_ONLY). */
 typedef enum spPagePolicy {
   spPageHugeFirst = 0,
   spPageHugeOnly = 1,
   spPageNormalOnly = 2
 } spPagePolicy;
 
+/** The properties of a pool made by spMemPoolCreate (cudaMemPoolProps). */
 typedef struct spMemPoolProps {
-  spMemAllocationType allocType; /* Device unless a variant is wanted */
-  int device;                    /* location */
-  size_t maxSize;                /* 0 = the device's capacity */
-  spPagePolicy pagePolicy;       /* HugePage and Dvpp pools */
-  unsigned handleTypes;          /* 0 = not exportable */
+  spMemAllocationType allocType; /**< Device unless a variant is wanted */
+  int device;                    /**< location */
+  size_t maxSize;                /**< 0 = the device's capacity */
+  spPagePolicy pagePolicy;       /**< HugePage and Dvpp pools */
+  unsigned handleTypes;          /**< 0 = not exportable */
 } spMemPoolProps;
 
+/** Pool attributes, as cudaMemPoolAttr (spMemPoolSetAttribute /
+ * spMemPoolGetAttribute). */
 typedef enum spMemPoolAttr {
   spMemPoolReuseFollowEventDependencies = 1,
   spMemPoolReuseAllowOpportunistic = 2,
@@ -177,106 +223,224 @@ typedef enum spMemPoolAttr {
   spMemPoolAttrUsedMemHigh = 8
 } spMemPoolAttr;
 
-/* From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
+/** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
 SP_API spError_t spMallocAsync(void** ptr, size_t size, spStream_t s);
+/** From `pool`, in stream order of s (the pool may be of another device than
+ * s only if it is a pinned host pool). size 0: spSuccess, *ptr NULL. */
 SP_API spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s);
-/* Any stream, any device; also frees spMalloc memory. NULL: a no-op. */
+/** Any stream, any device; also frees spMalloc memory. NULL: a no-op. */
 SP_API spError_t spFreeAsync(void* ptr, spStream_t s);
-/* Synchronous, straight from the device's upstream. */
+/** Synchronous, straight from the device's upstream. */
 SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device);
-/* Synchronous free of either kind; the caller promises all access is complete. */
+/** Synchronous free of either kind; the caller promises all access is complete. */
 SP_API spError_t spFree(spRuntime_t rt, void* ptr);
 
+/** A new pool with `props` over the upstream its type implies; handleTypes
+ * other than 0: spErrorNotSupported. */
 SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props);
 
-/* An upstream made of user functions, so a pool can sit on aclrtMalloc,
+/** An upstream made of user functions, so a pool can sit on aclrtMalloc,
  * cudaMalloc or cuMemCreate. map returns `bytes` (a multiple of 2 MiB) of
  * memory aligned to at least 256 B, or NULL on failure (the allocation then
  * fails with spErrorMemoryAllocation and nothing changes); unmap takes back
  * exactly what map returned. The functions run under the runtime's lock and
  * must not call sp* functions. */
 typedef struct spUpstream {
-  void* (*map)(size_t bytes, void* user);
-  void (*unmap)(void* base, size_t bytes, void* user);
-  void* user;
-  int touchable; /* non-zero: the host may read and write the memory */
+  void* (*map)(size_t bytes, void* user);              /**< maps bytes, or returns NULL */
+  void (*unmap)(void* base, size_t bytes, void* user); /**< takes back what map returned */
+  void* user;                                          /**< passed to both functions */
+  int touchable; /**< non-zero: the host may read and write the memory */
 } spUpstream;
+/** spMemPoolCreate over the caller's upstream (see spUpstream). */
 SP_API spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
                                              const spMemPoolProps* props,
                                              const spUpstream* upstream);
 
-/* Huge-page bytes a device may hold across its HugePage and Dvpp pools;
+/** Huge-page bytes a device may hold across its HugePage and Dvpp pools;
  * reservations beyond it fall back as their page policy allows (HugeOnly
  * fails). Unlimited by default; an Atlas-like setting is a quarter of the
  * device's memory. */
 SP_API spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes);
-/* A default pool: spErrorInvalidValue. Destroying a current pool makes the
+/** A default pool: spErrorInvalidValue. Destroying a current pool makes the
  * device's default pool current. Live allocations stay valid and their memory
  * goes back as they are freed (at spRuntimeDestroy at the latest). */
 SP_API spError_t spMemPoolDestroy(spMemPool_t pool);
+/** The device's default pool (a Device pool made with the runtime). */
 SP_API spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device);
+/** Makes `pool` (of that device) the one spMallocAsync uses on the device. */
 SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool);
+/** The device's current pool. */
 SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device);
-/* value: int* for attributes 1-3, uint64_t* for 4-8. */
+/** Sets an attribute; value: int* for attributes 1-3, uint64_t* for 4-8.
+ * The Current attributes are read-only; a High one is reset by setting 0. */
 SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value);
+/** Reads an attribute into value: int* for attributes 1-3 (0 or 1),
+ * uint64_t* for 4-8. */
 SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value);
-/* Releases wholly free, synchronized chunks while more than minBytesToKeep
+/** Releases wholly free, synchronized chunks while more than minBytesToKeep
  * stays reserved. */
 SP_API spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep);
 
+/** A pool's statistics (streampool::PoolStats in C++). */
 typedef struct spMemPoolStats {
-  uint64_t reservedBytes, reservedHigh, usedBytes, usedHigh;
-  uint64_t allocCount, freeCount, failedAllocCount;
-  uint64_t reuseSameStream, reuseEventDependency, reuseOpportunistic, reuseAfterSync,
-      reuseInternalDependency;
-  uint64_t waitsInserted, upstreamMaps, upstreamUnmaps;
-  uint64_t hugePageBytes, transparentHugePageBytes, normalPageBytes; /* how reserved memory is backed */
-  uint64_t largestFreeBlock;
+  uint64_t reservedBytes;            /**< bytes mapped from the upstream now */
+  uint64_t reservedHigh;             /**< watermark of reservedBytes */
+  uint64_t usedBytes;                /**< rule sizes of live allocations */
+  uint64_t usedHigh;                 /**< watermark of usedBytes */
+  uint64_t allocCount;               /**< successful non-zero allocations */
+  uint64_t freeCount;                /**< accepted frees (NULL excluded) */
+  uint64_t failedAllocCount;         /**< failed allocations */
+  uint64_t reuseSameStream;          /**< allocations served by the stream's own pending free */
+  uint64_t reuseEventDependency;     /**< ... by a free the stream is ordered after (rule 2) */
+  uint64_t reuseOpportunistic;       /**< ... by a free observed complete (rule 3) */
+  uint64_t reuseAfterSync;           /**< ... by a READY block holding bytes used before */
+  uint64_t reuseInternalDependency;  /**< ... by a free after an inserted wait (rule 5) */
+  uint64_t waitsInserted;            /**< waits rule 5 inserted */
+  uint64_t upstreamMaps;             /**< chunks mapped */
+  uint64_t upstreamUnmaps;           /**< chunks released */
+  uint64_t hugePageBytes;            /**< reserved bytes on explicit huge pages */
+  uint64_t transparentHugePageBytes; /**< reserved bytes on transparent huge pages */
+  uint64_t normalPageBytes;          /**< reserved bytes on normal pages (or unknown) */
+  uint64_t largestFreeBlock;         /**< the largest READY or PENDING block */
 } spMemPoolStats;
 
+/** Copies the pool's statistics into *stats. */
 SP_API spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats);
 
+/** What spPointerGetAttributes tells about a pointer. */
 typedef struct spPointerAttributes {
-  int device;       /* the pool's device, or -1 for pinned host memory */
-  spMemPool_t pool; /* NULL for spMalloc memory */
-  void* base;       /* start of the allocation containing ptr */
-  size_t size;      /* its requested size */
+  int device;       /**< the pool's device, or -1 for pinned host memory */
+  spMemPool_t pool; /**< NULL for spMalloc memory */
+  void* base;       /**< start of the allocation containing ptr */
+  size_t size;      /**< its requested size */
 } spPointerAttributes;
 
-/* Any byte of a live allocation; else spErrorInvalidValue. */
+/** Any byte of a live allocation; else spErrorInvalidValue. */
 SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr);
+
+/* ------------------------------------- multi-device access (CUDA guide F.10) */
+
+/** Where memory is accessed from: a device (id) or the host (id ignored). */
+typedef enum spMemLocationType { spMemLocationTypeDevice = 1, spMemLocationTypeHost = 2 } spMemLocationType;
+typedef struct spMemLocation { spMemLocationType type; int id; } spMemLocation;
+/** The access a location has to a pool's allocations. */
+typedef enum spMemAccessFlags { spMemAccessFlagsProtNone = 0, spMemAccessFlagsProtRead = 1,
+  spMemAccessFlagsProtReadWrite = 3 } spMemAccessFlags;
+/** One grant of spMemPoolSetAccess. */
+typedef struct spMemAccessDesc { spMemLocation location; spMemAccessFlags flags; } spMemAccessDesc;
+
+/** Whether `device` may access memory resident on `peerDevice` (directional).
+ * Default: all pairs peer. A device is not its own peer: device ==
+ * peerDevice is spErrorInvalidDevice here, and spDeviceCanAccessPeer answers
+ * 0 for it, as CUDA does. Changing the matrix affects later
+ * spMemPoolSetAccess calls only; access already granted stays. */
+SP_API spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
+                                            int accessible); /* default: all pairs peer */
+/** *canAccess = 1 when `device` may access memory resident on `peerDevice`. */
+SP_API spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice);
+/** Which devices may access every allocation of the pool, past and future.
+ * The resident device always has read-write access (lowering it:
+ * spErrorInvalidValue); granting a device that cannot access the resident
+ * device (spDeviceCanAccessPeer) is spErrorInvalidDevice; other devices start
+ * with no access. Pinned host pools are accessible from every device and the
+ * host, read-write, and cannot be lowered; device pools refuse host
+ * locations. All descriptors are checked before any applies. The
+ * stream-order checker reports kernels that break these grants
+ * (spCheckNoAccess). */
+SP_API spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, size_t count);
+/** The access `location` has: ReadWrite for the resident device, ProtNone for
+ * a device never granted. */
+SP_API spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
+                                    const spMemLocation* location);
+
+/* --------------------------------------------- IPC pools (CUDA guide F.11) */
+
+/** spMemPoolProps.handleTypes = spMemHandleTypePosixFileDescriptor makes a pool
+ * exportable: its chunks live in one memfd, so another process that receives
+ * the fd maps the same pages. Device and PinnedHost pools can be exportable,
+ * in Host-backed runtimes (AddressOnly: spErrorNotSupported). Exportable pools
+ * never release memory to the system while they live (TrimTo is a no-op,
+ * the release threshold is ignored). Other handleTypes bits are
+ * spErrorInvalidValue. */
+enum { spMemHandleTypeNone = 0, spMemHandleTypePosixFileDescriptor = 1 };
+/** An allocation of an exportable pool, as another process imports it. */
+typedef struct spMemPoolPtrExportData { unsigned char reserved[64]; } spMemPoolPtrExportData;
+/** handle: int* receiving a new fd (close-on-exec), which the caller owns.
+ * Non-exportable or imported pool, wrong handle type, non-zero flags:
+ * spErrorInvalidValue. */
+SP_API spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
+                                                  unsigned flags); /* handle: int* receiving a new fd */
+/** handle: the fd, passed as (void*)(intptr_t)fd; the caller keeps owning it
+ * (the pool holds its own duplicate) and may close it at once. An fd that is
+ * not an exported pool: spErrorInvalidValue. Imported pools cannot allocate
+ * (spMallocFromPoolAsync, spDeviceSetMemPool: spErrorInvalidValue), are
+ * accessible from their resident device only until spMemPoolSetAccess, and
+ * their statistics cover this process's imports only. */
+SP_API spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
+                                                    int handleType,
+                                                    unsigned flags); /* handle: the fd, passed as (void*)(intptr_t)fd */
+/** ptr: the start of a live allocation of an exportable pool. */
+SP_API spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr);
+/** Maps the allocation `data` names into this process (does not wait for it
+ * to be ready: order accesses after the exporter's allocation, e.g. with an
+ * interprocess event). Free it here (spFreeAsync or spFree) before the
+ * exporter frees it; freeing it here does not free the exporter's
+ * allocation. Importing a block that is already imported and not freed:
+ * spErrorInvalidValue. */
+SP_API spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
+                                        spMemPoolPtrExportData* data);
+
+/** Interprocess events live in shared memory. Record works in every process
+ * that has the event; query and synchronize see the latest record made by any
+ * process. With spExecutorThreads a stream may also wait for another
+ * process's record. The simulator marks its own records complete when its
+ * host observes them (at once if already complete at record) and supports
+ * query and synchronize (blocking in real time for another process); a
+ * simulated stream waiting for another process's record that is not yet
+ * complete is spErrorNotSupported. A handle can be opened while the creating
+ * event lives. */
+typedef struct spIpcEventHandle { unsigned char reserved[64]; } spIpcEventHandle;
+/** e created without spEventInterprocess: spErrorInvalidResourceHandle. */
+SP_API spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e);
+/** A handle that names no live interprocess event: spErrorInvalidValue. */
+SP_API spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle);
 
 /* --------------------------------------------------- stream-order checker */
 
-/* The simulator's checker watches kernels' declared accesses (and copies and
+/** The simulator's checker watches kernels' declared accesses (and copies and
  * fills of runtime memory) and the pool's decisions. Off unless enabled here,
  * by RuntimeConfig::check_stream_order in C++, or for every runtime by the
  * environment variable STREAMPOOL_CHECK_STREAM_ORDER=1 (=fatal: abort at the
  * first report). */
 typedef enum spCheckKind {
-  spCheckOutOfBounds = 1,         /* access outside any allocation */
-  spCheckUseAfterFree = 2,        /* access issued after the free, or a free not
+  spCheckOutOfBounds = 1,         /**< access outside any allocation */
+  spCheckUseAfterFree = 2,        /**< access issued after the free, or a free not
                                      ordered after an earlier access */
-  spCheckUseBeforeReady = 3,      /* access not ordered after the allocation */
-  spCheckOverlappingLifetimes = 4 /* pool self-check: bytes reused while in use */
+  spCheckUseBeforeReady = 3,      /**< access not ordered after the allocation */
+  spCheckOverlappingLifetimes = 4, /**< pool self-check: bytes reused while in use */
+  spCheckNoAccess = 5              /**< a kernel on a device its allocation's pool has not
+                                      granted access (or granted read only, for a write) */
 } spCheckKind;
 
+/** One finding of the stream-order checker. */
 typedef struct spCheckReport {
-  spCheckKind kind;
-  spStream_t stream;      /* the offending op's stream (NULL once destroyed) */
-  uint64_t opIndex;       /* its position in the stream, 1 = first op */
-  const void* ptr;
-  size_t size;
-  spStream_t otherStream; /* the other op involved (allocation or free), or NULL */
-  uint64_t otherOpIndex;
-  char message[256];      /* both ops, addresses and sizes in words */
+  spCheckKind kind;       /**< what went wrong */
+  spStream_t stream;      /**< the offending op's stream (NULL once destroyed) */
+  uint64_t opIndex;       /**< its position in the stream, 1 = first op */
+  const void* ptr;        /**< the accessed (or allocated) range's start */
+  size_t size;            /**< its bytes */
+  spStream_t otherStream; /**< the other op involved (allocation or free), or NULL */
+  uint64_t otherOpIndex;  /**< its position in otherStream */
+  char message[256];      /**< both ops, addresses and sizes in words */
 } spCheckReport;
 
+/** Turns the checker on (enable non-zero) or off for rt; reports are kept. */
 SP_API spError_t spCheckerEnable(spRuntime_t rt, int enable);
-/* Copies up to `capacity` reports (oldest first) and sets *count to how many
+/** Copies up to `capacity` reports (oldest first) and sets *count to how many
  * there are in all. reports may be NULL when capacity is 0. */
 SP_API spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
                                      size_t* count);
+/** Forgets every report collected so far. */
 SP_API spError_t spCheckerClearReports(spRuntime_t rt);
 
 #ifdef __cplusplus

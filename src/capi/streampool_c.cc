@@ -237,6 +237,16 @@ spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) {
   return spSuccess;
 }
 
+spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (e == nullptr) return spErrorInvalidValue;
+  auto h = r.CreateEvent(flags);
+  if (!h.ok()) return ToError(h.status());
+  *e = ToHandle<spEvent_t>(*h);
+  return spSuccess;
+}
+
 spError_t spEventDestroy(spEvent_t e) {
   SP_RESOLVE(r, e);
   return ToError(r.DestroyEvent(Value(e)));
@@ -504,6 +514,128 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) {
   stats->largestFreeBlock = s->largest_free_block;
   return spSuccess;
 }
+
+// -------------------------------------------------- multi-device access
+
+spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice, int accessible) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  return ToError(r.SetPeerAccessible(device, peerDevice, accessible != 0));
+}
+
+spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (canAccess == nullptr) return spErrorInvalidValue;
+  auto v = r.CanAccessPeer(device, peerDevice);
+  if (!v.ok()) return ToError(v.status());
+  *canAccess = *v ? 1 : 0;
+  return spSuccess;
+}
+
+spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, size_t count) {
+  SP_RESOLVE(r, pool);
+  if (count != 0 && descs == nullptr) return spErrorInvalidValue;
+  std::vector<streampool::MemAccessDesc> d(count);
+  for (size_t i = 0; i < count; ++i) {
+    // Read as ints: the library range-checks them (an enum class over int
+    // holds any int).
+    d[i].location.type = static_cast<streampool::MemLocationType>(
+        streampool::internal::EnumInt(descs[i].location.type));
+    d[i].location.id = descs[i].location.id;
+    d[i].flags =
+        static_cast<streampool::MemAccessFlags>(streampool::internal::EnumInt(descs[i].flags));
+  }
+  return ToError(r.SetPoolAccess(Value(pool), d));
+}
+
+spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
+                             const spMemLocation* location) {
+  SP_RESOLVE(r, pool);
+  if (flags == nullptr || location == nullptr) return spErrorInvalidValue;
+  streampool::MemLocation loc;
+  loc.type = static_cast<streampool::MemLocationType>(
+      streampool::internal::EnumInt(location->type));
+  loc.id = location->id;
+  auto v = r.GetPoolAccess(Value(pool), loc);
+  if (!v.ok()) return ToError(v.status());
+  *flags = static_cast<spMemAccessFlags>(static_cast<int>(*v));
+  return spSuccess;
+}
+
+// -------------------------------------------------------------------- IPC
+
+spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
+                                           unsigned flags) {
+  SP_RESOLVE(r, pool);
+  if (handle == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
+    return spErrorInvalidValue;
+  }
+  auto fd = r.ExportPool(Value(pool));
+  if (!fd.ok()) return ToError(fd.status());
+  *static_cast<int*>(handle) = *fd;
+  return spSuccess;
+}
+
+spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
+                                             int handleType, unsigned flags) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (pool == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
+    return spErrorInvalidValue;
+  }
+  const auto fd = reinterpret_cast<intptr_t>(handle);
+  if (fd < 0 || fd > INT32_MAX) return spErrorInvalidValue;
+  auto h = r.ImportPool(static_cast<int>(fd));
+  if (!h.ok()) return ToError(h.status());
+  *pool = ToHandle<spMemPool_t>(*h);
+  return spSuccess;
+}
+
+spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) {
+  if (InHostCallback()) return spErrorNotSupported;
+  if (data == nullptr || ptr == nullptr) return spErrorInvalidValue;
+  const uint32_t owner =
+      streampool::internal::Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(ptr));
+  if (owner == 0) return spErrorInvalidValue;
+  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Registry::Get().Find(owner);
+  if (rt == nullptr) return spErrorInvalidValue;
+  auto d = rt->ExportPointer(ptr);
+  if (!d.ok()) return ToError(d.status());
+  static_assert(sizeof(*data) == sizeof(streampool::internal::PtrExportData));
+  std::memcpy(data, &*d, sizeof *data);
+  return spSuccess;
+}
+
+spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
+                                 spMemPoolPtrExportData* data) {
+  SP_RESOLVE(r, importedPool);
+  if (ptr == nullptr || data == nullptr) return spErrorInvalidValue;
+  streampool::internal::PtrExportData d;
+  std::memcpy(static_cast<void*>(&d), data, sizeof d);  // trivially copyable
+  auto p = r.ImportPointer(Value(importedPool), d);
+  if (!p.ok()) return ToError(p.status());
+  *ptr = *p;
+  return spSuccess;
+}
+
+spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) {
+  SP_RESOLVE(r, e);
+  if (handle == nullptr) return spErrorInvalidValue;
+  return ToError(r.GetIpcEventHandle(Value(e), handle->reserved));
+}
+
+spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (e == nullptr) return spErrorInvalidValue;
+  auto h = r.OpenIpcEvent(handle.reserved);
+  if (!h.ok()) return ToError(h.status());
+  *e = ToHandle<spEvent_t>(*h);
+  return spSuccess;
+}
+
+// ------------------------------------------------------------- checker
 
 spError_t spCheckerEnable(spRuntime_t rt, int enable) {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;

@@ -2,6 +2,7 @@
 // the C API uses, so the two APIs can be mixed on one runtime.
 #include "streampool/runtime.h"
 
+#include <cstring>
 #include <utility>
 
 #include "src/runtime/handles.h"
@@ -56,8 +57,9 @@ absl::Status Runtime::StreamQuery(StreamId s) { return impl_->StreamQuery(s.valu
 absl::Status Runtime::StreamWaitEvent(StreamId s, EventId e) {
   return impl_->StreamWaitEvent(s.value, e.value);
 }
-absl::StatusOr<EventId> Runtime::CreateEvent() {
-  auto h = impl_->CreateEvent();
+absl::StatusOr<EventId> Runtime::CreateEvent() { return CreateEvent(0); }
+absl::StatusOr<EventId> Runtime::CreateEvent(unsigned flags) {
+  auto h = impl_->CreateEvent(flags);
   if (!h.ok()) return h.status();
   return EventId{*h};
 }
@@ -149,6 +151,48 @@ absl::StatusOr<PoolStats> Runtime::GetPoolStats(PoolId pool) const {
 }
 absl::Status Runtime::CheckPoolInvariants(PoolId pool) const {
   return impl_->CheckPoolInvariants(pool.value);
+}
+
+absl::Status Runtime::SetPeerAccessible(int device, int peer_device, bool accessible) {
+  return impl_->SetPeerAccessible(device, peer_device, accessible);
+}
+absl::StatusOr<bool> Runtime::CanAccessPeer(int device, int peer_device) const {
+  return impl_->CanAccessPeer(device, peer_device);
+}
+absl::Status Runtime::SetPoolAccess(PoolId pool, absl::Span<const MemAccessDesc> descs) {
+  return impl_->SetPoolAccess(pool.value, descs);
+}
+absl::StatusOr<MemAccessFlags> Runtime::GetPoolAccess(PoolId pool, MemLocation location) const {
+  return impl_->GetPoolAccess(pool.value, location);
+}
+absl::StatusOr<int> Runtime::ExportPool(PoolId pool) { return impl_->ExportPool(pool.value); }
+absl::StatusOr<PoolId> Runtime::ImportPool(int fd) {
+  auto h = impl_->ImportPool(fd);
+  if (!h.ok()) return h.status();
+  return PoolId{*h};
+}
+absl::StatusOr<spMemPoolPtrExportData> Runtime::ExportPointer(const void* ptr) {
+  auto d = impl_->ExportPointer(ptr);
+  if (!d.ok()) return d.status();
+  static_assert(sizeof(spMemPoolPtrExportData) == sizeof(internal::PtrExportData));
+  spMemPoolPtrExportData out;
+  std::memcpy(&out, &*d, sizeof out);
+  return out;
+}
+absl::StatusOr<void*> Runtime::ImportPointer(PoolId pool, const spMemPoolPtrExportData& data) {
+  internal::PtrExportData d;
+  std::memcpy(static_cast<void*>(&d), &data, sizeof d);  // trivially copyable
+  return impl_->ImportPointer(pool.value, d);
+}
+absl::StatusOr<spIpcEventHandle> Runtime::GetIpcEventHandle(EventId e) {
+  spIpcEventHandle h;
+  if (absl::Status st = impl_->GetIpcEventHandle(e.value, h.reserved); !st.ok()) return st;
+  return h;
+}
+absl::StatusOr<EventId> Runtime::OpenIpcEvent(const spIpcEventHandle& handle) {
+  auto h = impl_->OpenIpcEvent(handle.reserved);
+  if (!h.ok()) return h.status();
+  return EventId{*h};
 }
 
 void Runtime::RecordTimeline(bool on) { impl_->RecordTimeline(on); }

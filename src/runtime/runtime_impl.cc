@@ -1,6 +1,10 @@
 #include "src/runtime/runtime_impl.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +31,64 @@ constexpr uint64_t kMallocGranularity = 4096;
 // Ids must stay below the 36-bit object field and streams below the dense
 // clock width we are willing to keep per stream.
 constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
+
+// An imported pool cannot allocate or release, so its reuse switches and
+// threshold mean nothing (CUDA F.11.5); they are kept so they read back as
+// set, and the statistics attributes behave as for any pool.
+absl::Status SetImportedPoolAttribute(ImportedPool& p, PoolAttr attr, uint64_t value) {
+  switch (attr) {
+    case PoolAttr::kReuseFollowEventDependencies:
+      p.follow_events = value != 0;
+      return absl::OkStatus();
+    case PoolAttr::kReuseAllowOpportunistic:
+      p.opportunistic = value != 0;
+      return absl::OkStatus();
+    case PoolAttr::kReuseAllowInternalDependencies:
+      p.internal_deps = value != 0;
+      return absl::OkStatus();
+    case PoolAttr::kReleaseThreshold:
+      p.release_threshold = value;
+      return absl::OkStatus();
+    case PoolAttr::kReservedMemCurrent:
+    case PoolAttr::kUsedMemCurrent:
+      return absl::InvalidArgumentError("current usage attributes are read-only");
+    case PoolAttr::kReservedMemHigh:
+    case PoolAttr::kUsedMemHigh:
+      if (value != 0) {
+        return absl::InvalidArgumentError("a high watermark can only be reset, by setting 0");
+      }
+      if (attr == PoolAttr::kReservedMemHigh) {
+        p.ResetReservedHigh();
+      } else {
+        p.ResetUsedHigh();
+      }
+      return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("unknown pool attribute");
+}
+
+absl::StatusOr<uint64_t> GetImportedPoolAttribute(const ImportedPool& p, PoolAttr attr) {
+  const PoolStats s = p.Stats();
+  switch (attr) {
+    case PoolAttr::kReuseFollowEventDependencies:
+      return p.follow_events ? 1 : 0;
+    case PoolAttr::kReuseAllowOpportunistic:
+      return p.opportunistic ? 1 : 0;
+    case PoolAttr::kReuseAllowInternalDependencies:
+      return p.internal_deps ? 1 : 0;
+    case PoolAttr::kReleaseThreshold:
+      return p.release_threshold;
+    case PoolAttr::kReservedMemCurrent:
+      return s.reserved_bytes;
+    case PoolAttr::kReservedMemHigh:
+      return s.reserved_high;
+    case PoolAttr::kUsedMemCurrent:
+      return s.used_bytes;
+    case PoolAttr::kUsedMemHigh:
+      return s.used_high;
+  }
+  return absl::InvalidArgumentError("unknown pool attribute");
+}
 
 }  // namespace
 
@@ -166,7 +228,10 @@ absl::Status RuntimeImpl::Init() {
     if (mode == "1" || mode == "fatal") checker_ = std::make_unique<StreamOrderChecker>();
     checker_fatal_ = mode == "fatal";
   }
+  if (checker_) checker_->set_done(&ordering_.done());
   devices_.resize(config_.device_count);
+  // Every pair of devices is peer until the embedder says otherwise.
+  peers_.assign(config_.device_count, ~uint64_t{0});
   for (int d = 0; d < config_.device_count; ++d) {
     Device& dev = devices_[d];
     dev.budget = std::make_unique<DeviceBudget>(config_.device_capacity);
@@ -231,14 +296,21 @@ void RuntimeImpl::TearDown() {
     executor_->RunDueEffects();
   }
   for (auto& [base, rec] : allocs_) {
-    if (rec.pool == nullptr) UnmapMalloc(rec);
+    if (rec.pool == nullptr && rec.imported == nullptr) UnmapMalloc(rec);
   }
   allocs_.clear();
   malloc_ranges_.clear();
   pools_.clear();  // ~MemPool returns every chunk
   draining_pools_.clear();
+  imported_pools_.clear();  // ~ImportedPool unmaps what it mapped
   streams_.clear();
   events_.clear();
+  // Worker threads end with the runtime, not with the last reference to this
+  // object (a thread's cached lookup may keep it alive a while longer, and a
+  // process that forks meanwhile must not inherit live workers).
+  executor_.reset();
+  sim_ = nullptr;
+  adapter_ = nullptr;
 }
 
 // --------------------------------------------------------------- helpers
@@ -294,11 +366,26 @@ Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
 
 void RuntimeImpl::AfterCompletion(bool release) {
   for (auto& [h, rec] : pools_) {
+    if (rec.pool == nullptr) continue;  // imported: retired below
     rec.pool->Promote(ordering_.done());
-    if (release) rec.pool->ReleaseAtSync();
+    // Exportable pools never give memory back while they live (CUDA F.11.4):
+    // another process may map any of their chunks at any time.
+    if (release && rec.memfd == nullptr) rec.pool->ReleaseAtSync();
   }
   for (auto& [h, pool] : draining_pools_) pool->Promote(ordering_.done());
+  for (auto& [h, imported] : imported_pools_) imported->Retire(ordering_.done());
   ReapDestroyedPools();
+  ReapImportedPools();
+}
+
+void RuntimeImpl::ReapImportedPools() {
+  for (auto it = imported_pools_.begin(); it != imported_pools_.end();) {
+    if (!pools_.contains(it->first) && it->second->empty()) {
+      imported_pools_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void RuntimeImpl::ReapDestroyedPools() {
@@ -433,8 +520,7 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
 absl::StatusOr<uint64_t> RuntimeImpl::LegacyStream(int device) {
   SP_ENTER();
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
-  ChargeCall();
-  return devices_[device].legacy_stream;
+  return devices_[device].legacy_stream;  // a getter: no host time charged
 }
 
 absl::Status RuntimeImpl::StreamSynchronize(uint64_t s) {
@@ -467,6 +553,23 @@ absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
   if (!rec.ok()) return rec.status();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  if (const uint64_t target = RemoteTarget(**ev); target != 0) {
+    // Another process's record: nothing of ours to order after, only a point
+    // in time to wait for.
+    std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
+    if (seg->completed() >= target) return absl::OkStatus();
+    if (sim_ != nullptr || adapter_ != nullptr) {
+      return absl::UnimplementedError(
+          "a stream of this executor cannot wait for another process's record that has not "
+          "completed (use the threads executor, or synchronize on the event)");
+    }
+    ChargeCall();
+    OpDesc op;
+    op.kind = OpKind::kWait;
+    op.effect = [seg, target] { seg->WaitComplete(target); };
+    EnqueueOp((*rec)->index, std::move(op));
+    return absl::OkStatus();
+  }
   if (!(*ev)->recorded) return absl::OkStatus();  // CUDA: waiting on nothing
   ChargeCall();
   OpDesc op;
@@ -480,12 +583,40 @@ absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
 
 // ---------------------------------------------------------------- events
 
-absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent() {
+absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent(unsigned flags) {
   SP_ENTER();
+  if ((flags & ~(kEventDisableTiming | kEventInterprocess)) != 0) {
+    return absl::InvalidArgumentError("unknown event flags");
+  }
+  if ((flags & kEventInterprocess) != 0 && (flags & kEventDisableTiming) == 0) {
+    return absl::InvalidArgumentError("an interprocess event needs spEventDisableTiming");
+  }
+  EventRec rec;
+  rec.flags = flags;
+  if ((flags & kEventInterprocess) != 0) {
+    absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Create();
+    if (!seg.ok()) return seg.status();
+    rec.ipc = *std::move(seg);
+  }
   ChargeCall();
   const uint64_t h = NewHandle(HandleKind::kEvent);
-  events_.emplace(h, EventRec{});
+  events_.emplace(h, std::move(rec));
   return h;
+}
+
+uint64_t RuntimeImpl::RemoteTarget(const EventRec& e) {
+  if (e.ipc == nullptr) return 0;
+  const uint64_t latest = e.ipc->recorded();
+  return latest != 0 && latest != e.ipc_seq ? latest : 0;
+}
+
+void RuntimeImpl::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg, uint64_t seq)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Another process completes it; other host threads may use the runtime
+  // meanwhile (and our own workers may need the lock).
+  mu_.Unlock();
+  seg->WaitComplete(seq);
+  mu_.Lock();
 }
 
 absl::Status RuntimeImpl::DestroyEvent(uint64_t e) {
@@ -506,9 +637,20 @@ absl::Status RuntimeImpl::RecordEvent(uint64_t e, uint64_t s) {
   ChargeCall();
   OpDesc op;
   op.kind = OpKind::kRecord;
+  std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
+  uint64_t seq = 0;
+  if (seg != nullptr) {
+    // The executor marks the shared record complete when the record op
+    // completes: the threads executor as its worker reaches it, the
+    // simulator when the host observes it.
+    seq = seg->BeginRecord();
+    op.effect = [seg, seq] { seg->Complete(seq); };
+  }
   const Position p = EnqueueOp(idx, std::move(op));
   const TimeNs end = last_enqueue_end_;
+  if (seg != nullptr && executor_->CompletedPosition(idx) >= p) seg->Complete(seq);
   EventRec& r = **ev;
+  r.ipc_seq = seq;
   r.recorded = true;
   r.stream = idx;
   r.position = p;
@@ -522,6 +664,12 @@ absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   ChargeCall();
+  if (const uint64_t target = RemoteTarget(**ev); target != 0) {
+    // Proves nothing about our own streams: no pool changes.
+    std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
+    if (seg->completed() < target) WaitIpc(seg, target);
+    return absl::OkStatus();
+  }
   if (!(*ev)->recorded) return absl::OkStatus();
   const std::pair<StreamIndex, Position> point((*ev)->stream, (*ev)->position);
   const VectorClock proof = (*ev)->snapshot;
@@ -537,6 +685,12 @@ absl::Status RuntimeImpl::EventQuery(uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   ChargeCall();
+  if (const uint64_t target = RemoteTarget(**ev); target != 0) {
+    if ((*ev)->ipc->completed() < target) {
+      return absl::UnavailableError("event's latest record (another process's) has not completed");
+    }
+    return absl::OkStatus();
+  }
   if (!(*ev)->recorded) return absl::OkStatus();
   executor_->RunDueEffects();
   if (executor_->CompletedPosition((*ev)->stream) < (*ev)->position) {
@@ -553,6 +707,9 @@ absl::StatusOr<float> RuntimeImpl::EventElapsedMs(uint64_t start, uint64_t end) 
   if (!a.ok()) return a.status();
   absl::StatusOr<EventRec*> b = FindEvent(end);
   if (!b.ok()) return b.status();
+  if ((((*a)->flags | (*b)->flags) & kEventDisableTiming) != 0) {
+    return absl::NotFoundError("elapsed time of an event created without timing");
+  }
   if (!(*a)->recorded || !(*b)->recorded) {
     return absl::NotFoundError("elapsed time of an event that was never recorded");
   }
@@ -594,7 +751,7 @@ absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
   if (checker_) {
     for (const Access& a : accesses) {
       checker_->OnAccess(idx, p, ordering_.clock(idx), reinterpret_cast<uintptr_t>(a.ptr), a.size,
-                         a.write);
+                         a.write, (*rec)->device);
     }
     CheckerAfterEvent();
   }
@@ -626,7 +783,7 @@ absl::Status RuntimeImpl::LaunchWork(uint64_t s, uint64_t duration_ns, std::func
   if (checker_) {
     for (const Access& a : accesses) {
       checker_->OnAccess(idx, p, ordering_.clock(idx), reinterpret_cast<uintptr_t>(a.ptr), a.size,
-                         a.write);
+                         a.write, (*rec)->device);
     }
     CheckerAfterEvent();
   }
@@ -705,7 +862,7 @@ uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // From a host function this thread already holds the lock.
   if (in_host_callback) return executor_->Now();
   MutexLock lock(&mu_);
-  return executor_->Now();
+  return executor_ != nullptr ? executor_->Now() : 0;  // null once destroyed
 }
 
 // ---------------------------------------------------------------- memory
@@ -717,6 +874,9 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   const uint64_t pool_handle = pool != 0 ? pool : devices_[(*rec)->device].current_pool;
   absl::StatusOr<PoolRec*> prec = FindPool(pool_handle);
   if (!prec.ok()) return prec.status();
+  if ((*prec)->imported != nullptr) {
+    return absl::InvalidArgumentError("an imported pool cannot allocate (CUDA F.11.5)");
+  }
   if (size == 0) return AllocInfo{};
   MemPool& mp = *(*prec)->pool;
   const StreamIndex t = (*rec)->index;
@@ -732,7 +892,8 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   marker.kind = OpKind::kAllocMarker;
   const Position at = EnqueueOp(t, std::move(marker));
   if (checker_) {
-    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, SimLastEnd(t), &oracle);
+    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, SimLastEnd(t), &oracle,
+                      (*prec)->access);
     CheckerAfterEvent();
   }
   void* ptr = reinterpret_cast<void*>(a->block->addr());
@@ -742,6 +903,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   r.block = a->block;
   r.device = mp.props().device;
   r.requested = size;
+  r.memfd = (*prec)->memfd;
   allocs_.emplace(a->block->addr(), r);
   return AllocInfo{ptr, a->rule};
 }
@@ -760,6 +922,20 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
   ChargeCall();
   OpDesc marker;
   marker.kind = OpKind::kFreeMarker;
+  if (it->second.imported != nullptr) {
+    // The importer's free ends its own use only: the exporter's allocation
+    // lives on. The mapping stays until the free is known complete.
+    std::shared_ptr<ImportedPool> imported = std::move(it->second.imported);
+    const uintptr_t base = it->first;
+    allocs_.erase(it);
+    const Position f = EnqueueOp(idx, std::move(marker));
+    if (checker_) {
+      checker_->OnFree(base, idx, f, ordering_.clock(idx), SimLastEnd(idx));
+      CheckerAfterEvent();
+    }
+    imported->FreeAsync(base, idx, f);
+    return absl::OkStatus();
+  }
   if (it->second.pool == nullptr) {
     // Malloc memory goes back to the upstream when the free executes in
     // stream order, not before: earlier work on the stream may still use it.
@@ -835,6 +1011,11 @@ absl::Status RuntimeImpl::Free(void* ptr) {
   AllocRec r = it->second;
   allocs_.erase(it);
   if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
+  if (r.imported != nullptr) {
+    r.imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
+    ReapImportedPools();
+    return absl::OkStatus();
+  }
   if (r.pool == nullptr) {
     malloc_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
     UnmapMalloc(r);
@@ -870,10 +1051,19 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
     return true;
   };
   for (auto& [h, rec] : pools_) {
-    if (lookup(h, *rec.pool)) return out;
+    if (rec.pool != nullptr && lookup(h, *rec.pool)) return out;
   }
   for (auto& [h, pool] : draining_pools_) {
     if (lookup(h, *pool)) return out;
+  }
+  for (auto& [h, imported] : imported_pools_) {
+    const ImportedPool::Import* imp = imported->LiveContaining(addr);
+    if (imp == nullptr) continue;
+    out.device = imported->header().device;
+    out.pool = PoolId{h};
+    out.base = reinterpret_cast<void*>(imp->base);
+    out.size = imp->requested;
+    return out;
   }
   return absl::InvalidArgumentError("pointer is not inside a live allocation");
 }
@@ -895,8 +1085,24 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   if (props.alloc_type != AllocationType::kPinnedHost) {
     if (absl::Status st = CheckDevice(props.device); !st.ok()) return st;
   }
-  if (props.handle_types != 0) {
-    return absl::UnimplementedError("exportable (IPC) pools are not supported yet");
+  if ((props.handle_types & ~kHandleTypePosixFileDescriptor) != 0) {
+    return absl::InvalidArgumentError("unknown handle type");
+  }
+  const bool exportable = props.handle_types != 0;
+  if (exportable) {
+    // An exported pool's memory must be real shared pages another process
+    // can map: a memfd, which only Host backing has and which we place
+    // ourselves (no huge pages, no DVPP window, no user upstream).
+    if (config_.backing != Backing::kHost) {
+      return absl::UnimplementedError("exportable pools need Host backing");
+    }
+    if (custom_upstream != nullptr) {
+      return absl::UnimplementedError("an exportable pool cannot sit on a caller's upstream");
+    }
+    if (props.alloc_type != AllocationType::kDevice &&
+        props.alloc_type != AllocationType::kPinnedHost) {
+      return absl::UnimplementedError("only Device and PinnedHost pools can be exportable");
+    }
   }
   const bool touchable = config_.backing == Backing::kHost;
   const bool pinned = props.alloc_type == AllocationType::kPinnedHost;
@@ -934,14 +1140,39 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     rule.kind = SizeRule::Kind::kAcl;
     rule.granule = 32;
   }
+  MemfdMemory* memfd = nullptr;
+  if (exportable) {
+    absl::StatusOr<std::unique_ptr<MemfdMemory>> m = MemfdMemory::Create(
+        pinned ? -1 : props.device, static_cast<int>(props.alloc_type), rule.granule);
+    if (!m.ok()) return m.status();
+    memfd = m->get();
+    upstream = std::shared_ptr<PhysicalMemory>(*std::move(m));
+  }
   upstream = upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), this) : upstream_;
   DeviceBudget* budget = pinned ? &host_budget_ : devices_[props.device].budget.get();
   const uint64_t limit = pinned ? UINT64_MAX : config_.device_capacity;
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
   auto pool = std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget);
   const uint64_t h = NewHandle(HandleKind::kPool);
-  pools_.emplace(h, PoolRec{std::move(pool), false});
+  PoolRec rec;
+  rec.pool = std::move(pool);
+  rec.device = pinned ? -1 : props.device;
+  rec.access = NewAccessRights(rec.device, props.alloc_type);
+  rec.memfd = memfd;
+  pools_.emplace(h, std::move(rec));
   return h;
+}
+
+std::shared_ptr<AccessRights> RuntimeImpl::NewAccessRights(int device,
+                                                           AllocationType type) const {
+  // Pinned host memory is every device's (as spMallocHost memory is).
+  if (type == AllocationType::kPinnedHost) return nullptr;
+  auto rights = std::make_shared<AccessRights>();
+  rights->flags.assign(config_.device_count, AccessRights::kNone);
+  // The resident device always has read-write access (CUDA F.10); a device
+  // this runtime does not have (an imported pool's) gives no one access.
+  if (device >= 0 && device < config_.device_count) rights->flags[device] = AccessRights::kReadWrite;
+  return rights;
 }
 
 absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
@@ -949,6 +1180,12 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->is_default) return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
+  if ((*rec)->imported != nullptr) {
+    // Live imports stay valid until freed, as a destroyed pool's allocations do.
+    pools_.erase(pool);
+    ReapImportedPools();
+    return absl::OkStatus();
+  }
   for (Device& d : devices_) {
     if (d.current_pool == pool) d.current_pool = d.default_pool;
   }
@@ -985,6 +1222,9 @@ absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
+  if ((*rec)->imported != nullptr) {
+    return absl::InvalidArgumentError("an imported pool cannot be current (CUDA F.11.5)");
+  }
   const PoolProps& props = (*rec)->pool->props();
   if (props.alloc_type == AllocationType::kPinnedHost || props.device != device) {
     return absl::InvalidArgumentError("pool does not live on this device");
@@ -997,6 +1237,7 @@ absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
+  if ((*rec)->imported != nullptr) return SetImportedPoolAttribute(*(*rec)->imported, attr, value);
   MemPool& mp = *(*rec)->pool;
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
@@ -1033,6 +1274,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr a
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
+  if ((*rec)->imported != nullptr) return GetImportedPoolAttribute(*(*rec)->imported, attr);
   const MemPool& mp = *(*rec)->pool;
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
@@ -1059,6 +1301,8 @@ absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
+  // IPC pools keep their memory (CUDA F.11.4, F.11.5): TrimTo is a no-op.
+  if ((*rec)->imported != nullptr || (*rec)->memfd != nullptr) return absl::OkStatus();
   (*rec)->pool->Release(min_bytes_to_keep);
   return absl::OkStatus();
 }
@@ -1067,6 +1311,7 @@ absl::StatusOr<PoolStats> RuntimeImpl::GetPoolStats(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
+  if ((*rec)->imported != nullptr) return (*rec)->imported->Stats();
   return (*rec)->pool->Stats();
 }
 
@@ -1074,8 +1319,230 @@ absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
+  if ((*rec)->imported != nullptr) return absl::OkStatus();  // no blocks of its own
   if (!(*rec)->pool->CheckInvariants()) return absl::InternalError("pool invariants broken");
   return absl::OkStatus();
+}
+
+// ------------------------------------------------- multi-device access
+
+absl::Status RuntimeImpl::SetPeerAccessible(int device, int peer, bool accessible) {
+  SP_ENTER();
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(peer); !st.ok()) return st;
+  if (device == peer) return absl::OutOfRangeError("a device is not its own peer");
+  if (accessible) {
+    peers_[device] |= uint64_t{1} << peer;
+  } else {
+    peers_[device] &= ~(uint64_t{1} << peer);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RuntimeImpl::CanAccessPeer(int device, int peer) {
+  SP_ENTER();
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = CheckDevice(peer); !st.ok()) return st;
+  // CUDA answers 0 for a device and itself; so do we.
+  return device != peer && (peers_[device] >> peer & 1) != 0;
+}
+
+absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc> descs) {
+  SP_ENTER();
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  const PoolRec& p = **rec;
+  // Every descriptor is checked before any applies: a failed call changes
+  // nothing.
+  for (const MemAccessDesc& d : descs) {
+    const int flags = static_cast<int>(d.flags);
+    if (flags != 0 && flags != 1 && flags != 3) {
+      return absl::InvalidArgumentError("unknown access flags");
+    }
+    if (d.location.type == MemLocationType::kHost) {
+      if (p.access != nullptr) {
+        return absl::InvalidArgumentError("host access to a device pool is not modelled");
+      }
+      if (d.flags != MemAccessFlags::kProtReadWrite) {
+        return absl::InvalidArgumentError("pinned host memory is always read-write");
+      }
+      continue;
+    }
+    if (d.location.type != MemLocationType::kDevice) {
+      return absl::InvalidArgumentError("unknown location type");
+    }
+    if (absl::Status st = CheckDevice(d.location.id); !st.ok()) return st;
+    if (p.access == nullptr) {
+      if (d.flags != MemAccessFlags::kProtReadWrite) {
+        return absl::InvalidArgumentError("pinned host memory is every device's, read-write");
+      }
+      continue;
+    }
+    if (d.location.id == p.device) {
+      if (d.flags != MemAccessFlags::kProtReadWrite) {
+        return absl::InvalidArgumentError("the resident device's access cannot be lowered");
+      }
+      continue;
+    }
+    // Only a grant needs the peer path; revoking never does. A resident
+    // device this runtime does not have (an imported pool's) has no peer
+    // information to check against.
+    if (d.flags != MemAccessFlags::kProtNone && p.device >= 0 &&
+        p.device < config_.device_count && (peers_[d.location.id] >> p.device & 1) == 0) {
+      return absl::OutOfRangeError(absl::StrCat("device ", d.location.id,
+                                                " cannot access memory of device ", p.device));
+    }
+  }
+  if (p.access == nullptr) return absl::OkStatus();
+  for (const MemAccessDesc& d : descs) {
+    if (d.location.type != MemLocationType::kDevice || d.location.id == p.device) continue;
+    p.access->flags[d.location.id] = static_cast<uint8_t>(d.flags);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MemAccessFlags> RuntimeImpl::GetPoolAccess(uint64_t pool, MemLocation location) {
+  SP_ENTER();
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  const PoolRec& p = **rec;
+  if (location.type == MemLocationType::kHost) {
+    return p.access == nullptr ? MemAccessFlags::kProtReadWrite : MemAccessFlags::kProtNone;
+  }
+  if (location.type != MemLocationType::kDevice) {
+    return absl::InvalidArgumentError("unknown location type");
+  }
+  if (absl::Status st = CheckDevice(location.id); !st.ok()) return st;
+  if (p.access == nullptr) return MemAccessFlags::kProtReadWrite;
+  return static_cast<MemAccessFlags>(p.access->Get(location.id));
+}
+
+// -------------------------------------------------------------------- IPC
+
+absl::StatusOr<int> RuntimeImpl::ExportPool(uint64_t pool) {
+  SP_ENTER();
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  if ((*rec)->memfd == nullptr) {
+    return absl::InvalidArgumentError(
+        "the pool is not exportable (create it with handleTypes = "
+        "spMemHandleTypePosixFileDescriptor)");
+  }
+  const int fd = fcntl((*rec)->memfd->fd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("duplicating the pool's descriptor: ", std::strerror(errno)));
+  }
+  return fd;
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
+  SP_ENTER();
+  if (config_.backing != Backing::kHost) {
+    return absl::UnimplementedError("importing a pool needs Host backing");
+  }
+  absl::StatusOr<PoolFileHeader> header = ReadPoolFileHeader(fd);
+  if (!header.ok()) return header.status();
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("duplicating the pool's descriptor: ", std::strerror(errno)));
+  }
+  ImportedPool::Hooks hooks;
+  const uint32_t id = id_;
+  hooks.mapped = [id](uintptr_t base, uint64_t size) {
+    Registry::Get().AddRange(base, size, id, /*touchable=*/true);
+  };
+  // Imported pools map and unmap only under the runtime's lock.
+  hooks.unmapped = [this](uintptr_t base, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    OnUnmapped(base, size);
+    Registry::Get().RemoveRange(base);
+  };
+  auto imported = std::make_shared<ImportedPool>(own, *header, std::move(hooks));
+  const uint64_t h = NewHandle(HandleKind::kPool);
+  PoolRec rec;
+  rec.device = header->device;
+  rec.access = NewAccessRights(
+      header->device, header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
+                          ? AllocationType::kPinnedHost
+                          : AllocationType::kDevice);
+  rec.imported = imported;
+  pools_.emplace(h, std::move(rec));
+  imported_pools_.emplace(h, std::move(imported));
+  return h;
+}
+
+absl::StatusOr<PtrExportData> RuntimeImpl::ExportPointer(const void* ptr) {
+  SP_ENTER();
+  auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocs_.end()) {
+    return absl::InvalidArgumentError("pointer is not the start of a live allocation");
+  }
+  const AllocRec& r = it->second;
+  if (r.memfd == nullptr) {
+    return absl::InvalidArgumentError("the allocation is not from an exportable pool");
+  }
+  const Chunk& chunk = *r.block->chunk;
+  const std::optional<uint64_t> offset = r.memfd->FileOffsetOf(chunk.base());
+  SP_CHECK(offset.has_value());
+  PtrExportData d;
+  d.token = r.memfd->header().token;
+  d.chunk_offset = *offset;
+  d.chunk_size = chunk.size();
+  d.offset_in_chunk = r.block->addr() - chunk.base();
+  d.requested = r.requested;
+  d.block_size = r.block->size();
+  return d;
+}
+
+absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportData& data) {
+  SP_ENTER();
+  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  if (!rec.ok()) return rec.status();
+  if ((*rec)->imported == nullptr) {
+    return absl::InvalidArgumentError("pointers are imported into an imported pool");
+  }
+  absl::StatusOr<ImportedPool::Import> imp = (*rec)->imported->ImportPointer(data);
+  if (!imp.ok()) return imp.status();
+  AllocRec r;
+  r.pool_handle = pool;
+  r.device = (*rec)->device;
+  r.requested = imp->requested;
+  r.imported = (*rec)->imported;
+  allocs_.emplace(imp->base, std::move(r));
+  if (checker_) {
+    // The exporter's allocation point is in another process: the importer
+    // orders its accesses with an interprocess event, which the checker
+    // cannot see, so no order-based check applies.
+    checker_->OnAlloc(imp->base, imp->block_size, kNoStream, 0, executor_->Now(), nullptr,
+                      (*rec)->access);
+    CheckerAfterEvent();
+  }
+  return reinterpret_cast<void*>(imp->base);
+}
+
+absl::Status RuntimeImpl::GetIpcEventHandle(uint64_t e, unsigned char handle[64]) {
+  SP_ENTER();
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  if ((*ev)->ipc == nullptr) {
+    return absl::NotFoundError("the event was not created with spEventInterprocess");
+  }
+  (*ev)->ipc->WriteHandle(handle);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::OpenIpcEvent(const unsigned char handle[64]) {
+  SP_ENTER();
+  absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Open(handle);
+  if (!seg.ok()) return seg.status();
+  ChargeCall();
+  EventRec rec;
+  rec.flags = kEventDisableTiming | kEventInterprocess;
+  rec.ipc = *std::move(seg);
+  const uint64_t h = NewHandle(HandleKind::kEvent);
+  events_.emplace(h, std::move(rec));
+  return h;
 }
 
 void RuntimeImpl::OnUnmapped(uintptr_t base, uint64_t size) {
@@ -1136,7 +1603,10 @@ absl::StatusOr<StreamIndex> RuntimeImpl::StreamIndexOf(uint64_t s) {
 void RuntimeImpl::EnableChecker(bool on, bool fatal) {
   if (in_host_callback) return;
   MutexLock lock(&mu_);
-  if (on && !checker_) checker_ = std::make_unique<StreamOrderChecker>();
+  if (on && !checker_) {
+    checker_ = std::make_unique<StreamOrderChecker>();
+    checker_->set_done(&ordering_.done());
+  }
   if (!on) checker_.reset();
   checker_fatal_ = on && fatal;
   checker_reported_ = checker_ ? checker_->reports().size() : 0;

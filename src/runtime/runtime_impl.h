@@ -23,9 +23,11 @@
 #include "src/util/mutex.h"
 #include "absl/types/span.h"
 #include "src/ordering/ordering.h"
+#include "src/memory/memfd_memory.h"
 #include "src/memory/page_backing.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/handles.h"
+#include "src/runtime/ipc.h"
 #include "src/sim/checker.h"
 #include "src/exec/adapter_executor.h"
 #include "src/exec/thread_executor.h"
@@ -61,7 +63,7 @@ class RuntimeImpl {
   absl::Status StreamSynchronize(uint64_t s);
   absl::Status StreamQuery(uint64_t s);
   absl::Status StreamWaitEvent(uint64_t s, uint64_t e);
-  absl::StatusOr<uint64_t> CreateEvent();
+  absl::StatusOr<uint64_t> CreateEvent(unsigned flags = 0);
   absl::Status DestroyEvent(uint64_t e);
   absl::Status RecordEvent(uint64_t e, uint64_t s);
   absl::Status EventSynchronize(uint64_t e);
@@ -100,6 +102,22 @@ class RuntimeImpl {
   absl::Status TrimTo(uint64_t pool, uint64_t min_bytes_to_keep);
   absl::StatusOr<PoolStats> GetPoolStats(uint64_t pool);
   absl::Status CheckPoolInvariants(uint64_t pool);
+
+  // Multi-device access (CUDA guide F.10).
+  absl::Status SetPeerAccessible(int device, int peer, bool accessible);
+  absl::StatusOr<bool> CanAccessPeer(int device, int peer);
+  absl::Status SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc> descs);
+  absl::StatusOr<MemAccessFlags> GetPoolAccess(uint64_t pool, MemLocation location);
+
+  // IPC pools and events (F.11).
+  // A new close-on-exec descriptor of an exportable pool's memfd.
+  absl::StatusOr<int> ExportPool(uint64_t pool);
+  // An imported pool over `fd` (which stays the caller's).
+  absl::StatusOr<uint64_t> ImportPool(int fd);
+  absl::StatusOr<PtrExportData> ExportPointer(const void* ptr);
+  absl::StatusOr<void*> ImportPointer(uint64_t pool, const PtrExportData& data);
+  absl::Status GetIpcEventHandle(uint64_t e, unsigned char handle[64]);
+  absl::StatusOr<uint64_t> OpenIpcEvent(const unsigned char handle[64]);
 
   void RecordTimeline(bool on);
   std::vector<TimelineEntry> Timeline();
@@ -142,10 +160,25 @@ class RuntimeImpl {
     Position position = 0;
     TimeNs end = 0;
     VectorClock snapshot;
+    unsigned flags = 0;
+    // Interprocess events: the shared segment, and the shared number of this
+    // runtime's latest record of it (0: none). When the segment's latest
+    // record is another's, queries and waits go by the shared counters.
+    std::shared_ptr<IpcEventSegment> ipc;
+    uint64_t ipc_seq = 0;
   };
   struct PoolRec {
-    std::unique_ptr<MemPool> pool;
+    std::unique_ptr<MemPool> pool;  // null for an imported pool
     bool is_default = false;
+    // Which devices may touch its allocations (null: every device, as for
+    // pinned host memory). Shared with the checker's records.
+    std::shared_ptr<AccessRights> access;
+    // The resident device (-1: host).
+    int device = 0;
+    // Exportable pools: their memfd (owned through the pool's upstream).
+    MemfdMemory* memfd = nullptr;
+    // Imported pools.
+    std::shared_ptr<ImportedPool> imported;
   };
   // A live allocation, by base address.
   struct AllocRec {
@@ -155,6 +188,8 @@ class RuntimeImpl {
     Mapping mapping;  // Malloc memory only
     int device = 0;
     uint64_t requested = 0;
+    MemfdMemory* memfd = nullptr;             // allocations of exportable pools
+    std::shared_ptr<ImportedPool> imported;  // imported pointers
   };
   class RegisteringUpstream;
 
@@ -197,6 +232,17 @@ class RuntimeImpl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RangeTouchable(uintptr_t addr, uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UnmapMalloc(const AllocRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Imported pools destroyed by the caller go once nothing of them is left.
+  void ReapImportedPools() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Access rights of a new pool resident on `device` (-1: host) of `type`.
+  std::shared_ptr<AccessRights> NewAccessRights(int device, AllocationType type) const;
+  // The shared record number an interprocess event's queries and waits must
+  // see complete when its latest record is another runtime's; 0 when the
+  // event's latest record is this runtime's (or it was never recorded).
+  static uint64_t RemoteTarget(const EventRec& e);
+  // Blocks until the segment has completed `seq`, with the lock released.
+  void WaitIpc(const std::shared_ptr<IpcEventSegment>& seg, uint64_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In fatal mode, aborts with the first new report.
   void CheckerAfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -234,6 +280,12 @@ class RuntimeImpl {
   // Destroyed pools that still had live allocations or pending frees.
   absl::flat_hash_map<uint64_t, std::unique_ptr<MemPool>> draining_pools_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uintptr_t, AllocRec> allocs_ ABSL_GUARDED_BY(mu_);
+  // Every imported pool by handle, including destroyed ones that still have
+  // live imports or frees not known complete.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedPool>> imported_pools_
+      ABSL_GUARDED_BY(mu_);
+  // peers_[d] bit p: device d may access memory resident on device p.
+  std::vector<uint64_t> peers_ ABSL_GUARDED_BY(mu_);
   // Malloc allocations by base, for any-byte lookups.
   absl::btree_map<uintptr_t, uint64_t> malloc_ranges_ ABSL_GUARDED_BY(mu_);
 };

@@ -17,6 +17,8 @@ const char* CheckKindName(CheckKind kind) {
       return "use-before-ready";
     case CheckKind::kOverlappingLifetimes:
       return "overlapping-lifetimes";
+    case CheckKind::kNoAccess:
+      return "no-access";
   }
   return "unknown";
 }
@@ -26,7 +28,8 @@ void StreamOrderChecker::Report(CheckReport r) {
 }
 
 void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stream,
-                                 Position position, TimeNs ready_ns, const OrderOracle* order) {
+                                 Position position, TimeNs ready_ns, const OrderOracle* order,
+                                 std::shared_ptr<const AccessRights> rights) {
   const uintptr_t end = base + size;
   // Every earlier allocation sharing a byte must have been freed, and its free
   // completed, by the time the new one can be used.
@@ -62,7 +65,12 @@ void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stre
     }
     it = records_.erase(it);
   }
-  records_.emplace(base, Record{size, stream, position});
+  Record rec{};
+  rec.size = size;
+  rec.alloc_stream = stream;
+  rec.alloc_position = position;
+  rec.rights = std::move(rights);
+  records_.emplace(base, std::move(rec));
 }
 
 void StreamOrderChecker::OnFree(uintptr_t base, StreamIndex stream, Position position,
@@ -70,7 +78,7 @@ void StreamOrderChecker::OnFree(uintptr_t base, StreamIndex stream, Position pos
   auto it = records_.find(base);
   if (it == records_.end()) return;
   for (const auto& [s, p] : it->second.last_access) {
-    if (s == stream || clock.Get(s) >= p) continue;
+    if (s == stream || clock.Get(s) >= p || Done(s) >= p) continue;
     CheckReport r{CheckKind::kUseAfterFree, s, p, base, it->second.size};
     r.other_stream = stream;
     r.other_position = position;
@@ -101,7 +109,7 @@ void StreamOrderChecker::OnUnmap(uintptr_t base, uint64_t size) {
 
 void StreamOrderChecker::OnAccess(StreamIndex stream, Position position,
                                   const VectorClock& clock, uintptr_t ptr, uint64_t size,
-                                  bool write) {
+                                  bool write, int device) {
   if (size == 0) return;
   const char* verb = write ? "write" : "read";
   auto it = records_.upper_bound(ptr);
@@ -133,6 +141,21 @@ void StreamOrderChecker::OnAccess(StreamIndex stream, Position position,
     Report(std::move(r));
     return;
   }
+  if (device >= 0 && rec->rights != nullptr) {
+    const uint8_t granted = rec->rights->Get(device);
+    if (granted == AccessRights::kNone || (write && granted != AccessRights::kReadWrite)) {
+      CheckReport r{CheckKind::kNoAccess, stream, position, ptr, size};
+      r.other_stream = rec->alloc_stream;
+      r.other_position = rec->alloc_position;
+      r.message = absl::StrFormat(
+          "%s of [%#x, +%u) at stream %u op %u from device %d, which the allocation's pool grants "
+          "%s",
+          verb, ptr, size, stream, position, device,
+          granted == AccessRights::kNone ? "no access" : "read access only");
+      Report(std::move(r));
+      return;
+    }
+  }
   Record& live = it->second;
   bool seen = false;
   for (auto& [s, p] : live.last_access) {
@@ -142,7 +165,8 @@ void StreamOrderChecker::OnAccess(StreamIndex stream, Position position,
     }
   }
   if (!seen) live.last_access.emplace_back(stream, position);
-  if (stream != rec->alloc_stream && clock.Get(rec->alloc_stream) < rec->alloc_position) {
+  if (stream != rec->alloc_stream && clock.Get(rec->alloc_stream) < rec->alloc_position &&
+      Done(rec->alloc_stream) < rec->alloc_position) {
     CheckReport r{CheckKind::kUseBeforeReady, stream, position, ptr, size};
     r.other_stream = rec->alloc_stream;
     r.other_position = rec->alloc_position;

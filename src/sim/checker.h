@@ -16,7 +16,11 @@
 //                     the allocating stream's next op nor observed complete
 //                     (the safety invariant, checked with any executor), or —
 //                     in virtual time — had not completed when the new one
-//                     became usable.
+//                     became usable;
+//   no access         a kernel on device D touches an allocation of a pool
+//                     that has not granted D access (or writes one D may
+//                     only read): spMemPoolSetAccess decides, for every
+//                     allocation of the pool, past and future.
 //
 // Checks run at enqueue, when the ordering core knows the op's clock and the
 // simulator its times. Cost: a btree lookup per allocation, free and access.
@@ -24,6 +28,7 @@
 #define STREAMPOOL_SRC_SIM_CHECKER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,7 +41,27 @@
 
 namespace streampool::internal {
 
-enum class CheckKind { kOutOfBounds, kUseAfterFree, kUseBeforeReady, kOverlappingLifetimes };
+enum class CheckKind {
+  kOutOfBounds,
+  kUseAfterFree,
+  kUseBeforeReady,
+  kOverlappingLifetimes,
+  kNoAccess,
+};
+
+// Which devices may touch the allocations of one pool, shared by the pool
+// (which changes it) and the checker's records (which read it), so a change
+// applies to allocations already made.
+struct AccessRights {
+  static constexpr uint8_t kNone = 0;
+  static constexpr uint8_t kRead = 1;
+  static constexpr uint8_t kReadWrite = 3;
+  // By device index; devices beyond the vector have no access.
+  std::vector<uint8_t> flags;
+  uint8_t Get(int device) const {
+    return device >= 0 && static_cast<size_t>(device) < flags.size() ? flags[device] : kNone;
+  }
+};
 
 const char* CheckKindName(CheckKind kind);
 
@@ -59,19 +84,27 @@ class StreamOrderChecker {
   // (the end of the allocating stream's last op, inserted waits included; 0
   // when time is not virtual). `order` answers for the allocating stream
   // (null: skip the order-based check, e.g. for synchronous Malloc).
+  // `rights` says which devices may touch it (null: every device).
   void OnAlloc(uintptr_t base, uint64_t size, StreamIndex stream, Position position,
-               TimeNs ready_ns, const OrderOracle* order);
+               TimeNs ready_ns, const OrderOracle* order,
+               std::shared_ptr<const AccessRights> rights = nullptr);
   // Its FreeAsync at (stream, position), whose clock is `clock`, completing at
   // end_ns.
   void OnFree(uintptr_t base, StreamIndex stream, Position position, const VectorClock& clock,
               TimeNs end_ns);
   // A synchronous free: the caller promised all access had completed.
   void OnFreeNow(uintptr_t base, TimeNs now_ns);
-  // An access by the op at (stream, position), whose clock is `clock`.
+  // An access by the op at (stream, position), whose clock is `clock`, made
+  // from `device` (-1: do not check access rights, e.g. copies).
   void OnAccess(StreamIndex stream, Position position, const VectorClock& clock, uintptr_t ptr,
-                uint64_t size, bool write);
+                uint64_t size, bool write, int device = -1);
   // Forgets records inside [base, base + size): the memory went back upstream.
   void OnUnmap(uintptr_t base, uint64_t size);
+
+  // What synchronize calls and queries have proven complete (owned by the
+  // caller, outliving the checker): a proven-complete allocation is ready for
+  // every stream, and a proven-complete access is ordered before any free.
+  void set_done(const VectorClock* done) { done_ = done; }
 
   const std::vector<CheckReport>& reports() const { return reports_; }
   void ClearReports() { reports_.clear(); }
@@ -85,15 +118,18 @@ class StreamOrderChecker {
     StreamIndex free_stream = kNoStream;
     Position free_position = 0;
     TimeNs free_end = 0;
+    std::shared_ptr<const AccessRights> rights;
     // The latest access per stream, to check the free is ordered after them.
     absl::InlinedVector<std::pair<StreamIndex, Position>, 2> last_access;
   };
   void Report(CheckReport r);
+  Position Done(StreamIndex s) const { return done_ != nullptr ? done_->Get(s) : 0; }
 
   // By base address; records of freed allocations stay until their bytes are
   // handed out again or unmapped, so late accesses are still recognised.
   absl::btree_map<uintptr_t, Record> records_;
   std::vector<CheckReport> reports_;
+  const VectorClock* done_ = nullptr;
   static constexpr size_t kMaxReports = 10000;  // a buggy loop must not eat memory
 };
 

@@ -115,6 +115,18 @@ TEST_F(CheckerTest, UnorderedAccessFromAnotherStreamIsUseBeforeReady) {
   EXPECT_TRUE(Reports().empty());
 }
 
+TEST_F(CheckerTest, SynchronizeMakesAnAllocationReadyForEveryStream) {
+  void* p;
+  ASSERT_EQ(spMallocAsync(&p, 4096, a_), spSuccess);
+  ASSERT_EQ(spStreamSynchronize(a_), spSuccess);  // proves the allocation complete
+  Kernel(b_, p, 64);
+  EXPECT_TRUE(Reports().empty());
+  // And an access proven complete is ordered before a later free anywhere.
+  ASSERT_EQ(spStreamSynchronize(b_), spSuccess);
+  ASSERT_EQ(spFreeAsync(p, a_), spSuccess);
+  EXPECT_TRUE(Reports().empty());
+}
+
 TEST_F(CheckerTest, LegacyStreamOrdersBlockingStreams) {
   spStream_t legacy;
   ASSERT_EQ(spStreamGetLegacy(&legacy, rt_, 0), spSuccess);
