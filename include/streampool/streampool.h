@@ -322,12 +322,19 @@ SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* p
 
 /** Where memory is accessed from: a device (id) or the host (id ignored). */
 typedef enum spMemLocationType { spMemLocationTypeDevice = 1, spMemLocationTypeHost = 2 } spMemLocationType;
-typedef struct spMemLocation { spMemLocationType type; int id; } spMemLocation;
+/** A place memory is accessed from. */
+typedef struct spMemLocation {
+  spMemLocationType type; /**< device or host */
+  int id;                 /**< the device index (ignored for the host) */
+} spMemLocation;
 /** The access a location has to a pool's allocations. */
 typedef enum spMemAccessFlags { spMemAccessFlagsProtNone = 0, spMemAccessFlagsProtRead = 1,
   spMemAccessFlagsProtReadWrite = 3 } spMemAccessFlags;
 /** One grant of spMemPoolSetAccess. */
-typedef struct spMemAccessDesc { spMemLocation location; spMemAccessFlags flags; } spMemAccessDesc;
+typedef struct spMemAccessDesc {
+  spMemLocation location; /**< who is granted */
+  spMemAccessFlags flags; /**< what it may do */
+} spMemAccessDesc;
 
 /** Whether `device` may access memory resident on `peerDevice` (directional).
  * Default: all pairs peer. A device is not its own peer: device ==
@@ -364,7 +371,9 @@ SP_API spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
  * spErrorInvalidValue. */
 enum { spMemHandleTypeNone = 0, spMemHandleTypePosixFileDescriptor = 1 };
 /** An allocation of an exportable pool, as another process imports it. */
-typedef struct spMemPoolPtrExportData { unsigned char reserved[64]; } spMemPoolPtrExportData;
+typedef struct spMemPoolPtrExportData {
+  unsigned char reserved[64]; /**< opaque: copy it to the importing process as is */
+} spMemPoolPtrExportData;
 /** handle: int* receiving a new fd (close-on-exec), which the caller owns.
  * Non-exportable or imported pool, wrong handle type, non-zero flags:
  * spErrorInvalidValue. */
@@ -399,7 +408,9 @@ SP_API spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
  * simulated stream waiting for another process's record that is not yet
  * complete is spErrorNotSupported. A handle can be opened while the creating
  * event lives. */
-typedef struct spIpcEventHandle { unsigned char reserved[64]; } spIpcEventHandle;
+typedef struct spIpcEventHandle {
+  unsigned char reserved[64]; /**< opaque: copy it to the opening process as is */
+} spIpcEventHandle;
 /** e created without spEventInterprocess: spErrorInvalidResourceHandle. */
 SP_API spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e);
 /** A handle that names no live interprocess event: spErrorInvalidValue. */
