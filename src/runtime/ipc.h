@@ -101,13 +101,27 @@ class ImportedPool {
   uint64_t mapped_bytes() const { return stats_.reserved_bytes; }
 
   // Attributes an imported pool stores but never acts on (it cannot allocate
-  // or release), so that they read back as set.
-  bool follow_events = true;
-  bool opportunistic = true;
-  bool internal_deps = true;
-  uint64_t release_threshold = 0;
+  // or release), so that they read back as set; the names match MemPool's so
+  // one attribute switch serves both.
+  bool reuse_follow_event_dependencies() const { return follow_events_; }
+  bool reuse_allow_opportunistic() const { return opportunistic_; }
+  bool reuse_allow_internal_dependencies() const { return internal_deps_; }
+  void set_reuse_follow_event_dependencies(bool on) { follow_events_ = on; }
+  void set_reuse_allow_opportunistic(bool on) { opportunistic_ = on; }
+  void set_reuse_allow_internal_dependencies(bool on) { internal_deps_ = on; }
+  uint64_t release_threshold() const { return release_threshold_; }
+  void set_release_threshold(uint64_t v) { release_threshold_ = v; }
+  uint64_t reserved() const { return stats_.reserved_bytes; }
+  uint64_t used() const { return stats_.used_bytes; }
+  uint64_t reserved_high() const { return stats_.reserved_high; }
+  uint64_t used_high() const { return stats_.used_high; }
 
  private:
+  bool follow_events_ = true;
+  bool opportunistic_ = true;
+  bool internal_deps_ = true;
+  uint64_t release_threshold_ = 0;
+
   struct ChunkMap {
     uintptr_t base = 0;
     uint64_t size = 0;

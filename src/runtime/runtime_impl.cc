@@ -32,22 +32,23 @@ constexpr uint64_t kMallocGranularity = 4096;
 // clock width we are willing to keep per stream.
 constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
 
-// An imported pool cannot allocate or release, so its reuse switches and
-// threshold mean nothing (CUDA F.11.5); they are kept so they read back as
-// set, and the statistics attributes behave as for any pool.
-absl::Status SetImportedPoolAttribute(ImportedPool& p, PoolAttr attr, uint64_t value) {
+// One attribute switch for MemPool and ImportedPool (which share accessor
+// names). An imported pool cannot allocate or release, so its reuse switches
+// and threshold mean nothing (CUDA F.11.5); it keeps them so they read back.
+template <typename Pool>
+absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) {
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
-      p.follow_events = value != 0;
+      p.set_reuse_follow_event_dependencies(value != 0);
       return absl::OkStatus();
     case PoolAttr::kReuseAllowOpportunistic:
-      p.opportunistic = value != 0;
+      p.set_reuse_allow_opportunistic(value != 0);
       return absl::OkStatus();
     case PoolAttr::kReuseAllowInternalDependencies:
-      p.internal_deps = value != 0;
+      p.set_reuse_allow_internal_dependencies(value != 0);
       return absl::OkStatus();
     case PoolAttr::kReleaseThreshold:
-      p.release_threshold = value;
+      p.set_release_threshold(value);
       return absl::OkStatus();
     case PoolAttr::kReservedMemCurrent:
     case PoolAttr::kUsedMemCurrent:
@@ -67,25 +68,25 @@ absl::Status SetImportedPoolAttribute(ImportedPool& p, PoolAttr attr, uint64_t v
   return absl::InvalidArgumentError("unknown pool attribute");
 }
 
-absl::StatusOr<uint64_t> GetImportedPoolAttribute(const ImportedPool& p, PoolAttr attr) {
-  const PoolStats s = p.Stats();
+template <typename Pool>
+absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) {
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
-      return p.follow_events ? 1 : 0;
+      return p.reuse_follow_event_dependencies() ? 1 : 0;
     case PoolAttr::kReuseAllowOpportunistic:
-      return p.opportunistic ? 1 : 0;
+      return p.reuse_allow_opportunistic() ? 1 : 0;
     case PoolAttr::kReuseAllowInternalDependencies:
-      return p.internal_deps ? 1 : 0;
+      return p.reuse_allow_internal_dependencies() ? 1 : 0;
     case PoolAttr::kReleaseThreshold:
-      return p.release_threshold;
+      return p.release_threshold();
     case PoolAttr::kReservedMemCurrent:
-      return s.reserved_bytes;
+      return p.reserved();
     case PoolAttr::kReservedMemHigh:
-      return s.reserved_high;
+      return p.reserved_high();
     case PoolAttr::kUsedMemCurrent:
-      return s.used_bytes;
+      return p.used();
     case PoolAttr::kUsedMemHigh:
-      return s.used_high;
+      return p.used_high();
   }
   return absl::InvalidArgumentError("unknown pool attribute");
 }
@@ -1237,64 +1238,16 @@ absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) return SetImportedPoolAttribute(*(*rec)->imported, attr, value);
-  MemPool& mp = *(*rec)->pool;
-  switch (attr) {
-    case PoolAttr::kReuseFollowEventDependencies:
-      mp.set_reuse_follow_event_dependencies(value != 0);
-      return absl::OkStatus();
-    case PoolAttr::kReuseAllowOpportunistic:
-      mp.set_reuse_allow_opportunistic(value != 0);
-      return absl::OkStatus();
-    case PoolAttr::kReuseAllowInternalDependencies:
-      mp.set_reuse_allow_internal_dependencies(value != 0);
-      return absl::OkStatus();
-    case PoolAttr::kReleaseThreshold:
-      mp.set_release_threshold(value);
-      return absl::OkStatus();
-    case PoolAttr::kReservedMemCurrent:
-    case PoolAttr::kUsedMemCurrent:
-      return absl::InvalidArgumentError("current usage attributes are read-only");
-    case PoolAttr::kReservedMemHigh:
-    case PoolAttr::kUsedMemHigh:
-      if (value != 0) {
-        return absl::InvalidArgumentError("a high watermark can only be reset, by setting 0");
-      }
-      if (attr == PoolAttr::kReservedMemHigh) {
-        mp.ResetReservedHigh();
-      } else {
-        mp.ResetUsedHigh();
-      }
-      return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError("unknown pool attribute");
+  if ((*rec)->imported != nullptr) return SetAttribute(*(*rec)->imported, attr, value);
+  return SetAttribute(*(*rec)->pool, attr, value);
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr attr) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) return GetImportedPoolAttribute(*(*rec)->imported, attr);
-  const MemPool& mp = *(*rec)->pool;
-  switch (attr) {
-    case PoolAttr::kReuseFollowEventDependencies:
-      return mp.reuse_follow_event_dependencies() ? 1 : 0;
-    case PoolAttr::kReuseAllowOpportunistic:
-      return mp.reuse_allow_opportunistic() ? 1 : 0;
-    case PoolAttr::kReuseAllowInternalDependencies:
-      return mp.reuse_allow_internal_dependencies() ? 1 : 0;
-    case PoolAttr::kReleaseThreshold:
-      return mp.release_threshold();
-    case PoolAttr::kReservedMemCurrent:
-      return mp.reserved();
-    case PoolAttr::kReservedMemHigh:
-      return mp.reserved_high();
-    case PoolAttr::kUsedMemCurrent:
-      return mp.used();
-    case PoolAttr::kUsedMemHigh:
-      return mp.used_high();
-  }
-  return absl::InvalidArgumentError("unknown pool attribute");
+  if ((*rec)->imported != nullptr) return GetAttribute(*(*rec)->imported, attr);
+  return GetAttribute(*(*rec)->pool, attr);
 }
 
 absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
