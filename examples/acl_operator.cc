@@ -28,13 +28,12 @@ namespace {
 
 int failures = 0;
 
-#define EXPECT(cond)                                                        \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "acl_operator: %s:%d: expected %s\n", __FILE__, \
-                   __LINE__, #cond);                                        \
-      ++failures;                                                           \
-    }                                                                       \
+#define EXPECT(cond)                                                                         \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::fprintf(stderr, "acl_operator: %s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                                            \
+    }                                                                                        \
   } while (0)
 
 // Unwraps a StatusOr or ends the program with its error.
@@ -107,7 +106,8 @@ int main() {
   constexpr uint64_t kImage = 96 * 1024;  // one "decoded frame"
 
   std::vector<streampool::Stream> streams;
-  for (int i = 0; i < kStreams; ++i) streams.push_back(Must(streampool::Stream::Create(*rt), "stream"));
+  for (int i = 0; i < kStreams; ++i)
+    streams.push_back(Must(streampool::Stream::Create(*rt), "stream"));
 
   // Results stay alive until checked: owners declared after the streams, so
   // they are freed before the streams are destroyed.

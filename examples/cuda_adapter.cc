@@ -34,7 +34,9 @@ class CudaStreams final : public streampool::StreamAdapter {
     cudaEventRecord(e, static_cast<cudaStream_t>(s));
     return e;
   }
-  bool Done(Marker m) override { return cudaEventQuery(static_cast<cudaEvent_t>(m)) == cudaSuccess; }
+  bool Done(Marker m) override {
+    return cudaEventQuery(static_cast<cudaEvent_t>(m)) == cudaSuccess;
+  }
   void Wait(NativeStream s, Marker m) override {
     cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(m), 0);
   }

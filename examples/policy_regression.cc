@@ -38,13 +38,13 @@ constexpr uint64_t kKernelNs = 100000;  // 100 us
 
 int failures = 0;
 
-#define CHECK(cond)                                                                      \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::fprintf(stderr, "policy_regression: %s:%d: CHECK(%s) failed\n", __FILE__, \
-                   __LINE__, #cond);                                                     \
-      ++failures;                                                                        \
-    }                                                                                    \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      std::fprintf(stderr, "policy_regression: %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, \
+                   #cond);                                                                     \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
 // A runtime, two non-blocking streams and the pool under test, with A's
@@ -74,8 +74,7 @@ bool MakeSetup(Setup& s, uint64_t max_size) {
   if (!alloc.ok()) return false;
   s.a_ptr = alloc->ptr;
   const streampool::Access write{s.a_ptr, kBytes, true};
-  return s.rt->LaunchKernel(s.a, kKernelNs, {&write, 1}).ok() &&
-         s.rt->FreeAsync(s.a_ptr, s.a).ok();
+  return s.rt->LaunchKernel(s.a, kKernelNs, {&write, 1}).ok() && s.rt->FreeAsync(s.a_ptr, s.a).ok();
 }
 
 uint64_t Reserved(const Setup& s) {
@@ -121,7 +120,7 @@ void EventDependencyWhileAStillRuns() {
   auto ev = s.rt->CreateEvent();
   CHECK(ev.ok());
   if (!ev.ok()) return;
-  CHECK(s.rt->RecordEvent(*ev, s.a).ok());    // after A's free
+  CHECK(s.rt->RecordEvent(*ev, s.a).ok());      // after A's free
   CHECK(s.rt->StreamWaitEvent(s.b, *ev).ok());  // B's next op is ordered after it
   auto got = s.rt->MallocFromPoolAsync(kBytes, s.pool, s.b);
   Report("event after the free", got, s);

@@ -17,13 +17,13 @@
 #include "streampool/streampool.h"
 
 /* CUDA: #define CHECK(call) if ((call) != cudaSuccess) ... */
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    spError_t err_ = (call);                                                          \
-    if (err_ != spSuccess) {                                                          \
+#define CHECK(call)                                                                    \
+  do {                                                                                 \
+    spError_t err_ = (call);                                                           \
+    if (err_ != spSuccess) {                                                           \
       fprintf(stderr, "port_from_cuda: %s failed: %s\n", #call, spGetErrorName(err_)); \
-      return 1;                                                                       \
-    }                                                                                 \
+      return 1;                                                                        \
+    }                                                                                  \
   } while (0)
 
 #define EXPECT(cond)                                           \
@@ -99,7 +99,8 @@ static int Run(spRuntime_t rt) {
          st.allocCount, st.reuseEventDependency, st.upstreamMaps);
   EXPECT(st.allocCount == 2 && st.reuseEventDependency == 1 && st.upstreamMaps == 1);
 
-  /* uint64_t reserved; cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved); */
+  /* uint64_t reserved; cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+   */
   uint64_t reserved;
   CHECK(spMemPoolGetAttribute(pool, spMemPoolAttrReservedMemCurrent, &reserved));
   printf("reserved after synchronize: %" PRIu64 " bytes (threshold keeps it)\n", reserved);

@@ -26,7 +26,7 @@ int main() {
   auto buf = (*rt)->MallocAsync(1024, *producer);  // stream-ordered allocation
   if (!buf.ok()) return 1;
   char* p = static_cast<char*>(buf->ptr);
-  native(*producer)->Launch([p] { std::memset(p, 1, 1024); });   // native "kernel"
+  native(*producer)->Launch([p] { std::memset(p, 1, 1024); });    // native "kernel"
   if (!(*rt)->RecordEvent(*ready, *producer).ok()) return 1;      // native record
   if (!(*rt)->StreamWaitEvent(*consumer, *ready).ok()) return 1;  // native wait
   native(*consumer)->Launch([p, &sum] {

@@ -15,19 +15,12 @@
 // Exit status: 0 on success, 1 if an API call fails. The out-of-memory results
 // that part (b) provokes on purpose are outcomes it reports, not failures.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <string>
-#include <vector>
-
-#include "tools/replay/replay.h"
-#include "tools/replay/report.h"
-#include "tools/replay/trace.h"
-#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +32,9 @@
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
+#include "tools/replay/replay.h"
+#include "tools/replay/report.h"
+#include "tools/replay/trace.h"
 
 namespace {
 
@@ -387,8 +383,8 @@ void PoliciesSideBySide() {
   for (const Policy& policy : policies) {
     const Outcome o = RunPolicyScenario(policy);
     const PoolStats& s = o.stats;
-    std::printf("  %-20s %5" PRIu64 " %5" PRIu64 " %6" PRIu64 " %8" PRIu64 " %6" PRIu64
-                " %5" PRIu64 " %6.1f %5" PRIu64 " %8.1f %6" PRIu64 "\n",
+    std::printf("  %-20s %5" PRIu64 " %5" PRIu64 " %6" PRIu64 " %8" PRIu64 " %6" PRIu64 " %5" PRIu64
+                " %6.1f %5" PRIu64 " %8.1f %6" PRIu64 "\n",
                 policy.name, s.reuse_same_stream, s.reuse_event_dependency, s.reuse_opportunistic,
                 s.reuse_internal_dependency, s.reuse_after_sync, s.fresh_allocs,
                 static_cast<double>(s.reserved_high) / kMiB, s.waits_inserted, Us(o.makespan_ns),
@@ -444,7 +440,8 @@ void PoolVariants() {
     const uint64_t sizes[4] = {1, 100, 1000, 4096};
     bool failed = false;
     for (int i = 0; i < 4 && !failed; ++i) {
-      const uint64_t before = MUST(rt->GetPoolAttribute(pool, streampool::PoolAttr::kUsedMemCurrent));
+      const uint64_t before =
+          MUST(rt->GetPoolAttribute(pool, streampool::PoolAttr::kUsedMemCurrent));
       absl::StatusOr<streampool::AllocInfo> a = rt->MallocFromPoolAsync(sizes[i], pool, s);
       if (!a.ok()) {
         failed = true;

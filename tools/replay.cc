@@ -27,6 +27,8 @@
 //
 // Exit status: 0 on success, 1 when a trace is malformed or a replay fails,
 // 2 on a bad command line. Out-of-memory allocations are results, not errors.
+#include "tools/replay/replay.h"
+
 #include <unistd.h>
 
 #include <cstdint>
@@ -39,7 +41,6 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "tools/replay/replay.h"
 #include "tools/replay/report.h"
 #include "tools/replay/trace.h"
 
@@ -236,8 +237,8 @@ int main(int argc, char** argv) {
     rep.trace = &t;
     for (const rp::ReplaySettings& s : settings) {
       const std::string label = t.name + ": " + s.Label();
-      absl::StatusOr<rp::ReplayResult> r = rp::Replay(
-          t, s, [&](size_t done, size_t total) { progress.Update(label, done, total); });
+      absl::StatusOr<rp::ReplayResult> r =
+          rp::Replay(t, s, [&](size_t done, size_t total) { progress.Update(label, done, total); });
       progress.Clear();
       if (!r.ok()) {
         std::fprintf(stderr, "streampool-replay: %s\n", std::string(r.status().message()).c_str());

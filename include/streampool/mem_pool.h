@@ -14,12 +14,12 @@ namespace streampool {
 /// How one successful non-zero allocation was served (DESIGN.md "Serving
 /// MallocAsync"); each counts exactly one.
 enum class ReuseRule {
-  kFresh,                ///< bytes never handed out before (growth is upstream_maps)
-  kSameStream,           ///< the stream's own pending free
-  kEventDependency,      ///< rule 2: a free ordered before by events or the legacy stream
-  kOpportunistic,        ///< rule 3: a free observed complete
-  kAfterSync,            ///< a READY block holding bytes handed out before
-  kInternalDependency,   ///< rule 5: a wait inserted on the free
+  kFresh,               ///< bytes never handed out before (growth is upstream_maps)
+  kSameStream,          ///< the stream's own pending free
+  kEventDependency,     ///< rule 2: a free ordered before by events or the legacy stream
+  kOpportunistic,       ///< rule 3: a free observed complete
+  kAfterSync,           ///< a READY block holding bytes handed out before
+  kInternalDependency,  ///< rule 5: a wait inserted on the free
 };
 
 /// The rule's name in lower case with hyphens, e.g. "same-stream",
@@ -30,17 +30,17 @@ STREAMPOOL_EXPORT const char* ReuseRuleName(ReuseRule rule);
 /// all but the last three fields). Counts are since the pool's creation;
 /// "high" values are watermarks (reset through the pool attributes).
 struct PoolStats {
-  uint64_t reserved_bytes = 0;               ///< bytes mapped from the upstream now (ReservedMemCurrent)
-  uint64_t reserved_high = 0;                ///< watermark of reserved_bytes (ReservedMemHigh)
-  uint64_t used_bytes = 0;                   ///< rule sizes of live allocations (UsedMemCurrent)
-  uint64_t used_high = 0;                    ///< watermark of used_bytes (UsedMemHigh)
-  uint64_t alloc_count = 0;                  ///< successful non-zero allocations
-  uint64_t free_count = 0;                   ///< accepted FreeAsync and Free calls (null excluded)
-  uint64_t failed_alloc_count = 0;           ///< allocations that failed
-  uint64_t reuse_same_stream = 0;            ///< allocations served by ReuseRule::kSameStream
-  uint64_t reuse_event_dependency = 0;       ///< ... by ReuseRule::kEventDependency
-  uint64_t reuse_opportunistic = 0;          ///< ... by ReuseRule::kOpportunistic
-  uint64_t reuse_after_sync = 0;             ///< ... by ReuseRule::kAfterSync
+  uint64_t reserved_bytes = 0;          ///< bytes mapped from the upstream now (ReservedMemCurrent)
+  uint64_t reserved_high = 0;           ///< watermark of reserved_bytes (ReservedMemHigh)
+  uint64_t used_bytes = 0;              ///< rule sizes of live allocations (UsedMemCurrent)
+  uint64_t used_high = 0;               ///< watermark of used_bytes (UsedMemHigh)
+  uint64_t alloc_count = 0;             ///< successful non-zero allocations
+  uint64_t free_count = 0;              ///< accepted FreeAsync and Free calls (null excluded)
+  uint64_t failed_alloc_count = 0;      ///< allocations that failed
+  uint64_t reuse_same_stream = 0;       ///< allocations served by ReuseRule::kSameStream
+  uint64_t reuse_event_dependency = 0;  ///< ... by ReuseRule::kEventDependency
+  uint64_t reuse_opportunistic = 0;     ///< ... by ReuseRule::kOpportunistic
+  uint64_t reuse_after_sync = 0;        ///< ... by ReuseRule::kAfterSync
   uint64_t reuse_internal_dependency = 0;    ///< ... by ReuseRule::kInternalDependency
   uint64_t fresh_allocs = 0;                 ///< ... by ReuseRule::kFresh
   uint64_t waits_inserted = 0;               ///< waits rule 5 inserted

@@ -42,8 +42,7 @@ namespace streampool {
 class STREAMPOOL_EXPORT Stream {
  public:
   /// Runtime::CreateStream(device, non_blocking), owned.
-  static absl::StatusOr<Stream> Create(Runtime& runtime, int device = 0,
-                                       bool non_blocking = false);
+  static absl::StatusOr<Stream> Create(Runtime& runtime, int device = 0, bool non_blocking = false);
 
   /// An empty owner (owns nothing).
   Stream() = default;

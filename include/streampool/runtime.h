@@ -82,8 +82,6 @@ struct RuntimeConfig {
   std::shared_ptr<StreamAdapter> adapter;
 };
 
-
-
 // Strong ids; value is the same number as the C API's opaque handle, so the
 // two APIs can be mixed on one runtime.
 
@@ -110,11 +108,11 @@ struct PoolId {
 
 /// What the stream-order checker found (C: spCheckKind).
 enum class CheckKind {
-  kOutOfBounds = 1,          ///< access outside any allocation
-  kUseAfterFree = 2,         ///< access after the free, or a free not ordered after an access
-  kUseBeforeReady = 3,       ///< access not ordered after the allocation
-  kOverlappingLifetimes = 4, ///< pool self-check: bytes handed out while still in use
-  kNoAccess = 5,             ///< a kernel on a device the allocation's pool does not grant
+  kOutOfBounds = 1,           ///< access outside any allocation
+  kUseAfterFree = 2,          ///< access after the free, or a free not ordered after an access
+  kUseBeforeReady = 3,        ///< access not ordered after the allocation
+  kOverlappingLifetimes = 4,  ///< pool self-check: bytes handed out while still in use
+  kNoAccess = 5,              ///< a kernel on a device the allocation's pool does not grant
 };
 
 /// Where memory can be accessed from (CUDA guide F.10; C: spMemLocationType).
@@ -143,11 +141,11 @@ inline constexpr unsigned kHandleTypePosixFileDescriptor = 1;
 /// One finding of the stream-order checker (C: spCheckReport).
 struct CheckReport {
   CheckKind kind = CheckKind::kOutOfBounds;  ///< what went wrong
-  StreamId stream;           ///< the offending op (value 0 if that stream is destroyed)
-  uint64_t op_position = 0;  ///< its position in the stream (1 = first op)
-  const void* ptr = nullptr;  ///< the accessed (or allocated) range's start
-  uint64_t size = 0;          ///< its bytes
-  StreamId other_stream;     ///< the other op involved (allocation or free), if any
+  StreamId stream;              ///< the offending op (value 0 if that stream is destroyed)
+  uint64_t op_position = 0;     ///< its position in the stream (1 = first op)
+  const void* ptr = nullptr;    ///< the accessed (or allocated) range's start
+  uint64_t size = 0;            ///< its bytes
+  StreamId other_stream;        ///< the other op involved (allocation or free), if any
   uint64_t other_position = 0;  ///< its position in other_stream
   std::string message;          ///< both ops, addresses and sizes in words
 };
@@ -176,10 +174,10 @@ enum class PoolAttr {
 /// What Runtime::GetPointerAttributes tells about a pointer
 /// (C: spPointerAttributes).
 struct PointerAttributes {
-  int device = -1;      ///< the pool's device; -1 for pinned host memory
-  PoolId pool;          ///< value 0 for Malloc memory
-  void* base = nullptr; ///< start of the allocation
-  uint64_t size = 0;    ///< its requested size
+  int device = -1;       ///< the pool's device; -1 for pinned host memory
+  PoolId pool;           ///< value 0 for Malloc memory
+  void* base = nullptr;  ///< start of the allocation
+  uint64_t size = 0;     ///< its requested size
 };
 
 /// What the last allocation decided, for policy tests and benchmarks.
@@ -190,14 +188,14 @@ struct AllocInfo {
 
 /// One op as the simulator scheduled it (see Runtime::Timeline).
 struct TimelineEntry {
-  StreamId stream;       ///< value 0 for a stream destroyed since
-  uint32_t stream_index; ///< dense index, stable for the runtime's life
-  int device = 0;        ///< the stream's device
-  uint64_t position = 0; ///< the op's position in its stream
+  StreamId stream;                     ///< value 0 for a stream destroyed since
+  uint32_t stream_index;               ///< dense index, stable for the runtime's life
+  int device = 0;                      ///< the stream's device
+  uint64_t position = 0;               ///< the op's position in its stream
   OpKind kind = OpKind::kAllocMarker;  ///< what the op was
-  uint64_t enqueued_ns = 0;  ///< host time when it was enqueued
-  uint64_t start_ns = 0;     ///< when it started
-  uint64_t end_ns = 0;       ///< when it completed
+  uint64_t enqueued_ns = 0;            ///< host time when it was enqueued
+  uint64_t start_ns = 0;               ///< when it started
+  uint64_t end_ns = 0;                 ///< when it completed
 };
 
 /// The kind's name in lower case with hyphens: "kernel", "host-func",

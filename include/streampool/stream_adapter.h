@@ -42,8 +42,7 @@ class STREAMPOOL_EXPORT StreamAdapter {
   /// The native stream behind a new streampool stream on `device`. For the
   /// device's legacy stream (legacy == true) this is typically the native
   /// default stream. An error fails the stream's creation.
-  virtual absl::StatusOr<NativeStream> CreateStream(int device, bool legacy,
-                                                    bool non_blocking) = 0;
+  virtual absl::StatusOr<NativeStream> CreateStream(int device, bool legacy, bool non_blocking) = 0;
   /// Called once the streampool stream is destroyed and all its work observed
   /// complete (or at runtime destruction).
   virtual void DestroyStream(NativeStream stream) = 0;

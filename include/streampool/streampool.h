@@ -35,14 +35,14 @@ extern "C" {
 /** What every sp* call returns. The values are CUDA's (cudaError_t) for the
  * same conditions. */
 typedef enum spError {
-  spSuccess = 0,                      /**< the call did what it says */
-  spErrorInvalidValue = 1,            /**< a bad argument (null out-pointer, bad size, ...) */
-  spErrorMemoryAllocation = 2,        /**< out of memory (pool maxSize, device capacity, upstream) */
-  spErrorInvalidDevice = 101,         /**< a device index out of range */
+  spSuccess = 0,               /**< the call did what it says */
+  spErrorInvalidValue = 1,     /**< a bad argument (null out-pointer, bad size, ...) */
+  spErrorMemoryAllocation = 2, /**< out of memory (pool maxSize, device capacity, upstream) */
+  spErrorInvalidDevice = 101,  /**< a device index out of range */
   spErrorPeerAccessUnsupported = 217, /**< a pool or pointer of another device */
   spErrorInvalidResourceHandle = 400, /**< a destroyed, foreign or wrong-kind handle */
   spErrorNotReady = 600,              /**< a query: work still pending */
-  spErrorNotSupported = 801           /**< a feature not implemented, or an sp* call from a host function */
+  spErrorNotSupported = 801 /**< a feature not implemented, or an sp* call from a host function */
 } spError_t;
 
 /** The enumerator's name, e.g. "spErrorInvalidValue"; "spErrorUnknown" for a
@@ -321,15 +321,21 @@ SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* p
 /* ------------------------------------- multi-device access (CUDA guide F.10) */
 
 /** Where memory is accessed from: a device (id) or the host (id ignored). */
-typedef enum spMemLocationType { spMemLocationTypeDevice = 1, spMemLocationTypeHost = 2 } spMemLocationType;
+typedef enum spMemLocationType {
+  spMemLocationTypeDevice = 1,
+  spMemLocationTypeHost = 2
+} spMemLocationType;
 /** A place memory is accessed from. */
 typedef struct spMemLocation {
   spMemLocationType type; /**< device or host */
   int id;                 /**< the device index (ignored for the host) */
 } spMemLocation;
 /** The access a location has to a pool's allocations. */
-typedef enum spMemAccessFlags { spMemAccessFlagsProtNone = 0, spMemAccessFlagsProtRead = 1,
-  spMemAccessFlagsProtReadWrite = 3 } spMemAccessFlags;
+typedef enum spMemAccessFlags {
+  spMemAccessFlagsProtNone = 0,
+  spMemAccessFlagsProtRead = 1,
+  spMemAccessFlagsProtReadWrite = 3
+} spMemAccessFlags;
 /** One grant of spMemPoolSetAccess. */
 typedef struct spMemAccessDesc {
   spMemLocation location; /**< who is granted */
@@ -377,17 +383,18 @@ typedef struct spMemPoolPtrExportData {
 /** handle: int* receiving a new fd (close-on-exec), which the caller owns.
  * Non-exportable or imported pool, wrong handle type, non-zero flags:
  * spErrorInvalidValue. */
-SP_API spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
-                                                  unsigned flags); /* handle: int* receiving a new fd */
+SP_API spError_t
+spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
+                                 unsigned flags); /* handle: int* receiving a new fd */
 /** handle: the fd, passed as (void*)(intptr_t)fd; the caller keeps owning it
  * (the pool holds its own duplicate) and may close it at once. An fd that is
  * not an exported pool: spErrorInvalidValue. Imported pools cannot allocate
  * (spMallocFromPoolAsync, spDeviceSetMemPool: spErrorInvalidValue), are
  * accessible from their resident device only until spMemPoolSetAccess, and
  * their statistics cover this process's imports only. */
-SP_API spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
-                                                    int handleType,
-                                                    unsigned flags); /* handle: the fd, passed as (void*)(intptr_t)fd */
+SP_API spError_t spMemPoolImportFromShareableHandle(
+    spMemPool_t* pool, spRuntime_t rt, void* handle, int handleType,
+    unsigned flags); /* handle: the fd, passed as (void*)(intptr_t)fd */
 /** ptr: the start of a live allocation of an exportable pool. */
 SP_API spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr);
 /** Maps the allocation `data` names into this process (does not wait for it
@@ -424,10 +431,10 @@ SP_API spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHa
  * environment variable STREAMPOOL_CHECK_STREAM_ORDER=1 (=fatal: abort at the
  * first report). */
 typedef enum spCheckKind {
-  spCheckOutOfBounds = 1,         /**< access outside any allocation */
-  spCheckUseAfterFree = 2,        /**< access issued after the free, or a free not
-                                     ordered after an earlier access */
-  spCheckUseBeforeReady = 3,      /**< access not ordered after the allocation */
+  spCheckOutOfBounds = 1,          /**< access outside any allocation */
+  spCheckUseAfterFree = 2,         /**< access issued after the free, or a free not
+                                      ordered after an earlier access */
+  spCheckUseBeforeReady = 3,       /**< access not ordered after the allocation */
   spCheckOverlappingLifetimes = 4, /**< pool self-check: bytes reused while in use */
   spCheckNoAccess = 5              /**< a kernel on a device its allocation's pool has not
                                       granted access (or granted read only, for a write) */

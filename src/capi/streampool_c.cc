@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "src/runtime/handles.h"
@@ -50,10 +50,10 @@ H ToHandle(uint64_t v) {
 
 // Resolves the runtime a handle belongs to, refusing calls from host
 // functions before any lock is taken.
-#define SP_RESOLVE(rt_var, handle)                                      \
-  if (InHostCallback()) return spErrorNotSupported;                     \
-  RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Value(handle));     \
-  if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle;     \
+#define SP_RESOLVE(rt_var, handle)                                  \
+  if (InHostCallback()) return spErrorNotSupported;                 \
+  RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Value(handle)); \
+  if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle; \
   RuntimeImpl& rt_var = *rt_var##_ptr
 
 // A C caller may store any int in an enum field or pass one as an enum
@@ -81,9 +81,7 @@ bool ToPoolProps(const spMemPoolProps& in, streampool::PoolProps* out) {
   return true;
 }
 
-bool IsRuntimeHandle(uint64_t v) {
-  return KindOf(v) == HandleKind::kRuntime && ObjectIdOf(v) == 0;
-}
+bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && ObjectIdOf(v) == 0; }
 
 }  // namespace
 }  // namespace streampool::internal
@@ -166,7 +164,8 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
     c.device_capacity = cfg->deviceCapacity;
     c.backing = static_cast<streampool::Backing>(backing);
     const int executor = streampool::internal::EnumInt(cfg->executor);
-    if (executor != spExecutorSimulator && executor != spExecutorThreads) return spErrorInvalidValue;
+    if (executor != spExecutorSimulator && executor != spExecutorThreads)
+      return spErrorInvalidValue;
     c.executor = static_cast<streampool::ExecutorKind>(executor);
     c.api_call_ns = cfg->apiCallNs;
     c.copy_bytes_per_us = cfg->copyBytesPerUs;
@@ -177,9 +176,7 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
   return spSuccess;
 }
 
-spError_t spRuntimeDestroy(spRuntime_t rt) {
-  return ToError(RuntimeImpl::Destroy(Value(rt)));
-}
+spError_t spRuntimeDestroy(spRuntime_t rt) { return ToError(RuntimeImpl::Destroy(Value(rt))); }
 
 // ---------------------------------------------------------------- streams
 
@@ -554,8 +551,8 @@ spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
   SP_RESOLVE(r, pool);
   if (flags == nullptr || location == nullptr) return spErrorInvalidValue;
   streampool::MemLocation loc;
-  loc.type = static_cast<streampool::MemLocationType>(
-      streampool::internal::EnumInt(location->type));
+  loc.type =
+      static_cast<streampool::MemLocationType>(streampool::internal::EnumInt(location->type));
   loc.id = location->id;
   auto v = r.GetPoolAccess(Value(pool), loc);
   if (!v.ok()) return ToError(v.status());
@@ -659,7 +656,8 @@ spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t cap
     o.opIndex = a.op_position;
     o.ptr = a.ptr;
     o.size = a.size;
-    o.otherStream = a.other_stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.other_stream.value);
+    o.otherStream =
+        a.other_stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.other_stream.value);
     o.otherOpIndex = a.other_position;
     std::snprintf(o.message, sizeof o.message, "%s", a.message.c_str());
   }

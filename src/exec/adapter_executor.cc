@@ -46,7 +46,7 @@ void AdapterExecutor::Poll(Stream& st) {
 }
 
 std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerAtOrAfter(StreamIndex s,
-                                                                            Position p) {
+                                                                             Position p) {
   Stream& st = streams_[s];
   Poll(st);
   if (p <= st.completed) return nullptr;

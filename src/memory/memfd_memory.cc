@@ -34,9 +34,9 @@ PoolToken NewToken() {
   if (got < t.size()) {
     // No random source (an old kernel or a seccomp filter): tokens only need
     // to differ between pools, which pid, time and an address give.
-    const uint64_t a = static_cast<uint64_t>(getpid()) ^
-                       static_cast<uint64_t>(
-                           std::chrono::steady_clock::now().time_since_epoch().count());
+    const uint64_t a =
+        static_cast<uint64_t>(getpid()) ^
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     static int counter = 0;
     const uint64_t b = reinterpret_cast<uintptr_t>(&t) ^ static_cast<uint64_t>(++counter);
     std::memcpy(t.data(), &a, 8);
@@ -46,7 +46,7 @@ PoolToken NewToken() {
 }
 
 absl::StatusOr<std::unique_ptr<MemfdMemory>> MemfdMemory::Create(int device, int alloc_type,
-                                                                  uint64_t granule) {
+                                                                 uint64_t granule) {
   const int fd = memfd_create("streampool-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Errno("memfd_create");
   PoolFileHeader h;
@@ -77,8 +77,8 @@ absl::StatusOr<Mapping> MemfdMemory::Map(uint64_t bytes) {
   // Growing never loses data and the file only grows, so a failed map below
   // leaves at worst a sparse tail that the next Map reuses.
   if (ftruncate(fd_, static_cast<off_t>(offset + bytes)) != 0) return Errno("ftruncate");
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-                 static_cast<off_t>(offset));
+  void* p =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(offset));
   if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
   next_offset_ = offset + bytes;
   offsets_.emplace(reinterpret_cast<uintptr_t>(p), offset);

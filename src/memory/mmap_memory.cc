@@ -35,9 +35,7 @@ class MmapMemory final : public PhysicalMemory {
     return m;
   }
 
-  void Unmap(const Mapping& mapping) override {
-    SP_CHECK(munmap(mapping.base, mapping.size) == 0);
-  }
+  void Unmap(const Mapping& mapping) override { SP_CHECK(munmap(mapping.base, mapping.size) == 0); }
 
   bool touchable() const override { return touchable_; }
   const char* name() const override { return touchable_ ? "host" : "address-only"; }

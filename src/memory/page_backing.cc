@@ -2,10 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"

@@ -32,10 +32,10 @@ class HugePageBudget {
 };
 
 struct PageRequest {
-  uint64_t bytes = 0;       // a multiple of 2 MiB
-  void* fixed = nullptr;    // inside a PROT_NONE reservation we own, or null
+  uint64_t bytes = 0;     // a multiple of 2 MiB
+  void* fixed = nullptr;  // inside a PROT_NONE reservation we own, or null
   PagePolicy policy = PagePolicy::kHugeFirst;
-  bool touchable = true;    // false: address space only, nothing mapped
+  bool touchable = true;             // false: address space only, nothing mapped
   HugePageBudget* budget = nullptr;  // may be null (unlimited)
 };
 

@@ -47,9 +47,9 @@ class DvppMemory final : public PhysicalMemory {
     DvppWindow& window = DvppWindow::Get();
     void* at = window.Take(bytes);
     if (at == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the 16 GiB DVPP window has no free range of ", bytes, " bytes (",
-          window.free_bytes(), " free in all)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the 16 GiB DVPP window has no free range of ", bytes, " bytes (",
+                       window.free_bytes(), " free in all)"));
     }
     absl::StatusOr<Mapping> m = MapPages(PageRequest{bytes, at, policy_, touchable_, budget_});
     if (!m.ok()) window.Give(at, bytes);

@@ -24,7 +24,7 @@ StreamIndex Ordering::LegacyOf(int device) const {
 }
 
 Position Ordering::Enqueue(StreamIndex s,
-                          absl::InlinedVector<std::pair<StreamIndex, Position>, 2>* joined) {
+                           absl::InlinedVector<std::pair<StreamIndex, Position>, 2>* joined) {
   SP_DCHECK(s < streams_.size());
   StreamState& st = streams_[s];
   if (st.kind == StreamKind::kLegacy) {

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
-
 #include "src/ordering/vector_clock.h"
 #include "streampool/executor.h"
 

@@ -142,8 +142,8 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
   // merged block's free point is the latest, which is this free.
   StreamFrees& frees = FreesOf(s);
   auto mergeable = [&](const Block* n) {
-    return n != nullptr && (n->state == BlockState::kReady ||
-                            (n->state == BlockState::kPending && n->stream == s));
+    return n != nullptr &&
+           (n->state == BlockState::kReady || (n->state == BlockState::kPending && n->stream == s));
   };
   // Loops, not ifs: an absorbed READY block may itself border a pending
   // block of s (a READY block next to a PENDING one is legal), and those must

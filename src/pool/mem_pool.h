@@ -173,8 +173,8 @@ class MemPool {
   void Activate(StreamIndex s);
   void CompactQueue(StreamFrees& frees);
   static bool Better(const Block* a, const Block* b) {
-    return b == nullptr ||
-           (a != nullptr && (a->size() != b->size() ? a->size() < b->size() : a->addr() < b->addr()));
+    return b == nullptr || (a != nullptr && (a->size() != b->size() ? a->size() < b->size()
+                                                                    : a->addr() < b->addr()));
   }
 
   const PoolProps props_;

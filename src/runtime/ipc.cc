@@ -42,8 +42,8 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
   }
   if (d.token != header_.token) return invalid("it belongs to another pool");
   constexpr uint64_t kPage = 4096;
-  if (d.chunk_offset < PoolFileHeader::kBytes || d.chunk_offset % kPage != 0 ||
-      d.chunk_size == 0 || d.chunk_size % kPage != 0 ||
+  if (d.chunk_offset < PoolFileHeader::kBytes || d.chunk_offset % kPage != 0 || d.chunk_size == 0 ||
+      d.chunk_size % kPage != 0 ||
       d.chunk_offset > static_cast<uint64_t>(INT64_MAX) - d.chunk_size) {
     return invalid("bad chunk");
   }
@@ -56,8 +56,7 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
   // The file never shrinks (it is sealed), so a chunk inside it now stays
   // inside it for as long as it is mapped.
   struct stat st;
-  if (fstat(fd_, &st) != 0 ||
-      d.chunk_offset + d.chunk_size > static_cast<uint64_t>(st.st_size)) {
+  if (fstat(fd_, &st) != 0 || d.chunk_offset + d.chunk_size > static_cast<uint64_t>(st.st_size)) {
     return invalid("the chunk lies outside the pool's file");
   }
   auto cit = chunks_.find(d.chunk_offset);
@@ -215,8 +214,8 @@ absl::StatusOr<std::shared_ptr<IpcEventSegment>> IpcEventSegment::Create() {
     uint64_t r;
     std::memcpy(&r, salt.data(), sizeof r);
     char name[EventHandleData::kNameBytes];
-    std::snprintf(name, sizeof name, "%s%x-%016llx", kNamePrefix,
-                  static_cast<unsigned>(getpid()), static_cast<unsigned long long>(r));
+    std::snprintf(name, sizeof name, "%s%x-%016llx", kNamePrefix, static_cast<unsigned>(getpid()),
+                  static_cast<unsigned long long>(r));
     const int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0) {

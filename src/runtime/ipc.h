@@ -40,11 +40,11 @@ struct PtrExportData {
   uint32_t magic = kMagic;
   uint32_t version = kVersion;
   PoolToken token{};
-  uint64_t chunk_offset = 0;    // file offset of the chunk holding the block
+  uint64_t chunk_offset = 0;  // file offset of the chunk holding the block
   uint64_t chunk_size = 0;
   uint64_t offset_in_chunk = 0;
-  uint64_t requested = 0;       // the size the exporter's caller asked for
-  uint64_t block_size = 0;      // the bytes the block occupies
+  uint64_t requested = 0;   // the size the exporter's caller asked for
+  uint64_t block_size = 0;  // the bytes the block occupies
 };
 static_assert(sizeof(PtrExportData) == 64);
 static_assert(std::is_trivially_copyable_v<PtrExportData>);

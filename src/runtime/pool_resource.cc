@@ -41,8 +41,7 @@ PoolResource::PoolResource(Runtime& runtime, PoolId pool, StreamId stream,
     : runtime_(&runtime),
       pool_(pool),
       stream_(stream),
-      pool_alignment_(IsValidPoolAlignment(pool_alignment) ? pool_alignment
-                                                           : kMinPoolAlignment) {}
+      pool_alignment_(IsValidPoolAlignment(pool_alignment) ? pool_alignment : kMinPoolAlignment) {}
 
 void* PoolResource::do_allocate(std::size_t bytes, std::size_t alignment) {
   if (!std::has_single_bit(alignment)) throw std::bad_alloc();
@@ -90,8 +89,7 @@ void PoolResource::do_deallocate(void* p, std::size_t /*bytes*/, std::size_t ali
     ABSL_RAW_LOG(FATAL,
                  "streampool::PoolResource: FreeAsync(%p) on stream %llu failed: %s (was the "
                  "stream destroyed, or the pointer not from this resource?)",
-                 block, static_cast<unsigned long long>(stream_.value),
-                 st.ToString().c_str());
+                 block, static_cast<unsigned long long>(stream_.value), st.ToString().c_str());
   }
 }
 

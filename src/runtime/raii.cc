@@ -86,9 +86,7 @@ absl::Status Event::MakeStreamWait(StreamId stream) const {
 absl::Status Event::Synchronize() const {
   return runtime_ ? runtime_->EventSynchronize(id_) : Empty("Event");
 }
-absl::Status Event::Query() const {
-  return runtime_ ? runtime_->EventQuery(id_) : Empty("Event");
-}
+absl::Status Event::Query() const { return runtime_ ? runtime_->EventQuery(id_) : Empty("Event"); }
 
 absl::Status Event::Destroy() {
   if (runtime_ == nullptr) return absl::OkStatus();
@@ -162,9 +160,7 @@ absl::StatusOr<AsyncPtr> AsyncPtr::AllocateFromPool(Runtime& runtime, uint64_t s
 }
 
 AsyncPtr::AsyncPtr(AsyncPtr&& other) noexcept
-    : runtime_(other.runtime_),
-      ptr_(std::exchange(other.ptr_, nullptr)),
-      stream_(other.stream_) {}
+    : runtime_(other.runtime_), ptr_(std::exchange(other.ptr_, nullptr)), stream_(other.stream_) {}
 
 AsyncPtr& AsyncPtr::operator=(AsyncPtr&& other) noexcept {
   if (this != &other) {

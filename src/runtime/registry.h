@@ -4,8 +4,8 @@
 #ifndef STREAMPOOL_SRC_RUNTIME_REGISTRY_H_
 #define STREAMPOOL_SRC_RUNTIME_REGISTRY_H_
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"

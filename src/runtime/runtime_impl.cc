@@ -97,11 +97,11 @@ bool InHostCallback() { return in_host_callback; }
 
 // Every entry point starts here. The host-function check must come before the
 // lock: host functions run while the runtime's lock is held.
-#define SP_ENTER()                                                       \
-  if (in_host_callback) {                                                \
-    return absl::UnimplementedError("API call from a host function");    \
-  }                                                                      \
-  MutexLock lock(&mu_);                                            \
+#define SP_ENTER()                                                    \
+  if (in_host_callback) {                                             \
+    return absl::UnimplementedError("API call from a host function"); \
+  }                                                                   \
+  MutexLock lock(&mu_);                                               \
   if (absl::Status enter_status = Enter(); !enter_status.ok()) return enter_status
 
 // Keeps the process registry of address ranges in step with what pools and
@@ -136,8 +136,7 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
 // Answers the pool's questions for one allocation on stream t.
 class Oracle final : public OrderOracle {
  public:
-  Oracle(RuntimeImpl& rt, StreamIndex t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(rt.mu_)
-      : rt_(rt), t_(t) {}
+  Oracle(RuntimeImpl& rt, StreamIndex t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(rt.mu_) : rt_(rt), t_(t) {}
   StreamIndex stream() const override { return t_; }
   Position OrderedAfter(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return rt_.ordering_.OrderedAfter(t_, s);
@@ -238,8 +237,8 @@ absl::Status RuntimeImpl::Init() {
     dev.budget = std::make_unique<DeviceBudget>(config_.device_capacity);
     dev.huge_budget = std::make_unique<HugePageBudget>();
     if (adapter_ != nullptr) {
-      absl::Status bound = adapter_->BindStream(
-          static_cast<StreamIndex>(ordering_.stream_count()), d, /*legacy=*/true, false);
+      absl::Status bound = adapter_->BindStream(static_cast<StreamIndex>(ordering_.stream_count()),
+                                                d, /*legacy=*/true, false);
       if (!bound.ok()) return bound;
     }
     const StreamIndex legacy = ordering_.AddStream(d, StreamKind::kLegacy);
@@ -292,7 +291,8 @@ void RuntimeImpl::TearDown() {
   // unmap), as a device reset would let it.
   if (executor_ != nullptr) {
     std::vector<std::pair<StreamIndex, Position>> all;
-    for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) all.emplace_back(s, ordering_.pos(s));
+    for (StreamIndex s = 0; s < ordering_.stream_count(); ++s)
+      all.emplace_back(s, ordering_.pos(s));
     WaitPoints(all);
     executor_->RunDueEffects();
   }
@@ -327,8 +327,8 @@ void RuntimeImpl::ChargeCall() {
 
 absl::Status RuntimeImpl::CheckDevice(int device) const {
   if (device < 0 || device >= config_.device_count) {
-    return absl::OutOfRangeError(absl::StrCat("device ", device, " out of range [0, ",
-                                              config_.device_count, ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("device ", device, " out of range [0, ", config_.device_count, ")"));
   }
   return absl::OkStatus();
 }
@@ -611,8 +611,8 @@ uint64_t RuntimeImpl::RemoteTarget(const EventRec& e) {
   return latest != 0 && latest != e.ipc_seq ? latest : 0;
 }
 
-void RuntimeImpl::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg, uint64_t seq)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void RuntimeImpl::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg,
+                          uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Another process completes it; other host threads may use the runtime
   // meanwhile (and our own workers may need the lock).
   mu_.Unlock();
@@ -980,8 +980,8 @@ absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
   const std::optional<uint64_t> bytes = CheckedAlignUp(size, kMallocGranularity);
   DeviceBudget& budget = *devices_[device].budget;
   if (!bytes || !budget.TryReserve(*bytes)) {
-    return absl::ResourceExhaustedError(absl::StrCat("device ", device, " cannot hold ", size,
-                                                     " more bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("device ", device, " cannot hold ", size, " more bytes"));
   }
   absl::StatusOr<Mapping> m = upstream_->Map(*bytes);
   if (!m.ok()) {
@@ -1128,8 +1128,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
       rule.kind = SizeRule::Kind::kDvpp;
       rule.granule = 128;
       if (!upstream) {
-        upstream = NewDvppUpstream(props.page_policy, touchable,
-                                   devices_[props.device].huge_budget.get());
+        upstream =
+            NewDvppUpstream(props.page_policy, touchable, devices_[props.device].huge_budget.get());
       }
       break;
   }
@@ -1149,7 +1149,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     memfd = m->get();
     upstream = std::shared_ptr<PhysicalMemory>(*std::move(m));
   }
-  upstream = upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), this) : upstream_;
+  upstream =
+      upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), this) : upstream_;
   DeviceBudget* budget = pinned ? &host_budget_ : devices_[props.device].budget.get();
   const uint64_t limit = pinned ? UINT64_MAX : config_.device_capacity;
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
@@ -1164,15 +1165,15 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   return h;
 }
 
-std::shared_ptr<AccessRights> RuntimeImpl::NewAccessRights(int device,
-                                                           AllocationType type) const {
+std::shared_ptr<AccessRights> RuntimeImpl::NewAccessRights(int device, AllocationType type) const {
   // Pinned host memory is every device's (as spMallocHost memory is).
   if (type == AllocationType::kPinnedHost) return nullptr;
   auto rights = std::make_shared<AccessRights>();
   rights->flags.assign(config_.device_count, AccessRights::kNone);
   // The resident device always has read-write access (CUDA F.10); a device
   // this runtime does not have (an imported pool's) gives no one access.
-  if (device >= 0 && device < config_.device_count) rights->flags[device] = AccessRights::kReadWrite;
+  if (device >= 0 && device < config_.device_count)
+    rights->flags[device] = AccessRights::kReadWrite;
   return rights;
 }
 
@@ -1180,7 +1181,8 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->is_default) return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
+  if ((*rec)->is_default)
+    return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
   if ((*rec)->imported != nullptr) {
     // Live imports stay valid until freed, as a destroyed pool's allocations do.
     pools_.erase(pool);
@@ -1340,10 +1342,10 @@ absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAcces
     // Only a grant needs the peer path; revoking never does. A resident
     // device this runtime does not have (an imported pool's) has no peer
     // information to check against.
-    if (d.flags != MemAccessFlags::kProtNone && p.device >= 0 &&
-        p.device < config_.device_count && (peers_[d.location.id] >> p.device & 1) == 0) {
-      return absl::OutOfRangeError(absl::StrCat("device ", d.location.id,
-                                                " cannot access memory of device ", p.device));
+    if (d.flags != MemAccessFlags::kProtNone && p.device >= 0 && p.device < config_.device_count &&
+        (peers_[d.location.id] >> p.device & 1) == 0) {
+      return absl::OutOfRangeError(
+          absl::StrCat("device ", d.location.id, " cannot access memory of device ", p.device));
     }
   }
   if (p.access == nullptr) return absl::OkStatus();
@@ -1415,10 +1417,10 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
   const uint64_t h = NewHandle(HandleKind::kPool);
   PoolRec rec;
   rec.device = header->device;
-  rec.access = NewAccessRights(
-      header->device, header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
-                          ? AllocationType::kPinnedHost
-                          : AllocationType::kDevice);
+  rec.access = NewAccessRights(header->device,
+                               header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
+                                   ? AllocationType::kPinnedHost
+                                   : AllocationType::kDevice);
   rec.imported = imported;
   pools_.emplace(h, std::move(rec));
   imported_pools_.emplace(h, std::move(imported));

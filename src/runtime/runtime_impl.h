@@ -20,18 +20,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "src/util/mutex.h"
 #include "absl/types/span.h"
-#include "src/ordering/ordering.h"
+#include "src/exec/adapter_executor.h"
+#include "src/exec/thread_executor.h"
 #include "src/memory/memfd_memory.h"
 #include "src/memory/page_backing.h"
+#include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
 #include "src/sim/checker.h"
-#include "src/exec/adapter_executor.h"
-#include "src/exec/thread_executor.h"
 #include "src/sim/sim_executor.h"
+#include "src/util/mutex.h"
 #include "streampool/runtime.h"
 
 namespace streampool::internal {
@@ -124,10 +124,10 @@ class RuntimeImpl {
   // The ordering core's and the simulator's state, for tests and tools that
   // compare the runtime against a model (not part of the public API).
   struct Introspection {
-    std::vector<VectorClock> clocks;   // VC(S) by stream index
-    std::vector<Position> positions;   // pos(S)
-    VectorClock done;                  // proven complete
-    std::vector<TimeNs> last_end;      // simulator: end of S's last op (empty otherwise)
+    std::vector<VectorClock> clocks;  // VC(S) by stream index
+    std::vector<Position> positions;  // pos(S)
+    VectorClock done;                 // proven complete
+    std::vector<TimeNs> last_end;     // simulator: end of S's last op (empty otherwise)
   };
   Introspection Introspect();
   // The embedder's native stream behind a stream (adapter runtimes only).
@@ -188,7 +188,7 @@ class RuntimeImpl {
     Mapping mapping;  // Malloc memory only
     int device = 0;
     uint64_t requested = 0;
-    MemfdMemory* memfd = nullptr;             // allocations of exportable pools
+    MemfdMemory* memfd = nullptr;            // allocations of exportable pools
     std::shared_ptr<ImportedPool> imported;  // imported pointers
   };
   class RegisteringUpstream;
@@ -282,8 +282,7 @@ class RuntimeImpl {
   absl::flat_hash_map<uintptr_t, AllocRec> allocs_ ABSL_GUARDED_BY(mu_);
   // Every imported pool by handle, including destroyed ones that still have
   // live imports or frees not known complete.
-  absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedPool>> imported_pools_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedPool>> imported_pools_ ABSL_GUARDED_BY(mu_);
   // peers_[d] bit p: device d may access memory resident on device p.
   std::vector<uint64_t> peers_ ABSL_GUARDED_BY(mu_);
   // Malloc allocations by base, for any-byte lookups.

@@ -42,25 +42,26 @@ void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stre
     const Record& old = it->second;
     // Safe in stream order: freed synchronously (the caller's promise), on the
     // same stream, ordered before the allocating stream, or observed complete.
-    const bool ordered = old.freed && (old.free_stream == kNoStream || old.free_stream == stream ||
-                                       order == nullptr ||
-                                       order->OrderedAfter(old.free_stream) >= old.free_position ||
-                                       order->ObservedComplete(old.free_stream) >= old.free_position);
+    const bool ordered =
+        old.freed &&
+        (old.free_stream == kNoStream || old.free_stream == stream || order == nullptr ||
+         order->OrderedAfter(old.free_stream) >= old.free_position ||
+         order->ObservedComplete(old.free_stream) >= old.free_position);
     if (!ordered || old.free_end > ready_ns) {
       CheckReport r{CheckKind::kOverlappingLifetimes, stream, position, base, size};
       r.other_stream = old.freed ? old.free_stream : old.alloc_stream;
       r.other_position = old.freed ? old.free_position : old.alloc_position;
-      r.message = old.freed
-                      ? absl::StrFormat(
-                            "allocation [%#x, +%u) at stream %u op %u is usable at %u ns, but the "
-                            "block [%#x, +%u) it overlaps is freed at stream %u op %u only at %u ns",
-                            base, size, stream, position, ready_ns, it->first, old.size,
-                            old.free_stream, old.free_position, old.free_end)
-                      : absl::StrFormat(
-                            "allocation [%#x, +%u) at stream %u op %u overlaps live allocation "
-                            "[%#x, +%u) made at stream %u op %u",
-                            base, size, stream, position, it->first, old.size, old.alloc_stream,
-                            old.alloc_position);
+      r.message =
+          old.freed ? absl::StrFormat(
+                          "allocation [%#x, +%u) at stream %u op %u is usable at %u ns, but the "
+                          "block [%#x, +%u) it overlaps is freed at stream %u op %u only at %u ns",
+                          base, size, stream, position, ready_ns, it->first, old.size,
+                          old.free_stream, old.free_position, old.free_end)
+                    : absl::StrFormat(
+                          "allocation [%#x, +%u) at stream %u op %u overlaps live allocation "
+                          "[%#x, +%u) made at stream %u op %u",
+                          base, size, stream, position, it->first, old.size, old.alloc_stream,
+                          old.alloc_position);
       Report(std::move(r));
     }
     it = records_.erase(it);
@@ -107,9 +108,8 @@ void StreamOrderChecker::OnUnmap(uintptr_t base, uint64_t size) {
   while (it != records_.end() && it->first < base + size) it = records_.erase(it);
 }
 
-void StreamOrderChecker::OnAccess(StreamIndex stream, Position position,
-                                  const VectorClock& clock, uintptr_t ptr, uint64_t size,
-                                  bool write, int device) {
+void StreamOrderChecker::OnAccess(StreamIndex stream, Position position, const VectorClock& clock,
+                                  uintptr_t ptr, uint64_t size, bool write, int device) {
   if (size == 0) return;
   const char* verb = write ? "write" : "read";
   auto it = records_.upper_bound(ptr);
@@ -136,8 +136,7 @@ void StreamOrderChecker::OnAccess(StreamIndex stream, Position position,
     r.message = absl::StrFormat(
         "%s of [%#x, +%u) at stream %u op %u after the allocation [%#x, +%u) was freed at stream "
         "%u op %u",
-        verb, ptr, size, stream, position, base, rec->size, rec->free_stream,
-        rec->free_position);
+        verb, ptr, size, stream, position, base, rec->size, rec->free_stream, rec->free_position);
     Report(std::move(r));
     return;
   }

@@ -34,7 +34,6 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   Mutex* const mu_;
 };
 
-
 }  // namespace streampool::internal
 
 #endif  // STREAMPOOL_SRC_UTIL_MUTEX_H_

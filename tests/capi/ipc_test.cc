@@ -12,6 +12,8 @@
 // runtimes after fork, so no worker thread is ever forked, and both run under
 // the test suite's STREAMPOOL_CHECK_STREAM_ORDER=fatal, so a checker report in
 // either process fails the test.
+#include "src/runtime/ipc.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -27,7 +29,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "src/runtime/ipc.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
@@ -39,12 +40,12 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 #define SP_EXPECT_OK(expr) EXPECT_EQ((expr), spSuccess) << #expr
 
 // In a child: fail with a code naming the line.
-#define CHILD_CHECK(cond)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
+#define CHILD_CHECK(cond)                                                                   \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
       std::fprintf(stderr, "child check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      return 1 + __LINE__ % 250;                                                           \
-    }                                                                                      \
+      return 1 + __LINE__ % 250;                                                            \
+    }                                                                                       \
   } while (false)
 #define CHILD_OK(expr) CHILD_CHECK((expr) == spSuccess)
 
@@ -323,8 +324,7 @@ TEST_F(IpcTest, ExportRejectsEveryBadArgument) {
   }
   EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, exp_pool_, kFd, 1), spErrorInvalidValue);
   EXPECT_EQ(spMemPoolExportToShareableHandle(nullptr, exp_pool_, kFd, 0), spErrorInvalidValue);
-  EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, nullptr, kFd, 0),
-            spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, nullptr, kFd, 0), spErrorInvalidResourceHandle);
   SP_ASSERT_OK(spMemPoolDestroy(plain));
   EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, plain, kFd, 0), spErrorInvalidResourceHandle);
   EXPECT_EQ(fd, -7) << "no failed call wrote it";
@@ -362,10 +362,10 @@ TEST(IpcPoolCreationTest, WhichPoolsCanBeExportable) {
   spMemPool_t exportable = NewExportablePool(host);
   const int fd = ExportFd(exportable);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(spMemPoolImportFromShareableHandle(&pool, address_only,
-                                               reinterpret_cast<void*>(intptr_t{fd}),
-                                               spMemHandleTypePosixFileDescriptor, 0),
-            spErrorNotSupported);
+  EXPECT_EQ(
+      spMemPoolImportFromShareableHandle(&pool, address_only, reinterpret_cast<void*>(intptr_t{fd}),
+                                         spMemHandleTypePosixFileDescriptor, 0),
+      spErrorNotSupported);
   close(fd);
   SP_EXPECT_OK(spRuntimeDestroy(address_only));
   SP_EXPECT_OK(spRuntimeDestroy(host));
@@ -376,9 +376,9 @@ TEST(IpcPoolCreationTest, WhichPoolsCanBeExportable) {
 TEST_F(IpcTest, ImportRejectsEveryDescriptorThatIsNotAnExportedPool) {
   auto import = [&](int fd) {
     spMemPool_t pool = reinterpret_cast<spMemPool_t>(uintptr_t{0x5eed});
-    const spError_t e = spMemPoolImportFromShareableHandle(
-        &pool, imp_rt_, reinterpret_cast<void*>(intptr_t{fd}),
-        spMemHandleTypePosixFileDescriptor, 0);
+    const spError_t e =
+        spMemPoolImportFromShareableHandle(&pool, imp_rt_, reinterpret_cast<void*>(intptr_t{fd}),
+                                           spMemHandleTypePosixFileDescriptor, 0);
     EXPECT_EQ(pool, reinterpret_cast<spMemPool_t>(uintptr_t{0x5eed})) << "not written";
     return e;
   };
@@ -454,8 +454,7 @@ TEST_F(IpcTest, ImportedPoolsCannotAllocateOrBecomeCurrent) {
   SP_EXPECT_OK(spMemPoolGetAttribute(imp_pool_, spMemPoolReuseAllowOpportunistic, &on));
   EXPECT_EQ(on, 0);
   uint64_t v = 5;
-  EXPECT_EQ(spMemPoolSetAttribute(imp_pool_, spMemPoolAttrUsedMemCurrent, &v),
-            spErrorInvalidValue);
+  EXPECT_EQ(spMemPoolSetAttribute(imp_pool_, spMemPoolAttrUsedMemCurrent, &v), spErrorInvalidValue);
   SP_EXPECT_OK(spMemPoolGetAttribute(imp_pool_, spMemPoolAttrReservedMemCurrent, &v));
   EXPECT_EQ(v, 0u);
   SP_EXPECT_OK(spMemPoolTrimTo(imp_pool_, 0));
@@ -937,8 +936,8 @@ TEST(IpcHandleTest, NewEntryPointsRejectWrongKindDestroyedAndHostFunctionCalls) 
         const spMemAccessDesc a{{spMemLocationTypeDevice, 0}, spMemAccessFlagsProtReadWrite};
         f->set_access = spMemPoolSetAccess(f->pool, &a, 1);
         int fd;
-        f->export_fd = spMemPoolExportToShareableHandle(&fd, f->pool,
-                                                        spMemHandleTypePosixFileDescriptor, 0);
+        f->export_fd =
+            spMemPoolExportToShareableHandle(&fd, f->pool, spMemHandleTypePosixFileDescriptor, 0);
       },
       &from_host));
   SP_ASSERT_OK(spStreamSynchronize(s));
@@ -982,8 +981,7 @@ TEST(IpcHandleTest, NewEntryPointsRejectWrongKindDestroyedAndHostFunctionCalls) 
   EXPECT_EQ(spIpcGetEventHandle(&h, ev), kBad);
   EXPECT_EQ(spEventCreateWithFlags(&out_event, rt, 0), kBad);
   EXPECT_EQ(spRuntimeSetPeerAccessible(rt, 0, 0, 1), kBad);
-  EXPECT_EQ(spMemPoolImportFromShareableHandle(&out_pool, rt,
-                                               reinterpret_cast<void*>(intptr_t{fd}),
+  EXPECT_EQ(spMemPoolImportFromShareableHandle(&out_pool, rt, reinterpret_cast<void*>(intptr_t{fd}),
                                                spMemHandleTypePosixFileDescriptor, 0),
             kBad);
   EXPECT_EQ(spMemPoolExportPointer(&data, p), spErrorInvalidValue) << "no longer runtime memory";
@@ -1036,13 +1034,12 @@ TEST(IpcProcessTest, GuideF11ShareAnAllocationBetweenTwoProcesses) {
     CHILD_CHECK(AllBytes(ptr, shmem.size, 0x5a));
     spAccess use{ptr, static_cast<size_t>(shmem.size), 1};
     CHILD_OK(spLaunchKernel(stream, 1000, &use, 1));
-    CHILD_OK(spMemsetAsync(static_cast<char*>(ptr) + shmem.size / 2, 0xa5, shmem.size / 2,
-                           stream));
+    CHILD_OK(spMemsetAsync(static_cast<char*>(ptr) + shmem.size / 2, 0xa5, shmem.size / 2, stream));
     // The free must happen in importing process before the exporting process
     CHILD_OK(spFreeAsync(ptr, stream));  // Last access in importing process
     // Access not allowed in the importing process after the free
     CHILD_OK(spEventRecord(finishedIpcEvent, stream));
-    CHILD_CHECK(SendByte(sock));  // "finished" is recorded (not yet complete)
+    CHILD_CHECK(SendByte(sock));            // "finished" is recorded (not yet complete)
     CHILD_OK(spStreamSynchronize(stream));  // now it completes
     spMemPoolStats s;
     CHILD_OK(spMemPoolGetStats(importedMemPool, &s));
@@ -1071,8 +1068,8 @@ TEST(IpcProcessTest, GuideF11ShareAnAllocationBetweenTwoProcesses) {
   int fdHandle = 0;
   // Retrieve an OS native handle to the pool.
   // Note that a pointer to the handle memory is passed in here.
-  SP_ASSERT_OK(spMemPoolExportToShareableHandle(&fdHandle, memPool,
-                                                spMemHandleTypePosixFileDescriptor, 0));
+  SP_ASSERT_OK(
+      spMemPoolExportToShareableHandle(&fdHandle, memPool, spMemHandleTypePosixFileDescriptor, 0));
   // The handle must be sent to the importing process with the appropriate
   // OS specific APIs.
   ASSERT_TRUE(SendFd(sock, fdHandle));
@@ -1084,10 +1081,10 @@ TEST(IpcProcessTest, GuideF11ShareAnAllocationBetweenTwoProcesses) {
   spEvent_t readyIpcEvent, finishedIpcEvent;
   // spEventInterprocess flag makes the event an IPC event
   // spEventDisableTiming is set for performance reasons
-  SP_ASSERT_OK(spEventCreateWithFlags(&readyIpcEvent, rt,
-                                      spEventDisableTiming | spEventInterprocess));
-  SP_ASSERT_OK(spEventCreateWithFlags(&finishedIpcEvent, rt,
-                                      spEventDisableTiming | spEventInterprocess));
+  SP_ASSERT_OK(
+      spEventCreateWithFlags(&readyIpcEvent, rt, spEventDisableTiming | spEventInterprocess));
+  SP_ASSERT_OK(
+      spEventCreateWithFlags(&finishedIpcEvent, rt, spEventDisableTiming | spEventInterprocess));
   // allocate from the exporting mem pool
   void* ptr = nullptr;
   SP_ASSERT_OK(spMallocFromPoolAsync(&ptr, shmem.size, memPool, stream));

@@ -201,8 +201,7 @@ TEST_F(RuntimeBadInputTest, NullOutPointersAndRequiredArgumentsAreInvalidValue) 
       {"spEventElapsedTime(NULL)", [&] { return spEventElapsedTime(nullptr, e_, e_); },
        spErrorInvalidValue},
       {"spMalloc(NULL)", [&] { return spMalloc(nullptr, 256, rt_, 0); }, spErrorInvalidValue},
-      {"spMallocAsync(NULL)", [&] { return spMallocAsync(nullptr, 256, s_); },
-       spErrorInvalidValue},
+      {"spMallocAsync(NULL)", [&] { return spMallocAsync(nullptr, 256, s_); }, spErrorInvalidValue},
       {"spMallocFromPoolAsync(NULL)",
        [&] { return spMallocFromPoolAsync(nullptr, 256, pool_, s_); }, spErrorInvalidValue},
       {"spDeviceGetDefaultMemPool(NULL)",
@@ -213,8 +212,8 @@ TEST_F(RuntimeBadInputTest, NullOutPointersAndRequiredArgumentsAreInvalidValue) 
        spErrorInvalidValue},
       {"spPointerGetAttributes(NULL, p)", [&] { return spPointerGetAttributes(nullptr, buf_); },
        spErrorInvalidValue},
-      {"spLaunchKernel(accesses NULL, count 1)",
-       [&] { return spLaunchKernel(s_, 10, nullptr, 1); }, spErrorInvalidValue},
+      {"spLaunchKernel(accesses NULL, count 1)", [&] { return spLaunchKernel(s_, 10, nullptr, 1); },
+       spErrorInvalidValue},
       {"spLaunchKernel(access of NULL)", [&] { return spLaunchKernel(s_, 10, &null_access, 1); },
        spErrorInvalidValue},
       {"spLaunchHostFunc(fn NULL)", [&] { return spLaunchHostFunc(s_, nullptr, nullptr); },
@@ -296,9 +295,10 @@ TEST_F(RuntimeBadInputTest, DeviceIndexOutOfRangeIsInvalidDevice) {
     cases.push_back({"spStreamCreate" + at,
                      [this, d] { return spStreamCreate(&out_stream_, rt_, d, 0); },
                      spErrorInvalidDevice});
-    cases.push_back({"spStreamCreate non-blocking" + at,
-                     [this, d] { return spStreamCreate(&out_stream_, rt_, d, spStreamNonBlocking); },
-                     spErrorInvalidDevice});
+    cases.push_back(
+        {"spStreamCreate non-blocking" + at,
+         [this, d] { return spStreamCreate(&out_stream_, rt_, d, spStreamNonBlocking); },
+         spErrorInvalidDevice});
     cases.push_back({"spStreamGetLegacy" + at,
                      [this, d] { return spStreamGetLegacy(&out_stream_, rt_, d); },
                      spErrorInvalidDevice});
@@ -454,8 +454,7 @@ TEST_F(RuntimeBadInputTest, HandlesOfAnotherRuntimeAreInvalidResourceHandle) {
        spErrorInvalidResourceHandle},
       {"elapsed B -> A", [&] { return spEventElapsedTime(&out_ms_, e2_, e_); },
        spErrorInvalidResourceHandle},
-      {"A's pool on B's stream",
-       [&] { return spMallocFromPoolAsync(&out_ptr_, 256, pool_, s2_); },
+      {"A's pool on B's stream", [&] { return spMallocFromPoolAsync(&out_ptr_, 256, pool_, s2_); },
        spErrorInvalidResourceHandle},
       {"B's pool made current on A", [&] { return spDeviceSetMemPool(rt_, 0, pool2_); },
        spErrorInvalidResourceHandle},
@@ -491,8 +490,7 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
       {"spEventRecord", [&] { return spEventRecord(gone_e_, gone_s_); }, kBad},
       {"spEventSynchronize", [&] { return spEventSynchronize(gone_e_); }, kBad},
       {"spEventQuery", [&] { return spEventQuery(gone_e_); }, kBad},
-      {"spEventElapsedTime", [&] { return spEventElapsedTime(&out_ms_, gone_e_, gone_e_); },
-       kBad},
+      {"spEventElapsedTime", [&] { return spEventElapsedTime(&out_ms_, gone_e_, gone_e_); }, kBad},
       {"spDeviceSynchronize", [&] { return spDeviceSynchronize(gone_rt_, 0); }, kBad},
       {"spLaunchKernel", [&] { return spLaunchKernel(gone_s_, 10, nullptr, 0); }, kBad},
       {"spLaunchHostFunc", [&] { return spLaunchHostFunc(gone_s_, &Noop, nullptr); }, kBad},
@@ -510,8 +508,7 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
       {"spFree(NULL)", [&] { return spFree(gone_rt_, nullptr); }, kBad},
       {"spMemPoolCreate", [&] { return spMemPoolCreate(&out_pool_, gone_rt_, &props); }, kBad},
       {"spMemPoolCreateWithUpstream",
-       [&] { return spMemPoolCreateWithUpstream(&out_pool_, gone_rt_, &props, &upstream); },
-       kBad},
+       [&] { return spMemPoolCreateWithUpstream(&out_pool_, gone_rt_, &props, &upstream); }, kBad},
       {"spDeviceSetHugePageBudget", [&] { return spDeviceSetHugePageBudget(gone_rt_, 0, 0); },
        kBad},
       {"spMemPoolDestroy", [&] { return spMemPoolDestroy(gone_pool_); }, kBad},
@@ -520,9 +517,7 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
       {"spDeviceSetMemPool", [&] { return spDeviceSetMemPool(gone_rt_, 0, gone_pool_); }, kBad},
       {"spDeviceGetMemPool", [&] { return spDeviceGetMemPool(&out_pool_, gone_rt_, 0); }, kBad},
       {"spMemPoolSetAttribute",
-       [&] {
-         return spMemPoolSetAttribute(gone_pool_, spMemPoolReuseAllowOpportunistic, &flag);
-       },
+       [&] { return spMemPoolSetAttribute(gone_pool_, spMemPoolReuseAllowOpportunistic, &flag); },
        kBad},
       {"spMemPoolGetAttribute",
        [&] { return spMemPoolGetAttribute(gone_pool_, spMemPoolAttrReservedMemCurrent, &value); },
@@ -578,8 +573,8 @@ TEST_F(RuntimeBadInputTest, HandleValidationComesBeforeNoOpRules) {
 TEST_F(RuntimeBadInputTest, TheLegacyStreamCannotBeDestroyed) {
   // The header says it cannot; the implementation answers InvalidValue (the
   // handle itself is valid). It stays usable.
-  RunTable({{"spStreamDestroy(legacy)", [&] { return spStreamDestroy(legacy_); },
-             spErrorInvalidValue}});
+  RunTable(
+      {{"spStreamDestroy(legacy)", [&] { return spStreamDestroy(legacy_); }, spErrorInvalidValue}});
   uint64_t t = 0;
   ASSERT_EQ(spHostNow(rt_, &t), spSuccess);
   EXPECT_EQ(spLaunchKernel(legacy_, 7, nullptr, 0), spSuccess);
@@ -651,8 +646,8 @@ TEST(RuntimeBadInputCostTest, FailedCallsDoNotChargeHostTimeOrRunHostFunctions) 
          return spStreamCreate(&out, w.rt, 0, 7);
        },
        spErrorInvalidValue},
-      {"spLaunchHostFunc(NULL fn)", [](World& w) { return spLaunchHostFunc(w.s, nullptr, nullptr); },
-       spErrorInvalidValue},
+      {"spLaunchHostFunc(NULL fn)",
+       [](World& w) { return spLaunchHostFunc(w.s, nullptr, nullptr); }, spErrorInvalidValue},
       {"spMemsetAsync(NULL dst)", [](World& w) { return spMemsetAsync(nullptr, 0, 16, w.s); },
        spErrorInvalidValue},
       {"spMalloc(device -1)",
@@ -676,7 +671,8 @@ TEST(RuntimeBadInputCostTest, FailedCallsDoNotChargeHostTimeOrRunHostFunctions) 
     ASSERT_EQ(spEventDestroy(w.dead_event), spSuccess);
     // A host function 3 ns ahead of the host: due as soon as time moves 3 ns.
     ASSERT_EQ(spLaunchKernel(w.s, 8, nullptr, 0), spSuccess);
-    ASSERT_EQ(spLaunchHostFunc(w.s, [](void* p) { ++*static_cast<int*>(p); }, &w.ran),
+    ASSERT_EQ(spLaunchHostFunc(
+                  w.s, [](void* p) { ++*static_cast<int*>(p); }, &w.ran),
               spSuccess);
     uint64_t t0 = 0;
     ASSERT_EQ(spHostNow(w.rt, &t0), spSuccess);

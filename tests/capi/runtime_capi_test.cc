@@ -83,8 +83,8 @@ TEST(RuntimeConfigTest, DefaultConfigAndNullConfigAreTheSame) {
   // One device (device 1 does not exist) and a host clock at 0.
   spRuntimeConfig cfg;
   spRuntimeConfigInit(&cfg);
-  for (const spRuntimeConfig* c : {static_cast<const spRuntimeConfig*>(nullptr),
-                                   static_cast<const spRuntimeConfig*>(&cfg)}) {
+  for (const spRuntimeConfig* c :
+       {static_cast<const spRuntimeConfig*>(nullptr), static_cast<const spRuntimeConfig*>(&cfg)}) {
     spRuntime_t rt = nullptr;
     ASSERT_EQ(spRuntimeCreate(&rt, c), spSuccess);
     spStream_t s = nullptr;
@@ -215,9 +215,9 @@ TEST_F(RuntimeCapiTest, ElapsedTimeIsTheVirtualTimeBetweenTwoRecords) {
   spEvent_t start = NewEvent();
   spEvent_t end = NewEvent();
   SP_ASSERT_OK(Kernel(s, 1000));
-  SP_ASSERT_OK(spEventRecord(start, s));    // at 1000
-  SP_ASSERT_OK(Kernel(s, 2'500'000));       // 2.5 ms
-  SP_ASSERT_OK(spEventRecord(end, s));      // at 2'501'000
+  SP_ASSERT_OK(spEventRecord(start, s));  // at 1000
+  SP_ASSERT_OK(Kernel(s, 2'500'000));     // 2.5 ms
+  SP_ASSERT_OK(spEventRecord(end, s));    // at 2'501'000
   float ms = -1;
   EXPECT_EQ(spEventElapsedTime(&ms, start, end), spErrorNotReady);
   SP_ASSERT_OK(spEventSynchronize(start));
@@ -239,12 +239,12 @@ TEST_F(RuntimeCapiTest, StreamWaitEventMakesTheWaitingStreamStartAfterTheRecord)
   spEvent_t consumed = NewEvent();
   spEvent_t free_run = NewEvent();
 
-  SP_ASSERT_OK(Kernel(producer, 1000));            // 0..1000
+  SP_ASSERT_OK(Kernel(producer, 1000));             // 0..1000
   SP_ASSERT_OK(spEventRecord(produced, producer));  // at 1000
   SP_ASSERT_OK(spStreamWaitEvent(consumer, produced));
-  SP_ASSERT_OK(Kernel(consumer, 10));               // 1000..1010, not 0..10
+  SP_ASSERT_OK(Kernel(consumer, 10));  // 1000..1010, not 0..10
   SP_ASSERT_OK(spEventRecord(consumed, consumer));
-  SP_ASSERT_OK(Kernel(bystander, 10));              // did not wait: 0..10
+  SP_ASSERT_OK(Kernel(bystander, 10));  // did not wait: 0..10
   SP_ASSERT_OK(spEventRecord(free_run, bystander));
 
   SP_ASSERT_OK(spEventSynchronize(free_run));
@@ -267,10 +267,10 @@ TEST_F(RuntimeCapiTest, WaitsChainAcrossThreeStreams) {
   SP_ASSERT_OK(Kernel(a, 700));
   SP_ASSERT_OK(spEventRecord(ea, a));
   SP_ASSERT_OK(spStreamWaitEvent(b, ea));
-  SP_ASSERT_OK(Kernel(b, 5));          // 700..705
+  SP_ASSERT_OK(Kernel(b, 5));  // 700..705
   SP_ASSERT_OK(spEventRecord(eb, b));
   SP_ASSERT_OK(spStreamWaitEvent(c, eb));
-  SP_ASSERT_OK(Kernel(c, 1));          // 705..706
+  SP_ASSERT_OK(Kernel(c, 1));  // 705..706
   SP_ASSERT_OK(spStreamSynchronize(c));
   EXPECT_EQ(Now(), 706u);
   EXPECT_EQ(spStreamQuery(a), spSuccess);
@@ -324,8 +324,8 @@ TEST_F(RuntimeCapiTest, AnEnqueuedWaitKeepsItsSnapshotWhenTheEventIsReRecorded) 
   SP_ASSERT_OK(spEventRecord(e, s));      // at 100
   SP_ASSERT_OK(spStreamWaitEvent(t, e));  // t waits for the record at 100
   SP_ASSERT_OK(Kernel(s, 500));
-  SP_ASSERT_OK(spEventRecord(e, s));      // re-recorded: at 600
-  SP_ASSERT_OK(Kernel(t, 10));            // after 100, not after 600
+  SP_ASSERT_OK(spEventRecord(e, s));  // re-recorded: at 600
+  SP_ASSERT_OK(Kernel(t, 10));        // after 100, not after 600
   SP_ASSERT_OK(spEventRecord(done, t));
   SP_ASSERT_OK(spEventSynchronize(done));
   EXPECT_EQ(Now(), 110u);
@@ -549,9 +549,9 @@ TEST_F(RuntimeCopyTest, CopiesAndFillsMoveRealBytesInStreamOrder) {
   std::vector<unsigned char> dst(kBytes, 0);
 
   auto* d = static_cast<unsigned char*>(dev);
-  SP_ASSERT_OK(spMemcpyAsync(dev, src.data(), kBytes, s));       // 0..4096
-  SP_ASSERT_OK(spMemsetAsync(d + 1024, 0x5A, 1024, s));          // 4096..5120
-  SP_ASSERT_OK(spMemcpyAsync(dst.data(), dev, kBytes, s));       // 5120..9216
+  SP_ASSERT_OK(spMemcpyAsync(dev, src.data(), kBytes, s));  // 0..4096
+  SP_ASSERT_OK(spMemsetAsync(d + 1024, 0x5A, 1024, s));     // 4096..5120
+  SP_ASSERT_OK(spMemcpyAsync(dst.data(), dev, kBytes, s));  // 5120..9216
   SP_ASSERT_OK(spStreamSynchronize(s));
   EXPECT_EQ(Now(), 9216u);
 

@@ -39,8 +39,8 @@ TEST(AdapterTest, EventDependencyReuseFollowsNativeOrder) {
     if (round == 0) first = a->ptr;
     auto* p = static_cast<unsigned char*>(a->ptr);
     Native(*rt, *producer).Launch([p, round] { std::memset(p, round, 1 << 16); });
-    ASSERT_TRUE(rt->RecordEvent(*ev, *producer).ok());       // native record
-    ASSERT_TRUE(rt->StreamWaitEvent(*consumer, *ev).ok());   // native wait
+    ASSERT_TRUE(rt->RecordEvent(*ev, *producer).ok());      // native record
+    ASSERT_TRUE(rt->StreamWaitEvent(*consumer, *ev).ok());  // native wait
     Native(*rt, *consumer).Launch([p, round, &bad] {
       if (p[0] != round || p[(1 << 16) - 1] != round) ++bad;
     });

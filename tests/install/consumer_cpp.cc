@@ -44,16 +44,18 @@ int main() {
 
   absl::StatusOr<streampool::PoolStats> st = (*rt)->GetPoolStats(*pool);
   if (!st.ok()) return Fail("GetPoolStats", st.status());
-  std::printf("consumer_cpp: %llu allocations (%llu same-stream reuses), used %llu, reserved %llu\n",
-              static_cast<unsigned long long>(st->alloc_count),
-              static_cast<unsigned long long>(st->reuse_same_stream),
-              static_cast<unsigned long long>(st->used_bytes),
-              static_cast<unsigned long long>(st->reserved_bytes));
+  std::printf(
+      "consumer_cpp: %llu allocations (%llu same-stream reuses), used %llu, reserved %llu\n",
+      static_cast<unsigned long long>(st->alloc_count),
+      static_cast<unsigned long long>(st->reuse_same_stream),
+      static_cast<unsigned long long>(st->used_bytes),
+      static_cast<unsigned long long>(st->reserved_bytes));
   if (st->alloc_count == 0 || st->alloc_count != st->free_count || st->used_bytes != 0 ||
       st->reserved_bytes != 0) {
     std::fprintf(stderr, "consumer_cpp: unexpected pool statistics\n");
     return 1;
   }
-  std::printf("consumer_cpp: %s OK\n", streampool::ReuseRuleName(streampool::ReuseRule::kSameStream));
+  std::printf("consumer_cpp: %s OK\n",
+              streampool::ReuseRuleName(streampool::ReuseRule::kSameStream));
   return 0;
 }

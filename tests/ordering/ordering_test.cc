@@ -190,22 +190,22 @@ TEST(OrderingTest, HappensBeforeIsTransitiveThroughAChainOfEventWaits) {
   const StreamIndex d = o.AddStream(0, StreamKind::kNonBlocking);
   const StreamIndex bystander = o.AddStream(0, StreamKind::kNonBlocking);
 
-  o.Enqueue(a);                     // (a, 1): say a free
-  o.Enqueue(a);                     // (a, 2): record ea
+  o.Enqueue(a);  // (a, 1): say a free
+  o.Enqueue(a);  // (a, 2): record ea
   const VectorClock ea = o.clock(a);
-  o.Enqueue(a);                     // (a, 3): not covered by ea
+  o.Enqueue(a);  // (a, 3): not covered by ea
 
-  o.Enqueue(b);                     // (b, 1): wait ea
+  o.Enqueue(b);  // (b, 1): wait ea
   o.JoinInto(b, ea);
-  o.Enqueue(b);                     // (b, 2): record eb
+  o.Enqueue(b);  // (b, 2): record eb
   const VectorClock eb = o.clock(b);
 
-  o.Enqueue(c);                     // (c, 1): wait eb
+  o.Enqueue(c);  // (c, 1): wait eb
   o.JoinInto(c, eb);
-  o.Enqueue(c);                     // (c, 2): record ec
+  o.Enqueue(c);  // (c, 2): record ec
   const VectorClock ec = o.clock(c);
 
-  o.Enqueue(d);                     // (d, 1): wait ec
+  o.Enqueue(d);  // (d, 1): wait ec
   o.JoinInto(d, ec);
 
   EXPECT_EQ(o.clock(d).Get(a), 2u);
@@ -233,9 +233,9 @@ TEST(OrderingTest, OrderAfterPointRaisesOnlyThatComponent) {
   o.Enqueue(b);
   o.JoinInto(b, o.clock(a));  // b is ordered after (a, 1)
   o.Enqueue(b);
-  o.Enqueue(b);               // (b, 3)
+  o.Enqueue(b);  // (b, 3)
 
-  o.Enqueue(t);               // the inserted wait
+  o.Enqueue(t);  // the inserted wait
   o.OrderAfterPoint(t, b, 2);
   EXPECT_EQ(o.clock(t).Get(b), 2u);
   EXPECT_TRUE(o.HappensBefore(b, 2, t));
@@ -293,9 +293,9 @@ TEST_F(LegacyOrderingTest, LegacyOpCarriesWhatTheBlockingStreamsWereOrderedAfter
 }
 
 TEST_F(LegacyOrderingTest, LaterBlockingWorkIsOrderedAfterPriorLegacyWork) {
-  o_.Enqueue(b1_);          // (b1, 1)
-  o_.Enqueue(legacy0_);     // (L, 1): after (b1, 1)
-  o_.Enqueue(legacy0_);     // (L, 2)
+  o_.Enqueue(b1_);       // (b1, 1)
+  o_.Enqueue(legacy0_);  // (L, 1): after (b1, 1)
+  o_.Enqueue(legacy0_);  // (L, 2)
 
   o_.Enqueue(b2_);
   EXPECT_EQ(o_.clock(b2_).Get(legacy0_), 2u);
@@ -304,7 +304,7 @@ TEST_F(LegacyOrderingTest, LaterBlockingWorkIsOrderedAfterPriorLegacyWork) {
   EXPECT_TRUE(o_.HappensBefore(b1_, 1, b2_));
 
   // Legacy work enqueued after b2's op is not covered by that op...
-  o_.Enqueue(legacy0_);     // (L, 3)
+  o_.Enqueue(legacy0_);  // (L, 3)
   EXPECT_EQ(o_.clock(b2_).Get(legacy0_), 2u);
   // ...but b2's next op joins it.
   o_.Enqueue(b2_);
@@ -312,12 +312,12 @@ TEST_F(LegacyOrderingTest, LaterBlockingWorkIsOrderedAfterPriorLegacyWork) {
 }
 
 TEST_F(LegacyOrderingTest, NonBlockingStreamOptsOutInBothDirections) {
-  o_.Enqueue(nb_);          // (nb, 1)
-  o_.Enqueue(legacy0_);     // not after (nb, 1)
+  o_.Enqueue(nb_);       // (nb, 1)
+  o_.Enqueue(legacy0_);  // not after (nb, 1)
   EXPECT_EQ(o_.clock(legacy0_).Get(nb_), 0u);
   EXPECT_FALSE(o_.HappensBefore(nb_, 1, legacy0_));
 
-  o_.Enqueue(nb_);          // not after (L, 1)
+  o_.Enqueue(nb_);  // not after (L, 1)
   EXPECT_EQ(o_.clock(nb_).Get(legacy0_), 0u);
   EXPECT_FALSE(o_.HappensBefore(legacy0_, 1, nb_));
   EXPECT_EQ(o_.OrderedAfter(nb_, legacy0_), 0u);
@@ -325,11 +325,11 @@ TEST_F(LegacyOrderingTest, NonBlockingStreamOptsOutInBothDirections) {
 
 TEST_F(LegacyOrderingTest, LegacyStreamOfAnotherDeviceDoesNotOrder) {
   o_.Enqueue(b1_);
-  o_.Enqueue(legacy1_);     // device 1's legacy op: not after device 0's b1
+  o_.Enqueue(legacy1_);  // device 1's legacy op: not after device 0's b1
   EXPECT_EQ(o_.clock(legacy1_).Get(b1_), 0u);
   EXPECT_FALSE(o_.HappensBefore(b1_, 1, legacy1_));
 
-  o_.Enqueue(b2_);          // device 0: not after device 1's legacy op
+  o_.Enqueue(b2_);  // device 0: not after device 1's legacy op
   EXPECT_EQ(o_.clock(b2_).Get(legacy1_), 0u);
   EXPECT_FALSE(o_.HappensBefore(legacy1_, 1, b2_));
 

@@ -2,6 +2,8 @@
 // means, how malformed input is refused (with the file and line, never a
 // crash), and what a replay reports, on small inline traces whose outcome
 // follows from DESIGN.md's rules; plus the five bundled PyTorch traces.
+#include "tools/replay/replay.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -15,7 +17,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "streampool/mem_pool.h"
-#include "tools/replay/replay.h"
 #include "tools/replay/report.h"
 #include "tools/replay/trace.h"
 
@@ -170,8 +171,7 @@ TEST(TraceParseErrors, UnknownOp) {
 }
 
 TEST(TraceParseErrors, MissingAndExtraFields) {
-  EXPECT_EQ(ParseError("alloc 1 100\n"),
-            "t:1: alloc takes 3 fields (<id> <size> <stream>), got 2");
+  EXPECT_EQ(ParseError("alloc 1 100\n"), "t:1: alloc takes 3 fields (<id> <size> <stream>), got 2");
   EXPECT_EQ(ParseError("free 1\n"), "t:1: free takes 2 fields (<id> <stream>), got 1");
   EXPECT_EQ(ParseError("sync\n"), "t:1: sync takes 1 field (<stream>), got 0");
   EXPECT_EQ(ParseError("dsync 0\n"), "t:1: dsync takes 0 fields, got 1");
@@ -244,8 +244,8 @@ TEST(TraceParseErrors, TooManyStreams) {
   for (size_t s = 1; s < kMaxStreams; ++s) absl::StrAppend(&text, "sync ", s, "\n");
   EXPECT_EQ(MustParse(text).stream_ids.size(), kMaxStreams);
   absl::StrAppend(&text, "sync 5000\n");
-  EXPECT_EQ(ParseError(text), absl::StrCat("t:", kMaxStreams, ": more than ", kMaxStreams,
-                                           " streams"));
+  EXPECT_EQ(ParseError(text),
+            absl::StrCat("t:", kMaxStreams, ": more than ", kMaxStreams, " streams"));
 }
 
 TEST(TraceParseErrors, LoadTraceNamesTheFile) {
@@ -266,7 +266,7 @@ constexpr char kRmmLog[] =
     "140,08:43:57.000010,allocate,0x7f0000100000,24,0x55aa\n"
     "140,08:43:57.000030,free,0x7f0000000000,1000,0x0\n"
     "140,08:43:57.000030,allocate,0x7f0000000000,2000,0x55aa\n"  // the address again
-    "140,08:43:57.000040,free,0x7f0000000000,2000,0x1\n";          // cudaStreamLegacy
+    "140,08:43:57.000040,free,0x7f0000000000,2000,0x1\n";        // cudaStreamLegacy
 
 TEST(RmmCsv, AllocationsFreesStreamsAndTime) {
   const Trace t = MustParse(kRmmLog);
@@ -471,8 +471,8 @@ TEST(Replay, SyncReleasesDownToTheThreshold) {
 }
 
 TEST(Replay, EventAndDeviceSynchronizeReleaseToo) {
-  const ReplayResult e = MustReplay(MustParse(
-      "alloc 0 1000 3\nfree 0 3\nkernel 3 500\nrecord 1 3\nesync 1\n"));
+  const ReplayResult e =
+      MustReplay(MustParse("alloc 0 1000 3\nfree 0 3\nkernel 3 500\nrecord 1 3\nesync 1\n"));
   EXPECT_EQ(e.stats.reserved_bytes, 0u);
   EXPECT_EQ(e.end_time_ns, 500u);  // the host waited for the kernel
   const ReplayResult d = MustReplay(MustParse("alloc 0 1000 3\nfree 0 3\ndsync\n"));
@@ -536,7 +536,8 @@ TEST(Replay, HostBackingReplaysTheSame) {
   ReplaySettings host;
   host.backing = Backing::kHost;
   host.device_capacity = 64 * kMiB;
-  const Trace t = MustParse(absl::StrCat(kCrossStream, "record 5 1\nwait 2 5\nalloc 1 2097152 2\n"));
+  const Trace t =
+      MustParse(absl::StrCat(kCrossStream, "record 5 1\nwait 2 5\nalloc 1 2097152 2\n"));
   const ReplayResult r = MustReplay(t, host);
   EXPECT_EQ(r.stats.reuse_event_dependency, 1u);
   EXPECT_EQ(r.peak_reserved, kChunk);
@@ -545,8 +546,8 @@ TEST(Replay, HostBackingReplaysTheSame) {
 TEST(Replay, ProgressIsReportedToTheEnd) {
   const Trace t = MustParse("alloc 0 8 0\nfree 0 0\n");
   std::vector<std::pair<size_t, size_t>> calls;
-  ASSERT_TRUE(Replay(t, {}, [&](size_t done, size_t total) { calls.emplace_back(done, total); })
-                  .ok());
+  ASSERT_TRUE(
+      Replay(t, {}, [&](size_t done, size_t total) { calls.emplace_back(done, total); }).ok());
   ASSERT_FALSE(calls.empty());
   EXPECT_EQ(calls.front(), std::make_pair(size_t{0}, size_t{2}));
   EXPECT_EQ(calls.back(), std::make_pair(size_t{2}, size_t{2}));
@@ -557,9 +558,9 @@ TEST(Replay, ProgressIsReportedToTheEnd) {
 TEST(ReplaySettingsTest, AllEightReuseCombinationsAllOnFirst) {
   std::vector<std::string> labels;
   for (const ReplaySettings& s : AllReuseCombinations({})) labels.push_back(s.ReuseLabel());
-  EXPECT_THAT(labels, ElementsAre("event+opportunistic+internal", "event+opportunistic",
-                                  "event+internal", "event", "opportunistic+internal",
-                                  "opportunistic", "internal", "none"));
+  EXPECT_THAT(labels,
+              ElementsAre("event+opportunistic+internal", "event+opportunistic", "event+internal",
+                          "event", "opportunistic+internal", "opportunistic", "internal", "none"));
   ReplaySettings s;
   s.release_threshold = UINT64_MAX;
   EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold max");
@@ -589,7 +590,8 @@ TEST(HostCostTest, NearestRankPercentiles) {
 // ---------------------------------------------------------------- output
 
 TEST(Report, SvgHasAPanelPerTraceAndALinePairPerSetting) {
-  Trace t = MustParse("# torch_peak_reserved_bytes 4194304\nalloc 0 1000 0\nadvance 10\nfree 0 0\n");
+  Trace t =
+      MustParse("# torch_peak_reserved_bytes 4194304\nalloc 0 1000 0\nadvance 10\nfree 0 0\n");
   t.name = "a&b<c>.trace";
   TraceReport rep{&t, {}};
   for (const ReplaySettings& s : AllReuseCombinations({})) rep.runs.push_back(MustReplay(t, s));

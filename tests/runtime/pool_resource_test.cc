@@ -256,7 +256,7 @@ TEST_F(PoolResourceTest, OverstatedPoolAlignmentThrowsInsteadOfMisaligning) {
   auto pool = rt_->CreatePool(pinned);
   ASSERT_TRUE(pool.ok());
   PoolResource mr(*rt_, *pool, stream_, /*pool_alignment=*/256);  // wrong
-  void* a = mr.allocate(64, 16);  // at the page-aligned chunk start
+  void* a = mr.allocate(64, 16);                                  // at the page-aligned chunk start
   // 128 <= the claimed 256, so no over-allocation: the block lands at a + 64,
   // which is not 128-aligned. The resource gives it back and throws.
   EXPECT_THROW(static_cast<void>(mr.allocate(64, 128)), std::bad_alloc);
@@ -319,7 +319,7 @@ TEST_F(PoolResourceTest, OtherStreamsMustOrderTheFreeAfterTheirAccess) {
   std::vector<CheckReport> reports = rt_->CheckReports();
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].kind, CheckKind::kUseAfterFree);
-  EXPECT_EQ(reports[0].stream.value, reader->value);  // the unordered access
+  EXPECT_EQ(reports[0].stream.value, reader->value);        // the unordered access
   EXPECT_EQ(reports[0].other_stream.value, stream_.value);  // the free
 }
 

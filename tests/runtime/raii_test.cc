@@ -200,11 +200,11 @@ TEST_F(RaiiTest, MemPoolOverAnUpstreamUnmapsWhenDestroyed) {
   UpstreamCallbacks cb;
   cb.map = [counts](uint64_t bytes) -> void* {
     ++counts->maps;
-    return ::operator new(bytes, std::align_val_t{4096});
+    return ::operator new (bytes, std::align_val_t{4096});
   };
   cb.unmap = [counts](void* base, uint64_t bytes) {
     ++counts->unmaps;
-    ::operator delete(base, std::align_val_t{4096});
+    ::operator delete (base, std::align_val_t{4096});
   };
   PoolProps props;
   props.release_threshold = UINT64_MAX;  // keep the chunk through syncs

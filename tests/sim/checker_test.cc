@@ -86,7 +86,7 @@ TEST_F(CheckerTest, FreeNotOrderedAfterAnotherStreamsAccessIsUseAfterFree) {
   ASSERT_EQ(spMallocAsync(&p, 4096, a_), spSuccess);
   ASSERT_EQ(spEventRecord(ev_, a_), spSuccess);
   ASSERT_EQ(spStreamWaitEvent(b_, ev_), spSuccess);
-  Kernel(b_, p, 4096);             // b: wait (1), kernel (2)
+  Kernel(b_, p, 4096);                       // b: wait (1), kernel (2)
   ASSERT_EQ(spFreeAsync(p, a_), spSuccess);  // a never waited for b's kernel
   auto r = Reports();
   ASSERT_EQ(r.size(), 1u);

@@ -202,9 +202,9 @@ TEST_F(SimExecutorTest, EffectsRunInEndTimeThenEnqueueOrder) {
   Enq(0, Kernel(100));
   Enq(0, WithEffect(Marker(), &log, "a@100"));  // enqueued first, ends 100
   Enq(1, Kernel(50));
-  Enq(1, WithEffect(Marker(), &log, "b@50"));   // ends earliest
+  Enq(1, WithEffect(Marker(), &log, "b@50"));  // ends earliest
   Enq(2, Kernel(100));
-  Enq(2, WithEffect(Marker(), &log, "c@100"));  // ties with a, enqueued later
+  Enq(2, WithEffect(Marker(), &log, "c@100"));   // ties with a, enqueued later
   Enq(0, WithEffect(Kernel(1), &log, "d@101"));  // the effect of a kernel itself
 
   sim_.WaitFor(0, 3);
@@ -254,11 +254,11 @@ TEST_F(SimExecutorTest, WaitForRunsOnlyEffectsDueByTheNewHostTime) {
 // "kernel; synchronize; record/alloc marker; kernel; synchronize".
 TEST_F(SimExecutorTest, EndOfAfterAnUntrackedZeroNsOpBehindUnretiredWork) {
   AddStreams(2);
-  Enq(0, Kernel(100));          // (0, 1) ends 100
-  sim_.WaitFor(0, 1);           // now 100; (0, 1) complete but not retired
-  EXPECT_EQ(Enq(0, Marker()), 100u);      // (0, 2) ends 100 <= now
-  EXPECT_EQ(Enq(0, Kernel(50)), 150u);    // (0, 3) ends 150
-  EXPECT_EQ(Enq(0, Kernel(25)), 175u);    // (0, 4) ends 175
+  Enq(0, Kernel(100));                  // (0, 1) ends 100
+  sim_.WaitFor(0, 1);                   // now 100; (0, 1) complete but not retired
+  EXPECT_EQ(Enq(0, Marker()), 100u);    // (0, 2) ends 100 <= now
+  EXPECT_EQ(Enq(0, Kernel(50)), 150u);  // (0, 3) ends 150
+  EXPECT_EQ(Enq(0, Kernel(25)), 175u);  // (0, 4) ends 175
 
   EXPECT_EQ(sim_.EndOf(0, 3), 150u);
   EXPECT_EQ(sim_.EndOf(0, 4), 175u);
@@ -270,10 +270,10 @@ TEST_F(SimExecutorTest, EndOfAfterAnUntrackedZeroNsOpBehindUnretiredWork) {
 
 TEST_F(SimExecutorTest, EndOfAfterHostAdvanceAndAnUntrackedZeroNsOp) {
   AddStreams(2);
-  Enq(0, Kernel(100));          // (0, 1) ends 100
-  sim_.HostAdvance(200);        // complete, not retired
-  EXPECT_EQ(Enq(0, Marker()), 200u);      // (0, 2) ends at now: untracked
-  EXPECT_EQ(Enq(0, Kernel(50)), 250u);    // (0, 3)
+  Enq(0, Kernel(100));                  // (0, 1) ends 100
+  sim_.HostAdvance(200);                // complete, not retired
+  EXPECT_EQ(Enq(0, Marker()), 200u);    // (0, 2) ends at now: untracked
+  EXPECT_EQ(Enq(0, Kernel(50)), 250u);  // (0, 3)
   EXPECT_EQ(Enq(1, Wait(0, 3)), 250u);
   sim_.WaitFor(0, 3);
   EXPECT_EQ(sim_.Now(), 250u);

@@ -71,8 +71,8 @@ namespace {
 
 absl::Status AtLine(const Trace& trace, const TraceOp& op, absl::string_view call,
                     const absl::Status& st) {
-  return absl::Status(st.code(),
-                      absl::StrCat(trace.name, ":", op.line, ": ", call, " failed: ", st.message()));
+  return absl::Status(
+      st.code(), absl::StrCat(trace.name, ":", op.line, ": ", call, " failed: ", st.message()));
 }
 
 uint64_t NowNs() {

@@ -68,7 +68,7 @@ struct SeriesPoint {
 
 struct ReplayResult {
   ReplaySettings settings;
-  PoolStats stats;           // at the end of the trace
+  PoolStats stats;             // at the end of the trace
   uint64_t peak_reserved = 0;  // ReservedMemHigh
   uint64_t peak_used = 0;      // UsedMemHigh: rule sizes of live allocations
   // peak_used / peak_reserved; 0 when nothing was reserved.

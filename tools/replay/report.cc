@@ -114,16 +114,17 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
   // Pool type, backing, capacity and checker are the same for every run.
   if (!reports.empty() && !reports[0].runs.empty()) {
     const ReplaySettings& c = reports[0].runs[0].settings;
-    absl::StrAppendFormat(&out, "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
-                          PoolTypeName(c.pool_type),
-                          c.backing == Backing::kHost ? "host" : "address",
-                          Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
+    absl::StrAppendFormat(
+        &out, "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
+        PoolTypeName(c.pool_type), c.backing == Backing::kHost ? "host" : "address",
+        Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
   }
   for (const TraceReport& rep : reports) {
     const Trace& t = *rep.trace;
     const TorchFigures torch = TorchFiguresOf(t);
-    absl::StrAppendFormat(&out, "%s (%s): %d ops, %d allocs, %d frees, %d stream%s, %d event%s, "
-                                "%.3f ms of trace time\n",
+    absl::StrAppendFormat(&out,
+                          "%s (%s): %d ops, %d allocs, %d frees, %d stream%s, %d event%s, "
+                          "%.3f ms of trace time\n",
                           t.name, TraceFormatName(t.format), t.ops.size(), t.alloc_count,
                           t.free_count, t.stream_ids.size(), t.stream_ids.size() == 1 ? "" : "s",
                           t.event_ids.size(), t.event_ids.size() == 1 ? "" : "s",
@@ -142,32 +143,31 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       }
       absl::StrAppend(&out, "\n");
     }
-    absl::StrAppendFormat(
-        &out, "  %-44s %26s %26s %6s %9s %8s  %s  %5s %5s %5s  %s  %s\n", "setting",
-        "peak reserved", "peak used", "util", "live-util", "vs torch",
-        "reuse same/event/opp/sync/internal/fresh", "waits", "fail", "check",
-        "alloc ns mean/p50/p99", "free ns mean/p50/p99");
+    absl::StrAppendFormat(&out, "  %-44s %26s %26s %6s %9s %8s  %s  %5s %5s %5s  %s  %s\n",
+                          "setting", "peak reserved", "peak used", "util", "live-util", "vs torch",
+                          "reuse same/event/opp/sync/internal/fresh", "waits", "fail", "check",
+                          "alloc ns mean/p50/p99", "free ns mean/p50/p99");
     for (const ReplayResult& r : rep.runs) {
       // The trace's peak counts every allocation; with some failed it says
       // nothing about this run.
       std::string live_util = "-";
       if (r.peak_reserved != 0 && r.failed_allocs == 0) {
-        live_util = absl::StrFormat("%.4f", static_cast<double>(t.peak_live_bytes) / r.peak_reserved);
+        live_util =
+            absl::StrFormat("%.4f", static_cast<double>(t.peak_live_bytes) / r.peak_reserved);
       }
       std::string vs = "-";
       if (torch.peak_reserved && *torch.peak_reserved > 0) {
         vs = absl::StrFormat("%.4f", static_cast<double>(r.peak_reserved) / *torch.peak_reserved);
       }
       const PoolStats& s = r.stats;
-      const std::string reuse =
-          absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency,
-                          s.reuse_opportunistic, s.reuse_after_sync,
-                          s.reuse_internal_dependency, s.fresh_allocs);
-      absl::StrAppendFormat(&out, "  %-44s %26s %26s %6.4f %9s %8s  %-40s  %5d %5d %5d  %-21s  %s\n",
+      const std::string reuse = absl::StrFormat(
+          "%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency, s.reuse_opportunistic,
+          s.reuse_after_sync, s.reuse_internal_dependency, s.fresh_allocs);
+      absl::StrAppendFormat(&out,
+                            "  %-44s %26s %26s %6.4f %9s %8s  %-40s  %5d %5d %5d  %-21s  %s\n",
                             r.settings.Label(), Bytes(r.peak_reserved), Bytes(r.peak_used),
-                            r.utilization, live_util, vs, reuse, s.waits_inserted,
-                            r.failed_allocs, r.checker_reports, Cost(r.alloc_cost),
-                            Cost(r.free_cost));
+                            r.utilization, live_util, vs, reuse, s.waits_inserted, r.failed_allocs,
+                            r.checker_reports, Cost(r.alloc_cost), Cost(r.free_cost));
       for (const std::string& m : r.first_checker_reports) {
         absl::StrAppend(&out, "    checker: ", m, "\n");
       }
@@ -187,8 +187,9 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
 namespace {
 
 std::string CostJson(const HostCost& c) {
-  return absl::StrFormat(R"({"calls": %d, "mean_ns": %s, "p50_ns": %d, "p99_ns": %d, "max_ns": %d})",
-                         c.calls, Num(c.mean_ns), c.p50_ns, c.p99_ns, c.max_ns);
+  return absl::StrFormat(
+      R"({"calls": %d, "mean_ns": %s, "p50_ns": %d, "p99_ns": %d, "max_ns": %d})", c.calls,
+      Num(c.mean_ns), c.p50_ns, c.p99_ns, c.max_ns);
 }
 
 }  // namespace
@@ -205,12 +206,12 @@ std::string FormatJson(const std::vector<TraceReport>& reports) {
                     ", \"trace_time_ns\": ", t.total_time_ns,
                     ", \"peak_live_bytes\": ", t.peak_live_bytes,
                     ", \"live_at_end_bytes\": ", t.live_at_end_bytes);
-    absl::StrAppend(&out, ", \"torch\": {\"peak_reserved_bytes\": ",
-                    torch.peak_reserved ? absl::StrCat(*torch.peak_reserved) : "null",
-                    ", \"peak_live_bytes\": ",
-                    torch.peak_live ? absl::StrCat(*torch.peak_live) : "null",
-                    ", \"utilization\": ", torch.utilization ? Num(*torch.utilization) : "null",
-                    "},\n   \"runs\": [");
+    absl::StrAppend(
+        &out, ", \"torch\": {\"peak_reserved_bytes\": ",
+        torch.peak_reserved ? absl::StrCat(*torch.peak_reserved) : "null",
+        ", \"peak_live_bytes\": ", torch.peak_live ? absl::StrCat(*torch.peak_live) : "null",
+        ", \"utilization\": ", torch.utilization ? Num(*torch.utilization) : "null",
+        "},\n   \"runs\": [");
     const std::vector<ReplayResult>& runs = reports[i].runs;
     for (size_t k = 0; k < runs.size(); ++k) {
       const ReplayResult& r = runs[k];
@@ -223,8 +224,8 @@ std::string FormatJson(const std::vector<TraceReport>& reports) {
           ", \"internal\": ", c.reuse_internal ? "true" : "false", "}, \"release_threshold\": ",
           c.release_threshold == UINT64_MAX ? "\"max\"" : absl::StrCat(c.release_threshold),
           ", \"pool\": \"", PoolTypeName(c.pool_type), "\", \"backing\": \"",
-          c.backing == Backing::kHost ? "host" : "address", "\", \"capacity\": ",
-          c.device_capacity, ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
+          c.backing == Backing::kHost ? "host" : "address", "\", \"capacity\": ", c.device_capacity,
+          ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
           ", \"peak_used_bytes\": ", r.peak_used, ", \"utilization\": ", Num(r.utilization),
           ", \"live_utilization\": ",
           r.peak_reserved && r.failed_allocs == 0
@@ -236,16 +237,16 @@ std::string FormatJson(const std::vector<TraceReport>& reports) {
               : "null",
           ",\n     \"reuse_counts\": {\"same_stream\": ", s.reuse_same_stream,
           ", \"event_dependency\": ", s.reuse_event_dependency,
-          ", \"opportunistic\": ", s.reuse_opportunistic, ", \"after_sync\": ",
-          s.reuse_after_sync, ", \"internal_dependency\": ", s.reuse_internal_dependency,
+          ", \"opportunistic\": ", s.reuse_opportunistic, ", \"after_sync\": ", s.reuse_after_sync,
+          ", \"internal_dependency\": ", s.reuse_internal_dependency,
           ", \"fresh\": ", s.fresh_allocs, "}, \"alloc_count\": ", s.alloc_count,
           ", \"free_count\": ", s.free_count, ", \"waits_inserted\": ", s.waits_inserted,
           ", \"failed_allocs\": ", r.failed_allocs, ", \"skipped_frees\": ", r.skipped_frees,
-          ", \"upstream_maps\": ", s.upstream_maps, ", \"upstream_unmaps\": ",
-          s.upstream_unmaps, ", \"reserved_at_end\": ", s.reserved_bytes,
-          ", \"used_at_end\": ", s.used_bytes, ", \"checker_reports\": ", r.checker_reports,
-          ", \"end_time_ns\": ", r.end_time_ns, ",\n     \"host_cost\": {\"alloc\": ",
-          CostJson(r.alloc_cost), ", \"free\": ", CostJson(r.free_cost), "}}");
+          ", \"upstream_maps\": ", s.upstream_maps, ", \"upstream_unmaps\": ", s.upstream_unmaps,
+          ", \"reserved_at_end\": ", s.reserved_bytes, ", \"used_at_end\": ", s.used_bytes,
+          ", \"checker_reports\": ", r.checker_reports, ", \"end_time_ns\": ", r.end_time_ns,
+          ",\n     \"host_cost\": {\"alloc\": ", CostJson(r.alloc_cost),
+          ", \"free\": ", CostJson(r.free_cost), "}}");
     }
     absl::StrAppend(&out, "]}");
   }
@@ -308,8 +309,7 @@ std::string StepPolyline(const std::vector<SeriesPoint>& series, uint64_t end_ns
 }  // namespace
 
 std::string FormatSvg(const std::vector<TraceReport>& reports) {
-  constexpr double kWidth = 960, kPanelH = 340, kLeft = 80, kRight = 20, kTop = 40,
-                   kBottom = 50;
+  constexpr double kWidth = 960, kPanelH = 340, kLeft = 80, kRight = 20, kTop = 40, kBottom = 50;
   size_t max_runs = 0;
   for (const TraceReport& r : reports) max_runs = std::max(max_runs, r.runs.size());
   const double legend_h = 24 + 18.0 * max_runs;
@@ -340,36 +340,42 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
     auto to_x = [&](uint64_t ns) { return kLeft + plot_w * (ns / 1e6) / t_ms; };
     auto to_y = [&](uint64_t v) { return y0 + kTop + plot_h * (1 - (v / kGiBf) / v_gib); };
 
-    absl::StrAppendFormat(&out, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
-                                "font-weight=\"bold\">%s</text>\n",
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
+                          "font-weight=\"bold\">%s</text>\n",
                           kLeft, y0 + 22, XmlEscape(rep.trace->name));
     // Axes with ticks and grid lines.
-    absl::StrAppendFormat(&out,
-                          "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-                          "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
-                          kLeft, y0 + kTop, kLeft, y0 + kTop + plot_h, kLeft, y0 + kTop + plot_h,
-                          kLeft + plot_w, y0 + kTop + plot_h);
+    absl::StrAppendFormat(
+        &out,
+        "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+        "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
+        kLeft, y0 + kTop, kLeft, y0 + kTop + plot_h, kLeft, y0 + kTop + plot_h, kLeft + plot_w,
+        y0 + kTop + plot_h);
     const double ts = NiceStep(t_ms, 8);
     for (double v = 0; v <= t_ms + 1e-9; v += ts) {
       const double x = kLeft + plot_w * v / t_ms;
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-                            x, y0 + kTop, x, y0 + kTop + plot_h, x, y0 + kTop + plot_h + 16, v);
+      absl::StrAppendFormat(
+          &out,
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+          x, y0 + kTop, x, y0 + kTop + plot_h, x, y0 + kTop + plot_h + 16, v);
     }
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">virtual "
-                                "time (ms)</text>\n",
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">virtual "
+                          "time (ms)</text>\n",
                           kLeft + plot_w / 2, y0 + kTop + plot_h + 34);
     const double vs = NiceStep(v_gib, 6);
     for (double v = 0; v <= v_gib + 1e-9; v += vs) {
       const double y = y0 + kTop + plot_h * (1 - v / v_gib);
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                            kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
+      absl::StrAppendFormat(
+          &out,
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+          kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
     }
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                                "transform=\"rotate(-90 %.1f %.1f)\">GiB</text>\n",
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                          "transform=\"rotate(-90 %.1f %.1f)\">GiB</text>\n",
                           kLeft - 50, y0 + kTop + plot_h / 2, kLeft - 50, y0 + kTop + plot_h / 2);
     if (torch.peak_reserved) {
       const double y = to_y(*torch.peak_reserved);
@@ -387,21 +393,23 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
       absl::StrAppendFormat(
           &out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" points=\"%s\"/>\n",
           color,
-          StepPolyline(r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.reserved; },
-                       to_x, to_y));
+          StepPolyline(
+              r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.reserved; }, to_x,
+              to_y));
       absl::StrAppendFormat(
           &out,
           "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1\" stroke-opacity=\"0.8\" "
           "points=\"%s\"/>\n",
           color,
-          StepPolyline(r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.used; }, to_x,
-                       to_y));
+          StepPolyline(
+              r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.used; }, to_x, to_y));
     }
   }
   // Legend: the settings of the first trace (every trace is replayed under
   // the same settings).
   const double ly = kPanelH * reports.size() + 16;
-  absl::StrAppendFormat(&out, "<text x=\"%.0f\" y=\"%.0f\">thick: reserved, thin: used (identical "
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.0f\" y=\"%.0f\">thick: reserved, thin: used (identical "
                         "series overlap; the last setting is drawn on top)</text>\n",
                         kLeft, ly);
   if (!reports.empty()) {

@@ -229,16 +229,16 @@ absl::StatusOr<uint64_t> Number(const TraceBuilder& b, uint32_t line, absl::stri
   std::string why = "not an unsigned decimal integer";
   if (!text.empty() && text[0] == '-') {
     why = "negative";
-  } else if (!text.empty() && std::all_of(text.begin(), text.end(),
-                                          [](char c) { return c >= '0' && c <= '9'; })) {
+  } else if (!text.empty() &&
+             std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     why = "out of range (more than 64 bits)";
   }
   return b.Error(line, absl::StrCat(what, " ", Quote(text), " is ", why));
 }
 
-#define TRY_ASSIGN(lhs, expr)                      \
-  auto lhs##_or = (expr);                          \
-  if (!lhs##_or.ok()) return lhs##_or.status();    \
+#define TRY_ASSIGN(lhs, expr)                   \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *lhs##_or
 
 // `# key value` → (key, value); key is the first word without a trailing ':'
@@ -459,8 +459,8 @@ absl::StatusOr<Trace> ParseStreampoolTrace(absl::string_view text, absl::string_
         absl::string_view c = Trim(comment);
         if (absl::ConsumePrefix(&c, "streampool trace ")) {
           if (c != "v1") {
-            return b.Error(n, absl::StrCat("unsupported trace version ", Quote(c),
-                                           " (this tool reads v1)"));
+            return b.Error(
+                n, absl::StrCat("unsupported trace version ", Quote(c), " (this tool reads v1)"));
           }
           continue;
         }
@@ -484,8 +484,8 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
 
   // Columns by name, as RMM's own log parser finds them.
   enum Column { kThread, kTime, kAction, kPointer, kSize, kStream, kColumns };
-  constexpr absl::string_view kNames[kColumns] = {"Thread", "Time", "Action",
-                                                 "Pointer", "Size", "Stream"};
+  constexpr absl::string_view kNames[kColumns] = {"Thread",  "Time", "Action",
+                                                  "Pointer", "Size", "Stream"};
   size_t column[kColumns];
   size_t width = 0;
   bool have_header = false;
@@ -515,8 +515,8 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
       continue;
     }
     if (f.size() != width) {
-      return b.Error(n, absl::StrCat("expected ", width, " comma-separated fields, got ",
-                                     f.size()));
+      return b.Error(n,
+                     absl::StrCat("expected ", width, " comma-separated fields, got ", f.size()));
     }
     const absl::string_view action = f[column[kAction]];
     const bool is_alloc = action == "allocate";
@@ -527,13 +527,13 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
       continue;
     }
     if (!is_alloc && !is_free) {
-      return b.Error(n, absl::StrCat("unknown action ", Quote(action),
-                                     " (expected allocate or free)"));
+      return b.Error(
+          n, absl::StrCat("unknown action ", Quote(action), " (expected allocate or free)"));
     }
     std::optional<uint64_t> ptr = ParseHex(f[column[kPointer]]);
     if (!ptr) {
-      return b.Error(n, absl::StrCat("pointer ", Quote(f[column[kPointer]]),
-                                     " is not a hexadecimal address"));
+      return b.Error(
+          n, absl::StrCat("pointer ", Quote(f[column[kPointer]]), " is not a hexadecimal address"));
     }
     TRY_ASSIGN(size, Number(b, n, "size", f[column[kSize]]));
     std::optional<uint64_t> sid = ParseRmmStream(f[column[kStream]]);
@@ -543,8 +543,8 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
     }
     std::optional<uint64_t> t = ParseRmmTime(f[column[kTime]]);
     if (!t) {
-      return b.Error(n, absl::StrCat("time ", Quote(f[column[kTime]]),
-                                     " is not HH:MM:SS.ffffff or seconds"));
+      return b.Error(
+          n, absl::StrCat("time ", Quote(f[column[kTime]]), " is not HH:MM:SS.ffffff or seconds"));
     }
     TRY_ASSIGN(stream, b.Stream(*sid, n));
     // Time that goes backwards (threads interleaving in the log, a day
@@ -568,16 +568,16 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
     if (is_alloc) {
       auto [it, inserted] = live.try_emplace(*ptr, next_id, n);
       if (!inserted) {
-        return b.Error(n, absl::StrCat("allocate at 0x", absl::Hex(*ptr),
-                                       ", which is live (allocated at line ", it->second.second,
-                                       ")"));
+        return b.Error(n,
+                       absl::StrCat("allocate at 0x", absl::Hex(*ptr),
+                                    ", which is live (allocated at line ", it->second.second, ")"));
       }
       if (absl::Status st = b.Alloc(next_id++, size, stream, n); !st.ok()) return st;
     } else {
       auto it = live.find(*ptr);
       if (it == live.end()) {
-        return b.Error(n, absl::StrCat("free of 0x", absl::Hex(*ptr),
-                                       ", which is not a live allocation"));
+        return b.Error(
+            n, absl::StrCat("free of 0x", absl::Hex(*ptr), ", which is not a live allocation"));
       }
       const uint64_t id = it->second.first;
       live.erase(it);

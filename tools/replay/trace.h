@@ -77,7 +77,7 @@ struct TraceOp {
   // kAlloc/kFree: the allocation's slot, its ordinal among the trace's allocs
   // (so a replay keeps pointers in a vector indexed by slot).
   uint64_t slot = 0;
-  uint64_t value = 0;   // kAlloc: bytes; kKernel, kAdvance: ns
+  uint64_t value = 0;  // kAlloc: bytes; kKernel, kAdvance: ns
 };
 
 struct Trace {
