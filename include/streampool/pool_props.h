@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "streampool/export.h"
+
 namespace streampool {
 
 /// What memory a pool hands out (C: spMemAllocationType); the type fixes the
@@ -24,6 +26,10 @@ enum class PagePolicy {
   kHugeOnly = 1,    ///< explicit huge pages or a clean allocation error
   kNormalOnly = 2,  ///< normal pages, MADV_NOHUGEPAGE
 };
+
+/// The short name of an allocation type ("device", "pinned", "hugepage",
+/// "dvpp"), as tools and reports print it.
+STREAMPOOL_EXPORT const char* AllocationTypeName(AllocationType type);
 
 /// The properties of a pool made by Runtime::CreatePool (C: spMemPoolProps
 /// plus the pool attributes). Each field has its default here.

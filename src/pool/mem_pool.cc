@@ -10,6 +10,20 @@
 
 namespace streampool {
 
+const char* AllocationTypeName(AllocationType type) {
+  switch (type) {
+    case AllocationType::kDevice:
+      return "device";
+    case AllocationType::kPinnedHost:
+      return "pinned";
+    case AllocationType::kHugePage:
+      return "hugepage";
+    case AllocationType::kDvpp:
+      return "dvpp";
+  }
+  return "unknown";
+}
+
 const char* ReuseRuleName(ReuseRule rule) {
   switch (rule) {
     case ReuseRule::kFresh:

@@ -31,20 +31,6 @@ Overloaded(F...) -> Overloaded<F...>;
 
 // ------------------------------------------------------------------ names
 
-const char* TypeName(AllocationType t) {
-  switch (t) {
-    case AllocationType::kDevice:
-      return "device";
-    case AllocationType::kPinnedHost:
-      return "pinned";
-    case AllocationType::kHugePage:
-      return "hugepage";
-    case AllocationType::kDvpp:
-      return "dvpp";
-  }
-  return "?";
-}
-
 const char* KindName(StreamKind k) {
   switch (k) {
     case StreamKind::kBlocking:
@@ -130,7 +116,7 @@ std::string ToString(const Program& p) {
                    " api-ns=", p.api_call_ns, " copy-bytes-per-us=", p.copy_bytes_per_us, "\n");
   for (size_t i = 0; i < p.pools.size(); ++i) {
     const ModelPoolProps& q = p.pools[i].props;
-    absl::StrAppend(&out, "pool p", i, " ", TypeName(q.type), " device=", q.device,
+    absl::StrAppend(&out, "pool p", i, " ", AllocationTypeName(q.type), " device=", q.device,
                     " max=", q.max_size, " follow=", q.follow ? 1 : 0,
                     " opportunistic=", q.opportunistic ? 1 : 0, " internal=", q.internal ? 1 : 0,
                     " threshold=", Bytes(q.threshold), "\n");

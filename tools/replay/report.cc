@@ -27,20 +27,6 @@ std::string Num(double v) {
   return absl::StrFormat("%.6g", v);
 }
 
-const char* PoolTypeName(AllocationType t) {
-  switch (t) {
-    case AllocationType::kDevice:
-      return "device";
-    case AllocationType::kPinnedHost:
-      return "pinned";
-    case AllocationType::kHugePage:
-      return "hugepage";
-    case AllocationType::kDvpp:
-      return "dvpp";
-  }
-  return "?";
-}
-
 }  // namespace
 
 TorchFigures TorchFiguresOf(const Trace& trace) {
@@ -116,7 +102,7 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
     const ReplaySettings& c = reports[0].runs[0].settings;
     absl::StrAppendFormat(
         &out, "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
-        PoolTypeName(c.pool_type), c.backing == Backing::kHost ? "host" : "address",
+        AllocationTypeName(c.pool_type), c.backing == Backing::kHost ? "host" : "address",
         Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
   }
   for (const TraceReport& rep : reports) {
@@ -223,7 +209,7 @@ std::string FormatJson(const std::vector<TraceReport>& reports) {
           ", \"opportunistic\": ", c.reuse_opportunistic ? "true" : "false",
           ", \"internal\": ", c.reuse_internal ? "true" : "false", "}, \"release_threshold\": ",
           c.release_threshold == UINT64_MAX ? "\"max\"" : absl::StrCat(c.release_threshold),
-          ", \"pool\": \"", PoolTypeName(c.pool_type), "\", \"backing\": \"",
+          ", \"pool\": \"", AllocationTypeName(c.pool_type), "\", \"backing\": \"",
           c.backing == Backing::kHost ? "host" : "address", "\", \"capacity\": ", c.device_capacity,
           ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
           ", \"peak_used_bytes\": ", r.peak_used, ", \"utilization\": ", Num(r.utilization),
