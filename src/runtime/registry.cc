@@ -72,15 +72,6 @@ uint32_t Registry::RuntimeOwning(uintptr_t addr) const {
   return addr < it->second.end ? it->second.runtime_id : 0;
 }
 
-bool Registry::Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) const {
-  MutexLock lock(&mu_);
-  auto it = ranges_.upper_bound(addr);
-  if (it == ranges_.begin()) return false;
-  --it;
-  return it->second.runtime_id == runtime_id && it->second.touchable &&
-         bytes <= it->second.end - addr;
-}
-
 bool Registry::Intersects(uintptr_t addr, uint64_t bytes) const {
   MutexLock lock(&mu_);
   const uintptr_t end = bytes > UINTPTR_MAX - addr ? UINTPTR_MAX : addr + bytes;

@@ -36,9 +36,6 @@ class Registry {
   void RemoveRange(uintptr_t base);
   // The runtime whose range contains addr, or 0.
   uint32_t RuntimeOwning(uintptr_t addr) const;
-  // Whether [addr, addr + bytes) lies in one range of runtime_id that the
-  // host may touch.
-  bool Touchable(uintptr_t addr, uint64_t bytes, uint32_t runtime_id) const;
   // Whether [addr, addr + bytes) meets any runtime's range at all.
   bool Intersects(uintptr_t addr, uint64_t bytes) const;
   // Whether the host may write or read [addr, addr + bytes): it meets no

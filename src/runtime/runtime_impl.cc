@@ -22,6 +22,15 @@ namespace {
 
 thread_local bool in_host_callback = false;
 
+// Host functions and work bodies run with API calls refused on their thread.
+std::function<void()> AsHostCallback(std::function<void()> fn) {
+  return [fn = std::move(fn)]() {
+    in_host_callback = true;
+    fn();
+    in_host_callback = false;
+  };
+}
+
 absl::Status InvalidHandle(const char* what) {
   return absl::NotFoundError(absl::StrCat("invalid or destroyed ", what, " handle"));
 }
@@ -443,14 +452,6 @@ TimeNs RuntimeImpl::SimLastEnd(StreamIndex s) const {
   return sim_ != nullptr ? sim_->LastEnd(s) : 0;
 }
 
-bool RuntimeImpl::RangeTouchable(uintptr_t addr, uint64_t bytes) const {
-  // Our memory is touchable only where its upstream is and only while
-  // mapped; memory we never mapped is the caller's.
-  const uint32_t owner = Registry::Get().RuntimeOwning(addr);
-  if (owner != id_) return true;
-  return Registry::Get().Touchable(addr, bytes, id_);
-}
-
 std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int value,
                                                 uint64_t bytes) {
   // Memory of any runtime is touched only while mapped and touchable; a range
@@ -735,36 +736,21 @@ absl::Status RuntimeImpl::DeviceSynchronize(int device) {
 
 absl::Status RuntimeImpl::LaunchKernel(uint64_t s, uint64_t duration_ns,
                                        absl::Span<const Access> accesses) {
-  SP_ENTER();
-  absl::StatusOr<StreamRec*> rec = FindStream(s);
-  if (!rec.ok()) return rec.status();
-  for (const Access& a : accesses) {
-    if (a.ptr == nullptr && a.size != 0) {
-      return absl::InvalidArgumentError("kernel access with a NULL pointer");
-    }
-  }
-  ChargeCall();
-  OpDesc op;
-  op.kind = OpKind::kKernel;
-  op.duration_ns = duration_ns;
-  const StreamIndex idx = (*rec)->index;
-  const Position p = EnqueueOp(idx, std::move(op));
-  if (checker_) {
-    for (const Access& a : accesses) {
-      checker_->OnAccess(idx, p, ordering_.clock(idx), reinterpret_cast<uintptr_t>(a.ptr), a.size,
-                         a.write, (*rec)->device);
-    }
-    CheckerAfterEvent();
-  }
-  return absl::OkStatus();
+  return EnqueueKernel(s, duration_ns, nullptr, /*needs_body=*/false, accesses);
 }
 
 absl::Status RuntimeImpl::LaunchWork(uint64_t s, uint64_t duration_ns, std::function<void()> work,
                                      absl::Span<const Access> accesses) {
+  return EnqueueKernel(s, duration_ns, std::move(work), /*needs_body=*/true, accesses);
+}
+
+absl::Status RuntimeImpl::EnqueueKernel(uint64_t s, uint64_t duration_ns,
+                                        std::function<void()> body, bool needs_body,
+                                        absl::Span<const Access> accesses) {
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
-  if (!work) return absl::InvalidArgumentError("NULL work function");
+  if (needs_body && !body) return absl::InvalidArgumentError("NULL work function");
   for (const Access& a : accesses) {
     if (a.ptr == nullptr && a.size != 0) {
       return absl::InvalidArgumentError("kernel access with a NULL pointer");
@@ -774,11 +760,7 @@ absl::Status RuntimeImpl::LaunchWork(uint64_t s, uint64_t duration_ns, std::func
   OpDesc op;
   op.kind = OpKind::kKernel;
   op.duration_ns = duration_ns;
-  op.effect = [work = std::move(work)]() {
-    in_host_callback = true;
-    work();
-    in_host_callback = false;
-  };
+  if (body) op.effect = AsHostCallback(std::move(body));
   const StreamIndex idx = (*rec)->index;
   const Position p = EnqueueOp(idx, std::move(op));
   if (checker_) {
@@ -799,11 +781,7 @@ absl::Status RuntimeImpl::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   ChargeCall();
   OpDesc op;
   op.kind = OpKind::kHostFunc;
-  op.effect = [fn = std::move(fn)]() {
-    in_host_callback = true;
-    fn();
-    in_host_callback = false;
-  };
+  op.effect = AsHostCallback(std::move(fn));
   EnqueueOp((*rec)->index, std::move(op));
   return absl::OkStatus();
 }

@@ -230,7 +230,9 @@ class RuntimeImpl {
   // (address-only memory, or runtime memory unmapped since the enqueue).
   std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool RangeTouchable(uintptr_t addr, uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Kernels with or without a body (LaunchKernel, LaunchWork).
+  absl::Status EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function<void()> body,
+                             bool needs_body, absl::Span<const Access> accesses);
   void UnmapMalloc(const AllocRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Imported pools destroyed by the caller go once nothing of them is left.
   void ReapImportedPools() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
