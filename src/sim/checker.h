@@ -75,7 +75,7 @@ struct CheckReport {
   // after free, overlap), or none (out of bounds: kNoStream).
   StreamIndex other_stream = kNoStream;
   Position other_position = 0;
-  std::string message;
+  std::string message = {};
 };
 
 class StreamOrderChecker {
