@@ -1,13 +1,21 @@
 /// \file
-/// Upstreams: where a pool's chunks come from.
+/// Upstreams: where a pool's memory comes from.
 ///
-/// A PhysicalMemory hands out whole mappings and takes them back; pools carve
-/// blocks out of them. Every upstream promises:
-///  * Map(bytes) returns a mapping of exactly `bytes` bytes (bytes is a
+/// A PhysicalMemory hands out memory in one of two ways, and pools carve
+/// blocks out of it:
+///  * chunks: Map(bytes) returns a mapping of exactly `bytes` bytes (a
 ///    multiple of 4 KiB), page aligned, or an error with nothing left mapped;
-///  * Unmap takes back exactly a mapping Map returned, once;
-///  * the byte counts of a mapping by page kind sum to its size;
-///  * it is used under its owner's lock (no internal locking required).
+///    Unmap takes back exactly a mapping Map returned, once;
+///  * reserve-then-map (can_reserve() true; expandable pools): Reserve(bytes,
+///    alignment) returns an address range with no memory behind it;
+///    MapAt(addr, bytes) maps memory at a granule-aligned range inside a
+///    reservation that is not mapped yet, or fails with nothing mapped;
+///    UnmapAt takes back any granule-aligned part of what MapAt mapped (not
+///    necessarily a whole MapAt range); ReleaseReservation gives the address
+///    range back once nothing in it is mapped.
+/// Every upstream promises that the byte counts of a mapping by page kind sum
+/// to its size, and is used under its owner's lock (no internal locking
+/// required).
 #ifndef STREAMPOOL_PHYSICAL_MEMORY_H_
 #define STREAMPOOL_PHYSICAL_MEMORY_H_
 
@@ -48,6 +56,21 @@ class STREAMPOOL_EXPORT PhysicalMemory {
   virtual bool touchable() const = 0;
   /// A short name for reports ("host", "address-only", ...).
   virtual const char* name() const = 0;
+
+  /// Whether Reserve / MapAt / UnmapAt / ReleaseReservation work (pools over
+  /// an upstream that cannot reserve grow in chunks).
+  virtual bool can_reserve() const { return false; }
+  /// An address range of `bytes` (a multiple of 2 MiB) aligned to
+  /// `alignment` (a power of two), with no memory behind it.
+  virtual absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment);
+  /// Maps memory at [addr, addr + bytes), a 2 MiB-aligned unmapped part of a
+  /// reservation; on error nothing stays mapped.
+  virtual absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes);
+  /// Takes back a 2 MiB-aligned part of what MapAt mapped; `mapping` carries
+  /// its byte counts by page kind.
+  virtual void UnmapAt(const Mapping& mapping);
+  /// Gives back a whole reservation, nothing of which is mapped.
+  virtual void ReleaseReservation(void* base, uint64_t bytes);
 };
 
 /// Anonymous private mmap: real, touchable memory, faulted in on first touch.
@@ -73,8 +96,28 @@ struct UpstreamCallbacks {
   bool touchable = true;
 };
 /// An upstream over `callbacks`, for Runtime::CreatePool(props, upstream).
-/// Null when either function is missing.
+/// Null when either function is missing. Pools over it grow in chunks.
 STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewCallbackMemory(UpstreamCallbacks callbacks);
+
+/// User functions behind an expandable pool, the VMM pattern of CUDA
+/// (cuMemAddressReserve / cuMemCreate + cuMemMap) and CANN
+/// (aclrtReserveMemAddress / aclrtMallocPhysical + aclrtMapMem).
+struct VmmCallbacks {
+  /// An address range of `bytes` aligned to `alignment`, or null.
+  std::function<void*(uint64_t bytes, uint64_t alignment)> reserve;
+  /// Backs [addr, addr + bytes) (2 MiB multiples inside a reservation);
+  /// true on success, and on failure nothing of the range stays mapped.
+  std::function<bool(void* addr, uint64_t bytes)> map;
+  /// Takes back a 2 MiB-aligned part of what map backed.
+  std::function<void(void* addr, uint64_t bytes)> unmap;
+  /// Gives back a whole reservation (nothing mapped in it any more).
+  std::function<void(void* base, uint64_t bytes)> release;
+  /// Whether the host may read and write mapped memory.
+  bool touchable = true;
+};
+/// A reserve-then-map upstream over `callbacks`. Null when any function is
+/// missing.
+STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewVmmCallbackMemory(VmmCallbacks callbacks);
 
 }  // namespace streampool
 

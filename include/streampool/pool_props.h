@@ -27,6 +27,19 @@ enum class PagePolicy {
   kNormalOnly = 2,  ///< normal pages, MADV_NOHUGEPAGE
 };
 
+/// How a pool grows (C: spMemPoolProps.growth, DESIGN.md "Block lifecycle").
+enum class PoolGrowth {
+  /// Expandable where the upstream can reserve, else chunked.
+  kDefault = 0,
+  /// Each growth maps ALIGN_UP(rule size, 2 MiB) as a chunk of its own;
+  /// blocks never span chunks; chunks are the unit of release.
+  kChunked = 1,
+  /// One reserved address range (or several where address space is scarce)
+  /// mapped in 2 MiB granules; free blocks coalesce across growths, release
+  /// unmaps whole granules.
+  kExpandable = 2,
+};
+
 /// The short name of an allocation type ("device", "pinned", "hugepage",
 /// "dvpp"), as tools and reports print it.
 STREAMPOOL_EXPORT const char* AllocationTypeName(AllocationType type);
@@ -47,6 +60,8 @@ struct PoolProps {
   /// Size blocks by aclrtMalloc's rule, ALIGN_UP(len, 32) + 32 bytes, instead
   /// of the type's own (Device and HugePage pools).
   bool acl_rounding = false;
+  /// How the pool grows; expandable needs an upstream that can reserve.
+  PoolGrowth growth = PoolGrowth::kDefault;
 
   // Reuse policies (DESIGN.md "Serving MallocAsync"); all on by default, as
   // in CUDA.

@@ -169,6 +169,7 @@ enum class PoolAttr {
   kReservedMemHigh = 6,                 ///< watermark of reserved bytes (set 0 to reset)
   kUsedMemCurrent = 7,                  ///< used bytes (read-only)
   kUsedMemHigh = 8,                     ///< watermark of used bytes (set 0 to reset)
+  kGrowth = 9,  ///< how the pool grows, a PoolGrowth: chunked (1) or expandable (2) (read-only)
 };
 
 /// What Runtime::GetPointerAttributes tells about a pointer

@@ -201,6 +201,19 @@ typedef enum spPagePolicy {
   spPageNormalOnly = 2
 } spPagePolicy;
 
+/** How a pool grows (spMemPoolProps.growth; DESIGN.md "Block lifecycle"). */
+typedef enum spPoolGrowth {
+  /** Expandable where the upstream can reserve address space, else chunked. */
+  spPoolGrowthDefault = 0,
+  /** Each growth maps its own ALIGN_UP(size, 2 MiB) chunk; chunks are the unit
+   * of release and blocks never span them (CUDA-like chunk behaviour). */
+  spPoolGrowthChunked = 1,
+  /** A reserved address range mapped in 2 MiB granules: free blocks coalesce
+   * across growths, release unmaps whole granules (spErrorNotSupported over
+   * an upstream that cannot reserve). */
+  spPoolGrowthExpandable = 2
+} spPoolGrowth;
+
 /** The properties of a pool made by spMemPoolCreate (cudaMemPoolProps). */
 typedef struct spMemPoolProps {
   spMemAllocationType allocType; /**< Device unless a variant is wanted */
@@ -208,6 +221,7 @@ typedef struct spMemPoolProps {
   size_t maxSize;                /**< 0 = the device's capacity */
   spPagePolicy pagePolicy;       /**< HugePage and Dvpp pools */
   unsigned handleTypes;          /**< 0 = not exportable */
+  int growth;                    /**< an spPoolGrowth; 0 = spPoolGrowthDefault */
 } spMemPoolProps;
 
 /** Pool attributes, as cudaMemPoolAttr (spMemPoolSetAttribute /
@@ -220,7 +234,8 @@ typedef enum spMemPoolAttr {
   spMemPoolAttrReservedMemCurrent = 5,
   spMemPoolAttrReservedMemHigh = 6,
   spMemPoolAttrUsedMemCurrent = 7,
-  spMemPoolAttrUsedMemHigh = 8
+  spMemPoolAttrUsedMemHigh = 8,
+  spMemPoolAttrGrowth = 9 /**< int, read-only: spPoolGrowthChunked or spPoolGrowthExpandable */
 } spMemPoolAttr;
 
 /** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
@@ -235,8 +250,7 @@ SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device);
 /** Synchronous free of either kind; the caller promises all access is complete. */
 SP_API spError_t spFree(spRuntime_t rt, void* ptr);
 
-/** A new pool with `props` over the upstream its type implies; handleTypes
- * other than 0: spErrorNotSupported. */
+/** A new pool with `props` over the upstream its type implies. */
 SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props);
 
 /** An upstream made of user functions, so a pool can sit on aclrtMalloc,
@@ -256,6 +270,29 @@ SP_API spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
                                              const spMemPoolProps* props,
                                              const spUpstream* upstream);
 
+/** A reserve-then-map upstream (the VMM pattern: cuMemAddressReserve +
+ * cuMemCreate + cuMemMap, aclrtReserveMemAddress + aclrtMallocPhysical +
+ * aclrtMapMem), behind an expandable pool. reserve returns an address range of
+ * `bytes` (a multiple of 2 MiB) aligned to `alignment`, with no memory behind
+ * it, or NULL; map backs [addr, addr + bytes), 2 MiB granules inside a
+ * reservation, and returns 0 on success (on failure nothing of the range may
+ * stay mapped); unmap takes back any 2 MiB-aligned part of what map backed;
+ * release gives back a whole reservation once nothing in it is mapped. The
+ * functions run under the runtime's lock and must not call sp* functions. */
+typedef struct spUpstreamVmm {
+  void* (*reserve)(size_t bytes, size_t alignment, void* user); /**< address range, no memory */
+  int (*map)(void* addr, size_t bytes, void* user);              /**< 0 on success */
+  void (*unmap)(void* addr, size_t bytes, void* user);           /**< part of what map backed */
+  void (*release)(void* addr, size_t bytes, void* user);         /**< the whole reservation */
+  void* user;                                                    /**< passed to every function */
+  int touchable; /**< non-zero: the host may read and write mapped memory */
+} spUpstreamVmm;
+/** spMemPoolCreate over the caller's reserve-then-map upstream: the pool is
+ * expandable (props->growth spPoolGrowthChunked: spErrorNotSupported). */
+SP_API spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
+                                                const spMemPoolProps* props,
+                                                const spUpstreamVmm* up);
+
 /** Huge-page bytes a device may hold across its HugePage and Dvpp pools;
  * reservations beyond it fall back as their page policy allows (HugeOnly
  * fails). Unlimited by default; an Atlas-like setting is a quarter of the
@@ -272,13 +309,15 @@ SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool
 /** The device's current pool. */
 SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device);
 /** Sets an attribute; value: int* for attributes 1-3, uint64_t* for 4-8.
- * The Current attributes are read-only; a High one is reset by setting 0. */
+ * The Current attributes and spMemPoolAttrGrowth are read-only; a High one is
+ * reset by setting 0. */
 SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value);
-/** Reads an attribute into value: int* for attributes 1-3 (0 or 1),
+/** Reads an attribute into value: int* for attributes 1-3 (0 or 1) and 9,
  * uint64_t* for 4-8. */
 SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value);
-/** Releases wholly free, synchronized chunks while more than minBytesToKeep
- * stays reserved. */
+/** Applies the release rule with bound minBytesToKeep: unmaps whole granules
+ * inside READY blocks (chunked pools: wholly free chunks), largest free range
+ * first, while more than minBytesToKeep stays reserved, never going below it. */
 SP_API spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep);
 
 /** A pool's statistics (streampool::PoolStats in C++). */

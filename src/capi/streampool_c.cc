@@ -72,12 +72,14 @@ bool ToPoolProps(const spMemPoolProps& in, streampool::PoolProps* out) {
   const int type = EnumInt(in.allocType);
   const int policy = EnumInt(in.pagePolicy);
   if (type < spMemAllocationTypeDevice || type > spMemAllocationTypeDvpp) return false;
+  if (in.growth < spPoolGrowthDefault || in.growth > spPoolGrowthExpandable) return false;
   if (policy < spPageHugeFirst || policy > spPageNormalOnly) return false;
   out->alloc_type = static_cast<streampool::AllocationType>(type);
   out->device = in.device;
   out->max_size = in.maxSize;
   out->page_policy = static_cast<streampool::PagePolicy>(policy);
   out->handle_types = in.handleTypes;
+  out->growth = static_cast<streampool::PoolGrowth>(in.growth);
   return true;
 }
 
@@ -413,6 +415,32 @@ spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
   return spSuccess;
 }
 
+spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
+                                         const spMemPoolProps* props, const spUpstreamVmm* up) {
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_RESOLVE(r, rt);
+  if (pool == nullptr || props == nullptr || up == nullptr || up->reserve == nullptr ||
+      up->map == nullptr || up->unmap == nullptr || up->release == nullptr) {
+    return spErrorInvalidValue;
+  }
+  PoolProps p;
+  if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
+  if (p.growth == streampool::PoolGrowth::kChunked) return spErrorNotSupported;
+  const spUpstreamVmm u = *up;
+  streampool::VmmCallbacks cb;
+  cb.reserve = [u](uint64_t bytes, uint64_t alignment) {
+    return u.reserve(bytes, alignment, u.user);
+  };
+  cb.map = [u](void* addr, uint64_t bytes) { return u.map(addr, bytes, u.user) == 0; };
+  cb.unmap = [u](void* addr, uint64_t bytes) { u.unmap(addr, bytes, u.user); };
+  cb.release = [u](void* addr, uint64_t bytes) { u.release(addr, bytes, u.user); };
+  cb.touchable = u.touchable != 0;
+  auto h = r.CreatePool(p, streampool::NewVmmCallbackMemory(std::move(cb)));
+  if (!h.ok()) return ToError(h.status());
+  *pool = ToHandle<spMemPool_t>(*h);
+  return spSuccess;
+}
+
 spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
@@ -454,12 +482,12 @@ spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
   SP_RESOLVE(r, pool);
   const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
-  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrUsedMemHigh) {
+  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrGrowth) {
     return spErrorInvalidValue;
   }
-  const uint64_t v = attr <= spMemPoolReuseAllowInternalDependencies
-                         ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
-                         : *static_cast<uint64_t*>(value);
+  const bool as_int = attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
+  const uint64_t v = as_int ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
+                            : *static_cast<uint64_t*>(value);
   return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
 }
 
@@ -467,12 +495,12 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
   SP_RESOLVE(r, pool);
   const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
-  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrUsedMemHigh) {
+  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrGrowth) {
     return spErrorInvalidValue;
   }
   auto v = r.GetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr));
   if (!v.ok()) return ToError(v.status());
-  if (attr <= spMemPoolReuseAllowInternalDependencies) {
+  if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth) {
     *static_cast<int*>(value) = static_cast<int>(*v);
   } else {
     *static_cast<uint64_t*>(value) = *v;

@@ -1,5 +1,8 @@
-// CallbackMemory: chunks from user functions, so an embedder can back a pool
-// with aclrtMalloc, cudaMalloc or cuMemCreate + cuMemMap.
+// CallbackMemory and VmmCallbackMemory: memory from user functions, so an
+// embedder can back a pool with aclrtMalloc or cudaMalloc (chunks), or with
+// cuMemAddressReserve + cuMemMap / aclrtReserveMemAddress + aclrtMapMem
+// (reserve-then-map). Also the defaults of PhysicalMemory's optional
+// reserve-then-map methods.
 #include <utility>
 
 #include "absl/status/status.h"
@@ -32,11 +35,73 @@ class CallbackMemory final : public PhysicalMemory {
   UpstreamCallbacks cb_;
 };
 
+// VmmCallbackMemory: an embedder's reserve-then-map functions (cuMemMap,
+// aclrtMapMem and friends) behind an expandable pool. It cannot hand out
+// chunks: pools over it always reserve.
+class VmmCallbackMemory final : public PhysicalMemory {
+ public:
+  explicit VmmCallbackMemory(VmmCallbacks cb) : cb_(std::move(cb)) {}
+
+  absl::StatusOr<Mapping> Map(uint64_t) override {
+    return absl::UnimplementedError("a VMM upstream maps into reservations only");
+  }
+  void Unmap(const Mapping&) override {}
+  bool touchable() const override { return cb_.touchable; }
+  const char* name() const override { return "vmm-callback"; }
+
+  bool can_reserve() const override { return true; }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    void* p = cb_.reserve(bytes, alignment);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("upstream reservation of ", bytes, " bytes failed"));
+    }
+    if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
+      // A contract break of the user's function fails the allocation, not
+      // the process.
+      cb_.release(p, bytes);
+      return absl::ResourceExhaustedError("upstream reservation is not aligned as asked");
+    }
+    return p;
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    if (!cb_.map(addr, bytes)) {
+      return absl::ResourceExhaustedError(absl::StrCat("upstream map of ", bytes, " bytes failed"));
+    }
+    Mapping m;
+    m.base = addr;
+    m.size = bytes;
+    m.normal_page_bytes = bytes;
+    return m;
+  }
+  void UnmapAt(const Mapping& m) override { cb_.unmap(m.base, m.size); }
+  void ReleaseReservation(void* base, uint64_t bytes) override { cb_.release(base, bytes); }
+
+ private:
+  VmmCallbacks cb_;
+};
+
 }  // namespace
+
+absl::StatusOr<void*> PhysicalMemory::Reserve(uint64_t, uint64_t) {
+  return absl::UnimplementedError(absl::StrCat("the ", name(), " upstream cannot reserve"));
+}
+absl::StatusOr<Mapping> PhysicalMemory::MapAt(void*, uint64_t) {
+  return absl::UnimplementedError(absl::StrCat("the ", name(), " upstream cannot reserve"));
+}
+void PhysicalMemory::UnmapAt(const Mapping&) {}
+void PhysicalMemory::ReleaseReservation(void*, uint64_t) {}
 
 std::unique_ptr<PhysicalMemory> NewCallbackMemory(UpstreamCallbacks callbacks) {
   if (!callbacks.map || !callbacks.unmap) return nullptr;
   return std::make_unique<CallbackMemory>(std::move(callbacks));
+}
+
+std::unique_ptr<PhysicalMemory> NewVmmCallbackMemory(VmmCallbacks callbacks) {
+  if (!callbacks.reserve || !callbacks.map || !callbacks.unmap || !callbacks.release) {
+    return nullptr;
+  }
+  return std::make_unique<VmmCallbackMemory>(std::move(callbacks));
 }
 
 }  // namespace streampool

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/memory/page_backing.h"
 #include "src/util/check.h"
 
 namespace streampool::internal {
@@ -66,22 +67,34 @@ absl::StatusOr<std::unique_ptr<MemfdMemory>> MemfdMemory::Create(int device, int
 
 MemfdMemory::~MemfdMemory() { close(fd_); }
 
-absl::StatusOr<Mapping> MemfdMemory::Map(uint64_t bytes) {
-  if (bytes == 0 || bytes % 4096 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("map size ", bytes, " is not whole pages"));
-  }
+absl::StatusOr<uint64_t> MemfdMemory::TakeFileRange(uint64_t bytes) {
   const uint64_t offset = next_offset_;
   if (offset > static_cast<uint64_t>(INT64_MAX) - bytes) {
     return absl::ResourceExhaustedError("the pool's file offsets are exhausted");
   }
+  next_offset_ = offset + bytes;
+  return offset;
+}
+
+absl::StatusOr<Mapping> MemfdMemory::Map(uint64_t bytes) {
+  if (bytes == 0 || bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("map size ", bytes, " is not whole pages"));
+  }
+  if (next_offset_ > static_cast<uint64_t>(INT64_MAX) - bytes) {
+    return absl::ResourceExhaustedError("the pool's file offsets are exhausted");
+  }
+  const uint64_t offset = next_offset_;
   // Growing never loses data and the file only grows, so a failed map below
   // leaves at worst a sparse tail that the next Map reuses.
-  if (ftruncate(fd_, static_cast<off_t>(offset + bytes)) != 0) return Errno("ftruncate");
+  if (offset + bytes > file_size_) {
+    if (ftruncate(fd_, static_cast<off_t>(offset + bytes)) != 0) return Errno("ftruncate");
+    file_size_ = offset + bytes;
+  }
   void* p =
       mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(offset));
   if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
   next_offset_ = offset + bytes;
-  offsets_.emplace(reinterpret_cast<uintptr_t>(p), offset);
+  ranges_.emplace(reinterpret_cast<uintptr_t>(p), Range{bytes, offset});
   Mapping m;
   m.base = p;
   m.size = bytes;
@@ -90,14 +103,52 @@ absl::StatusOr<Mapping> MemfdMemory::Map(uint64_t bytes) {
 }
 
 void MemfdMemory::Unmap(const Mapping& mapping) {
-  offsets_.erase(reinterpret_cast<uintptr_t>(mapping.base));
+  ranges_.erase(reinterpret_cast<uintptr_t>(mapping.base));
   SP_CHECK(munmap(mapping.base, mapping.size) == 0);
 }
 
-std::optional<uint64_t> MemfdMemory::FileOffsetOf(uintptr_t base) const {
-  auto it = offsets_.find(base);
-  if (it == offsets_.end()) return std::nullopt;
-  return it->second;
+absl::StatusOr<void*> MemfdMemory::Reserve(uint64_t bytes, uint64_t alignment) {
+  absl::StatusOr<void*> p = ReserveAddressRange(bytes, alignment);
+  if (!p.ok()) return p;
+  absl::StatusOr<uint64_t> offset = TakeFileRange(bytes);
+  if (!offset.ok()) {
+    ReleaseAddressRange(*p, bytes);
+    return offset.status();
+  }
+  ranges_.emplace(reinterpret_cast<uintptr_t>(*p), Range{bytes, *offset});
+  return p;
+}
+
+absl::StatusOr<Mapping> MemfdMemory::MapAt(void* addr, uint64_t bytes) {
+  const std::optional<uint64_t> offset = FileOffsetOf(reinterpret_cast<uintptr_t>(addr));
+  SP_CHECK(offset.has_value());
+  if (*offset + bytes > file_size_) {
+    if (ftruncate(fd_, static_cast<off_t>(*offset + bytes)) != 0) return Errno("ftruncate");
+    file_size_ = *offset + bytes;
+  }
+  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+                 static_cast<off_t>(*offset));
+  if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
+  Mapping m;
+  m.base = p;
+  m.size = bytes;
+  m.normal_page_bytes = bytes;
+  return m;
+}
+
+void MemfdMemory::UnmapAt(const Mapping& mapping) { UnmapToReservation(mapping.base, mapping.size); }
+
+void MemfdMemory::ReleaseReservation(void* base, uint64_t bytes) {
+  ranges_.erase(reinterpret_cast<uintptr_t>(base));
+  ReleaseAddressRange(base, bytes);
+}
+
+std::optional<uint64_t> MemfdMemory::FileOffsetOf(uintptr_t addr) const {
+  auto it = ranges_.upper_bound(addr);
+  if (it == ranges_.begin()) return std::nullopt;
+  --it;
+  if (addr >= it->first + it->second.size) return std::nullopt;
+  return it->second.file_offset + (addr - it->first);
 }
 
 absl::StatusOr<PoolFileHeader> ReadPoolFileHeader(int fd) {

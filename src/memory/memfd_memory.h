@@ -22,7 +22,7 @@
 #include <memory>
 #include <optional>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
 #include "streampool/physical_memory.h"
 
@@ -64,18 +64,36 @@ class MemfdMemory final : public PhysicalMemory {
   bool touchable() const override { return true; }
   const char* name() const override { return "memfd"; }
 
+  // Expandable exportable pools: a reservation owns a file range as long as
+  // itself (offset in the file = its file base + offset in the reservation),
+  // so a granule always has the same file offset and export data stay valid
+  // however the pool grows. Unmapping leaves the file's pages alone: an
+  // importer may still map them.
+  bool can_reserve() const override { return true; }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override;
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override;
+  void UnmapAt(const Mapping& mapping) override;
+  void ReleaseReservation(void* base, uint64_t bytes) override;
+
   int fd() const { return fd_; }
   const PoolFileHeader& header() const { return header_; }
-  // The file offset of the mapping that starts at `base`.
-  std::optional<uint64_t> FileOffsetOf(uintptr_t base) const;
+  // The file offset of the byte at `addr`, inside a chunk or a reservation.
+  std::optional<uint64_t> FileOffsetOf(uintptr_t addr) const;
 
  private:
   MemfdMemory(int fd, const PoolFileHeader& header) : fd_(fd), header_(header) {}
+  // Hands out [offset, offset + bytes) of the file, never to be reused.
+  absl::StatusOr<uint64_t> TakeFileRange(uint64_t bytes);
 
+  struct Range {
+    uint64_t size;
+    uint64_t file_offset;
+  };
   const int fd_;
   const PoolFileHeader header_;
   uint64_t next_offset_ = PoolFileHeader::kBytes;
-  absl::flat_hash_map<uintptr_t, uint64_t> offsets_;  // mapping base -> file offset
+  uint64_t file_size_ = PoolFileHeader::kBytes;
+  absl::btree_map<uintptr_t, Range> ranges_;  // chunk or reservation base -> its file range
 };
 
 // Checks that `fd` is an exported pool's memfd: a regular file sealed against

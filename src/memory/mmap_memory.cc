@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/memory/page_backing.h"
 #include "src/util/check.h"
 #include "streampool/physical_memory.h"
 
@@ -39,6 +40,22 @@ class MmapMemory final : public PhysicalMemory {
 
   bool touchable() const override { return touchable_; }
   const char* name() const override { return touchable_ ? "host" : "address-only"; }
+
+  // Expandable pools: a PROT_NONE reservation whose granules are mapped in
+  // place (address-only memory leaves them PROT_NONE: nothing to map).
+  bool can_reserve() const override { return true; }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    return internal::ReserveAddressRange(bytes, alignment);
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    return internal::MapAnonymousAt(addr, bytes, touchable_);
+  }
+  void UnmapAt(const Mapping& m) override {
+    if (touchable_) internal::UnmapToReservation(m.base, m.size);
+  }
+  void ReleaseReservation(void* base, uint64_t bytes) override {
+    internal::ReleaseAddressRange(base, bytes);
+  }
 
  private:
   const bool touchable_;

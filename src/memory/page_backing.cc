@@ -21,14 +21,17 @@ namespace {
 
 constexpr int kAnon = MAP_PRIVATE | MAP_ANONYMOUS;
 
-// A 2 MiB-aligned anonymous range of `bytes` with protection `prot`; THP needs
-// the alignment. Over-reserves by one huge page and trims the ends.
-void* MapAligned(uint64_t bytes, int prot, int extra_flags) {
-  const uint64_t span = bytes + kHugePageSize;
+// An `alignment`-aligned anonymous range of `bytes` with protection `prot`
+// (THP needs 2 MiB alignment). Over-reserves by the alignment and trims the
+// ends.
+void* MapAligned(uint64_t bytes, int prot, int extra_flags,
+                 uint64_t alignment = kHugePageSize) {
+  if (bytes > UINT64_MAX - alignment) return nullptr;
+  const uint64_t span = bytes + alignment;
   void* raw = mmap(nullptr, span, prot, kAnon | extra_flags, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto r = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t start = (r + kHugePageSize - 1) & ~(kHugePageSize - 1);
+  const uintptr_t start = (r + alignment - 1) & ~(alignment - 1);
   if (start > r) munmap(raw, start - r);
   const uintptr_t end = start + bytes;
   if (r + span > end) munmap(reinterpret_cast<void*>(end), r + span - end);
@@ -71,6 +74,42 @@ void ReleaseRange(void* p, uint64_t bytes, bool keep_reserved) {
 }
 
 }  // namespace
+
+absl::StatusOr<void*> ReserveAddressRange(uint64_t bytes, uint64_t alignment) {
+  if (bytes == 0 || bytes % kHugePageSize != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reservation of ", bytes,
+                                                   " bytes is not whole 2 MiB granules"));
+  }
+  if (alignment < kHugePageSize) alignment = kHugePageSize;
+  if ((alignment & (alignment - 1)) != 0) {
+    return absl::InvalidArgumentError("reservation alignment is not a power of two");
+  }
+  void* p = MapAligned(bytes, PROT_NONE, MAP_NORESERVE, alignment);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("reserving ", bytes,
+                                                     " bytes of address space failed: ",
+                                                     std::strerror(errno)));
+  }
+  return p;
+}
+
+void ReleaseAddressRange(void* base, uint64_t bytes) { SP_CHECK(munmap(base, bytes) == 0); }
+
+absl::StatusOr<Mapping> MapAnonymousAt(void* addr, uint64_t bytes, bool touchable) {
+  Mapping m;
+  m.base = addr;
+  m.size = bytes;
+  m.normal_page_bytes = bytes;
+  if (!touchable) return m;  // address space only: the reservation is the memory
+  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("mmap of ", bytes, " bytes in a reservation failed: ", std::strerror(errno)));
+  }
+  return m;
+}
+
+void UnmapToReservation(void* addr, uint64_t bytes) { ReleaseRange(addr, bytes, true); }
 
 uint64_t TransparentHugeBytes(const void* base, uint64_t bytes) {
   // smaps reports per VMA, and ours may have merged with a neighbour of the

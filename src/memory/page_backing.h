@@ -53,6 +53,18 @@ absl::StatusOr<Mapping> MapPages(const PageRequest& req);
 // to PROT_NONE (it belongs to a reservation) instead of being unmapped.
 void UnmapPages(const Mapping& m, bool keep_reserved, HugePageBudget* budget);
 
+// Reserve-then-map helpers shared by the upstreams that can reserve.
+// A PROT_NONE, MAP_NORESERVE range of `bytes` (whole 2 MiB granules) aligned
+// to max(alignment, 2 MiB): address space only.
+absl::StatusOr<void*> ReserveAddressRange(uint64_t bytes, uint64_t alignment);
+void ReleaseAddressRange(void* base, uint64_t bytes);
+// Normal anonymous pages at [addr, addr + bytes) inside a reservation; with
+// `touchable` false nothing is mapped (address-only memory).
+absl::StatusOr<Mapping> MapAnonymousAt(void* addr, uint64_t bytes, bool touchable);
+// Returns [addr, addr + bytes) to PROT_NONE address space (its pages go back
+// to the system; the range stays reserved).
+void UnmapToReservation(void* addr, uint64_t bytes);
+
 // Transparent huge-page bytes backing [base, base + bytes), from
 // /proc/self/smaps; the range must be a whole mapping of its own.
 uint64_t TransparentHugeBytes(const void* base, uint64_t bytes);

@@ -29,6 +29,20 @@ class HugePageMemory final : public PhysicalMemory {
   bool touchable() const override { return touchable_; }
   const char* name() const override { return "huge-page"; }
 
+  // Each MapAt gets its pages by the policy, so one reservation may hold
+  // explicit huge, transparent huge and normal pages side by side.
+  bool can_reserve() const override { return true; }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    return ReserveAddressRange(bytes, alignment);
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    return MapPages(PageRequest{bytes, addr, policy_, touchable_, budget_});
+  }
+  void UnmapAt(const Mapping& m) override { UnmapPages(m, /*keep_reserved=*/true, budget_); }
+  void ReleaseReservation(void* base, uint64_t bytes) override {
+    ReleaseAddressRange(base, bytes);
+  }
+
  private:
   const PagePolicy policy_;
   const bool touchable_;
@@ -65,6 +79,37 @@ class DvppMemory final : public PhysicalMemory {
   }
   bool touchable() const override { return touchable_; }
   const char* name() const override { return "dvpp"; }
+
+  // Reservations are ranges of the window itself (already PROT_NONE address
+  // space), so a pool may hold several and never needs the whole window.
+  bool can_reserve() const override { return true; }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    if (bytes == 0 || bytes % DvppWindow::kGranule != 0 || alignment > DvppWindow::kGranule) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(bytes, " bytes aligned to ", alignment, " is no DVPP window range"));
+    }
+    DvppWindow& window = DvppWindow::Get();
+    void* at = window.Take(bytes);
+    if (at == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the 16 GiB DVPP window has no free range of ", bytes, " bytes (",
+                       window.free_bytes(), " free in all)"));
+    }
+    return at;
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    return MapPages(PageRequest{bytes, addr, policy_, touchable_, budget_});
+  }
+  void UnmapAt(const Mapping& m) override {
+    if (touchable_) {
+      UnmapPages(m, /*keep_reserved=*/true, budget_);
+    } else if (budget_ != nullptr) {
+      budget_->Give(m.huge_page_bytes + m.transparent_huge_page_bytes);
+    }
+  }
+  void ReleaseReservation(void* base, uint64_t bytes) override {
+    DvppWindow::Get().Give(base, bytes);
+  }
 
  private:
   const PagePolicy policy_;

@@ -1,10 +1,14 @@
-// Blocks and chunks: the pool's unit of carving and the unit of release.
+// Blocks and chunks: the pool's unit of carving and its unit of address space.
 //
-// A chunk is one upstream mapping; its blocks tile it exactly, linked in
-// address order. A block is in one of three states:
+// A chunk is either one upstream mapping (chunked growth: wholly mapped, the
+// unit of release) or one reservation (expandable growth: an address range
+// mapped in kGranule granules, some of which may be unmapped). Its blocks tile
+// it exactly, linked in address order. A block is in one of three states:
 //
 //   LIVE               handed out; in no index.
-//   READY              reusable by any stream; in the pool's ready index.
+//   READY              reusable by any stream; in the pool's ready index when
+//                      every granule it touches is mapped, else in the
+//                      unbacked index (reusing it maps what it lacks).
 //   PENDING(S, f)      freed on stream S at position f; reusable by S at once,
 //                      by others only under the reuse policies; in S's index.
 //
@@ -12,7 +16,11 @@
 //   Σ block sizes of a chunk == chunk size, blocks contiguous in address order;
 //   no two adjacent READY blocks; no two adjacent PENDING blocks of one stream;
 //   a PENDING block has a non-zero stamp, any other block stamp 0;
-//   every LIVE block lies below its chunk's handed_out_end.
+//   every LIVE block lies below its chunk's handed_out_end;
+//   every granule a LIVE or PENDING block touches is mapped, so an unmapped
+//   granule lies wholly inside one READY block, and
+//   block.unmapped == number of unmapped granules inside it;
+//   chunk.mapped_bytes == kGranule · (mapped granules)  (chunked: == size).
 #ifndef STREAMPOOL_SRC_POOL_BLOCK_H_
 #define STREAMPOOL_SRC_POOL_BLOCK_H_
 
@@ -48,6 +56,11 @@ struct Block {
   uint64_t stamp = 0;
   // LIVE: the size the caller asked for.
   uint64_t requested = 0;
+  // READY: unmapped granules inside it (expandable chunks only).
+  uint64_t unmapped = 0;
+  // READY: the pool's proof epoch when observation promoted (part of) it;
+  // while that is the current epoch its reuse counts as opportunistic.
+  uint64_t observed_epoch = 0;
 
   uint64_t size() const { return node.size; }
   uintptr_t addr() const { return node.addr; }
@@ -56,9 +69,27 @@ struct Block {
 };
 static_assert(offsetof(Block, node) == 0);
 
+// Page kinds of one mapped granule (normal = kGranule - huge - thp).
+struct GranulePages {
+  uint32_t huge = 0;
+  uint32_t thp = 0;
+};
+
 struct Chunk {
+  // The granule of expandable growth: what a device MMU maps at once.
+  static constexpr uint64_t kGranule = uint64_t{2} << 20;
+
+  // Chunked: the upstream's mapping. Expandable: the reservation's base and
+  // size, with the page-kind counts summed over its mapped granules.
   Mapping mapping;
   uint64_t id = 0;
+  bool expandable = false;
+  // Expandable: one bit per granule, set while mapped.
+  std::vector<uint64_t> mapped_bits;
+  // Expandable: page kinds per granule, allocated only once a granule is
+  // not all normal pages (most upstreams never need it).
+  std::vector<GranulePages> pages;
+  uint64_t mapped_bytes = 0;
   Block* first = nullptr;
   // Bytes below this address have been handed out at some point. Blocks are
   // always carved from the low end of a free block, so what was ever handed
@@ -73,6 +104,19 @@ struct Chunk {
 
   uintptr_t base() const { return reinterpret_cast<uintptr_t>(mapping.base); }
   uint64_t size() const { return mapping.size; }
+  uint64_t granules() const { return size() / kGranule; }
+  // Granule index of an address inside the chunk.
+  uint64_t GranuleOf(uintptr_t addr) const { return (addr - base()) / kGranule; }
+  bool Mapped(uint64_t g) const {
+    return !expandable || (mapped_bits[g / 64] >> (g % 64) & 1) != 0;
+  }
+  void SetMapped(uint64_t g, bool on) {
+    if (on) {
+      mapped_bits[g / 64] |= uint64_t{1} << (g % 64);
+    } else {
+      mapped_bits[g / 64] &= ~(uint64_t{1} << (g % 64));
+    }
+  }
 };
 
 // Block objects come from slabs and go back to a free list, never to the

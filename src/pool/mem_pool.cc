@@ -61,8 +61,21 @@ std::optional<uint64_t> SizeRule::Apply(uint64_t len) const {
   return std::nullopt;
 }
 
+namespace {
+
+// Each reservation of an expandable pool: max_size (or the caller's size),
+// bounded by kMaxReservation, in whole granules.
+uint64_t ReservationSize(uint64_t max_size, uint64_t requested) {
+  uint64_t r = requested != 0 ? requested : max_size;
+  r = std::min(r, MemPool::kMaxReservation);
+  return std::max(*CheckedAlignUp(r, Chunk::kGranule), Chunk::kGranule);
+}
+
+}  // namespace
+
 MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
-                 std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget)
+                 std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget,
+                 uint64_t reservation_bytes)
     : props_(props),
       rule_(rule),
       max_size_(max_size),
@@ -71,15 +84,32 @@ MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
       follow_events_(props.reuse_follow_event_dependencies),
       opportunistic_(props.reuse_allow_opportunistic),
       internal_deps_(props.reuse_allow_internal_dependencies),
-      release_threshold_(props.release_threshold) {
+      release_threshold_(props.release_threshold),
+      expandable_(props.growth != PoolGrowth::kChunked && upstream_->can_reserve()),
+      reservation_bytes_(ReservationSize(max_size, reservation_bytes)) {
   SP_CHECK(rule_.granule >= 32 && (rule_.granule & (rule_.granule - 1)) == 0);
   SP_CHECK(kChunkGranularity % rule_.granule == 0);
+  SP_CHECK(Chunk::kGranule == kChunkGranularity);
 }
 
 MemPool::~MemPool() {
   for (auto& [base, chunk] : chunks_) {
-    budget_->Release(chunk->size());
-    upstream_->Unmap(chunk->mapping);
+    if (chunk->expandable) {
+      for (uint64_t g = 0; g < chunk->granules();) {
+        if (!chunk->Mapped(g)) {
+          ++g;
+          continue;
+        }
+        uint64_t end = g;
+        while (end < chunk->granules() && chunk->Mapped(end)) ++end;
+        UnmapGranules(chunk, g, end);
+        g = end;
+      }
+      upstream_->ReleaseReservation(chunk->mapping.base, chunk->size());
+    } else {
+      budget_->Release(chunk->size());
+      upstream_->Unmap(chunk->mapping);
+    }
     delete chunk;
   }
 }
@@ -122,7 +152,7 @@ void MemPool::UnlinkFreeChunk(Chunk* c) {
 
 void MemPool::InsertFree(Block* b) {
   if (b->state == BlockState::kReady) {
-    ready_.Insert(&b->node);
+    (b->unmapped == 0 ? ready_ : unbacked_).Insert(&b->node);
     if (b->prev == nullptr && b->next == nullptr) LinkFreeChunk(b->chunk);
   } else {
     SP_DCHECK(b->state == BlockState::kPending);
@@ -132,7 +162,7 @@ void MemPool::InsertFree(Block* b) {
 
 void MemPool::RemoveFree(Block* b) {
   if (b->state == BlockState::kReady) {
-    ready_.Remove(&b->node);
+    (b->unmapped == 0 ? ready_ : unbacked_).Remove(&b->node);
     if (b->chunk->in_free_list) UnlinkFreeChunk(b->chunk);
   } else {
     SP_DCHECK(b->state == BlockState::kPending);
@@ -143,6 +173,8 @@ void MemPool::RemoveFree(Block* b) {
 void MemPool::Absorb(Block* a, Block* b) {
   SP_DCHECK(a->next == b && b->prev == a && a->end() == b->addr());
   a->node.size += b->size();
+  a->unmapped += b->unmapped;
+  a->observed_epoch = std::max(a->observed_epoch, b->observed_epoch);
   a->next = b->next;
   if (b->next != nullptr) b->next->prev = a;
   arena_.Delete(b);
@@ -151,13 +183,16 @@ void MemPool::Absorb(Block* a, Block* b) {
 // ------------------------------------------------------------ state changes
 
 void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
-  // A pending block absorbs READY neighbours and its own stream's pending
-  // ones, so a single-stream workload never fragments for want of a sync; the
-  // merged block's free point is the latest, which is this free.
+  // A pending block absorbs wholly mapped READY neighbours and its own
+  // stream's pending ones, so a single-stream workload never fragments for
+  // want of a sync; the merged block's free point is the latest, which is
+  // this free. A READY block with unmapped granules (the top of a
+  // reservation, say) stays READY: pending memory is always mapped.
   StreamFrees& frees = FreesOf(s);
   auto mergeable = [&](const Block* n) {
     return n != nullptr &&
-           (n->state == BlockState::kReady || (n->state == BlockState::kPending && n->stream == s));
+           ((n->state == BlockState::kReady && n->unmapped == 0) ||
+            (n->state == BlockState::kPending && n->stream == s));
   };
   // Loops, not ifs: an absorbed READY block may itself border a pending
   // block of s (a READY block next to a PENDING one is legal), and those must
@@ -189,10 +224,12 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
   CompactQueue(frees);
 }
 
-void MemPool::MakeReady(Block* b) {
+void MemPool::MakeReady(Block* b, bool observed) {
   b->state = BlockState::kReady;
   b->stamp = 0;
   b->stream = kNoStream;
+  b->unmapped = 0;
+  b->observed_epoch = observed ? proof_epoch_ : 0;
   if (b->prev != nullptr && b->prev->state == BlockState::kReady) {
     Block* p = b->prev;
     RemoveFree(p);
@@ -242,8 +279,11 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
     // below). The stream stays in active_ until the next Promote.
     --pending_blocks_;
   }
+  SP_DCHECK(CountUnmapped(live->chunk, live->addr(), live->end()) == 0);
   live->state = BlockState::kLive;
   live->stamp = 0;
+  live->unmapped = 0;
+  live->observed_epoch = 0;
   live->chunk->handed_out_end = std::max(live->chunk->handed_out_end, live->end());
   ++live_blocks_;
   return live;
@@ -285,6 +325,10 @@ Block* MemPool::FindForInternalDependency(StreamIndex t, uint64_t size) {
 }
 
 Block* MemPool::Grow(uint64_t size) {
+  return expandable_ ? GrowExpandable(size) : GrowChunk(size);
+}
+
+Block* MemPool::GrowChunk(uint64_t size) {
   const std::optional<uint64_t> bytes = CheckedAlignUp(size, kChunkGranularity);
   if (!bytes || *bytes > max_size_ || reserved_ > max_size_ - *bytes) return nullptr;
   if (!budget_->TryReserve(*bytes)) return nullptr;
@@ -304,6 +348,7 @@ Block* MemPool::Grow(uint64_t size) {
   c->mapping = *m;
   c->id = next_chunk_id_++;
   c->handed_out_end = c->base();
+  c->mapped_bytes = c->size();
   Block* b = arena_.New();
   b->node.addr = c->base();
   b->node.size = c->size();
@@ -319,6 +364,183 @@ Block* MemPool::Grow(uint64_t size) {
   return b;
 }
 
+// ------------------------------------------------------- expandable growth
+
+uint64_t MemPool::CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi) {
+  if (!c->expandable || hi <= lo) return 0;
+  uint64_t n = 0;
+  const uint64_t last = c->GranuleOf(hi - 1);
+  for (uint64_t g = c->GranuleOf(lo); g <= last; ++g) n += !c->Mapped(g);
+  return n;
+}
+
+bool MemPool::MapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
+  const uint64_t bytes = (g1 - g0) * Chunk::kGranule;
+  void* at = reinterpret_cast<void*>(c->base() + g0 * Chunk::kGranule);
+  absl::StatusOr<Mapping> m = upstream_->MapAt(at, bytes);
+  if (!m.ok()) return false;
+  if (m->base != at || m->size != bytes ||
+      m->huge_page_bytes + m->transparent_huge_page_bytes > bytes) {
+    upstream_->UnmapAt(*m);  // a contract break fails the allocation, not the process
+    return false;
+  }
+  uint64_t huge = m->huge_page_bytes, thp = m->transparent_huge_page_bytes;
+  if ((huge | thp) != 0 && c->pages.empty()) c->pages.resize(c->granules());
+  for (uint64_t g = g0; g < g1; ++g) {
+    c->SetMapped(g, true);
+    if (c->pages.empty()) continue;
+    // Only the sums matter; spread them granule by granule so that any
+    // granule-aligned part can be unmapped with consistent counts.
+    GranulePages& p = c->pages[g];
+    p.huge = static_cast<uint32_t>(std::min(huge, Chunk::kGranule));
+    huge -= p.huge;
+    p.thp = static_cast<uint32_t>(std::min(thp, Chunk::kGranule - p.huge));
+    thp -= p.thp;
+  }
+  c->mapping.huge_page_bytes += m->huge_page_bytes;
+  c->mapping.transparent_huge_page_bytes += m->transparent_huge_page_bytes;
+  c->mapping.normal_page_bytes += bytes - m->huge_page_bytes - m->transparent_huge_page_bytes;
+  c->mapped_bytes += bytes;
+  reserved_ += bytes;
+  return true;
+}
+
+void MemPool::UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
+  Mapping m;
+  m.base = reinterpret_cast<void*>(c->base() + g0 * Chunk::kGranule);
+  m.size = (g1 - g0) * Chunk::kGranule;
+  for (uint64_t g = g0; g < g1; ++g) {
+    SP_DCHECK(c->Mapped(g));
+    c->SetMapped(g, false);
+    if (c->pages.empty()) continue;
+    m.huge_page_bytes += c->pages[g].huge;
+    m.transparent_huge_page_bytes += c->pages[g].thp;
+    c->pages[g] = GranulePages{};
+  }
+  m.normal_page_bytes = m.size - m.huge_page_bytes - m.transparent_huge_page_bytes;
+  upstream_->UnmapAt(m);
+  c->mapping.huge_page_bytes -= m.huge_page_bytes;
+  c->mapping.transparent_huge_page_bytes -= m.transparent_huge_page_bytes;
+  c->mapping.normal_page_bytes -= m.normal_page_bytes;
+  c->mapped_bytes -= m.size;
+  reserved_ -= m.size;
+  budget_->Release(m.size);
+}
+
+bool MemPool::MapForCarve(Block* b, uint64_t size) {
+  Chunk* c = b->chunk;
+  const uint64_t missing = CountUnmapped(c, b->addr(), b->addr() + size);
+  if (missing == 0) return true;
+  const uint64_t bytes = missing * Chunk::kGranule;
+  if (bytes > max_size_ || reserved_ > max_size_ - bytes) return false;
+  if (!budget_->TryReserve(bytes)) return false;
+  const uint64_t first = c->GranuleOf(b->addr());
+  const uint64_t last = c->GranuleOf(b->addr() + size - 1) + 1;
+  // Runs of unmapped granules, one upstream call each; a failure takes back
+  // what this call mapped, so the pool is exactly as before.
+  RemoveFree(b);
+  map_scratch_.clear();
+  bool ok = true;
+  for (uint64_t g = first; g < last && ok;) {
+    if (c->Mapped(g)) {
+      ++g;
+      continue;
+    }
+    uint64_t end = g;
+    while (end < last && !c->Mapped(end)) ++end;
+    ok = MapGranules(c, g, end);
+    if (ok) map_scratch_.emplace_back(g, end);
+    g = end;
+  }
+  if (!ok) {
+    for (const auto& [g0, g1] : map_scratch_) UnmapGranules(c, g0, g1);  // releases their budget
+    uint64_t undone = 0;
+    for (const auto& [g0, g1] : map_scratch_) undone += (g1 - g0) * Chunk::kGranule;
+    budget_->Release(bytes - undone);
+    InsertFree(b);
+    return false;
+  }
+  const uint64_t runs = map_scratch_.size();
+  b->unmapped -= missing;
+  InsertFree(b);
+  stats_.reserved_high = std::max(stats_.reserved_high, reserved_);
+  stats_.upstream_maps += runs;
+  stats_.upstream_bytes_mapped += bytes;
+  return true;
+}
+
+Chunk* MemPool::NewReservation(uint64_t bytes) {
+  absl::StatusOr<void*> base = upstream_->Reserve(bytes, Chunk::kGranule);
+  if (!base.ok()) return nullptr;
+  if (reinterpret_cast<uintptr_t>(*base) % Chunk::kGranule != 0) {
+    upstream_->ReleaseReservation(*base, bytes);
+    return nullptr;
+  }
+  auto* c = new Chunk;
+  c->expandable = true;
+  c->mapping.base = *base;
+  c->mapping.size = bytes;
+  c->id = next_chunk_id_++;
+  c->handed_out_end = c->base();
+  c->mapped_bits.assign((c->granules() + 63) / 64, 0);
+  Block* b = arena_.New();
+  b->node.addr = c->base();
+  b->node.size = bytes;
+  b->chunk = c;
+  b->state = BlockState::kReady;
+  b->unmapped = c->granules();
+  c->first = b;
+  chunks_.emplace(c->base(), c);
+  InsertFree(b);
+  return c;
+}
+
+void MemPool::DropReservation(Chunk* c) {
+  Block* b = c->first;
+  SP_CHECK(c->expandable && c->mapped_bytes == 0 && b->state == BlockState::kReady &&
+           b->prev == nullptr && b->next == nullptr);
+  RemoveFree(b);
+  arena_.Delete(b);
+  chunks_.erase(c->base());
+  upstream_->ReleaseReservation(c->mapping.base, c->size());
+  delete c;
+}
+
+Block* MemPool::GrowExpandable(uint64_t size) {
+  // The best-fitting free range that lacks mapped granules; if the budget or
+  // the upstream refuses its granules, a few more candidates, then a new
+  // reservation (address space ran out in the existing ones).
+  SizeIndexNode* first = unbacked_.FindBestFit(size);
+  if (first != nullptr && MapForCarve(Block::FromNode(first), size)) {
+    return Block::FromNode(first);
+  }
+  if (first != nullptr) {
+    const uint64_t room = std::min(max_size_ - std::min(max_size_, reserved_),
+                                   budget_->capacity() - budget_->used());
+    SizeIndexNode* other = unbacked_.FindBestFitIf(
+        size,
+        [&](SizeIndexNode* n) {
+          const Block* b = Block::FromNode(n);
+          return n != first &&
+                 CountUnmapped(b->chunk, b->addr(), b->addr() + size) * Chunk::kGranule <= room;
+        },
+        kCrossStreamProbes);
+    if (other != nullptr && MapForCarve(Block::FromNode(other), size)) {
+      return Block::FromNode(other);
+    }
+  }
+  const std::optional<uint64_t> need = CheckedAlignUp(size, Chunk::kGranule);
+  if (!need || *need > max_size_ || reserved_ > max_size_ - *need) return nullptr;
+  Chunk* c = NewReservation(std::max(reservation_bytes_, *need));
+  if (c == nullptr) return nullptr;
+  Block* b = c->first;
+  if (!MapForCarve(b, size)) {
+    DropReservation(c);
+    return nullptr;
+  }
+  return b;
+}
+
 absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle& oracle) {
   SP_DCHECK(size > 0);
   const std::optional<uint64_t> rule_size = rule_.Apply(size);
@@ -329,6 +551,13 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   }
   const uint64_t need = *rule_size;
   const StreamIndex t = oracle.stream();
+
+  // How a READY block's reuse counts: opportunistic while its promotion by
+  // observation is unproven, else by whether its bytes were handed out.
+  auto ready_rule = [this](const Block* b) {
+    if (Observed(b)) return ReuseRule::kOpportunistic;
+    return b->addr() < b->chunk->handed_out_end ? ReuseRule::kAfterSync : ReuseRule::kFresh;
+  };
 
   // Rule 1: the stream's own pending frees and READY blocks.
   Block* chosen = nullptr;
@@ -341,34 +570,31 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     }
   }
   if (chosen != nullptr) {
-    how = chosen->state == BlockState::kPending
-              ? ReuseRule::kSameStream
-              : (chosen->addr() < chosen->chunk->handed_out_end ? ReuseRule::kAfterSync
-                                                                : ReuseRule::kFresh);
+    how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ready_rule(chosen);
   }
 
-  // Rules 2 and 3: other streams' frees that are safe for t.
-  auto cross_stream = [&](auto bound_of) {
-    Block* best = nullptr;
+  // Rule 2: other streams' frees that t is ordered after.
+  if (chosen == nullptr && follow_events_) {
     for (StreamIndex s : active_) {
       if (s == t) continue;
-      Block* b = FindEligible(s, need, bound_of(s));
-      if (Better(b, best)) best = b;
+      Block* b = FindEligible(s, need, oracle.OrderedAfter(s));
+      if (Better(b, chosen)) chosen = b;
     }
-    return best;
-  };
-  if (chosen == nullptr && follow_events_) {
-    chosen = cross_stream([&](StreamIndex s) { return oracle.OrderedAfter(s); });
     how = ReuseRule::kEventDependency;
   }
-  if (chosen == nullptr && opportunistic_) {
-    chosen = cross_stream([&](StreamIndex s) { return oracle.ObservedComplete(s); });
-    how = ReuseRule::kOpportunistic;
+  // Rule 3: frees observed complete become READY and merge; then READY
+  // blocks again (this is also the promotion before growth).
+  if (chosen == nullptr && opportunistic_ && pending_blocks_ != 0) {
+    PromoteObserved(oracle);
+    if (SizeIndexNode* n = ready_.FindBestFit(need)) {
+      chosen = Block::FromNode(n);
+      how = ready_rule(chosen);
+    }
   }
   // Rule 4: growth.
   if (chosen == nullptr) {
     chosen = Grow(need);
-    how = ReuseRule::kFresh;
+    if (chosen != nullptr) how = ready_rule(chosen);
   }
   // Rule 5: wait for another stream's free.
   if (chosen == nullptr && internal_deps_) {
@@ -433,18 +659,19 @@ void MemPool::FreeNow(Block* b) {
   MakeReady(b);
 }
 
-void MemPool::Promote(const VectorClock& done) {
+template <typename BoundOf>
+void MemPool::PromoteUpTo(BoundOf bound_of, bool observed) {
   for (size_t i = 0; i < active_.size();) {
     const StreamIndex s = active_[i];
     StreamFrees& frees = *frees_[s];
-    const Position d = done.Get(s);
+    const Position d = bound_of(s);
     while (!frees.queue.empty() && frees.queue.front().f <= d) {
       const QueueEntry e = frees.queue.front();
       frees.queue.pop_front();
       if (!IsValid(e)) continue;
       frees.index.Remove(&e.block->node);
       --pending_blocks_;
-      MakeReady(e.block);
+      MakeReady(e.block, observed);
     }
     if (frees.index.empty()) {
       frees.queue.clear();
@@ -456,6 +683,15 @@ void MemPool::Promote(const VectorClock& done) {
       ++i;
     }
   }
+}
+
+void MemPool::Promote(const VectorClock& done) {
+  ++proof_epoch_;
+  PromoteUpTo([&done](StreamIndex s) { return done.Get(s); }, /*observed=*/false);
+}
+
+void MemPool::PromoteObserved(const OrderOracle& oracle) {
+  PromoteUpTo([&oracle](StreamIndex s) { return oracle.ObservedComplete(s); }, /*observed=*/true);
 }
 
 // ---------------------------------------------------------------- release
@@ -474,6 +710,14 @@ void MemPool::UnmapChunk(Chunk* c) {
 }
 
 void MemPool::Release(uint64_t bound) {
+  if (expandable_) {
+    ReleaseGranules(bound);
+  } else {
+    ReleaseChunks(bound);
+  }
+}
+
+void MemPool::ReleaseChunks(uint64_t bound) {
   if (reserved_ <= bound || free_chunks_ == nullptr) return;
   release_scratch_.clear();
   for (Chunk* c = free_chunks_; c != nullptr; c = c->next_free) release_scratch_.push_back(c);
@@ -488,6 +732,60 @@ void MemPool::Release(uint64_t bound) {
     UnmapChunk(c);
   }
   release_scratch_.clear();
+}
+
+void MemPool::ReleaseGranules(uint64_t bound) {
+  constexpr uint64_t kG = Chunk::kGranule;
+  if (reserved_ > bound) {
+    // READY blocks holding a whole mapped granule: at least a granule long.
+    release_blocks_.clear();
+    auto collect = [this](SizeIndexNode* n) {
+      Block* b = Block::FromNode(n);
+      const uint64_t lo = (b->addr() - b->chunk->base() + kG - 1) / kG;
+      const uint64_t hi = (b->end() - b->chunk->base()) / kG;
+      if (hi > lo && hi - lo > b->unmapped) release_blocks_.push_back(b);
+    };
+    ready_.ForEachAtLeast(kG, collect);
+    unbacked_.ForEachAtLeast(kG, collect);
+    // Largest free range first; (chunk id, address) makes ties deterministic.
+    std::sort(release_blocks_.begin(), release_blocks_.end(), [](const Block* a, const Block* b) {
+      if (a->size() != b->size()) return a->size() > b->size();
+      if (a->chunk->id != b->chunk->id) return a->chunk->id < b->chunk->id;
+      return a->addr() < b->addr();
+    });
+    for (Block* b : release_blocks_) {
+      // Every granule is the same size: once one would undershoot, all would.
+      if (reserved_ - bound < kG) break;
+      Chunk* c = b->chunk;
+      const uint64_t lo = (b->addr() - c->base() + kG - 1) / kG;
+      uint64_t hi = (b->end() - c->base()) / kG;
+      RemoveFree(b);
+      // From the top down, so the low end (where blocks are carved) stays
+      // mapped when the bound stops us part-way.
+      while (hi > lo && reserved_ - bound >= kG) {
+        if (!c->Mapped(hi - 1)) {
+          --hi;
+          continue;
+        }
+        const uint64_t allowed = (reserved_ - bound) / kG;
+        uint64_t start = hi - 1;
+        while (start > lo && c->Mapped(start - 1) && hi - start < allowed) --start;
+        UnmapGranules(c, start, hi);
+        b->unmapped += hi - start;
+        ++stats_.upstream_unmaps;
+        hi = start;
+      }
+      InsertFree(b);
+    }
+    release_blocks_.clear();
+  }
+  // A reservation with nothing mapped and nothing in it goes back too (the
+  // DVPP window is shared by every pool of the process).
+  for (Chunk* c = free_chunks_; c != nullptr;) {
+    Chunk* next = c->next_free;
+    if (c->mapped_bytes == 0) DropReservation(c);
+    c = next;
+  }
 }
 
 // ---------------------------------------------------------------- queries
@@ -522,6 +820,16 @@ PoolStats MemPool::Stats() const {
   }
   uint64_t largest = 0;
   if (const SizeIndexNode* n = ready_.Largest()) largest = n->size;
+  // A READY block spanning unmapped granules counts by its mapped low end:
+  // what it can serve without growing.
+  unbacked_.ForEach([&largest](const SizeIndexNode* n) {
+    const Block* b = Block::FromNode(const_cast<SizeIndexNode*>(n));
+    const Chunk* c = b->chunk;
+    uint64_t g = c->GranuleOf(b->addr());
+    while (g < c->granules() && c->Mapped(g)) ++g;
+    const uintptr_t mapped_end = std::min<uintptr_t>(b->end(), c->base() + g * Chunk::kGranule);
+    if (mapped_end > b->addr()) largest = std::max<uint64_t>(largest, mapped_end - b->addr());
+  });
   for (StreamIndex st : active_) {
     if (const SizeIndexNode* n = frees_[st]->index.Largest()) largest = std::max(largest, n->size);
   }
@@ -531,13 +839,27 @@ PoolStats MemPool::Stats() const {
 }
 
 bool MemPool::CheckInvariants() const {
-  uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0;
+  uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0, unbacked = 0;
   size_t free_chunks = 0;
   for (const Chunk* c = free_chunks_; c != nullptr; c = c->next_free) ++free_chunks;
   size_t whole_ready_chunks = 0;
   for (const auto& [base, c] : chunks_) {
     if (base != c->base() || c->first == nullptr || c->first->prev != nullptr) return false;
-    reserved += c->size();
+    if (c->expandable != expandable_) return false;
+    uint64_t unmapped_granules = 0;
+    if (c->expandable) {
+      if (c->base() % Chunk::kGranule != 0 || c->size() % Chunk::kGranule != 0) return false;
+      for (uint64_t g = 0; g < c->granules(); ++g) unmapped_granules += !c->Mapped(g);
+      if (c->mapped_bytes != (c->granules() - unmapped_granules) * Chunk::kGranule) return false;
+    } else if (c->mapped_bytes != c->size()) {
+      return false;
+    }
+    const Mapping& m = c->mapping;
+    if (m.huge_page_bytes + m.transparent_huge_page_bytes + m.normal_page_bytes != c->mapped_bytes) {
+      return false;
+    }
+    reserved += c->mapped_bytes;
+    uint64_t unmapped_in_blocks = 0;
     uintptr_t at = c->base();
     for (const Block* b = c->first; b != nullptr; b = b->next) {
       if (b->chunk != c || b->addr() != at || b->size() == 0 || b->size() % rule_.granule != 0) {
@@ -545,20 +867,24 @@ bool MemPool::CheckInvariants() const {
       }
       if (b->next != nullptr && b->next->prev != b) return false;
       at += b->size();
+      const uint64_t holes = CountUnmapped(c, b->addr(), b->end());
       switch (b->state) {
         case BlockState::kLive:
           used += b->size();
           ++live;
           if (b->stamp != 0 || b->node.in_index || b->end() > c->handed_out_end) return false;
+          if (holes != 0 || b->unmapped != 0) return false;
           break;
         case BlockState::kReady:
           ++ready;
-          if (b->stamp != 0 || !b->node.in_index) return false;
+          unbacked += b->unmapped != 0;
+          if (b->stamp != 0 || !b->node.in_index || b->unmapped != holes) return false;
           if (b->next != nullptr && b->next->state == BlockState::kReady) return false;
+          unmapped_in_blocks += holes;
           break;
         case BlockState::kPending:
           ++pending;
-          if (b->stamp == 0 || !b->node.in_index) return false;
+          if (b->stamp == 0 || !b->node.in_index || holes != 0 || b->unmapped != 0) return false;
           if (b->stream >= frees_.size() || !frees_[b->stream] || !frees_[b->stream]->active) {
             return false;
           }
@@ -570,6 +896,8 @@ bool MemPool::CheckInvariants() const {
       }
     }
     if (at != c->base() + c->size()) return false;
+    // Unmapped granules lie wholly inside READY blocks, each counted once.
+    if (unmapped_in_blocks != unmapped_granules) return false;
     const bool whole_ready = c->first->next == nullptr && c->first->state == BlockState::kReady;
     if (whole_ready != c->in_free_list) return false;
     whole_ready_chunks += whole_ready;
@@ -592,8 +920,10 @@ bool MemPool::CheckInvariants() const {
     if (valid != f.index.size()) return false;
   }
   return reserved == reserved_ && used == used_ && live == live_blocks_ &&
-         pending == pending_blocks_ && pending == indexed_pending && ready == ready_.size() &&
-         ready_.CheckInvariants() && free_chunks == whole_ready_chunks &&
+         pending == pending_blocks_ && pending == indexed_pending &&
+         ready - unbacked == ready_.size() && unbacked == unbacked_.size() &&
+         ready_.CheckInvariants() && unbacked_.CheckInvariants() &&
+         free_chunks == whole_ready_chunks &&
          live + pending + ready == arena_.live();
 }
 

@@ -1,17 +1,21 @@
 // MemPool: a stream-ordered pool over one upstream.
 //
 // Serving Allocate(size) on stream T (DESIGN.md "Serving MallocAsync"):
-//   1. T's own PENDING blocks and READY blocks, best fit;
+//   1. T's own PENDING blocks and (wholly mapped) READY blocks, best fit;
 //   2. ReuseFollowEventDependencies: PENDING(S, f) with f <= VC(T)[S];
-//   3. ReuseAllowOpportunistic: PENDING(S, f) with (S, f) observed complete;
-//   4. grow by ALIGN_UP(rule size, 2 MiB) within max_size and the device;
+//   3. ReuseAllowOpportunistic: promote every free point observed complete
+//      (they merge like any READY block), then READY blocks again;
+//   4. grow: expandable pools map the granules the best-fitting READY block
+//      lacks (at the top of the mapped region, the shortfall above the
+//      topmost free block), or reserve anew; chunked pools map a chunk of
+//      ALIGN_UP(rule size, 2 MiB); within max_size and the device;
 //   5. ReuseAllowInternalDependencies: the PENDING block of another stream
 //      whose FreeAsync came first, after inserting a wait of T on its free;
 //   6. fail, changing nothing but failed_alloc_count.
-// Best fit is exact (smallest size, then lowest address) for rules 1 and 4,
-// and for rules 2 and 3 whenever every pending free of the candidate stream is
-// eligible; otherwise rules 2 and 3 examine at most kCrossStreamProbes blocks
-// per stream, in best-fit order, so an allocation's cost stays bounded however
+// Best fit is exact (smallest size, then lowest address) for rules 1, 3 and
+// 4, and for rule 2 whenever every pending free of the candidate stream is
+// eligible; otherwise rule 2 examines at most kCrossStreamProbes blocks per
+// stream, in best-fit order, so an allocation's cost stays bounded however
 // many frees other streams have pending.
 //
 // Thread safety: none here; the owning runtime serializes calls.
@@ -21,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -82,9 +87,18 @@ class MemPool {
     ReuseRule rule;
   };
 
+  // Largest reservation of an expandable pool: bounds the per-granule
+  // bookkeeping (a bit each) of pools whose max_size is unbounded (pinned
+  // host); such pools hold several reservations.
+  static constexpr uint64_t kMaxReservation = uint64_t{128} << 30;
+
+  // Expandable when props.growth allows and the upstream can reserve;
+  // reservation_bytes (0: max_size) sizes each reservation, for upstreams
+  // whose address space is scarce (the DVPP window).
   MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
-          std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget);
-  ~MemPool();  // returns every chunk to the upstream
+          std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget,
+          uint64_t reservation_bytes = 0);
+  ~MemPool();  // returns every granule, chunk and reservation to the upstream
   MemPool(const MemPool&) = delete;
   MemPool& operator=(const MemPool&) = delete;
 
@@ -96,10 +110,15 @@ class MemPool {
   void FreeAsync(Block* block, StreamIndex s, Position f);
   // LIVE -> READY at once (spFree: the caller promises all access completed).
   void FreeNow(Block* block);
-  // Every PENDING(S, f) with f <= done[S] becomes READY.
+  // Every PENDING(S, f) with f <= done[S] becomes READY (a proof: it ends the
+  // opportunistic count of blocks promoted by observation).
   void Promote(const VectorClock& done);
-  // Releases wholly free READY chunks while reserved > bound, skipping any
-  // whose release would take reserved below bound.
+  // Every PENDING(S, f) the oracle reports observed complete becomes READY,
+  // marked as promoted by observation (rule 3; the caller checks the switch).
+  void PromoteObserved(const OrderOracle& oracle);
+  // The release rule: unmaps whole granules inside READY blocks (chunked:
+  // wholly free chunks), largest free range first, while reserved > bound,
+  // skipping any whose release would take reserved below bound.
   void Release(uint64_t bound);
   void ReleaseAtSync() { Release(release_threshold_); }
 
@@ -109,6 +128,9 @@ class MemPool {
   bool Owns(uintptr_t addr) const;
 
   const PoolProps& props() const { return props_; }
+  bool expandable() const { return expandable_; }
+  // The growth mode in effect (never kDefault).
+  PoolGrowth growth() const { return expandable_ ? PoolGrowth::kExpandable : PoolGrowth::kChunked; }
   uint64_t granule() const { return rule_.granule; }
   bool touchable() const { return upstream_->touchable(); }
   uint64_t reserved() const { return reserved_; }
@@ -159,11 +181,36 @@ class MemPool {
   Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
   Block* FindForInternalDependency(StreamIndex t, uint64_t size);
   Block* Grow(uint64_t size);
+  Block* GrowChunk(uint64_t size);
+  Block* GrowExpandable(uint64_t size);
+  // Maps every unmapped granule [addr, addr + size) of READY block b touches;
+  // false (nothing changed) when the budget or the upstream refuses.
+  bool MapForCarve(Block* b, uint64_t size);
+  // Unmapped granules [lo, hi) of an expandable chunk touches.
+  static uint64_t CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi);
+  // Maps granules [g0, g1) of c (all unmapped) in one upstream call.
+  bool MapGranules(Chunk* c, uint64_t g0, uint64_t g1);
+  void UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1);
+  Chunk* NewReservation(uint64_t bytes);
+  void DropReservation(Chunk* c);
+  void ReleaseChunks(uint64_t bound);
+  void ReleaseGranules(uint64_t bound);
+  // Moves a READY block between the ready and unbacked indexes after its
+  // unmapped count changed.
+  void Reindex(Block* b);
+  // Whether b's reuse counts as opportunistic (promoted by observation and
+  // not proven since).
+  bool Observed(const Block* b) const {
+    return b->observed_epoch != 0 && b->observed_epoch == proof_epoch_;
+  }
+  // Pops queue entries of every active stream up to bound_of(s) into READY.
+  template <typename BoundOf>
+  void PromoteUpTo(BoundOf bound_of, bool observed);
 
   void InsertFree(Block* b);
   void RemoveFree(Block* b);
   void MakePending(Block* b, StreamIndex s, Position f, uint64_t seq);
-  void MakeReady(Block* b);
+  void MakeReady(Block* b, bool observed = false);
   // a absorbs its right neighbour b.
   void Absorb(Block* a, Block* b);
   Block* Carve(Block* b, uint64_t size);
@@ -188,13 +235,22 @@ class MemPool {
   bool internal_deps_;
   uint64_t release_threshold_;
 
+  const bool expandable_;
+  const uint64_t reservation_bytes_;
+
   BlockArena arena_;
   SizeIndex ready_;
+  // READY blocks with unmapped granules (expandable pools).
+  SizeIndex unbacked_;
   std::vector<std::unique_ptr<StreamFrees>> frees_;  // by StreamIndex
   std::vector<StreamIndex> active_;                  // streams with pending frees
   absl::btree_map<uintptr_t, Chunk*> chunks_;        // by base address
   Chunk* free_chunks_ = nullptr;
   std::vector<Chunk*> release_scratch_;
+  std::vector<Block*> release_blocks_;
+  std::vector<std::pair<uint64_t, uint64_t>> map_scratch_;  // granule runs one growth mapped
+  // Bumped by every proof (Promote): marks of observation go stale.
+  uint64_t proof_epoch_ = 1;
 
   uint64_t reserved_ = 0;
   uint64_t used_ = 0;

@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace streampool::internal {
 
@@ -105,6 +106,10 @@ class SizeIndex {
   // the index.
   template <typename Fn>
   void ForEach(Fn&& fn) const;
+
+  // ForEach restricted to nodes of size >= min_size.
+  template <typename Fn>
+  void ForEachAtLeast(uint64_t min_size, Fn&& fn) const;
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -244,7 +249,14 @@ SizeIndexNode* SizeIndex::FindBestFitIf(uint64_t min_size, Pred&& eligible, size
 
 template <typename Fn>
 void SizeIndex::ForEach(Fn&& fn) const {
-  for (SizeIndexNode* bin = FindBin(0); bin != nullptr; bin = FindBin(KeyOf(bin->size) + 1)) {
+  ForEachAtLeast(0, std::forward<Fn>(fn));
+}
+
+template <typename Fn>
+void SizeIndex::ForEachAtLeast(uint64_t min_size, Fn&& fn) const {
+  uint64_t key;
+  if (!QueryKey(min_size, &key)) return;
+  for (SizeIndexNode* bin = FindBin(key); bin != nullptr; bin = FindBin(KeyOf(bin->size) + 1)) {
     WalkHeap(bin, [&](SizeIndexNode* x) {
       fn(x);
       return Walk::kDescend;

@@ -59,9 +59,9 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
   if (fstat(fd_, &st) != 0 || d.chunk_offset + d.chunk_size > static_cast<uint64_t>(st.st_size)) {
     return invalid("the chunk lies outside the pool's file");
   }
-  auto cit = chunks_.find(d.chunk_offset);
+  const ChunkKey key(d.chunk_offset, d.chunk_size);
+  auto cit = chunks_.find(key);
   const bool fresh = cit == chunks_.end();
-  if (!fresh && cit->second.size != d.chunk_size) return invalid("chunk size differs");
   if (!fresh) {
     const uintptr_t base = cit->second.base + d.offset_in_chunk;
     const uintptr_t end = base + d.block_size;
@@ -84,7 +84,7 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
     ChunkMap c;
     c.base = reinterpret_cast<uintptr_t>(p);
     c.size = d.chunk_size;
-    cit = chunks_.emplace(d.chunk_offset, c).first;
+    cit = chunks_.emplace(key, c).first;
     stats_.reserved_bytes += c.size;
     stats_.normal_page_bytes += c.size;
     stats_.reserved_high = std::max(stats_.reserved_high, stats_.reserved_bytes);
@@ -98,6 +98,7 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
   imp.block_size = d.block_size;
   imp.requested = d.requested;
   imp.chunk_offset = d.chunk_offset;
+  imp.chunk_size = d.chunk_size;
   live_.emplace(imp.base, imp);
   stats_.used_bytes += imp.block_size;
   stats_.used_high = std::max(stats_.used_high, stats_.used_bytes);
@@ -120,7 +121,7 @@ const ImportedPool::Import* ImportedPool::LiveContaining(uintptr_t addr) const {
 void ImportedPool::FreeAsync(uintptr_t base, StreamIndex s, Position f) {
   auto it = live_.find(base);
   SP_CHECK(it != live_.end());
-  pending_.push_back(PendingFree{s, f, it->second.chunk_offset});
+  pending_.push_back(PendingFree{s, f, {it->second.chunk_offset, it->second.chunk_size}});
   stats_.used_bytes -= it->second.block_size;
   ++stats_.free_count;
   live_.erase(it);
@@ -129,7 +130,7 @@ void ImportedPool::FreeAsync(uintptr_t base, StreamIndex s, Position f) {
 void ImportedPool::FreeNow(uintptr_t base) {
   auto it = live_.find(base);
   SP_CHECK(it != live_.end());
-  const uint64_t chunk = it->second.chunk_offset;
+  const ChunkKey chunk(it->second.chunk_offset, it->second.chunk_size);
   stats_.used_bytes -= it->second.block_size;
   ++stats_.free_count;
   live_.erase(it);
@@ -139,18 +140,18 @@ void ImportedPool::FreeNow(uintptr_t base) {
 void ImportedPool::Retire(const VectorClock& done) {
   // Few frees are pending at a time (each is one import); a linear pass is
   // cheaper than any index.
-  std::vector<uint64_t> drop;
+  std::vector<ChunkKey> drop;
   auto keep = std::remove_if(pending_.begin(), pending_.end(), [&](const PendingFree& p) {
     if (done.Get(p.stream) < p.position) return false;
-    drop.push_back(p.chunk_offset);
+    drop.push_back(p.chunk);
     return true;
   });
   pending_.erase(keep, pending_.end());
-  for (uint64_t chunk : drop) Drop(chunk);
+  for (const ChunkKey& chunk : drop) Drop(chunk);
 }
 
-void ImportedPool::Drop(uint64_t chunk_offset) {
-  auto it = chunks_.find(chunk_offset);
+void ImportedPool::Drop(const ChunkKey& chunk) {
+  auto it = chunks_.find(chunk);
   SP_CHECK(it != chunks_.end() && it->second.holds > 0);
   if (--it->second.holds != 0) return;
   const ChunkMap c = it->second;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -66,6 +67,7 @@ class ImportedPool {
     uint64_t block_size = 0;
     uint64_t requested = 0;
     uint64_t chunk_offset = 0;
+    uint64_t chunk_size = 0;
   };
 
   // Takes ownership of `fd` (a descriptor of its own, close-on-exec).
@@ -115,6 +117,8 @@ class ImportedPool {
   uint64_t used() const { return stats_.used_bytes; }
   uint64_t reserved_high() const { return stats_.reserved_high; }
   uint64_t used_high() const { return stats_.used_high; }
+  // An imported pool never grows: it maps the exporter's pieces per import.
+  PoolGrowth growth() const { return PoolGrowth::kChunked; }
 
  private:
   bool follow_events_ = true;
@@ -130,14 +134,17 @@ class ImportedPool {
   struct PendingFree {
     StreamIndex stream;
     Position position;
-    uint64_t chunk_offset;
+    std::pair<uint64_t, uint64_t> chunk;
   };
-  void Drop(uint64_t chunk_offset);
+  // A mapped piece of the file by (offset, size): an expandable exporter
+  // names the granules around each block, so pieces of one file may overlap.
+  using ChunkKey = std::pair<uint64_t, uint64_t>;
+  void Drop(const ChunkKey& chunk);
 
   const int fd_;
   const PoolFileHeader header_;
   Hooks hooks_;
-  absl::flat_hash_map<uint64_t, ChunkMap> chunks_;  // by file offset
+  absl::flat_hash_map<ChunkKey, ChunkMap> chunks_;
   absl::btree_map<uintptr_t, Import> live_;         // by base address
   std::vector<PendingFree> pending_;
   PoolStats stats_;

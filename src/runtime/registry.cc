@@ -1,5 +1,7 @@
 #include "src/runtime/registry.h"
 
+#include <iterator>
+
 #include "src/runtime/handles.h"
 #include "src/util/check.h"
 
@@ -54,14 +56,56 @@ RuntimeImpl* Registry::FindCached(uint32_t id) {
   return cache.rt.get();
 }
 
-void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable) {
-  MutexLock lock(&mu_);
-  ranges_[base] = Range{base + size, runtime_id, touchable};
+void Registry::CutLocked(uintptr_t base, uintptr_t end) {
+  auto it = ranges_.lower_bound(base);
+  if (it != ranges_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.end > base) {
+      const Range old = prev->second;
+      prev->second.end = base;
+      if (old.end > end) ranges_[end] = old;
+    }
+  }
+  it = ranges_.lower_bound(base);
+  while (it != ranges_.end() && it->first < end) {
+    if (it->second.end > end) {
+      const Range rest = it->second;
+      ranges_.erase(it);
+      ranges_[end] = rest;
+      break;
+    }
+    it = ranges_.erase(it);
+  }
 }
 
-void Registry::RemoveRange(uintptr_t base) {
+void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable) {
   MutexLock lock(&mu_);
-  ranges_.erase(base);
+  const uintptr_t end = base + size;
+  CutLocked(base, end);
+  // Neighbours with the same owner and touchability merge, so that memory
+  // mapped piecewise (the granules of an expandable pool) is one range and a
+  // copy across the pieces counts as inside one touchable range.
+  auto [it, inserted] = ranges_.emplace(base, Range{end, runtime_id, touchable});
+  auto same = [&](const Range& r) {
+    return r.runtime_id == runtime_id && r.touchable == touchable;
+  };
+  auto next = std::next(it);
+  if (next != ranges_.end() && next->first == end && same(next->second)) {
+    it->second.end = next->second.end;
+    ranges_.erase(next);
+  }
+  if (it != ranges_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.end == base && same(prev->second)) {
+      prev->second.end = it->second.end;
+      ranges_.erase(it);
+    }
+  }
+}
+
+void Registry::RemoveRange(uintptr_t base, uint64_t size) {
+  MutexLock lock(&mu_);
+  CutLocked(base, base + size);
 }
 
 uint32_t Registry::RuntimeOwning(uintptr_t addr) const {

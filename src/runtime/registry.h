@@ -32,8 +32,12 @@ class Registry {
   // cache is dropped whenever any runtime is removed.
   RuntimeImpl* FindCached(uint32_t id);
 
+  // Makes [base, base + size) the runtime's, replacing whatever was recorded
+  // for any part of it (an expandable pool's reservation is recorded
+  // untouchable, and its granules touchable while mapped).
   void AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool touchable);
-  void RemoveRange(uintptr_t base);
+  // Forgets [base, base + size), whole ranges or parts of them.
+  void RemoveRange(uintptr_t base, uint64_t size);
   // The runtime whose range contains addr, or 0.
   uint32_t RuntimeOwning(uintptr_t addr) const;
   // Whether [addr, addr + bytes) meets any runtime's range at all.
@@ -48,6 +52,8 @@ class Registry {
     uint32_t runtime_id;
     bool touchable;
   };
+  void CutLocked(uintptr_t base, uintptr_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable Mutex mu_;
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Bumped by every Remove; per-thread caches from an older epoch are stale.

@@ -62,6 +62,8 @@ absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) {
     case PoolAttr::kReservedMemCurrent:
     case PoolAttr::kUsedMemCurrent:
       return absl::InvalidArgumentError("current usage attributes are read-only");
+    case PoolAttr::kGrowth:
+      return absl::InvalidArgumentError("the growth mode is a property of the pool (read-only)");
     case PoolAttr::kReservedMemHigh:
     case PoolAttr::kUsedMemHigh:
       if (value != 0) {
@@ -96,6 +98,8 @@ absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) {
       return p.used();
     case PoolAttr::kUsedMemHigh:
       return p.used_high();
+    case PoolAttr::kGrowth:
+      return static_cast<uint64_t>(p.growth());
   }
   return absl::InvalidArgumentError("unknown pool attribute");
 }
@@ -130,11 +134,40 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
   void Unmap(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     // Pools unmap only under the runtime's lock.
     rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
-    Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(mapping.base));
+    Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     inner_->Unmap(mapping);
   }
   bool touchable() const override { return inner_->touchable(); }
   const char* name() const override { return inner_->name(); }
+
+  // A reservation is the runtime's address space but never touchable; its
+  // granules are touchable while mapped.
+  bool can_reserve() const override { return inner_->can_reserve(); }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    absl::StatusOr<void*> p = inner_->Reserve(bytes, alignment);
+    if (p.ok()) {
+      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(*p), bytes, runtime_id_, false);
+    }
+    return p;
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    absl::StatusOr<Mapping> m = inner_->MapAt(addr, bytes);
+    if (m.ok()) {
+      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
+                               inner_->touchable());
+    }
+    return m;
+  }
+  void UnmapAt(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    Registry::Get().AddRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size, runtime_id_,
+                             false);
+    inner_->UnmapAt(mapping);
+  }
+  void ReleaseReservation(void* base, uint64_t bytes) override {
+    Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
+    inner_->ReleaseReservation(base, bytes);
+  }
 
  private:
   std::shared_ptr<PhysicalMemory> inner_;
@@ -1067,6 +1100,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   if ((props.handle_types & ~kHandleTypePosixFileDescriptor) != 0) {
     return absl::InvalidArgumentError("unknown handle type");
   }
+  const int growth = static_cast<int>(props.growth);
+  if (growth < 0 || growth > 2) return absl::InvalidArgumentError("unknown growth mode");
   const bool exportable = props.handle_types != 0;
   if (exportable) {
     // An exported pool's memory must be real shared pages another process
@@ -1129,10 +1164,19 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   }
   upstream =
       upstream ? std::make_shared<RegisteringUpstream>(std::move(upstream), this) : upstream_;
+  if (props.growth == PoolGrowth::kExpandable && !upstream->can_reserve()) {
+    return absl::UnimplementedError(
+        "expandable growth needs an upstream that can reserve address space");
+  }
+  // DVPP pools share one 16 GiB window per process: each reservation takes a
+  // sixteenth of it, so several pools (and several reservations of one) fit.
+  const uint64_t reservation =
+      props.alloc_type == AllocationType::kDvpp ? DvppWindow::kSize / 16 : 0;
   DeviceBudget* budget = pinned ? &host_budget_ : devices_[props.device].budget.get();
   const uint64_t limit = pinned ? UINT64_MAX : config_.device_capacity;
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
-  auto pool = std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget);
+  auto pool =
+      std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget, reservation);
   const uint64_t h = NewHandle(HandleKind::kPool);
   PoolRec rec;
   rec.pool = std::move(pool);
@@ -1389,7 +1433,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
   // Imported pools map and unmap only under the runtime's lock.
   hooks.unmapped = [this](uintptr_t base, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OnUnmapped(base, size);
-    Registry::Get().RemoveRange(base);
+    Registry::Get().RemoveRange(base, size);
   };
   auto imported = std::make_shared<ImportedPool>(own, *header, std::move(hooks));
   const uint64_t h = NewHandle(HandleKind::kPool);
@@ -1415,14 +1459,21 @@ absl::StatusOr<PtrExportData> RuntimeImpl::ExportPointer(const void* ptr) {
   if (r.memfd == nullptr) {
     return absl::InvalidArgumentError("the allocation is not from an exportable pool");
   }
+  // What the importer maps: a chunk, or the granules of a reservation the
+  // block lies in (file offsets inside a reservation are its own offsets).
   const Chunk& chunk = *r.block->chunk;
-  const std::optional<uint64_t> offset = r.memfd->FileOffsetOf(chunk.base());
+  uintptr_t lo = chunk.base(), hi = chunk.base() + chunk.size();
+  if (chunk.expandable) {
+    lo = chunk.base() + chunk.GranuleOf(r.block->addr()) * Chunk::kGranule;
+    hi = chunk.base() + (chunk.GranuleOf(r.block->end() - 1) + 1) * Chunk::kGranule;
+  }
+  const std::optional<uint64_t> offset = r.memfd->FileOffsetOf(lo);
   SP_CHECK(offset.has_value());
   PtrExportData d;
   d.token = r.memfd->header().token;
   d.chunk_offset = *offset;
-  d.chunk_size = chunk.size();
-  d.offset_in_chunk = r.block->addr() - chunk.base();
+  d.chunk_size = hi - lo;
+  d.offset_in_chunk = r.block->addr() - lo;
   d.requested = r.requested;
   d.block_size = r.block->size();
   return d;

@@ -208,7 +208,7 @@ TEST_F(PoolCapiTest, OutOfMemoryFailsCleanlyAndThePoolStaysUsable) {
   Start(/*capacity=*/8 * kMiB);
   void* keep = Alloc(kMiB);  // some state: 2 MiB reserved, 1 MiB used
   for (size_t size :
-       {size_t{8 * kMiB + 1}, SIZE_MAX, SIZE_MAX - 255, SIZE_MAX - 256, size_t{7 * kMiB}}) {
+       {size_t{8 * kMiB + 1}, SIZE_MAX, SIZE_MAX - 255, SIZE_MAX - 256, size_t{7 * kMiB + 1}}) {
     SCOPED_TRACE(size);
     spMemPoolStats expected = Stats(default_pool_);
     ++expected.failedAllocCount;
@@ -217,7 +217,8 @@ TEST_F(PoolCapiTest, OutOfMemoryFailsCleanlyAndThePoolStaysUsable) {
     EXPECT_EQ(p, nullptr);
     EXPECT_TRUE(StatsIdentical(Stats(default_pool_), expected));
   }
-  // 6 MiB still fits beside the first chunk: 2 + 6 = 8 MiB.
+  // 6 MiB still fits beside the first allocation: 2 + 6 = 8 MiB (expandable:
+  // [1 MiB, 7 MiB) maps granules 1-3; chunked: a 6 MiB chunk).
   void* big = Alloc(6 * kMiB);
   EXPECT_NE(big, nullptr);
   EXPECT_EQ(Stats(default_pool_).reservedBytes, 8 * kMiB);
@@ -416,7 +417,7 @@ TEST_F(PoolCapiTest, HighWatermarksResetOnlyWithZero) {
 
 TEST_F(PoolCapiTest, UnknownAttributesAndNullValuesAreInvalidValue) {
   const spMemPoolStats before = Stats(default_pool_);
-  for (int attr : {0, 9}) {
+  for (int attr : {0, 10}) {
     SCOPED_TRACE(attr);
     uint64_t v = 0;
     EXPECT_EQ(spMemPoolGetAttribute(default_pool_, static_cast<spMemPoolAttr>(attr), &v),
