@@ -61,6 +61,9 @@ struct Block {
   // READY: the pool's proof epoch when observation promoted (part of) it;
   // while that is the current epoch its reuse counts as opportunistic.
   uint64_t observed_epoch = 0;
+  // READY, while observed: the stream whose frees observation promoted into
+  // it (kNoStream once frees of several streams merged).
+  StreamIndex observed_stream = kNoStream;
 
   uint64_t size() const { return node.size; }
   uintptr_t addr() const { return node.addr; }
@@ -84,6 +87,7 @@ struct Chunk {
   Mapping mapping;
   uint64_t id = 0;
   bool expandable = false;
+  uint8_t size_class = 0;
   // Expandable: one bit per granule, set while mapped.
   std::vector<uint64_t> mapped_bits;
   // Expandable: page kinds per granule, allocated only once a granule is

@@ -1,6 +1,7 @@
 #include "src/pool/mem_pool.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -174,6 +175,11 @@ void MemPool::Absorb(Block* a, Block* b) {
   SP_DCHECK(a->next == b && b->prev == a && a->end() == b->addr());
   a->node.size += b->size();
   a->unmapped += b->unmapped;
+  if (Observed(b)) {
+    a->observed_stream = !Observed(a) || a->observed_stream == b->observed_stream
+                             ? b->observed_stream
+                             : kNoStream;
+  }
   a->observed_epoch = std::max(a->observed_epoch, b->observed_epoch);
   a->next = b->next;
   if (b->next != nullptr) b->next->prev = a;
@@ -183,31 +189,27 @@ void MemPool::Absorb(Block* a, Block* b) {
 // ------------------------------------------------------------ state changes
 
 void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
-  // A pending block absorbs wholly mapped READY neighbours and its own
-  // stream's pending ones, so a single-stream workload never fragments for
-  // want of a sync; the merged block's free point is the latest, which is
-  // this free. A READY block with unmapped granules (the top of a
-  // reservation, say) stays READY: pending memory is always mapped.
+  // A pending block absorbs its own stream's pending neighbours, so a
+  // single-stream workload never fragments for want of a sync; the merged
+  // block's free point is the latest, which is this free. READY neighbours
+  // stay READY: absorbing them would hide reusable bytes from other streams
+  // until the next promotion (and measured worse on the bundled traces), and
+  // pending memory must stay mapped where a READY block may not be.
   StreamFrees& frees = FreesOf(s);
   auto mergeable = [&](const Block* n) {
-    return n != nullptr &&
-           ((n->state == BlockState::kReady && n->unmapped == 0) ||
-            (n->state == BlockState::kPending && n->stream == s));
+    return n != nullptr && n->state == BlockState::kPending && n->stream == s;
   };
-  // Loops, not ifs: an absorbed READY block may itself border a pending
-  // block of s (a READY block next to a PENDING one is legal), and those must
-  // merge too. At most two steps per side, since READY blocks never border
-  // each other and pending blocks of s never border each other.
-  while (mergeable(b->prev)) {
+  // Pending blocks of s never border each other, so one step per side.
+  if (mergeable(b->prev)) {
     Block* p = b->prev;
-    if (p->state == BlockState::kPending) --pending_blocks_;
+    --pending_blocks_;
     RemoveFree(p);
     Absorb(p, b);
     b = p;
   }
-  while (mergeable(b->next)) {
+  if (mergeable(b->next)) {
     Block* n = b->next;
-    if (n->state == BlockState::kPending) --pending_blocks_;
+    --pending_blocks_;
     RemoveFree(n);
     Absorb(b, n);
   }
@@ -225,6 +227,7 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
 }
 
 void MemPool::MakeReady(Block* b, bool observed) {
+  b->observed_stream = observed ? b->stream : kNoStream;
   b->state = BlockState::kReady;
   b->stamp = 0;
   b->stream = kNoStream;
@@ -552,10 +555,13 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   const uint64_t need = *rule_size;
   const StreamIndex t = oracle.stream();
 
-  // How a READY block's reuse counts: opportunistic while its promotion by
-  // observation is unproven, else by whether its bytes were handed out.
-  auto ready_rule = [this](const Block* b) {
-    if (Observed(b)) return ReuseRule::kOpportunistic;
+  // How a READY block's reuse counts: while its promotion by observation is
+  // unproven, same-stream if only t's frees were promoted into it, else
+  // opportunistic; otherwise by whether its bytes were handed out.
+  auto ready_rule = [this, t](const Block* b) {
+    if (Observed(b)) {
+      return b->observed_stream == t ? ReuseRule::kSameStream : ReuseRule::kOpportunistic;
+    }
     return b->addr() < b->chunk->handed_out_end ? ReuseRule::kAfterSync : ReuseRule::kFresh;
   };
 
