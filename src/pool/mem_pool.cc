@@ -535,6 +535,9 @@ Block* MemPool::GrowExpandable(uint64_t size) {
   const std::optional<uint64_t> need = CheckedAlignUp(size, Chunk::kGranule);
   if (!need || *need > max_size_ || reserved_ > max_size_ - *need) return nullptr;
   Chunk* c = NewReservation(std::max(reservation_bytes_, *need));
+  // Where address space is scarce (other pools hold most of the DVPP
+  // window), a reservation just large enough may still fit.
+  if (c == nullptr && reservation_bytes_ > *need) c = NewReservation(*need);
   if (c == nullptr) return nullptr;
   Block* b = c->first;
   if (!MapForCarve(b, size)) {

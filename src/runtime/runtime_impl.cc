@@ -1052,6 +1052,16 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
       return out;
     }
   }
+  // The start of an allocation (the common question) without walking blocks.
+  if (auto it = allocs_.find(addr); it != allocs_.end() && it->second.pool != nullptr) {
+    const AllocRec& r = it->second;
+    const AllocationType type = r.pool->props().alloc_type;
+    out.device = type == AllocationType::kPinnedHost ? -1 : r.pool->props().device;
+    out.pool = PoolId{r.pool_handle};
+    out.base = reinterpret_cast<void*>(addr);
+    out.size = r.requested;
+    return out;
+  }
   auto lookup = [&](uint64_t h, MemPool& pool) -> bool {
     if (!pool.Owns(addr)) return false;
     const Block* b = pool.LiveBlockContaining(addr);
