@@ -49,7 +49,8 @@ struct PoolStats {
   uint64_t huge_page_bytes = 0;              ///< reserved bytes on explicit huge pages
   uint64_t transparent_huge_page_bytes = 0;  ///< reserved bytes on transparent huge pages
   uint64_t normal_page_bytes = 0;            ///< reserved bytes on normal pages (or unknown)
-  uint64_t largest_free_block = 0;  ///< the largest READY or PENDING block (a block spanning unmapped granules counts by its mapped low end)
+  uint64_t largest_free_block = 0;  ///< the largest READY or PENDING block (a block spanning
+                                    ///< unmapped granules counts by its mapped low end)
   /// Bytes ever mapped from the upstream.
   uint64_t upstream_bytes_mapped = 0;
   /// 1 - used/reserved (0 when nothing is reserved).

@@ -136,7 +136,9 @@ absl::StatusOr<Mapping> MemfdMemory::MapAt(void* addr, uint64_t bytes) {
   return m;
 }
 
-void MemfdMemory::UnmapAt(const Mapping& mapping) { UnmapToReservation(mapping.base, mapping.size); }
+void MemfdMemory::UnmapAt(const Mapping& mapping) {
+  UnmapToReservation(mapping.base, mapping.size);
+}
 
 void MemfdMemory::ReleaseReservation(void* base, uint64_t bytes) {
   ranges_.erase(reinterpret_cast<uintptr_t>(base));

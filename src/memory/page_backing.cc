@@ -24,8 +24,7 @@ constexpr int kAnon = MAP_PRIVATE | MAP_ANONYMOUS;
 // An `alignment`-aligned anonymous range of `bytes` with protection `prot`
 // (THP needs 2 MiB alignment). Over-reserves by the alignment and trims the
 // ends.
-void* MapAligned(uint64_t bytes, int prot, int extra_flags,
-                 uint64_t alignment = kHugePageSize) {
+void* MapAligned(uint64_t bytes, int prot, int extra_flags, uint64_t alignment = kHugePageSize) {
   if (bytes > UINT64_MAX - alignment) return nullptr;
   const uint64_t span = bytes + alignment;
   void* raw = mmap(nullptr, span, prot, kAnon | extra_flags, -1, 0);
@@ -77,8 +76,8 @@ void ReleaseRange(void* p, uint64_t bytes, bool keep_reserved) {
 
 absl::StatusOr<void*> ReserveAddressRange(uint64_t bytes, uint64_t alignment) {
   if (bytes == 0 || bytes % kHugePageSize != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("reservation of ", bytes,
-                                                   " bytes is not whole 2 MiB granules"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reservation of ", bytes, " bytes is not whole 2 MiB granules"));
   }
   if (alignment < kHugePageSize) alignment = kHugePageSize;
   if ((alignment & (alignment - 1)) != 0) {
@@ -86,9 +85,8 @@ absl::StatusOr<void*> ReserveAddressRange(uint64_t bytes, uint64_t alignment) {
   }
   void* p = MapAligned(bytes, PROT_NONE, MAP_NORESERVE, alignment);
   if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("reserving ", bytes,
-                                                     " bytes of address space failed: ",
-                                                     std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "reserving ", bytes, " bytes of address space failed: ", std::strerror(errno)));
   }
   return p;
 }

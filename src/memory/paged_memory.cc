@@ -39,9 +39,7 @@ class HugePageMemory final : public PhysicalMemory {
     return MapPages(PageRequest{bytes, addr, policy_, touchable_, budget_});
   }
   void UnmapAt(const Mapping& m) override { UnmapPages(m, /*keep_reserved=*/true, budget_); }
-  void ReleaseReservation(void* base, uint64_t bytes) override {
-    ReleaseAddressRange(base, bytes);
-  }
+  void ReleaseReservation(void* base, uint64_t bytes) override { ReleaseAddressRange(base, bytes); }
 
  private:
   const PagePolicy policy_;

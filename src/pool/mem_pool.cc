@@ -176,9 +176,8 @@ void MemPool::Absorb(Block* a, Block* b) {
   a->node.size += b->size();
   a->unmapped += b->unmapped;
   if (Observed(b)) {
-    a->observed_stream = !Observed(a) || a->observed_stream == b->observed_stream
-                             ? b->observed_stream
-                             : kNoStream;
+    a->observed_stream =
+        !Observed(a) || a->observed_stream == b->observed_stream ? b->observed_stream : kNoStream;
   }
   a->observed_epoch = std::max(a->observed_epoch, b->observed_epoch);
   a->next = b->next;
@@ -327,9 +326,7 @@ Block* MemPool::FindForInternalDependency(StreamIndex t, uint64_t size) {
   return best;
 }
 
-Block* MemPool::Grow(uint64_t size) {
-  return expandable_ ? GrowExpandable(size) : GrowChunk(size);
-}
+Block* MemPool::Grow(uint64_t size) { return expandable_ ? GrowExpandable(size) : GrowChunk(size); }
 
 Block* MemPool::GrowChunk(uint64_t size) {
   const std::optional<uint64_t> bytes = CheckedAlignUp(size, kChunkGranularity);
@@ -518,8 +515,8 @@ Block* MemPool::GrowExpandable(uint64_t size) {
     return Block::FromNode(first);
   }
   if (first != nullptr) {
-    const uint64_t room = std::min(max_size_ - std::min(max_size_, reserved_),
-                                   budget_->capacity() - budget_->used());
+    const uint64_t room =
+        std::min(max_size_ - std::min(max_size_, reserved_), budget_->capacity() - budget_->used());
     SizeIndexNode* other = unbacked_.FindBestFitIf(
         size,
         [&](SizeIndexNode* n) {
@@ -864,7 +861,8 @@ bool MemPool::CheckInvariants() const {
       return false;
     }
     const Mapping& m = c->mapping;
-    if (m.huge_page_bytes + m.transparent_huge_page_bytes + m.normal_page_bytes != c->mapped_bytes) {
+    if (m.huge_page_bytes + m.transparent_huge_page_bytes + m.normal_page_bytes !=
+        c->mapped_bytes) {
       return false;
     }
     reserved += c->mapped_bytes;
@@ -932,8 +930,7 @@ bool MemPool::CheckInvariants() const {
          pending == pending_blocks_ && pending == indexed_pending &&
          ready - unbacked == ready_.size() && unbacked == unbacked_.size() &&
          ready_.CheckInvariants() && unbacked_.CheckInvariants() &&
-         free_chunks == whole_ready_chunks &&
-         live + pending + ready == arena_.live();
+         free_chunks == whole_ready_chunks && live + pending + ready == arena_.live();
 }
 
 }  // namespace internal

@@ -145,7 +145,7 @@ class ImportedPool {
   const PoolFileHeader header_;
   Hooks hooks_;
   absl::flat_hash_map<ChunkKey, ChunkMap> chunks_;
-  absl::btree_map<uintptr_t, Import> live_;         // by base address
+  absl::btree_map<uintptr_t, Import> live_;  // by base address
   std::vector<PendingFree> pending_;
   PoolStats stats_;
 };
