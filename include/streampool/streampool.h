@@ -27,6 +27,15 @@
 #endif
 
 #ifdef __cplusplus
+/** Every entry point is noexcept in C++: no exception ever crosses the C API
+ * (the library turns them into spError_t values), and the definitions must
+ * match these declarations, so one that is not noexcept fails to compile. */
+#define SP_NOEXCEPT noexcept
+#else
+#define SP_NOEXCEPT
+#endif
+
+#ifdef __cplusplus
 extern "C" {
 #endif
 
@@ -42,14 +51,15 @@ typedef enum spError {
   spErrorPeerAccessUnsupported = 217, /**< a pool or pointer of another device */
   spErrorInvalidResourceHandle = 400, /**< a destroyed, foreign or wrong-kind handle */
   spErrorNotReady = 600,              /**< a query: work still pending */
-  spErrorNotSupported = 801 /**< a feature not implemented, or an sp* call from a host function */
+  spErrorNotSupported = 801, /**< a feature not implemented, or an sp* call from a host function */
+  spErrorUnknown = 999       /**< an internal failure of no other kind; nothing changed */
 } spError_t;
 
 /** The enumerator's name, e.g. "spErrorInvalidValue"; "spErrorUnknown" for a
  * value that is not an spError. */
-SP_API const char* spGetErrorName(spError_t e);
+SP_API const char* spGetErrorName(spError_t e) SP_NOEXCEPT;
 /** A one-sentence description of the error. */
-SP_API const char* spGetErrorString(spError_t e);
+SP_API const char* spGetErrorString(spError_t e) SP_NOEXCEPT;
 
 /* ----------------------------------------------------------------- handles */
 
@@ -94,12 +104,12 @@ typedef struct spRuntimeConfig {
 } spRuntimeConfig;
 
 /** Fills the defaults. */
-SP_API void spRuntimeConfigInit(spRuntimeConfig* cfg);
+SP_API void spRuntimeConfigInit(spRuntimeConfig* cfg) SP_NOEXCEPT;
 /** cfg NULL = defaults. deviceCount must be in [1, 64], deviceCapacity and
  * copyBytesPerUs non-zero. */
-SP_API spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg);
+SP_API spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) SP_NOEXCEPT;
 /** Frees everything the runtime owns: streams, events, pools, allocations. */
-SP_API spError_t spRuntimeDestroy(spRuntime_t rt);
+SP_API spError_t spRuntimeDestroy(spRuntime_t rt) SP_NOEXCEPT;
 
 /* ----------------------------------------------------------------- streams */
 
@@ -111,26 +121,27 @@ enum {
 
 /** A new stream on `device` of `rt`; flags: spStreamDefault or
  * spStreamNonBlocking. */
-SP_API spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags);
+SP_API spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device,
+                                unsigned flags) SP_NOEXCEPT;
 /** Work already enqueued still completes and frees enqueued on the stream stay
  * valid; the handle is invalid at once. The legacy stream cannot be destroyed. */
-SP_API spError_t spStreamDestroy(spStream_t s);
+SP_API spError_t spStreamDestroy(spStream_t s) SP_NOEXCEPT;
 /** The device's legacy default (null) stream. */
-SP_API spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device);
+SP_API spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) SP_NOEXCEPT;
 /** Waits until all work enqueued on s has completed (the simulator advances
  * host time to it), then makes the frees it proves complete reusable in every
  * pool and applies the pools' release thresholds. */
-SP_API spError_t spStreamSynchronize(spStream_t s);
+SP_API spError_t spStreamSynchronize(spStream_t s) SP_NOEXCEPT;
 /** spSuccess when all its work has completed, else spErrorNotReady. */
-SP_API spError_t spStreamQuery(spStream_t s);
+SP_API spError_t spStreamQuery(spStream_t s) SP_NOEXCEPT;
 /** Later work on s waits for the event's latest record; a never-recorded event
  * is a no-op. */
-SP_API spError_t spStreamWaitEvent(spStream_t s, spEvent_t e);
+SP_API spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) SP_NOEXCEPT;
 
 /* ------------------------------------------------------------------ events */
 
 /** A new event of `rt`, never recorded. */
-SP_API spError_t spEventCreate(spEvent_t* e, spRuntime_t rt);
+SP_API spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) SP_NOEXCEPT;
 
 /** Event flags. spEventInterprocess needs spEventDisableTiming (as in CUDA);
  * spEventElapsedTime on an event without timing is
@@ -138,20 +149,20 @@ SP_API spError_t spEventCreate(spEvent_t* e, spRuntime_t rt);
 enum { spEventDefault = 0, spEventDisableTiming = 2, spEventInterprocess = 4 };
 /** A new event of `rt` with `flags` (spEventDisableTiming, spEventInterprocess);
  * other bits: spErrorInvalidValue. */
-SP_API spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags);
+SP_API spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) SP_NOEXCEPT;
 /** Destroys the event; waits already enqueued on it keep their meaning. */
-SP_API spError_t spEventDestroy(spEvent_t e);
+SP_API spError_t spEventDestroy(spEvent_t e) SP_NOEXCEPT;
 /** Captures the work enqueued on s so far; replaces an earlier record. */
-SP_API spError_t spEventRecord(spEvent_t e, spStream_t s);
+SP_API spError_t spEventRecord(spEvent_t e, spStream_t s) SP_NOEXCEPT;
 /** Waits until the event's latest record has completed; a synchronize action
  * like spStreamSynchronize. On a never-recorded event: spSuccess. */
-SP_API spError_t spEventSynchronize(spEvent_t e);
+SP_API spError_t spEventSynchronize(spEvent_t e) SP_NOEXCEPT;
 /** spSuccess when the latest record completed (or never recorded), else
  * spErrorNotReady. */
-SP_API spError_t spEventQuery(spEvent_t e);
+SP_API spError_t spEventQuery(spEvent_t e) SP_NOEXCEPT;
 /** Waits until all work on every stream of `device` has completed; a
  * synchronize action like spStreamSynchronize. */
-SP_API spError_t spDeviceSynchronize(spRuntime_t rt, int device);
+SP_API spError_t spDeviceSynchronize(spRuntime_t rt, int device) SP_NOEXCEPT;
 
 /* -------------------------------------------------------------------- work */
 
@@ -164,23 +175,23 @@ typedef struct spAccess {
 
 /** A kernel of durationNs virtual ns that reads/writes the declared ranges. */
 SP_API spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* accesses,
-                                size_t count);
+                                size_t count) SP_NOEXCEPT;
 /** fn(userData) runs on the host once the host observes the op complete, in
  * (completion time, enqueue order). */
-SP_API spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData);
+SP_API spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) SP_NOEXCEPT;
 /** The host spends ns of virtual time. */
-SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns);
+SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) SP_NOEXCEPT;
 /** Host time now in ns: virtual with the simulator, steady-clock with threads. */
-SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns);
+SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns) SP_NOEXCEPT;
 /** Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
  * really move, no later than the synchronize or query that observes it. */
-SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s);
+SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) SP_NOEXCEPT;
 /** Sets bytes of dst to (unsigned char)value, in stream order; timed and
  * moved like spMemcpyAsync. */
-SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s);
+SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) SP_NOEXCEPT;
 /** Virtual milliseconds between two completed records (spErrorNotReady while
  * either is incomplete, spErrorInvalidResourceHandle if never recorded). */
-SP_API spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end);
+SP_API spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) SP_NOEXCEPT;
 
 /* ------------------------------------------------------------------- pools */
 
@@ -239,19 +250,21 @@ typedef enum spMemPoolAttr {
 } spMemPoolAttr;
 
 /** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
-SP_API spError_t spMallocAsync(void** ptr, size_t size, spStream_t s);
+SP_API spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) SP_NOEXCEPT;
 /** From `pool`, in stream order of s (the pool may be of another device than
  * s only if it is a pinned host pool). size 0: spSuccess, *ptr NULL. */
-SP_API spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s);
+SP_API spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool,
+                                       spStream_t s) SP_NOEXCEPT;
 /** Any stream, any device; also frees spMalloc memory. NULL: a no-op. */
-SP_API spError_t spFreeAsync(void* ptr, spStream_t s);
+SP_API spError_t spFreeAsync(void* ptr, spStream_t s) SP_NOEXCEPT;
 /** Synchronous, straight from the device's upstream. */
-SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device);
+SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) SP_NOEXCEPT;
 /** Synchronous free of either kind; the caller promises all access is complete. */
-SP_API spError_t spFree(spRuntime_t rt, void* ptr);
+SP_API spError_t spFree(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
 
 /** A new pool with `props` over the upstream its type implies. */
-SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props);
+SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt,
+                                 const spMemPoolProps* props) SP_NOEXCEPT;
 
 /** An upstream made of user functions, so a pool can sit on aclrtMalloc,
  * cudaMalloc or cuMemCreate. map returns `bytes` (a multiple of 2 MiB) of
@@ -268,7 +281,7 @@ typedef struct spUpstream {
 /** spMemPoolCreate over the caller's upstream (see spUpstream). */
 SP_API spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
                                              const spMemPoolProps* props,
-                                             const spUpstream* upstream);
+                                             const spUpstream* upstream) SP_NOEXCEPT;
 
 /** A reserve-then-map upstream (the VMM pattern: cuMemAddressReserve +
  * cuMemCreate + cuMemMap, aclrtReserveMemAddress + aclrtMallocPhysical +
@@ -281,44 +294,47 @@ SP_API spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
  * functions run under the runtime's lock and must not call sp* functions. */
 typedef struct spUpstreamVmm {
   void* (*reserve)(size_t bytes, size_t alignment, void* user); /**< address range, no memory */
-  int (*map)(void* addr, size_t bytes, void* user);              /**< 0 on success */
-  void (*unmap)(void* addr, size_t bytes, void* user);           /**< part of what map backed */
-  void (*release)(void* addr, size_t bytes, void* user);         /**< the whole reservation */
-  void* user;                                                    /**< passed to every function */
+  int (*map)(void* addr, size_t bytes, void* user);             /**< 0 on success */
+  void (*unmap)(void* addr, size_t bytes, void* user);          /**< part of what map backed */
+  void (*release)(void* addr, size_t bytes, void* user);        /**< the whole reservation */
+  void* user;                                                   /**< passed to every function */
   int touchable; /**< non-zero: the host may read and write mapped memory */
 } spUpstreamVmm;
 /** spMemPoolCreate over the caller's reserve-then-map upstream: the pool is
  * expandable (props->growth spPoolGrowthChunked: spErrorNotSupported). */
 SP_API spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
                                                 const spMemPoolProps* props,
-                                                const spUpstreamVmm* up);
+                                                const spUpstreamVmm* up) SP_NOEXCEPT;
 
 /** Huge-page bytes a device may hold across its HugePage and Dvpp pools;
  * reservations beyond it fall back as their page policy allows (HugeOnly
  * fails). Unlimited by default; an Atlas-like setting is a quarter of the
  * device's memory. */
-SP_API spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes);
+SP_API spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) SP_NOEXCEPT;
 /** A default pool: spErrorInvalidValue. Destroying a current pool makes the
  * device's default pool current. Live allocations stay valid and their memory
  * goes back as they are freed (at spRuntimeDestroy at the latest). */
-SP_API spError_t spMemPoolDestroy(spMemPool_t pool);
+SP_API spError_t spMemPoolDestroy(spMemPool_t pool) SP_NOEXCEPT;
 /** The device's default pool (a Device pool made with the runtime). */
-SP_API spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device);
+SP_API spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt,
+                                           int device) SP_NOEXCEPT;
 /** Makes `pool` (of that device) the one spMallocAsync uses on the device. */
-SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool);
+SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) SP_NOEXCEPT;
 /** The device's current pool. */
-SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device);
+SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) SP_NOEXCEPT;
 /** Sets an attribute; value: int* for attributes 1-3, uint64_t* for 4-8.
  * The Current attributes and spMemPoolAttrGrowth are read-only; a High one is
  * reset by setting 0. */
-SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value);
+SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr,
+                                       void* value) SP_NOEXCEPT;
 /** Reads an attribute into value: int* for attributes 1-3 (0 or 1) and 9,
  * uint64_t* for 4-8. */
-SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr, void* value);
+SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr,
+                                       void* value) SP_NOEXCEPT;
 /** Applies the release rule with bound minBytesToKeep: unmaps whole granules
  * inside READY blocks (chunked pools: wholly free chunks), largest free range
  * first, while more than minBytesToKeep stays reserved, never going below it. */
-SP_API spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep);
+SP_API spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) SP_NOEXCEPT;
 
 /** A pool's statistics (streampool::PoolStats in C++). */
 typedef struct spMemPoolStats {
@@ -344,7 +360,7 @@ typedef struct spMemPoolStats {
 } spMemPoolStats;
 
 /** Copies the pool's statistics into *stats. */
-SP_API spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats);
+SP_API spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) SP_NOEXCEPT;
 
 /** What spPointerGetAttributes tells about a pointer. */
 typedef struct spPointerAttributes {
@@ -355,7 +371,7 @@ typedef struct spPointerAttributes {
 } spPointerAttributes;
 
 /** Any byte of a live allocation; else spErrorInvalidValue. */
-SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr);
+SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) SP_NOEXCEPT;
 
 /* ------------------------------------- multi-device access (CUDA guide F.10) */
 
@@ -387,9 +403,11 @@ typedef struct spMemAccessDesc {
  * 0 for it, as CUDA does. Changing the matrix affects later
  * spMemPoolSetAccess calls only; access already granted stays. */
 SP_API spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
-                                            int accessible); /* default: all pairs peer */
+                                            int accessible)
+    SP_NOEXCEPT; /* default: all pairs peer */
 /** *canAccess = 1 when `device` may access memory resident on `peerDevice`. */
-SP_API spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice);
+SP_API spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device,
+                                       int peerDevice) SP_NOEXCEPT;
 /** Which devices may access every allocation of the pool, past and future.
  * The resident device always has read-write access (lowering it:
  * spErrorInvalidValue); granting a device that cannot access the resident
@@ -399,11 +417,12 @@ SP_API spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int devic
  * locations. All descriptors are checked before any applies. The
  * stream-order checker reports kernels that break these grants
  * (spCheckNoAccess). */
-SP_API spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, size_t count);
+SP_API spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs,
+                                    size_t count) SP_NOEXCEPT;
 /** The access `location` has: ReadWrite for the resident device, ProtNone for
  * a device never granted. */
 SP_API spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
-                                    const spMemLocation* location);
+                                    const spMemLocation* location) SP_NOEXCEPT;
 
 /* --------------------------------------------- IPC pools (CUDA guide F.11) */
 
@@ -422,20 +441,20 @@ typedef struct spMemPoolPtrExportData {
 /** handle: int* receiving a new fd (close-on-exec), which the caller owns.
  * Non-exportable or imported pool, wrong handle type, non-zero flags:
  * spErrorInvalidValue. */
-SP_API spError_t
-spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
-                                 unsigned flags); /* handle: int* receiving a new fd */
+SP_API spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
+                                                  unsigned flags)
+    SP_NOEXCEPT; /* handle: int* receiving a new fd */
 /** handle: the fd, passed as (void*)(intptr_t)fd; the caller keeps owning it
  * (the pool holds its own duplicate) and may close it at once. An fd that is
  * not an exported pool: spErrorInvalidValue. Imported pools cannot allocate
  * (spMallocFromPoolAsync, spDeviceSetMemPool: spErrorInvalidValue), are
  * accessible from their resident device only until spMemPoolSetAccess, and
  * their statistics cover this process's imports only. */
-SP_API spError_t spMemPoolImportFromShareableHandle(
-    spMemPool_t* pool, spRuntime_t rt, void* handle, int handleType,
-    unsigned flags); /* handle: the fd, passed as (void*)(intptr_t)fd */
+SP_API spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
+                                                    int handleType, unsigned flags)
+    SP_NOEXCEPT; /* handle: the fd, passed as (void*)(intptr_t)fd */
 /** ptr: the start of a live allocation of an exportable pool. */
-SP_API spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr);
+SP_API spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) SP_NOEXCEPT;
 /** Maps the allocation `data` names into this process (does not wait for it
  * to be ready: order accesses after the exporter's allocation, e.g. with an
  * interprocess event). Free it here (spFreeAsync or spFree) before the
@@ -443,7 +462,7 @@ SP_API spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr)
  * allocation. Importing a block that is already imported and not freed:
  * spErrorInvalidValue. */
 SP_API spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
-                                        spMemPoolPtrExportData* data);
+                                        spMemPoolPtrExportData* data) SP_NOEXCEPT;
 
 /** Interprocess events live in shared memory. Record works in every process
  * that has the event; query and synchronize see the latest record made by any
@@ -458,9 +477,10 @@ typedef struct spIpcEventHandle {
   unsigned char reserved[64]; /**< opaque: copy it to the opening process as is */
 } spIpcEventHandle;
 /** e created without spEventInterprocess: spErrorInvalidResourceHandle. */
-SP_API spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e);
+SP_API spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) SP_NOEXCEPT;
 /** A handle that names no live interprocess event: spErrorInvalidValue. */
-SP_API spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle);
+SP_API spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt,
+                                      spIpcEventHandle handle) SP_NOEXCEPT;
 
 /* --------------------------------------------------- stream-order checker */
 
@@ -492,13 +512,13 @@ typedef struct spCheckReport {
 } spCheckReport;
 
 /** Turns the checker on (enable non-zero) or off for rt; reports are kept. */
-SP_API spError_t spCheckerEnable(spRuntime_t rt, int enable);
+SP_API spError_t spCheckerEnable(spRuntime_t rt, int enable) SP_NOEXCEPT;
 /** Copies up to `capacity` reports (oldest first) and sets *count to how many
  * there are in all. reports may be NULL when capacity is 0. */
 SP_API spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
-                                     size_t* count);
+                                     size_t* count) SP_NOEXCEPT;
 /** Forgets every report collected so far. */
-SP_API spError_t spCheckerClearReports(spRuntime_t rt);
+SP_API spError_t spCheckerClearReports(spRuntime_t rt) SP_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

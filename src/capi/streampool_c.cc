@@ -5,6 +5,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
+#include <stdexcept>
+#include <system_error>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +41,33 @@ spError_t ToError(const absl::Status& s) {
       return spErrorInvalidValue;
   }
 }
+
+}  // namespace
+
+// Called from the catch-all of every entry point: resource exhaustion (no
+// memory for a host structure, no thread, no descriptor) is
+// spErrorMemoryAllocation; anything else spErrorUnknown.
+spError_t CurrentExceptionToError() noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return spErrorMemoryAllocation;
+  } catch (const std::length_error&) {
+    return spErrorMemoryAllocation;
+  } catch (const std::system_error& e) {
+    const std::error_code c = e.code();
+    if (c == std::errc::resource_unavailable_try_again || c == std::errc::not_enough_memory ||
+        c == std::errc::too_many_files_open || c == std::errc::too_many_files_open_in_system ||
+        c == std::errc::no_space_on_device) {
+      return spErrorMemoryAllocation;
+    }
+    return spErrorUnknown;
+  } catch (...) {
+    return spErrorUnknown;
+  }
+}
+
+namespace {
 
 template <typename H>
 uint64_t Value(H h) {
@@ -100,7 +130,7 @@ using streampool::internal::Value;
 
 extern "C" {
 
-const char* spGetErrorName(spError_t e) {
+const char* spGetErrorName(spError_t e) noexcept try {
   switch (e) {
     case spSuccess:
       return "spSuccess";
@@ -118,11 +148,15 @@ const char* spGetErrorName(spError_t e) {
       return "spErrorNotReady";
     case spErrorNotSupported:
       return "spErrorNotSupported";
+    case spErrorUnknown:
+      return "spErrorUnknown";
   }
+  return "spErrorUnknown";
+} catch (...) {
   return "spErrorUnknown";
 }
 
-const char* spGetErrorString(spError_t e) {
+const char* spGetErrorString(spError_t e) noexcept try {
   switch (e) {
     case spSuccess:
       return "no error";
@@ -140,11 +174,15 @@ const char* spGetErrorString(spError_t e) {
       return "the work queried has not completed yet";
     case spErrorNotSupported:
       return "the operation is not supported here";
+    case spErrorUnknown:
+      return "an internal failure; the call changed nothing";
   }
   return "unknown error code";
+} catch (...) {
+  return "spErrorUnknown";
 }
 
-void spRuntimeConfigInit(spRuntimeConfig* cfg) {
+void spRuntimeConfigInit(spRuntimeConfig* cfg) noexcept try {
   if (cfg == nullptr) return;
   const streampool::RuntimeConfig d;
   cfg->deviceCount = d.device_count;
@@ -153,9 +191,11 @@ void spRuntimeConfigInit(spRuntimeConfig* cfg) {
   cfg->apiCallNs = d.api_call_ns;
   cfg->copyBytesPerUs = d.copy_bytes_per_us;
   cfg->executor = spExecutorSimulator;
+} catch (...) {
+  // Filling a struct cannot fail; nothing to report.
 }
 
-spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
+spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
   if (rt == nullptr) return spErrorInvalidValue;
   streampool::RuntimeConfig c;
@@ -176,13 +216,19 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) {
   if (!r.ok()) return ToError(r.status());
   *rt = ToHandle<spRuntime_t>((*r)->handle());
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spRuntimeDestroy(spRuntime_t rt) { return ToError(RuntimeImpl::Destroy(Value(rt))); }
+spError_t spRuntimeDestroy(spRuntime_t rt) noexcept try {
+  return ToError(RuntimeImpl::Destroy(Value(rt)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
+}
 
 // ---------------------------------------------------------------- streams
 
-spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags) {
+spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
@@ -192,14 +238,18 @@ spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned fla
   if (!h.ok()) return ToError(h.status());
   *s = ToHandle<spStream_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spStreamDestroy(spStream_t s) {
+spError_t spStreamDestroy(spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.DestroyStream(Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) {
+spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (s == nullptr) return spErrorInvalidValue;
@@ -207,26 +257,34 @@ spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) {
   if (!h.ok()) return ToError(h.status());
   *s = ToHandle<spStream_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spStreamSynchronize(spStream_t s) {
+spError_t spStreamSynchronize(spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.StreamSynchronize(Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spStreamQuery(spStream_t s) {
+spError_t spStreamQuery(spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.StreamQuery(Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) {
+spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.StreamWaitEvent(Value(s), Value(e)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // ----------------------------------------------------------------- events
 
-spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) {
+spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (e == nullptr) return spErrorInvalidValue;
@@ -234,9 +292,11 @@ spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) {
   if (!h.ok()) return ToError(h.status());
   *e = ToHandle<spEvent_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) {
+spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (e == nullptr) return spErrorInvalidValue;
@@ -244,47 +304,61 @@ spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) {
   if (!h.ok()) return ToError(h.status());
   *e = ToHandle<spEvent_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spEventDestroy(spEvent_t e) {
+spError_t spEventDestroy(spEvent_t e) noexcept try {
   SP_RESOLVE(r, e);
   return ToError(r.DestroyEvent(Value(e)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spEventRecord(spEvent_t e, spStream_t s) {
+spError_t spEventRecord(spEvent_t e, spStream_t s) noexcept try {
   SP_RESOLVE(r, e);
   return ToError(r.RecordEvent(Value(e), Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spEventSynchronize(spEvent_t e) {
+spError_t spEventSynchronize(spEvent_t e) noexcept try {
   SP_RESOLVE(r, e);
   return ToError(r.EventSynchronize(Value(e)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spEventQuery(spEvent_t e) {
+spError_t spEventQuery(spEvent_t e) noexcept try {
   SP_RESOLVE(r, e);
   return ToError(r.EventQuery(Value(e)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spDeviceSynchronize(spRuntime_t rt, int device) {
+spError_t spDeviceSynchronize(spRuntime_t rt, int device) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   return ToError(r.DeviceSynchronize(device));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) {
+spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) noexcept try {
   SP_RESOLVE(r, start);
   if (ms == nullptr) return spErrorInvalidValue;
   auto v = r.EventElapsedMs(Value(start), Value(end));
   if (!v.ok()) return ToError(v.status());
   *ms = *v;
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // ------------------------------------------------------------------- work
 
 spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* accesses,
-                         size_t count) {
+                         size_t count) noexcept try {
   SP_RESOLVE(r, s);
   if (count != 0 && accesses == nullptr) return spErrorInvalidValue;
   std::vector<streampool::Access> acc(count);
@@ -292,78 +366,101 @@ spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* acce
     acc[i] = streampool::Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
   }
   return ToError(r.LaunchKernel(Value(s), durationNs, acc));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) {
+spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) noexcept try {
   SP_RESOLVE(r, s);
   if (fn == nullptr) return spErrorInvalidValue;
   return ToError(r.LaunchHostFunc(Value(s), [fn, userData]() { fn(userData); }));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) {
+spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   return ToError(r.HostAdvance(ns));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spHostNow(spRuntime_t rt, uint64_t* ns) {
+spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (ns == nullptr) return spErrorInvalidValue;
   *ns = r.HostNow();
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) {
+spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.MemcpyAsync(dst, src, bytes, Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) {
+spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.MemsetAsync(dst, value, bytes, Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // ----------------------------------------------------------------- memory
 
-spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) {
+spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   if (ptr == nullptr) return spErrorInvalidValue;
   auto a = r.MallocAsync(size, 0, Value(s));
   *ptr = a.ok() ? a->ptr : nullptr;
   return ToError(a.status());
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s) {
+spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s) noexcept
+    try {
   SP_RESOLVE(r, s);
   if (ptr == nullptr) return spErrorInvalidValue;
   if (pool == nullptr) return spErrorInvalidResourceHandle;
   auto a = r.MallocAsync(size, Value(pool), Value(s));
   *ptr = a.ok() ? a->ptr : nullptr;
   return ToError(a.status());
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spFreeAsync(void* ptr, spStream_t s) {
+spError_t spFreeAsync(void* ptr, spStream_t s) noexcept try {
   SP_RESOLVE(r, s);
   return ToError(r.FreeAsync(ptr, Value(s)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) {
+spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (ptr == nullptr) return spErrorInvalidValue;
   auto p = r.Malloc(size, device);
   *ptr = p.ok() ? *p : nullptr;
   return ToError(p.status());
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spFree(spRuntime_t rt, void* ptr) {
+spError_t spFree(spRuntime_t rt, void* ptr) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   return ToError(r.Free(ptr));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) {
+spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
   if (attr == nullptr || ptr == nullptr) return spErrorInvalidValue;
   const uint32_t owner =
@@ -378,11 +475,14 @@ spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) {
   attr->base = a->base;
   attr->size = a->size;
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // ------------------------------------------------------------------ pools
 
-spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props) {
+spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props) noexcept
+    try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
@@ -392,10 +492,13 @@ spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProp
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
-                                      const spMemPoolProps* props, const spUpstream* upstream) {
+                                      const spMemPoolProps* props,
+                                      const spUpstream* upstream) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr || upstream == nullptr || upstream->map == nullptr ||
@@ -413,10 +516,13 @@ spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
-                                         const spMemPoolProps* props, const spUpstreamVmm* up) {
+                                         const spMemPoolProps* props,
+                                         const spUpstreamVmm* up) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr || up == nullptr || up->reserve == nullptr ||
@@ -439,20 +545,26 @@ spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) {
+spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   return ToError(r.SetHugePageBudget(device, bytes));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolDestroy(spMemPool_t pool) {
+spError_t spMemPoolDestroy(spMemPool_t pool) noexcept try {
   SP_RESOLVE(r, pool);
   return ToError(r.DestroyPool(Value(pool)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) {
+spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr) return spErrorInvalidValue;
@@ -460,15 +572,19 @@ spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int devic
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) {
+spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   return ToError(r.SetCurrentPool(device, Value(pool)));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) {
+spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr) return spErrorInvalidValue;
@@ -476,22 +592,27 @@ spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) {
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) {
+spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept try {
   SP_RESOLVE(r, pool);
   const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
   if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrGrowth) {
     return spErrorInvalidValue;
   }
-  const bool as_int = attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
+  const bool as_int =
+      attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
   const uint64_t v = as_int ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
                             : *static_cast<uint64_t*>(value);
   return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) {
+spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept try {
   SP_RESOLVE(r, pool);
   const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
@@ -506,14 +627,18 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
     *static_cast<uint64_t*>(value) = *v;
   }
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) {
+spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) noexcept try {
   SP_RESOLVE(r, pool);
   return ToError(r.TrimTo(Value(pool), minBytesToKeep));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) {
+spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept try {
   SP_RESOLVE(r, pool);
   if (stats == nullptr) return spErrorInvalidValue;
   auto s = r.GetPoolStats(Value(pool));
@@ -538,17 +663,23 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) {
   stats->normalPageBytes = s->normal_page_bytes;
   stats->largestFreeBlock = s->largest_free_block;
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // -------------------------------------------------- multi-device access
 
-spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice, int accessible) {
+spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
+                                     int accessible) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   return ToError(r.SetPeerAccessible(device, peerDevice, accessible != 0));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice) {
+spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice) noexcept
+    try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (canAccess == nullptr) return spErrorInvalidValue;
@@ -556,9 +687,12 @@ spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int 
   if (!v.ok()) return ToError(v.status());
   *canAccess = *v ? 1 : 0;
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, size_t count) {
+spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, size_t count) noexcept
+    try {
   SP_RESOLVE(r, pool);
   if (count != 0 && descs == nullptr) return spErrorInvalidValue;
   std::vector<streampool::MemAccessDesc> d(count);
@@ -572,10 +706,12 @@ spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, siz
         static_cast<streampool::MemAccessFlags>(streampool::internal::EnumInt(descs[i].flags));
   }
   return ToError(r.SetPoolAccess(Value(pool), d));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
-                             const spMemLocation* location) {
+                             const spMemLocation* location) noexcept try {
   SP_RESOLVE(r, pool);
   if (flags == nullptr || location == nullptr) return spErrorInvalidValue;
   streampool::MemLocation loc;
@@ -586,12 +722,14 @@ spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
   if (!v.ok()) return ToError(v.status());
   *flags = static_cast<spMemAccessFlags>(static_cast<int>(*v));
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // -------------------------------------------------------------------- IPC
 
 spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
-                                           unsigned flags) {
+                                           unsigned flags) noexcept try {
   SP_RESOLVE(r, pool);
   if (handle == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
     return spErrorInvalidValue;
@@ -600,10 +738,12 @@ spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int h
   if (!fd.ok()) return ToError(fd.status());
   *static_cast<int*>(handle) = *fd;
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
-                                             int handleType, unsigned flags) {
+                                             int handleType, unsigned flags) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (pool == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
@@ -615,9 +755,11 @@ spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, 
   if (!h.ok()) return ToError(h.status());
   *pool = ToHandle<spMemPool_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) {
+spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
   if (data == nullptr || ptr == nullptr) return spErrorInvalidValue;
   const uint32_t owner =
@@ -630,10 +772,12 @@ spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) {
   static_assert(sizeof(*data) == sizeof(streampool::internal::PtrExportData));
   std::memcpy(data, &*d, sizeof *data);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
-                                 spMemPoolPtrExportData* data) {
+                                 spMemPoolPtrExportData* data) noexcept try {
   SP_RESOLVE(r, importedPool);
   if (ptr == nullptr || data == nullptr) return spErrorInvalidValue;
   streampool::internal::PtrExportData d;
@@ -642,15 +786,19 @@ spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
   if (!p.ok()) return ToError(p.status());
   *ptr = *p;
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) {
+spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) noexcept try {
   SP_RESOLVE(r, e);
   if (handle == nullptr) return spErrorInvalidValue;
   return ToError(r.GetIpcEventHandle(Value(e), handle->reserved));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle) {
+spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (e == nullptr) return spErrorInvalidValue;
@@ -658,19 +806,23 @@ spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle ha
   if (!h.ok()) return ToError(h.status());
   *e = ToHandle<spEvent_t>(*h);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 // ------------------------------------------------------------- checker
 
-spError_t spCheckerEnable(spRuntime_t rt, int enable) {
+spError_t spCheckerEnable(spRuntime_t rt, int enable) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   r.EnableChecker(enable != 0, /*fatal=*/false);
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
-                              size_t* count) {
+                              size_t* count) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   if (count == nullptr || (reports == nullptr && capacity != 0)) return spErrorInvalidValue;
@@ -690,13 +842,17 @@ spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t cap
     std::snprintf(o.message, sizeof o.message, "%s", a.message.c_str());
   }
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
-spError_t spCheckerClearReports(spRuntime_t rt) {
+spError_t spCheckerClearReports(spRuntime_t rt) noexcept try {
   if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
   SP_RESOLVE(r, rt);
   r.ClearCheckReports();
   return spSuccess;
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
 }
 
 }  // extern "C"
