@@ -6,7 +6,10 @@
 //       that served each allocation;
 //   (b) one three-stream program under each combination of reuse policies
 //       that matters, side by side: decisions by rule, peak reserved bytes,
-//       waits the pool inserted, makespan and failed allocations.
+//       waits the pool inserted, makespan and failed allocations;
+//   (c) the pool variants' size rules and page kinds;
+//   (d) the bundled PyTorch traces replayed under chunked and default
+//       (expandable) growth, against PyTorch's own peak reserved.
 //
 // Only the public C++ API is used. Everything runs on the simulator with
 // address-only backing, so the output is the same on every run and machine:
@@ -391,9 +394,12 @@ void PoliciesSideBySide() {
                 s.failed_alloc_count);
   }
   std::printf(
-      "\n  event deps reuse a1 (ordered by E1, still running); opportunistic reuses b (done,\n"
-      "  unordered); internal deps serve z from a2 by making C wait for P1's 100 us kernel:\n"
-      "  no failure, but a longer makespan.\n");
+      "\n  opportunistic reuses b (done, unordered); internal deps serve z from P1's pending\n"
+      "  memory by making C wait for P1's 100 us kernel: no failure, but a longer makespan.\n"
+      "  event deps find nothing: a1 is ordered by E1, but a1 and a2 are neighbours in the\n"
+      "  pool's reservation, both pending on P1, so they merge into one block pending at a2's\n"
+      "  free, which E1 does not order (a chunked pool keeps them in separate chunks, and\n"
+      "  there rule 2 reuses a1).\n");
 }
 
 // ------------------------------------------------------ (c) pool variants
@@ -472,9 +478,30 @@ void PoolVariants() {
 
 // ------------------------------------------------- (d) real PyTorch traces
 
-// The goals the bundled traces are held to (the benchmarks issue): hold no
-// more than PyTorch's caching allocator did, at >= 90% utilization.
-constexpr double kUtilizationGoal = 0.90;
+// Issue 11's goals for the bundled traces, on default settings: hold less
+// than PyTorch's caching allocator did (its peak reserved, from the trace
+// header), at a utilization of at least 0.95.
+constexpr double kUtilizationGoal = 0.95;
+
+// One growth mode's figures on one trace.
+struct GrowthFigures {
+  double gib = 0;
+  double ratio = 0;  // our peak reserved / PyTorch's; 0 without PyTorch's
+  double utilization = 0;
+  // Without PyTorch's figure there is nothing to be below.
+  bool Met() const { return ratio > 0 && ratio < 1 && utilization >= kUtilizationGoal; }
+};
+
+GrowthFigures FiguresOf(const streampool::replay::ReplayResult& r,
+                        const streampool::replay::TorchFigures& torch) {
+  GrowthFigures f;
+  f.gib = static_cast<double>(r.peak_reserved) / (1 << 30);
+  if (torch.peak_reserved && *torch.peak_reserved > 0) {
+    f.ratio = static_cast<double>(r.peak_reserved) / static_cast<double>(*torch.peak_reserved);
+  }
+  f.utilization = r.utilization;
+  return f;
+}
 
 int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_path) {
   namespace rp = streampool::replay;
@@ -489,41 +516,90 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_pa
     return 1;
   }
   std::sort(files.begin(), files.end());
+
+  // All reuse rules on, threshold 0, address-only 80 GiB device: the replay
+  // tool's defaults. Chunked first, then the default growth, which is what
+  // the goal is judged on.
+  rp::ReplaySettings chunked;
+  chunked.growth = streampool::PoolGrowth::kChunked;
+  chunked.label_growth = true;
+  rp::ReplaySettings by_default;
+  by_default.label_growth = true;
+
   std::vector<rp::Trace> traces;
   traces.reserve(files.size());
   std::vector<rp::TraceReport> reports;
-  std::printf("  %-38s %9s %9s %7s %6s %6s %5s\n", "trace", "ours GiB", "torch GiB", "ratio",
-              "util", "torch", "goal");
+  struct Miss {
+    std::string trace;
+    GrowthFigures figures;
+  };
+  std::vector<Miss> misses;
+  std::printf("  %-38s %-16s | %-28s | %s\n", "", "PyTorch", "chunked growth", "default growth");
+  std::printf("  %-38s %9s %6s | %7s %6s %6s %7s | %7s %6s %6s %7s\n", "trace", "GiB", "util",
+              "GiB", "ratio", "util", "goal", "GiB", "ratio", "util", "goal");
+  const char* default_name = "?";
   for (const std::string& f : files) {
     traces.push_back(MUST(rp::LoadTrace(f)));
     const rp::Trace& t = traces.back();
-    rp::ReplaySettings settings;  // all reuse rules on, address-only 80 GiB device
-    rp::ReplayResult r = MUST(rp::Replay(t, settings));
     const rp::TorchFigures torch = rp::TorchFiguresOf(t);
-    const double ours = static_cast<double>(r.peak_reserved);
-    const double theirs = torch.peak_reserved ? static_cast<double>(*torch.peak_reserved) : 0;
-    const bool met = theirs > 0 && ours <= theirs && r.utilization >= kUtilizationGoal;
-    std::printf("  %-38s %9.2f %9.2f %7.3f %6.3f %6.3f %5s\n",
-                std::filesystem::path(f).filename().c_str(), ours / (1 << 30), theirs / (1 << 30),
-                theirs > 0 ? ours / theirs : 0.0, r.utilization, torch.utilization.value_or(0),
-                met ? "met" : "MISSED");
-    if (r.checker_reports != 0) {
-      std::fprintf(stderr, "streampool-demo: checker reports on %s\n", f.c_str());
-      return 1;
+    rp::ReplayResult c = MUST(rp::Replay(t, chunked));
+    rp::ReplayResult d = MUST(rp::Replay(t, by_default));
+    default_name = rp::GrowthName(d.growth);
+    for (const rp::ReplayResult* r : {&c, &d}) {
+      if (r->checker_reports != 0 || r->failed_allocs != 0) {
+        std::fprintf(stderr, "streampool-demo: %s under %s: %zu checker reports, %llu failures\n",
+                     f.c_str(), r->settings.Label().c_str(), r->checker_reports,
+                     static_cast<unsigned long long>(r->failed_allocs));
+        return 1;
+      }
     }
-    reports.push_back(rp::TraceReport{&t, {std::move(r)}});
+    const GrowthFigures cf = FiguresOf(c, torch);
+    const GrowthFigures df = FiguresOf(d, torch);
+    const std::string name = std::filesystem::path(f).filename().string();
+    std::printf(
+        "  %-38s %9.2f %6.3f | %7.2f %6.3f %6.3f %7s | %7.2f %6.3f %6.3f %7s\n", name.c_str(),
+        torch.peak_reserved ? static_cast<double>(*torch.peak_reserved) / (1 << 30) : 0.0,
+        torch.utilization.value_or(0), cf.gib, cf.ratio, cf.utilization,
+        cf.Met() ? "met" : "MISSED", df.gib, df.ratio, df.utilization, df.Met() ? "met" : "MISSED");
+    if (!df.Met()) misses.push_back(Miss{name, df});
+    reports.push_back(rp::TraceReport{&t, {std::move(c), std::move(d)}});
   }
   std::printf(
-      "\n  ratio = our peak reserved / PyTorch's; util = peak used / peak reserved. Where a\n"
-      "  goal is missed, free memory is split at chunk boundaries: every growth maps its own\n"
-      "  ALIGN_UP(size, 2 MiB) chunk and blocks never span chunks (see README, Performance).\n");
+      "\n  GiB = peak reserved; ratio = ours / PyTorch's; util = peak used / peak reserved\n"
+      "  (PyTorch's: peak live bytes / its peak reserved). goal: ratio < 1 and util >= %.2f.\n"
+      "  Default growth here is %s; the issue's goal is judged on it.\n",
+      kUtilizationGoal, default_name);
+  if (misses.empty()) {
+    std::printf("  Goal met on all %zu traces.\n", reports.size());
+  } else {
+    std::printf("  Goal met on %zu of %zu traces; missed on:\n", reports.size() - misses.size(),
+                reports.size());
+    for (const Miss& m : misses) {
+      std::printf("    %s:", m.trace.c_str());
+      const char* sep = " ";
+      if (m.figures.ratio >= 1) {
+        std::printf("%speak reserved %.4f of PyTorch's", sep, m.figures.ratio);
+        sep = "; ";
+      }
+      if (m.figures.utilization < kUtilizationGoal) {
+        std::printf("%sutilization %.4f, %.4f short of %.2f", sep, m.figures.utilization,
+                    kUtilizationGoal - m.figures.utilization, kUtilizationGoal);
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf(
+      "  Chunked growth strands free bytes at chunk boundaries (every growth maps its own\n"
+      "  ALIGN_UP(size, 2 MiB) chunk and blocks never span chunks); expandable growth maps\n"
+      "  granules into one reservation, so free blocks coalesce across growths and a growth\n"
+      "  maps only the shortfall above the topmost free block.\n");
   std::ofstream svg(svg_path);
   svg << rp::FormatSvg(reports);
   if (!svg) {
     std::fprintf(stderr, "streampool-demo: cannot write %s\n", svg_path.c_str());
     return 1;
   }
-  std::printf("  reserved and used over virtual time: %s\n", svg_path.c_str());
+  std::printf("  reserved and used over virtual time, both growths: %s\n", svg_path.c_str());
   return 0;
 }
 

@@ -11,6 +11,11 @@
 //   --policies=all     replay under all 8 combinations of the reuse rules
 //   --threshold=LIST   release threshold(s), bytes or max, comma-separated
 //                      (default 0); each is combined with each reuse setting
+//   --growth=LIST      pool growth(s): default, chunked or expandable,
+//                      comma-separated (default: default, which is expandable
+//                      on both backings); each is combined with each threshold
+//                      and reuse setting, and a row names its growth when
+//                      more than one is given or it is not the default
 //   --pool=TYPE        device (default), dvpp, hugepage or pinned
 //   --backing=KIND     address (default: nothing is touched) or host
 //   --capacity=BYTES   device capacity (default 80GiB); K/M/G/T and KiB/MiB/
@@ -52,7 +57,9 @@ namespace rp = streampool::replay;
 
 constexpr char kUsage[] =
     "usage: streampool-replay [--reuse=event,opportunistic,internal|none|all] [--policies=all]\n"
-    "                         [--threshold=N|max[,...]] [--pool=device|dvpp|hugepage|pinned]\n"
+    "                         [--threshold=N|max[,...]] "
+    "[--growth=default|chunked|expandable[,...]]\n"
+    "                         [--pool=device|dvpp|hugepage|pinned]\n"
     "                         [--backing=address|host] [--capacity=BYTES] [--no-check]\n"
     "                         [--json] [--svg FILE] TRACE...\n";
 
@@ -114,6 +121,7 @@ int main(int argc, char** argv) {
   rp::ReplaySettings base;
   bool all_policies = false;
   std::vector<uint64_t> thresholds = {0};
+  std::vector<streampool::PoolGrowth> growths = {streampool::PoolGrowth::kDefault};
   bool json = false;
   std::string svg_path;
   std::vector<std::string> files;
@@ -172,6 +180,13 @@ int main(int argc, char** argv) {
         }
         thresholds.push_back(v);
       }
+    } else if (take("--growth")) {
+      growths.clear();
+      for (absl::string_view g : absl::StrSplit(value, ',')) {
+        std::optional<streampool::PoolGrowth> parsed = rp::ParseGrowth(g);
+        if (!parsed) UsageError("unknown growth '" + std::string(g) + "'");
+        growths.push_back(*parsed);
+      }
     } else if (take("--pool")) {
       if (value == "device") {
         base.pool_type = AllocationType::kDevice;
@@ -209,12 +224,16 @@ int main(int argc, char** argv) {
 
   std::vector<rp::ReplaySettings> settings;
   for (uint64_t t : thresholds) {
-    rp::ReplaySettings s = base;
-    s.release_threshold = t;
-    if (all_policies) {
-      for (const rp::ReplaySettings& c : rp::AllReuseCombinations(s)) settings.push_back(c);
-    } else {
-      settings.push_back(s);
+    for (streampool::PoolGrowth g : growths) {
+      rp::ReplaySettings s = base;
+      s.release_threshold = t;
+      s.growth = g;
+      s.label_growth = growths.size() > 1;
+      if (all_policies) {
+        for (const rp::ReplaySettings& c : rp::AllReuseCombinations(s)) settings.push_back(c);
+      } else {
+        settings.push_back(s);
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "streampool/mem_pool.h"
+#include "streampool/pool_props.h"
 #include "tools/replay/report.h"
 #include "tools/replay/trace.h"
 
@@ -532,6 +534,47 @@ TEST(Replay, PoolVariantsReplay) {
   }
 }
 
+// 1 MiB allocated and freed, a sync that keeps everything (threshold max),
+// then 3 MiB: the pool holds one 2 MiB mapping, READY and 1 MiB short.
+constexpr char kShortfall[] =
+    "alloc 0 1048576 0\n"
+    "free 0 0\n"
+    "sync 0\n"
+    "alloc 1 3145728 0\n"
+    "free 1 0\n";
+
+TEST(Replay, ExpandableGrowthMapsOnlyTheShortfall) {
+  const Trace t = MustParse(kShortfall);
+  ReplaySettings s;
+  s.release_threshold = UINT64_MAX;
+  s.growth = PoolGrowth::kExpandable;
+  const ReplayResult expandable = MustReplay(t, s);
+  EXPECT_EQ(expandable.growth, PoolGrowth::kExpandable);
+  // One more granule above the free 2 MiB: the 3 MiB block spans both growths.
+  EXPECT_EQ(expandable.peak_reserved, 4 * kMiB);
+  EXPECT_EQ(expandable.stats.upstream_maps, 2u);
+
+  // A chunk never grows: 3 MiB need a 4 MiB chunk of their own beside the
+  // first.
+  s.growth = PoolGrowth::kChunked;
+  const ReplayResult chunked = MustReplay(t, s);
+  EXPECT_EQ(chunked.growth, PoolGrowth::kChunked);
+  EXPECT_EQ(chunked.peak_reserved, 6 * kMiB);
+  EXPECT_EQ(chunked.peak_used, expandable.peak_used);
+}
+
+TEST(Replay, DefaultGrowthIsExpandableOnBothBackings) {
+  const Trace t = MustParse(kShortfall);
+  ReplaySettings s;
+  s.release_threshold = UINT64_MAX;
+  EXPECT_EQ(MustReplay(t, s).growth, PoolGrowth::kExpandable);
+  s.backing = Backing::kHost;
+  s.device_capacity = 64 * kMiB;
+  const ReplayResult host = MustReplay(t, s);
+  EXPECT_EQ(host.growth, PoolGrowth::kExpandable);
+  EXPECT_EQ(host.peak_reserved, 4 * kMiB);
+}
+
 TEST(Replay, HostBackingReplaysTheSame) {
   ReplaySettings host;
   host.backing = Backing::kHost;
@@ -566,6 +609,27 @@ TEST(ReplaySettingsTest, AllEightReuseCombinationsAllOnFirst) {
   EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold max");
   s.release_threshold = 4096;
   EXPECT_EQ(s.ThresholdLabel(), "4096");
+}
+
+TEST(ReplaySettingsTest, GrowthIsNamedWhenNotDefaultOrWhenSwept) {
+  ReplaySettings s;
+  EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold 0");
+  s.label_growth = true;
+  EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold 0, growth default");
+  s.label_growth = false;
+  s.growth = PoolGrowth::kChunked;
+  EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold 0, growth chunked");
+  s.growth = PoolGrowth::kExpandable;
+  EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold 0, growth expandable");
+}
+
+TEST(ReplaySettingsTest, GrowthNamesRoundTrip) {
+  for (PoolGrowth g : {PoolGrowth::kDefault, PoolGrowth::kChunked, PoolGrowth::kExpandable}) {
+    EXPECT_EQ(ParseGrowth(GrowthName(g)), g);
+  }
+  EXPECT_EQ(ParseGrowth("Chunked"), std::nullopt);
+  EXPECT_EQ(ParseGrowth(""), std::nullopt);
+  EXPECT_STREQ(GrowthName(static_cast<PoolGrowth>(7)), "?");
 }
 
 TEST(HostCostTest, NearestRankPercentiles) {
@@ -623,6 +687,25 @@ TEST(Report, TextAndJsonCompareWithPyTorch) {
                               "\"peak_live_bytes\": 1000, \"utilization\": 0.000238419}"));
   EXPECT_THAT(json, HasSubstr("\"peak_reserved_bytes\": 2097152, \"peak_used_bytes\": 1024"));
   EXPECT_THAT(json, HasSubstr("\"vs_torch_peak_reserved\": 0.5"));
+  EXPECT_THAT(json, HasSubstr("\"growth\": \"default\", \"pool_growth\": \"expandable\""));
+}
+
+TEST(Report, GrowthSweepWidensTheSettingColumn) {
+  const Trace t = MustParse("alloc 0 1000 0\nfree 0 0\n");
+  ReplaySettings chunked;
+  chunked.growth = PoolGrowth::kChunked;
+  chunked.label_growth = true;
+  ReplaySettings expandable = chunked;
+  expandable.growth = PoolGrowth::kExpandable;
+  TraceReport rep{&t, {MustReplay(t, chunked), MustReplay(t, expandable)}};
+  const std::string text = FormatText({rep});
+  // The longer label is followed by the column gap, not cut or run into the
+  // peak reserved figure.
+  EXPECT_THAT(text, HasSubstr("  event+opportunistic+internal, threshold 0, growth expandable "));
+  EXPECT_THAT(text, HasSubstr("  event+opportunistic+internal, threshold 0, growth chunked    "));
+  const std::string json = FormatJson({rep});
+  EXPECT_THAT(json, HasSubstr("\"growth\": \"chunked\", \"pool_growth\": \"chunked\""));
+  EXPECT_THAT(json, HasSubstr("\"growth\": \"expandable\", \"pool_growth\": \"expandable\""));
 }
 
 TEST(Report, JsonEscapesStrings) {
@@ -670,6 +753,16 @@ TEST_P(BundledTrace, MatchesItsHeaderAndReplays) {
   // One stream, no syncs: every allocation is fresh or the stream's own.
   EXPECT_EQ(r.stats.fresh_allocs + r.stats.reuse_same_stream, t.alloc_count);
   EXPECT_EQ(r.stats.upstream_unmaps, 0u);
+  EXPECT_EQ(r.growth, PoolGrowth::kExpandable);
+
+  // Chunks never coalesce across growths, so chunked growth holds at least
+  // as much as expandable growth for the same decisions' worth of used bytes.
+  ReplaySettings chunked;
+  chunked.growth = PoolGrowth::kChunked;
+  const ReplayResult c = MustReplay(t, chunked);
+  EXPECT_EQ(c.failed_allocs, 0u);
+  EXPECT_EQ(c.peak_used, peak_used);
+  EXPECT_LE(r.peak_reserved, c.peak_reserved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Traces, BundledTrace,

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""The streampool-replay command line: its JSON parses, its SVG is XML, bad
-input exits non-zero with the file and line, and a bad flag is a usage error.
+"""The streampool-replay command line: its JSON parses, its SVG is XML, --growth
+sweeps like --threshold and expandable growth holds less than chunked on a real
+trace, bad input exits non-zero with the file and line, and a bad flag is a
+usage error.
 
 Run by CTest with STREAMPOOL_REPLAY naming the binary (tests/CMakeLists.txt);
 reads the bundled traces from the source tree's traces/.
@@ -61,6 +63,53 @@ class ReplayToolTest(unittest.TestCase):
             self.assertLessEqual(run["host_cost"]["alloc"]["p50_ns"],
                                  run["host_cost"]["alloc"]["p99_ns"])
 
+    def test_default_growth_is_expandable_and_unlabelled(self):
+        r = replay("--json", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (run,) = json.loads(r.stdout)["traces"][0]["runs"]
+        self.assertEqual(run["growth"], "default")
+        self.assertEqual(run["pool_growth"], "expandable")
+        self.assertEqual(run["setting"], "event+opportunistic+internal, threshold 0")
+
+    def test_one_growth_other_than_default_is_labelled(self):
+        r = replay("--json", "--growth=chunked", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (run,) = json.loads(r.stdout)["traces"][0]["runs"]
+        self.assertEqual(run["growth"], "chunked")
+        self.assertEqual(run["pool_growth"], "chunked")
+        self.assertEqual(run["setting"], "event+opportunistic+internal, threshold 0, growth chunked")
+
+    def test_growth_sweep_crosses_thresholds(self):
+        r = replay("--json", "--threshold=0,max", "--growth=default,chunked", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        runs = json.loads(r.stdout)["traces"][0]["runs"]
+        # Thresholds outer, growths inner; with two growths every row names its own.
+        self.assertEqual([(run["release_threshold"], run["growth"]) for run in runs],
+                         [(0, "default"), (0, "chunked"), ("max", "default"), ("max", "chunked")])
+        self.assertEqual([run["setting"].split(", ")[-1] for run in runs],
+                         ["growth default", "growth chunked"] * 2)
+        self.assertEqual([run["pool_growth"] for run in runs], ["expandable", "chunked"] * 2)
+
+    def test_expandable_reserves_less_than_chunked(self):
+        # Chunks never coalesce across growths, so on a real trace free bytes
+        # stranded in half-used chunks make chunked growth hold more; an
+        # expandable pool maps only the shortfall above its topmost free block.
+        r = replay("--json", "--growth=chunked,expandable", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        chunked, expandable = json.loads(r.stdout)["traces"][0]["runs"]
+        self.assertEqual((chunked["growth"], expandable["growth"]), ("chunked", "expandable"))
+        for run in (chunked, expandable):
+            self.assertEqual(run["failed_allocs"], 0)
+            self.assertEqual(run["checker_reports"], 0)
+            self.assertEqual(run["peak_used_bytes"], chunked["peak_used_bytes"])
+        self.assertLess(expandable["peak_reserved_bytes"], chunked["peak_reserved_bytes"])
+        self.assertGreater(expandable["utilization"], chunked["utilization"])
+
+        text = replay("--growth=chunked,expandable", INFERENCE)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("threshold 0, growth chunked ", text.stdout)
+        self.assertIn("threshold 0, growth expandable ", text.stdout)
+
     def test_all_policies_and_an_svg(self):
         with tempfile.TemporaryDirectory() as d:
             svg = os.path.join(d, "out.svg")
@@ -93,6 +142,7 @@ class ReplayToolTest(unittest.TestCase):
     def test_usage_errors(self):
         for args in (["--reuse=sometimes", INFERENCE], ["--pool=gpu", INFERENCE],
                      ["--threshold=lots", INFERENCE], ["--capacity=0", INFERENCE],
+                     ["--growth=sometimes", INFERENCE], ["--growth=chunked,", INFERENCE],
                      ["--frobnicate", INFERENCE], [], ["--svg"]):
             r = replay(*args)
             self.assertEqual(r.returncode, 2, args)

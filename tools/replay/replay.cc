@@ -14,6 +14,25 @@
 
 namespace streampool::replay {
 
+const char* GrowthName(PoolGrowth growth) {
+  switch (growth) {
+    case PoolGrowth::kDefault:
+      return "default";
+    case PoolGrowth::kChunked:
+      return "chunked";
+    case PoolGrowth::kExpandable:
+      return "expandable";
+  }
+  return "?";
+}
+
+std::optional<PoolGrowth> ParseGrowth(absl::string_view name) {
+  for (PoolGrowth g : {PoolGrowth::kDefault, PoolGrowth::kChunked, PoolGrowth::kExpandable}) {
+    if (name == GrowthName(g)) return g;
+  }
+  return std::nullopt;
+}
+
 std::string ReplaySettings::ReuseLabel() const {
   std::string out;
   auto add = [&out](bool on, const char* name) {
@@ -32,7 +51,11 @@ std::string ReplaySettings::ThresholdLabel() const {
 }
 
 std::string ReplaySettings::Label() const {
-  return absl::StrCat(ReuseLabel(), ", threshold ", ThresholdLabel());
+  std::string label = absl::StrCat(ReuseLabel(), ", threshold ", ThresholdLabel());
+  if (growth != PoolGrowth::kDefault || label_growth) {
+    absl::StrAppend(&label, ", growth ", GrowthName(growth));
+  }
+  return label;
 }
 
 std::vector<ReplaySettings> AllReuseCombinations(const ReplaySettings& base) {
@@ -101,11 +124,14 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   props.reuse_allow_opportunistic = settings.reuse_opportunistic;
   props.reuse_allow_internal_dependencies = settings.reuse_internal;
   props.release_threshold = settings.release_threshold;
+  props.growth = settings.growth;
   absl::StatusOr<PoolId> pool = rt.CreatePool(props);
   if (!pool.ok()) {
     return absl::Status(pool.status().code(),
                         absl::StrCat("creating the pool failed: ", pool.status().message()));
   }
+  absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*pool, PoolAttr::kGrowth);
+  if (!growth.ok()) return growth.status();
 
   std::vector<std::optional<StreamId>> streams(trace.stream_ids.size());
   std::vector<std::optional<EventId>> events(trace.event_ids.size());
@@ -122,6 +148,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
 
   ReplayResult r;
   r.settings = settings;
+  r.growth = static_cast<PoolGrowth>(*growth);
   r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
 
   // Created on first use, like the trace says; blocking streams, as

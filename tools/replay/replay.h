@@ -12,10 +12,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
@@ -25,6 +27,12 @@ namespace streampool::replay {
 
 inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 
+// "default", "chunked", "expandable": the names --growth takes and reports
+// print; "?" outside the enum.
+const char* GrowthName(PoolGrowth growth);
+// The inverse of GrowthName; nullopt for any other string.
+std::optional<PoolGrowth> ParseGrowth(absl::string_view name);
+
 // One pool setting to replay a trace under.
 struct ReplaySettings {
   bool reuse_event = true;          // ReuseFollowEventDependencies
@@ -33,6 +41,11 @@ struct ReplaySettings {
   // ReleaseThreshold; UINT64_MAX never shrinks the pool (PyTorch's caching
   // allocator never returns memory unless asked to).
   uint64_t release_threshold = 0;
+  // kDefault is expandable over every backing the tool offers.
+  PoolGrowth growth = PoolGrowth::kDefault;
+  // Whether Label() names the growth when it is kDefault: a sweep over several
+  // growths sets it on every row, so that no row's growth goes unsaid.
+  bool label_growth = false;
   AllocationType pool_type = AllocationType::kDevice;
   // Address-only backing touches nothing, so 80 GiB "devices" cost no memory.
   Backing backing = Backing::kAddressOnly;
@@ -40,7 +53,8 @@ struct ReplaySettings {
   bool check_stream_order = true;
 
   // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
-  // is on, "max" for UINT64_MAX.
+  // is on, "max" for UINT64_MAX; ", growth chunked" appended when the growth
+  // is not the default or label_growth is set.
   std::string ReuseLabel() const;
   std::string ThresholdLabel() const;
   std::string Label() const;
@@ -68,6 +82,9 @@ struct SeriesPoint {
 
 struct ReplayResult {
   ReplaySettings settings;
+  // What the pool made of settings.growth (spMemPoolAttrGrowth): chunked or
+  // expandable, never kDefault.
+  PoolGrowth growth = PoolGrowth::kDefault;
   PoolStats stats;             // at the end of the trace
   uint64_t peak_reserved = 0;  // ReservedMemHigh
   uint64_t peak_used = 0;      // UsedMemHigh: rule sizes of live allocations

@@ -129,10 +129,15 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       }
       absl::StrAppend(&out, "\n");
     }
-    absl::StrAppendFormat(&out, "  %-44s %26s %26s %6s %9s %8s  %s  %5s %5s %5s  %s  %s\n",
-                          "setting", "peak reserved", "peak used", "util", "live-util", "vs torch",
-                          "reuse same/event/opp/sync/internal/fresh", "waits", "fail", "check",
-                          "alloc ns mean/p50/p99", "free ns mean/p50/p99");
+    // Labels grow with a sweep over growths; the column grows with them.
+    int label_width = 44;
+    for (const ReplayResult& r : rep.runs) {
+      label_width = std::max(label_width, static_cast<int>(r.settings.Label().size()));
+    }
+    absl::StrAppendFormat(&out, "  %-*s %26s %26s %6s %9s %8s  %s  %5s %5s %5s  %s  %s\n",
+                          label_width, "setting", "peak reserved", "peak used", "util", "live-util",
+                          "vs torch", "reuse same/event/opp/sync/internal/fresh", "waits", "fail",
+                          "check", "alloc ns mean/p50/p99", "free ns mean/p50/p99");
     for (const ReplayResult& r : rep.runs) {
       // The trace's peak counts every allocation; with some failed it says
       // nothing about this run.
@@ -149,11 +154,11 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       const std::string reuse = absl::StrFormat(
           "%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency, s.reuse_opportunistic,
           s.reuse_after_sync, s.reuse_internal_dependency, s.fresh_allocs);
-      absl::StrAppendFormat(&out,
-                            "  %-44s %26s %26s %6.4f %9s %8s  %-40s  %5d %5d %5d  %-21s  %s\n",
-                            r.settings.Label(), Bytes(r.peak_reserved), Bytes(r.peak_used),
-                            r.utilization, live_util, vs, reuse, s.waits_inserted, r.failed_allocs,
-                            r.checker_reports, Cost(r.alloc_cost), Cost(r.free_cost));
+      absl::StrAppendFormat(&out, "  %-*s %26s %26s %6.4f %9s %8s  %-40s  %5d %5d %5d  %-21s  %s\n",
+                            label_width, r.settings.Label(), Bytes(r.peak_reserved),
+                            Bytes(r.peak_used), r.utilization, live_util, vs, reuse,
+                            s.waits_inserted, r.failed_allocs, r.checker_reports,
+                            Cost(r.alloc_cost), Cost(r.free_cost));
       for (const std::string& m : r.first_checker_reports) {
         absl::StrAppend(&out, "    checker: ", m, "\n");
       }
@@ -209,7 +214,8 @@ std::string FormatJson(const std::vector<TraceReport>& reports) {
           ", \"opportunistic\": ", c.reuse_opportunistic ? "true" : "false",
           ", \"internal\": ", c.reuse_internal ? "true" : "false", "}, \"release_threshold\": ",
           c.release_threshold == UINT64_MAX ? "\"max\"" : absl::StrCat(c.release_threshold),
-          ", \"pool\": \"", AllocationTypeName(c.pool_type), "\", \"backing\": \"",
+          ", \"growth\": \"", GrowthName(c.growth), "\", \"pool_growth\": \"", GrowthName(r.growth),
+          "\", \"pool\": \"", AllocationTypeName(c.pool_type), "\", \"backing\": \"",
           c.backing == Backing::kHost ? "host" : "address", "\", \"capacity\": ", c.device_capacity,
           ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
           ", \"peak_used_bytes\": ", r.peak_used, ", \"utilization\": ", Num(r.utilization),
