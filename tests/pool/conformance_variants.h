@@ -1,7 +1,8 @@
 // The pool variants the stream-ordered conformance suite runs over (the CUDA
 // guide scenarios in scenarios_test.cc, the reuse-policy matrix in
 // policy_matrix_test.cc): every allocation type of DESIGN.md "Pool variants"
-// on both backings. Each variant states its own size rule here, from the
+// on both backings, each with chunked and with expandable growth (DESIGN.md
+// "Block lifecycle"). Each variant states its own size rule here, from the
 // design table, so the suites derive their expected used and reserved bytes
 // instead of hard-coding the device pool's 256-B numbers.
 #ifndef STREAMPOOL_TESTS_POOL_CONFORMANCE_VARIANTS_H_
@@ -18,8 +19,11 @@
 namespace streampool_test {
 
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
-// Growth maps ALIGN_UP(rule size, 2 MiB) per chunk, whatever the variant.
+// Chunked growth maps ALIGN_UP(rule size, 2 MiB) per chunk, whatever the
+// variant; expandable growth maps 2 MiB granules, so the first growth of an
+// empty pool maps the same bytes.
 inline constexpr uint64_t kChunk = 2 * kMiB;
+inline constexpr uint64_t kGranule = 2 * kMiB;
 
 // ALIGN_UP(v, k) = ((v - 1) / k + 1) * k, for v >= 1.
 constexpr uint64_t AlignUp(uint64_t v, uint64_t k) { return ((v - 1) / k + 1) * k; }
@@ -27,6 +31,10 @@ constexpr uint64_t AlignUp(uint64_t v, uint64_t k) { return ((v - 1) / k + 1) * 
 struct PoolVariant {
   spMemAllocationType type;
   spBacking backing;
+  // spPoolGrowthChunked or spPoolGrowthExpandable, never the default: every
+  // built-in upstream can reserve, so the default is expandable, and a
+  // variant names what it runs.
+  spPoolGrowth growth;
 
   // A pool of this variant on device 0 (pinned pools ignore the device).
   // HugePage and Dvpp pools take huge pages first (HugeFirst); HugeOnly and
@@ -37,8 +45,11 @@ struct PoolVariant {
     props.device = 0;
     props.maxSize = max_size;
     props.pagePolicy = spPageHugeFirst;
+    props.growth = growth;
     return props;
   }
+
+  bool Expandable() const { return growth == spPoolGrowthExpandable; }
 
   // The bytes a request of len >= 1 occupies in its pool (DESIGN.md's table).
   uint64_t RuleSize(uint64_t len) const {
@@ -54,7 +65,8 @@ struct PoolVariant {
     return 0;
   }
 
-  // The chunk a request of len maps when it has to grow the pool.
+  // What a request of len maps when it grows an empty pool: its chunk, or
+  // the granules it covers at the bottom of a fresh reservation.
   uint64_t ChunkSize(uint64_t len) const { return AlignUp(RuleSize(len), kChunk); }
 
   // The largest request occupying exactly `bytes` (which must be a possible
@@ -73,7 +85,7 @@ struct PoolVariant {
   // pinned host memory is not the device's and is bounded by maxSize only.
   bool BoundedByDeviceCapacity() const { return type != spMemAllocationTypePinnedHost; }
 
-  // "Dvpp_Host": a readable test-name suffix.
+  // "Dvpp_Host_Expandable": a readable test-name suffix.
   std::string Name() const {
     std::string name;
     switch (type) {
@@ -90,21 +102,24 @@ struct PoolVariant {
         name = "Dvpp";
         break;
     }
-    return name + (backing == spBackingHost ? "_Host" : "_AddressOnly");
+    name += backing == spBackingHost ? "_Host" : "_AddressOnly";
+    return name + (Expandable() ? "_Expandable" : "_Chunked");
   }
 };
 
 inline void PrintTo(const PoolVariant& v, std::ostream* os) { *os << v.Name(); }
 
-// Every allocation type on both backings. With Host backing, HugePage and
-// Dvpp chunks are prefaulted at reservation, which is why the suites keep
-// their pools to a few MiB.
+// Every allocation type on both backings with both growth modes. With Host
+// backing, HugePage and Dvpp memory is prefaulted when mapped, which is why
+// the suites keep their pools to a few MiB.
 inline std::vector<PoolVariant> AllPoolVariants() {
   std::vector<PoolVariant> all;
   for (spMemAllocationType type : {spMemAllocationTypeDevice, spMemAllocationTypePinnedHost,
                                    spMemAllocationTypeHugePage, spMemAllocationTypeDvpp}) {
     for (spBacking backing : {spBackingHost, spBackingAddressOnly}) {
-      all.push_back({type, backing});
+      for (spPoolGrowth growth : {spPoolGrowthChunked, spPoolGrowthExpandable}) {
+        all.push_back({type, backing, growth});
+      }
     }
   }
   return all;

@@ -5,13 +5,18 @@
 // reserved/used bytes that follow.
 //
 // This is the conformance suite of the pool variants: every test runs for
-// each allocation type (Device, PinnedHost, HugePage, Dvpp) on both backings
-// (conformance_variants.h), since every variant keeps the device pool's
-// stream-ordered semantics, policies and statistics. Only sizes differ: a
-// request occupies the variant's rule size, and expected used/reserved bytes
-// are derived from it. Where a scenario depends on a variant's placement
-// rather than its semantics (pinned host memory is not bounded by the
-// device's capacity), the test says so and checks what holds instead.
+// each allocation type (Device, PinnedHost, HugePage, Dvpp) on both backings,
+// with chunked and with expandable growth (conformance_variants.h), since
+// every variant keeps the device pool's stream-ordered semantics, policies and
+// statistics. Sizes differ: a request occupies the variant's rule size, and
+// expected used/reserved bytes are derived from it. Where a scenario depends
+// on a variant's placement rather than its semantics (pinned host memory is
+// not bounded by the device's capacity), the test says so and checks what
+// holds instead. Where the growth mode changes an outcome (what a growth maps,
+// which address a reuse gets, how many upstream calls a release makes, what
+// the largest free block is), the test pins both with ByGrowth(chunked,
+// expandable) and says why they differ; the last sections pin what only
+// expandable growth does and promotion on observation.
 //
 // Sizes are chosen so that no expectation hangs on an implementation choice
 // DESIGN.md leaves open: cross-stream examples allocate whole 2 MiB chunks (so
@@ -19,7 +24,9 @@
 // synchronization examples fill their chunk with a live "anchor" so the freed
 // block is the only free block there. "Whole chunk" means a request whose rule
 // size is exactly 2 MiB (PoolVariant::LenOccupying): 2 MiB itself, but 32
-// bytes less for Dvpp, whose blocks carry 32 bytes beyond the request.
+// bytes less for Dvpp, whose blocks carry 32 bytes beyond the request. In an
+// expandable pool a whole chunk is one 2 MiB granule, and an empty pool's
+// first growth maps the same bytes either way.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -39,6 +46,7 @@ using streampool::AllocInfo;
 using streampool::ReuseRule;
 using streampool_test::AllPoolVariants;
 using streampool_test::kChunk;
+using streampool_test::kGranule;
 using streampool_test::kMiB;
 using streampool_test::PoolVariant;
 using streampool_test::VariantName;
@@ -118,6 +126,13 @@ class ScenarioTest : public ::testing::TestWithParam<PoolVariant> {
   }
   static streampool::PoolId PoolId(spMemPool_t p) {
     return {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p))};
+  }
+
+  bool Expandable() const { return variant().Expandable(); }
+  // The expectation of this variant's growth mode, where the two differ.
+  template <typename T>
+  T ByGrowth(T chunked, T expandable) const {
+    return Expandable() ? expandable : chunked;
   }
 
   // The variant's rule size and growth chunk for a request of len bytes.
@@ -211,6 +226,14 @@ class ScenarioTest : public ::testing::TestWithParam<PoolVariant> {
     return c;
   }
 
+  // Bytes ever mapped from the upstream (C++ statistics only).
+  uint64_t BytesMapped(spMemPool_t pool = nullptr) {
+    auto st = cpp_->GetPoolStats(PoolId(pool == nullptr ? pool_ : pool));
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? st->upstream_bytes_mapped : 0;
+  }
+  static void* At(void* base, uint64_t offset) { return static_cast<char*>(base) + offset; }
+
   uint64_t Attr(spMemPoolAttr attr, spMemPool_t pool = nullptr) {
     uint64_t v = 0;
     EXPECT_EQ(spMemPoolGetAttribute(pool == nullptr ? pool_ : pool, attr, &v), spSuccess);
@@ -238,7 +261,8 @@ class ScenarioTest : public ::testing::TestWithParam<PoolVariant> {
   std::vector<spMemPool_t> pools_;   // every pool whose invariants Stop checks
 };
 
-// Every suite below runs once per variant: Variants/<Suite>.<Test>/Dvpp_Host.
+// Every suite below runs once per variant:
+// Variants/<Suite>.<Test>/Dvpp_Host_Expandable.
 #define INSTANTIATE_FOR_EVERY_VARIANT(suite) \
   INSTANTIATE_TEST_SUITE_P(Variants, suite, ::testing::ValuesIn(AllPoolVariants()), VariantName)
 
@@ -436,24 +460,33 @@ TEST_P(F7PhysicalPageCaching, ThresholdMaxKeepsMemoryAcrossSyncs) {
 }
 
 // "When more than the release threshold bytes are held by the pool, the
-// allocator will try to release memory on the next sync": wholly free chunks
-// go largest first, and none whose release would go below the threshold.
+// allocator will try to release memory on the next sync", never going below
+// the threshold. A chunked pool gives back wholly free chunks, largest first,
+// skipping one whose release would undershoot; an expandable pool unmaps the
+// granules of its free range from the top down and keeps the first one whose
+// release would undershoot. Both keep 4 MiB here, but not the same bytes.
 TEST_P(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
   spStream_t stream = NewStream();
-  const AllocInfo small = Alloc(Occupying(2 * kMiB), stream);  // chunk of 2 MiB
-  const AllocInfo large = Alloc(Occupying(4 * kMiB), stream);  // chunk of 4 MiB
+  const AllocInfo small = Alloc(Occupying(2 * kMiB), stream);  // maps 2 MiB
+  const AllocInfo large = Alloc(Occupying(4 * kMiB), stream);  // maps 4 MiB
   ASSERT_NE(small.ptr, large.ptr);
+  if (Expandable()) {
+    ASSERT_EQ(large.ptr, At(small.ptr, 2 * kMiB)) << "the second growth maps right above the first";
+  }
   Free(small.ptr, stream);
   Free(large.ptr, stream);
   EXPECT_EQ(Stats().reservedBytes, 6 * kMiB);
 
-  // 6 MiB held, threshold 3 MiB: dropping 4 MiB would leave 2 < 3, so only
-  // the 2 MiB chunk goes.
+  // 6 MiB held, threshold 3 MiB. Chunked: dropping the 4 MiB chunk would
+  // leave 2 < 3, so only the 2 MiB chunk goes. Expandable: the two frees
+  // coalesced across the growths into one free range; its top granule goes
+  // (6 -> 4), the next would leave 2 < 3. One upstream call either way.
   SetThreshold(3 * kMiB);
   Sync(stream);
   spMemPoolStats st = Stats();
   EXPECT_EQ(st.reservedBytes, 4 * kMiB);
   EXPECT_EQ(st.upstreamUnmaps, 1u);
+  // The 4 MiB chunk, or the mapped low end of the free range.
   EXPECT_EQ(st.largestFreeBlock, 4 * kMiB);
 
   // At the threshold already: nothing more.
@@ -461,9 +494,10 @@ TEST_P(F7PhysicalPageCaching, ThresholdReleasesDownToButNeverBelowIt) {
   Sync(stream);
   EXPECT_EQ(Stats().reservedBytes, 4 * kMiB);
 
-  // The survivor is the 4 MiB chunk: it serves again without a new map.
+  // The survivor serves again without a new map: the 4 MiB chunk where large
+  // was, or the range's low 4 MiB, which start where small was.
   const AllocInfo again = Alloc(Occupying(4 * kMiB), stream);
-  EXPECT_EQ(again.ptr, large.ptr);
+  EXPECT_EQ(again.ptr, ByGrowth(large.ptr, small.ptr));
   EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
   EXPECT_EQ(Stats().upstreamMaps, 2u);
   Free(again.ptr, stream);
@@ -483,7 +517,7 @@ TEST_P(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
   SetThreshold(UINT64_MAX);
   spStream_t stream = NewStream();
   // size[j]: requests occupying 1.5 MiB and 0.5 MiB in turn, so each pair
-  // fills one 2 MiB chunk.
+  // fills one 2 MiB chunk (or granule).
   uint64_t size[10];
   for (int j = 0; j < 10; ++j) size[j] = Occupying(j % 2 == 0 ? 3 * kMiB / 2 : kMiB / 2);
 
@@ -497,9 +531,9 @@ TEST_P(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
     ASSERT_EQ(spLaunchKernel(stream, 1000, acc, 10), spSuccess);
     for (int j = 0; j < 10; ++j) ASSERT_EQ(spFreeAsync(ptrs[j], stream), spSuccess);
   }
-  // Iteration 0 maps five chunks (each 1.5 MiB request grows one; the 0.5 MiB
-  // one takes the never-used rest); iterations 1-9 reuse the stream's own
-  // frees, which coalesce back into whole chunks.
+  // Iteration 0 maps five chunks or granules (each 1.5 MiB request grows the
+  // pool by one; the 0.5 MiB one takes the never-used rest); iterations 1-9
+  // reuse the stream's own frees, which coalesce back.
   spMemPoolStats st = Stats();
   EXPECT_EQ(st.reservedBytes, 10 * kMiB);
   EXPECT_EQ(st.reservedHigh, 10 * kMiB);
@@ -520,16 +554,22 @@ TEST_P(F7PhysicalPageCaching, PhaseLoopThenSynchronizeThenTrimToZero) {
   EXPECT_EQ(Now(), 10 * 1000u);
   EXPECT_EQ(Stats().reservedBytes, 10 * kMiB) << "threshold UINT64_MAX: the sync keeps it all";
 
+  // Chunked: five chunks, five unmaps. Expandable: the five granules are one
+  // free range, whatever growth mapped them, and go back in one run.
   ASSERT_EQ(spMemPoolTrimTo(pool_, 0), spSuccess);
   st = Stats();
   EXPECT_EQ(st.reservedBytes, 0u);
-  EXPECT_EQ(st.upstreamUnmaps, 5u);
+  EXPECT_EQ(st.upstreamUnmaps, ByGrowth(5u, 1u));
 }
 
 // "The minBytesToKeep parameter allows an application to hold onto an amount
-// of memory it expects to need in a subsequent phase." Four chunks of 2, 4, 6
-// and 8 MiB; the release rule goes largest first and skips a chunk whose
-// release would undershoot the bound.
+// of memory it expects to need in a subsequent phase." Four growths of 2, 4, 6
+// and 8 MiB. A chunked pool keeps them as four chunks and the release rule
+// goes largest first, skipping a chunk whose release would undershoot the
+// bound. An expandable pool holds one free range [0, 20 MiB) and unmaps its
+// granules from the top, keeping the first that would undershoot. The
+// reserved bytes and unmap counts come out equal here; what survives (and so
+// the largest free block and the addresses reuse gets) does not.
 TEST_P(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChunks) {
   SetThreshold(UINT64_MAX);
   spStream_t stream = NewStream();
@@ -541,38 +581,47 @@ TEST_P(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChu
   const AllocInfo p4 = Alloc(len4, stream);
   const AllocInfo p6 = Alloc(len6, stream);
   const AllocInfo p8 = Alloc(len8, stream);
-  EXPECT_EQ(Stats().upstreamMaps, 4u) << "each request maps exactly its own chunk";
+  EXPECT_EQ(Stats().upstreamMaps, 4u) << "each request maps exactly what it lacks";
+  void* const base = p2.ptr;  // expandable: the reservation's start
+  if (Expandable()) {
+    EXPECT_EQ(p8.ptr, At(base, 12 * kMiB)) << "the growths are stacked in one reservation";
+  }
   for (const AllocInfo& a : {p2, p4, p6, p8}) Free(a.ptr, stream);
   Sync(stream);
   EXPECT_EQ(Stats().reservedBytes, 20 * kMiB);
 
-  // Bound 11 MiB: 8 goes (20 -> 12); 6, 4 and 2 would each undershoot.
+  // Bound 11 MiB. Chunked: 8 goes (20 -> 12); 6, 4 and 2 would each
+  // undershoot. Expandable: granules [12, 20) go (20 -> 12); one more would
+  // leave 10 < 11.
   ASSERT_EQ(spMemPoolTrimTo(pool_, 11 * kMiB), spSuccess);
   spMemPoolStats st = Stats();
   EXPECT_EQ(st.reservedBytes, 12 * kMiB);
   EXPECT_EQ(st.upstreamUnmaps, 1u);
-  EXPECT_EQ(st.largestFreeBlock, 6 * kMiB);
-  // Exactly the 2, 4 and 6 MiB chunks survived: each serves its size again.
-  for (const AllocInfo& kept : {p6, p4, p2}) {
-    const uint64_t len = kept.ptr == p6.ptr ? len6 : kept.ptr == p4.ptr ? len4 : len2;
-    const AllocInfo again = Alloc(len, stream);
-    EXPECT_EQ(again.ptr, kept.ptr) << Rule(len) / kMiB << " MiB chunk";
-    EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
-  }
+  EXPECT_EQ(st.largestFreeBlock, ByGrowth(6 * kMiB, 12 * kMiB));
+  // What survived serves 6, 4 and 2 MiB again without a map: the chunks
+  // where p6, p4 and p2 were, or the low 12 MiB of the range, carved in order.
+  const AllocInfo again6 = Alloc(len6, stream);
+  const AllocInfo again4 = Alloc(len4, stream);
+  const AllocInfo again2 = Alloc(len2, stream);
+  EXPECT_EQ(again6.ptr, ByGrowth(p6.ptr, base));
+  EXPECT_EQ(again4.ptr, ByGrowth(p4.ptr, At(base, 6 * kMiB)));
+  EXPECT_EQ(again2.ptr, ByGrowth(p2.ptr, At(base, 10 * kMiB)));
+  for (const AllocInfo& a : {again6, again4, again2}) EXPECT_EQ(a.rule, ReuseRule::kAfterSync);
   EXPECT_EQ(Stats().upstreamMaps, 4u);
-  for (const AllocInfo& a : {p2, p4, p6}) Free(a.ptr, stream);
+  for (const AllocInfo& a : {again2, again4, again6}) Free(a.ptr, stream);
   Sync(stream);
 
-  // Bound 9 MiB: 6 and 4 would each undershoot and are skipped; 2 goes
-  // (12 -> 10). A smaller chunk may go where a larger one may not.
+  // Bound 9 MiB. Chunked: 6 and 4 would each undershoot and are skipped; 2
+  // goes (12 -> 10): a smaller chunk may go where a larger one may not.
+  // Expandable: granule [10, 12) goes; the next would leave 8 < 9.
   ASSERT_EQ(spMemPoolTrimTo(pool_, 9 * kMiB), spSuccess);
   st = Stats();
   EXPECT_EQ(st.reservedBytes, 10 * kMiB);
   EXPECT_EQ(st.upstreamUnmaps, 2u);
-  EXPECT_EQ(st.largestFreeBlock, 6 * kMiB);
+  EXPECT_EQ(st.largestFreeBlock, ByGrowth(6 * kMiB, 10 * kMiB));
 
-  // Bound 5 MiB: 6 would undershoot (10 -> 4); 4 goes (10 -> 6). The 6 MiB
-  // chunk is what remains.
+  // Bound 5 MiB. Chunked: 6 would undershoot (10 -> 4); 4 goes (10 -> 6).
+  // Expandable: granules [6, 10) go in one run; the next would leave 4 < 5.
   ASSERT_EQ(spMemPoolTrimTo(pool_, 5 * kMiB), spSuccess);
   st = Stats();
   EXPECT_EQ(st.reservedBytes, 6 * kMiB);
@@ -584,7 +633,7 @@ TEST_P(F7PhysicalPageCaching, TrimToKeepsAtLeastMinBytesAndSkipsUndershootingChu
   EXPECT_EQ(Stats().reservedBytes, 6 * kMiB);
 
   const AllocInfo last = Alloc(len6, stream);
-  EXPECT_EQ(last.ptr, p6.ptr);
+  EXPECT_EQ(last.ptr, ByGrowth(p6.ptr, base));
   EXPECT_EQ(Stats().upstreamMaps, 4u);
   Free(last.ptr, stream);
   Sync(stream);
@@ -604,18 +653,31 @@ INSTANTIATE_FOR_EVERY_VARIANT(F8ResourceUsageStatistics);
 // the same for every variant; what they occupy is the variant's rule size.
 // 1030 B is a size where every rule differs: 1280 B on Device and HugePage,
 // 1088 on PinnedHost, 1152 on Dvpp.
+//
+// The 3 MiB request grows the pool differently by growth mode, so the
+// reserved figures and the reserved watermark differ: a chunked pool maps a
+// 4 MiB chunk of its own (6 MiB reserved); an expandable pool carves it right
+// above `small`, where the first granule's free rest already holds almost
+// 2 MiB of it, and maps only the second granule (4 MiB reserved).
 TEST_P(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   spStream_t stream = NewStream();
   const uint64_t small_bytes = Rule(1030);
+  const uint64_t grown_high = ByGrowth(6 * kMiB, 4 * kMiB);
   const AllocInfo small = Alloc(1030, stream);
-  const AllocInfo big = Alloc(3 * kMiB, stream);  // grows a 4 MiB chunk
+  const AllocInfo big = Alloc(3 * kMiB, stream);
   ASSERT_EQ(ChunkFor(1030), kChunk);
   ASSERT_EQ(ChunkFor(3 * kMiB), 4 * kMiB);
-  EXPECT_EQ(Attr(spMemPoolAttrReservedMemCurrent), 6 * kMiB);
+  if (Expandable()) {
+    EXPECT_EQ(big.ptr, At(small.ptr, small_bytes));
+  }
+  EXPECT_EQ(Attr(spMemPoolAttrReservedMemCurrent), grown_high);
+  EXPECT_EQ(Stats().upstreamMaps, 2u);
   EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), Rule(3 * kMiB) + small_bytes);
   Free(big.ptr, stream);
   EXPECT_EQ(Attr(spMemPoolAttrUsedMemCurrent), small_bytes) << "used drops at the FreeAsync call";
-  Sync(stream);  // threshold 0 returns the 4 MiB chunk
+  // Threshold 0 returns the 4 MiB chunk, or the second granule: the only one
+  // lying wholly inside free memory (the first holds `small`).
+  Sync(stream);
 
   // getUsageStatistics
   const uint64_t reserved = Attr(spMemPoolAttrReservedMemCurrent);
@@ -623,7 +685,7 @@ TEST_P(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   const uint64_t used = Attr(spMemPoolAttrUsedMemCurrent);
   const uint64_t used_high = Attr(spMemPoolAttrUsedMemHigh);
   EXPECT_EQ(reserved, kChunk);
-  EXPECT_EQ(reserved_high, 6 * kMiB);
+  EXPECT_EQ(reserved_high, grown_high);
   EXPECT_EQ(used, small_bytes);
   EXPECT_EQ(used_high, Rule(3 * kMiB) + small_bytes);
   const spMemPoolStats st = Stats();
@@ -641,7 +703,7 @@ TEST_P(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), small_bytes);
 
   // Only 0 resets; the Current attributes are read-only. Nothing changes.
-  for (uint64_t bad : {uint64_t{1}, 6 * kMiB}) {
+  for (uint64_t bad : {uint64_t{1}, grown_high}) {
     EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrReservedMemHigh, &bad),
               spErrorInvalidValue);
     EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrUsedMemHigh, &bad), spErrorInvalidValue);
@@ -657,7 +719,7 @@ TEST_P(F8ResourceUsageStatistics, FourAttributesAndWatermarkReset) {
   EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), small_bytes);
 
   // The reset watermarks track from the current values on.
-  const AllocInfo mid = Alloc(kMiB, stream);  // fits the chunk's rest
+  const AllocInfo mid = Alloc(kMiB, stream);  // fits the first chunk's (granule's) rest
   EXPECT_EQ(Attr(spMemPoolAttrUsedMemHigh), small_bytes + Rule(kMiB));
   EXPECT_EQ(Attr(spMemPoolAttrReservedMemHigh), kChunk);
   Free(mid.ptr, stream);
@@ -732,38 +794,63 @@ INSTANTIATE_FOR_EVERY_VARIANT(F92ReuseAllowOpportunistic);
 
 // "After some time, the kernel finishes running ... this allocation request
 // can be fulfilled with the prior allocation based on the progress of
-// originalStream." Complete means end <= host now; looking promotes nothing.
+// originalStream." Complete means end <= host now, and looking promotes
+// (DESIGN.md "Block lifecycle"): when rules 1 and 2 find nothing, rule 3 makes
+// every free observed complete READY. A promoted block stays READY whatever
+// the switch says afterwards, and its reuse counts as opportunistic until a
+// sync (or successful query) proves it, as after-sync from then on.
 TEST_P(F92ReuseAllowOpportunistic, ReusesOnceTheKernelHasFinished) {
-  const uint64_t half = Occupying(kMiB);  // two of them fill one chunk
+  const uint64_t half = Occupying(kMiB);
+  const uint64_t quarter = Occupying(kMiB / 2);
   spStream_t original = NewStream();
   spStream_t other = NewStream();
   spStream_t third = NewStream();
   const AllocInfo a1 = Alloc(half, original);
-  const AllocInfo a2 = Alloc(half, original);  // the rest of the same chunk
-  Kernel(original, 1000, a1.ptr, half);        // runs [0, 1000)
+  const AllocInfo a2 = Alloc(quarter, original);  // a1, a2 and a3 fill one chunk
+  const AllocInfo a3 = Alloc(quarter, original);
+  ASSERT_EQ(a2.ptr, At(a1.ptr, kMiB));
+  ASSERT_EQ(a3.ptr, At(a2.ptr, kMiB / 2));
+  Kernel(original, 1000, a1.ptr, half);  // runs [0, 1000)
   Free(a1.ptr, original);
   Free(a2.ptr, original);
+  Free(a3.ptr, original);
   Advance(1000);  // wait(10): the kernel and the frees have finished
 
   const AllocInfo b = Alloc(half, other);
   EXPECT_EQ(b.ptr, a1.ptr);
   EXPECT_EQ(b.rule, ReuseRule::kOpportunistic);
-  EXPECT_EQ((Rules()), (RuleCounts{.opportunistic = 1, .fresh = 2}));
+  EXPECT_EQ((Rules()), (RuleCounts{.opportunistic = 1, .fresh = 3}));
   spMemPoolStats st = Stats();
   EXPECT_EQ(st.reservedBytes, kChunk);
   EXPECT_EQ(st.upstreamMaps, 1u);
   EXPECT_EQ(st.waitsInserted, 0u);
 
-  // The rule looked at completion without promoting: the other half is still
-  // PENDING on original, so with the policy off a third stream must grow.
+  // b's allocation promoted the whole free (one pending block by then), so
+  // the rest of the chunk is READY. With the switch off nothing more is
+  // promoted, but nothing is demoted either: a third stream takes a2's bytes
+  // without growing, and since no sync has proven the free, that reuse too
+  // counts as opportunistic.
   int off = 0;
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseAllowOpportunistic, &off), spSuccess);
-  const AllocInfo c = Alloc(half, third);
-  EXPECT_NE(c.ptr, a2.ptr);
-  EXPECT_EQ(c.rule, ReuseRule::kFresh);
-  EXPECT_EQ(Stats().upstreamMaps, 2u);
+  const AllocInfo c = Alloc(quarter, third);
+  EXPECT_EQ(c.ptr, a2.ptr);
+  EXPECT_EQ(c.rule, ReuseRule::kOpportunistic);
+  EXPECT_EQ((Rules()), (RuleCounts{.opportunistic = 2, .fresh = 3}));
+  EXPECT_EQ(Stats().upstreamMaps, 1u);
+
+  // The sync proves the free: reuse of what is left now counts after-sync.
+  Sync(original);
+  const AllocInfo d = Alloc(quarter, third);
+  EXPECT_EQ(d.ptr, a3.ptr);
+  EXPECT_EQ(d.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ((Rules()), (RuleCounts{.opportunistic = 2, .after_sync = 1, .fresh = 3}));
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ(st.waitsInserted, 0u);
   Free(b.ptr, other);
   Free(c.ptr, third);
+  Free(d.ptr, third);
 }
 
 // One nanosecond before the kernel ends the free is not complete: the other
@@ -1163,6 +1250,358 @@ TEST_P(F12QueryActions, StreamQuerySuccessPromotesButDoesNotRelease) {
 
 TEST_P(F12QueryActions, EventQuerySuccessPromotesButDoesNotRelease) {
   ExpectQueryPromotesButDoesNotRelease(QueryKind::kEvent);
+}
+
+// ======================================================== Expandable growth
+
+// DESIGN.md "Block lifecycle": an expandable pool maps 2 MiB granules into
+// one reserved range, so free blocks coalesce whichever growth mapped them, a
+// growth maps only the granules the chosen block lacks, and release unmaps
+// whole granules inside READY blocks. Each scenario runs in both growth modes
+// and pins the chunked pool's outcome beside the expandable one's.
+using ExpandableGrowth = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(ExpandableGrowth);
+
+// The pool reads back the mode it was made with; it is a property, not a
+// setting.
+TEST_P(ExpandableGrowth, PoolReadsBackItsGrowthMode) {
+  int growth = -1;
+  ASSERT_EQ(spMemPoolGetAttribute(pool_, spMemPoolAttrGrowth, &growth), spSuccess);
+  EXPECT_EQ(growth, variant().growth);
+  int other = Expandable() ? spPoolGrowthChunked : spPoolGrowthExpandable;
+  EXPECT_EQ(spMemPoolSetAttribute(pool_, spMemPoolAttrGrowth, &other), spErrorInvalidValue);
+  ASSERT_EQ(spMemPoolGetAttribute(pool_, spMemPoolAttrGrowth, &growth), spSuccess);
+  EXPECT_EQ(growth, variant().growth);
+}
+
+// 1 MiB live at the bottom of the pool, then a 3 MiB request. The expandable
+// pool's topmost free block (the rest of the first granule and the unmapped
+// range above it) already holds 1 MiB mapped, so the growth maps only the
+// 2 MiB that lack: reserved = used = 4 MiB, nothing mapped lies free. The
+// chunked pool maps a 4 MiB chunk of its own and holds 2 MiB it does not use.
+TEST_P(ExpandableGrowth, ShortfallGrowthMapsOnlyWhatTheTopFreeBlockLacks) {
+  spStream_t s = NewStream();
+  const AllocInfo low = Alloc(Occupying(kMiB), s);
+  EXPECT_EQ(Stats().reservedBytes, kGranule);
+
+  const AllocInfo top = Alloc(Occupying(3 * kMiB), s);
+  EXPECT_EQ(top.rule, ReuseRule::kFresh);
+  if (Expandable()) {
+    EXPECT_EQ(top.ptr, At(low.ptr, kMiB)) << "carved right above low, across two granules";
+  } else {
+    EXPECT_TRUE(top.ptr < low.ptr || top.ptr >= At(low.ptr, kChunk)) << "a chunk of its own";
+  }
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.usedBytes, 4 * kMiB);
+  EXPECT_EQ(st.reservedBytes, ByGrowth(6 * kMiB, 4 * kMiB));
+  EXPECT_EQ(st.upstreamMaps, 2u) << "one upstream call per growth";
+  EXPECT_EQ(BytesMapped(), ByGrowth(6 * kMiB, 4 * kMiB));
+  // Chunked: the last 1 MiB of each chunk. Expandable: the free range above
+  // `top` starts on an unmapped granule, so nothing free is mapped.
+  EXPECT_EQ(st.largestFreeBlock, ByGrowth(kMiB, uint64_t{0}));
+
+  // Threshold 0: everything goes back at the sync, the expandable pool's two
+  // granules in one run since they are one free range by then.
+  Free(low.ptr, s);
+  Free(top.ptr, s);
+  Sync(s);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 0u);
+  EXPECT_EQ(st.upstreamUnmaps, ByGrowth(2u, 1u));
+}
+
+// Two growths on one stream map adjacent granules in an expandable pool, and
+// the stream's two frees merge into one pending block spanning both: a 4 MiB
+// request of the same stream reuses it without a sync and without growing. A
+// chunked pool's blocks never span chunks, so the same program grows.
+TEST_P(ExpandableGrowth, PendingFreesOfOneStreamCoalesceAcrossGrowths) {
+  const uint64_t len = WholeChunk();
+  spStream_t s = NewStream();
+  const AllocInfo a = Alloc(len, s);
+  const AllocInfo b = Alloc(len, s);
+  EXPECT_EQ(Stats().upstreamMaps, 2u);
+  if (Expandable()) {
+    ASSERT_EQ(b.ptr, At(a.ptr, kGranule));
+  }
+  Kernel(s, 1000, a.ptr, len);
+  Free(a.ptr, s);
+  Free(b.ptr, s);
+  EXPECT_EQ(Stats().largestFreeBlock, ByGrowth(kChunk, 2 * kGranule));
+
+  const AllocInfo c = Alloc(Occupying(4 * kMiB), s);
+  EXPECT_EQ(c.rule, ByGrowth(ReuseRule::kFresh, ReuseRule::kSameStream));
+  if (Expandable()) {
+    EXPECT_EQ(c.ptr, a.ptr);
+  } else {
+    EXPECT_TRUE(c.ptr != a.ptr && c.ptr != b.ptr);
+  }
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.upstreamMaps, ByGrowth(3u, 2u));
+  EXPECT_EQ(st.reservedBytes, ByGrowth(8 * kMiB, 4 * kMiB));
+  EXPECT_EQ(Now(), 0u) << "no sync was needed";
+  Free(c.ptr, s);
+}
+
+// The same across streams, once a sync has made both frees READY: READY
+// blocks merge across the growth boundary, so another stream's 4 MiB request
+// fits (every policy off: only the sync makes the frees reusable). The
+// chunked pool holds two free 2 MiB chunks and still has to grow.
+TEST_P(ExpandableGrowth, ReadyBlocksCoalesceAcrossGrowths) {
+  const uint64_t len = WholeChunk();
+  SetThreshold(UINT64_MAX);
+  SetPolicies(false, false, false);
+  spStream_t s1 = NewStream();
+  spStream_t s2 = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo a = Alloc(len, s1);
+  const AllocInfo b = Alloc(len, s2);
+  if (Expandable()) {
+    ASSERT_EQ(b.ptr, At(a.ptr, kGranule));
+  }
+  Kernel(s1, 1000, a.ptr, len);
+  Kernel(s2, 1000, b.ptr, len);
+  Free(a.ptr, s1);
+  Free(b.ptr, s2);
+  Sync(s1);
+  Sync(s2);
+  EXPECT_EQ(Stats().largestFreeBlock, ByGrowth(kChunk, 2 * kGranule));
+
+  const AllocInfo c = Alloc(Occupying(4 * kMiB), other);
+  EXPECT_EQ(c.rule, ByGrowth(ReuseRule::kFresh, ReuseRule::kAfterSync));
+  if (Expandable()) {
+    EXPECT_EQ(c.ptr, a.ptr);
+  }
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.upstreamMaps, ByGrowth(3u, 2u));
+  EXPECT_EQ(st.reservedBytes, ByGrowth(8 * kMiB, 4 * kMiB));
+  EXPECT_EQ(st.waitsInserted, 0u);
+  Free(c.ptr, other);
+}
+
+// Release under a threshold, then TrimTo, around a live 1 MiB anchor at the
+// bottom of the pool with 7 MiB freed above it. The expandable pool releases
+// whole granules inside the free range, from the top down, and keeps the
+// first whose release would take reserved below the bound; the granule
+// holding the anchor is never wholly free. The chunked pool's only free chunk
+// is all 8 MiB of the big allocation's, all or nothing.
+TEST_P(ExpandableGrowth, ReleaseUnmapsFreeGranulesButNeverBelowTheBound) {
+  spStream_t s = NewStream();
+  const AllocInfo anchor = Alloc(Occupying(kMiB), s);
+  const AllocInfo big = Alloc(Occupying(7 * kMiB), s);
+  // Expandable: granules 1-3 are the shortfall. Chunked: an 8 MiB chunk.
+  EXPECT_EQ(Stats().reservedBytes, ByGrowth(10 * kMiB, 8 * kMiB));
+  if (Expandable()) {
+    ASSERT_EQ(big.ptr, At(anchor.ptr, kMiB));
+  }
+  Kernel(s, 1000, big.ptr, Occupying(7 * kMiB));
+  Free(big.ptr, s);
+
+  // Threshold 3 MiB. Expandable: granules 3 and 2 go in one run (8 -> 4);
+  // granule 1 would leave 2 < 3 and is kept, as is granule 0 (the anchor's).
+  // Chunked: the 8 MiB chunk would leave 2 < 3: nothing goes.
+  SetThreshold(3 * kMiB);
+  Sync(s);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, ByGrowth(10 * kMiB, 4 * kMiB));
+  EXPECT_EQ(st.upstreamUnmaps, ByGrowth(0u, 1u));
+  // Chunked: the whole free chunk. Expandable: the free range's mapped low
+  // end, from just above the anchor to the top of granule 1.
+  EXPECT_EQ(st.largestFreeBlock, ByGrowth(8 * kMiB, 3 * kMiB));
+
+  // The kept bytes serve 3 MiB again without a map, at big's address in both
+  // modes (the bottom of its chunk, or just above the anchor).
+  const AllocInfo again = Alloc(Occupying(3 * kMiB), s);
+  EXPECT_EQ(again.ptr, big.ptr);
+  EXPECT_EQ(again.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(Stats().upstreamMaps, 2u);
+  Free(again.ptr, s);
+  Sync(s);
+  EXPECT_EQ(Stats().reservedBytes, ByGrowth(10 * kMiB, 4 * kMiB));
+
+  // TrimTo(3 MiB) keeps what the threshold kept, for the same reason.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 3 * kMiB), spSuccess);
+  EXPECT_EQ(Stats().reservedBytes, ByGrowth(10 * kMiB, 4 * kMiB));
+  // TrimTo(2 MiB) lets granule 1 (or the 8 MiB chunk) go: exactly the bound.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 2 * kMiB), spSuccess);
+  st = Stats();
+  EXPECT_EQ(st.reservedBytes, 2 * kMiB);
+  EXPECT_EQ(st.upstreamUnmaps, ByGrowth(1u, 2u));
+  // TrimTo(0): the anchor's granule (chunk) is not wholly free.
+  ASSERT_EQ(spMemPoolTrimTo(pool_, 0), spSuccess);
+  EXPECT_EQ(Stats().reservedBytes, 2 * kMiB);
+  Free(anchor.ptr, s);
+}
+
+// A READY range whose granules were released maps them again when reused:
+// the same address, counted as growth (upstreamMaps) and as reuse after a
+// sync, since those addresses were handed out before. The chunked pool gave
+// the whole chunk back and maps a new one: fresh memory, and 2 MiB more
+// reserved.
+TEST_P(ExpandableGrowth, ReusingAReleasedRangeMapsItsGranulesAgain) {
+  SetThreshold(2 * kMiB);
+  spStream_t s = NewStream();
+  spStream_t other = NewStream();
+  const AllocInfo anchor = Alloc(Occupying(kMiB), s);
+  const AllocInfo big = Alloc(Occupying(5 * kMiB), s);
+  EXPECT_EQ(Stats().reservedBytes, ByGrowth(8 * kMiB, 6 * kMiB));
+  Kernel(s, 1000, big.ptr, Occupying(5 * kMiB));
+  Free(big.ptr, s);
+  // Down to the 2 MiB threshold: granules 2 and 1 go in one run, or big's
+  // 6 MiB chunk goes. Either way the anchor's 2 MiB stay.
+  Sync(s);
+  spMemPoolStats st = Stats();
+  EXPECT_EQ(st.reservedBytes, 2 * kMiB);
+  EXPECT_EQ(st.upstreamUnmaps, 1u);
+  EXPECT_EQ(st.largestFreeBlock, kMiB) << "the rest of the anchor's granule (chunk)";
+
+  const AllocInfo again = Alloc(Occupying(5 * kMiB), other);
+  if (Expandable()) {
+    EXPECT_EQ(again.ptr, big.ptr) << "the free range still starts right above the anchor";
+  }
+  EXPECT_EQ(again.rule, ByGrowth(ReuseRule::kFresh, ReuseRule::kAfterSync));
+  st = Stats();
+  EXPECT_EQ(st.upstreamMaps, 3u) << "granules 1 and 2 mapped again in one run, or a new chunk";
+  EXPECT_EQ(st.reservedBytes, ByGrowth(8 * kMiB, 6 * kMiB));
+  EXPECT_EQ(BytesMapped(), ByGrowth(14 * kMiB, 10 * kMiB));
+  EXPECT_EQ((Rules()), ByGrowth(RuleCounts{.fresh = 3}, RuleCounts{.after_sync = 1, .fresh = 2}));
+  Free(again.ptr, other);
+  Free(anchor.ptr, s);
+}
+
+// =================================================== Promotion on observation
+
+// DESIGN.md "Block lifecycle": while ReuseAllowOpportunistic is on, when rules
+// 1 and 2 find nothing the pool promotes every free the executor reports
+// complete, of every stream, to READY, where they merge like any READY block.
+using PromotionOnObservation = ScenarioTest;
+INSTANTIATE_FOR_EVERY_VARIANT(PromotionOnObservation);
+
+// x and y are adjacent in an expandable pool (two growths, one granule each)
+// and in separate chunks in a chunked one. Each is used by a 1000-ns kernel
+// and freed on its own stream, so their pending blocks never merge. At host
+// time 1000 both frees are complete, and a third stream asks for 4 MiB.
+class TwoStreamsFreeAdjacentChunks : public ScenarioTest {
+ protected:
+  void SetUp() override {
+    ScenarioTest::SetUp();
+    const uint64_t len = WholeChunk();
+    s1_ = NewStream();
+    s2_ = NewStream();
+    asker_ = NewStream();
+    x_ = Alloc(len, s1_);
+    y_ = Alloc(len, s2_);
+    if (Expandable()) {
+      ASSERT_EQ(y_.ptr, At(x_.ptr, kGranule));
+    }
+    Kernel(s1_, 1000, x_.ptr, len);
+    Kernel(s2_, 1000, y_.ptr, len);
+    Free(x_.ptr, s1_);
+    Free(y_.ptr, s2_);
+    Advance(1000);
+  }
+
+  spStream_t s1_ = nullptr;
+  spStream_t s2_ = nullptr;
+  spStream_t asker_ = nullptr;
+  AllocInfo x_;
+  AllocInfo y_;
+};
+INSTANTIATE_FOR_EVERY_VARIANT(TwoStreamsFreeAdjacentChunks);
+
+// Promotion makes both READY and, in the expandable pool, one 4 MiB block:
+// the request fits at x's address without growing, and counts as
+// opportunistic (the asking stream freed none of it). The chunked pool's two
+// READY chunks are 2 MiB each, and blocks never span chunks: it grows.
+TEST_P(TwoStreamsFreeAdjacentChunks, ObservationMergesThemSoALargerRequestFits) {
+  const AllocInfo c = Alloc(Occupying(4 * kMiB), asker_);
+  EXPECT_EQ(c.rule, ByGrowth(ReuseRule::kFresh, ReuseRule::kOpportunistic));
+  if (Expandable()) {
+    EXPECT_EQ(c.ptr, x_.ptr);
+  }
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.upstreamMaps, ByGrowth(3u, 2u));
+  EXPECT_EQ(st.reservedBytes, ByGrowth(8 * kMiB, 4 * kMiB));
+  EXPECT_EQ(st.waitsInserted, 0u);
+  // Chunked: the two promoted chunks. Expandable: nothing mapped is free.
+  EXPECT_EQ(st.largestFreeBlock, ByGrowth(kChunk, uint64_t{0}));
+  Free(c.ptr, asker_);
+}
+
+// With the switch off nothing is promoted: the two pending blocks stay apart
+// and the request grows in both modes -- the expandable pool maps the two
+// granules above y, in one run.
+TEST_P(TwoStreamsFreeAdjacentChunks, WithTheSwitchOffTheLargerRequestGrows) {
+  int off = 0;
+  ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseAllowOpportunistic, &off), spSuccess);
+  const AllocInfo c = Alloc(Occupying(4 * kMiB), asker_);
+  EXPECT_EQ(c.rule, ReuseRule::kFresh);
+  if (Expandable()) {
+    EXPECT_EQ(c.ptr, At(x_.ptr, 2 * kGranule));
+  }
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.upstreamMaps, 3u);
+  EXPECT_EQ(st.reservedBytes, 8 * kMiB);
+  EXPECT_EQ(st.waitsInserted, 0u);
+  EXPECT_EQ(st.largestFreeBlock, kChunk) << "x and y, still pending";
+  Free(c.ptr, asker_);
+}
+
+// How reuse of observed memory counts (README "How reuse of promoted memory is
+// counted"): a block promoted by observation counts as opportunistic, or as
+// same-stream when only the allocating stream's own frees were promoted into
+// it, until the next proof anywhere in the runtime; then as after-sync. The
+// chunk is laid out in eighths (256 KiB) as [x2 x2 x2 | a | x1a | x1b | b b]:
+// x2 freed on s2, x1a and x1b on s1 (one pending block), the anchors a and b
+// live, so that no promoted block borders another, nor never-used memory.
+TEST_P(PromotionOnObservation, ObservedBlocksCountOpportunisticUntilAnyProof) {
+  constexpr uint64_t kEighth = kMiB / 4;
+  const uint64_t eighth = Occupying(kEighth);
+  spStream_t s1 = NewStream();
+  spStream_t s2 = NewStream();
+  spStream_t s3 = NewStream();
+  const AllocInfo x2 = Alloc(Occupying(3 * kEighth), s2);
+  const AllocInfo a = Alloc(eighth, s1);
+  const AllocInfo x1a = Alloc(eighth, s1);
+  const AllocInfo x1b = Alloc(eighth, s1);
+  const AllocInfo b = Alloc(Occupying(2 * kEighth), s1);
+  ASSERT_EQ(x1a.ptr, At(x2.ptr, 4 * kEighth));
+  ASSERT_EQ(b.ptr, At(x2.ptr, 6 * kEighth));
+  Kernel(s1, 1000, x1a.ptr, eighth);
+  Kernel(s2, 1000, x2.ptr, Occupying(3 * kEighth));
+  Free(x2.ptr, s2);
+  Free(x1a.ptr, s1);
+  Free(x1b.ptr, s1);
+  Advance(1000);
+
+  // s3 has no frees: rule 3 promotes both streams' and takes the only block
+  // that fits, x2. None of it was s3's.
+  const AllocInfo c3 = Alloc(Occupying(3 * kEighth), s3);
+  EXPECT_EQ(c3.ptr, x2.ptr);
+  EXPECT_EQ(c3.rule, ReuseRule::kOpportunistic);
+
+  // The READY block [x1a | x1b] holds only s1's frees: s1's own reuse, by
+  // rule 1.
+  const AllocInfo c1 = Alloc(eighth, s1);
+  EXPECT_EQ(c1.ptr, x1a.ptr);
+  EXPECT_EQ(c1.rule, ReuseRule::kSameStream);
+
+  // Any proof ends the mark, even a sync of a stream that has no work and
+  // proves nothing about s1: the frees were complete anyway, and the count
+  // only says whether the program had synchronized.
+  spStream_t idle = NewStream();
+  Sync(idle);
+  const AllocInfo c1b = Alloc(eighth, s1);
+  EXPECT_EQ(c1b.ptr, x1b.ptr);
+  EXPECT_EQ(c1b.rule, ReuseRule::kAfterSync);
+
+  EXPECT_EQ((Rules()),
+            (RuleCounts{.same_stream = 1, .opportunistic = 1, .after_sync = 1, .fresh = 5}));
+  const spMemPoolStats st = Stats();
+  EXPECT_EQ(st.upstreamMaps, 1u);
+  EXPECT_EQ(st.reservedBytes, kChunk);
+  EXPECT_EQ(st.waitsInserted, 0u);
+  for (const AllocInfo& x : {a, c1, c1b, b}) Free(x.ptr, s1);
+  Free(c3.ptr, s3);
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 // Pool variants selected by pool properties: DVPP, huge-page, pinned host,
-// the ACL rounding rule, and user upstreams (DESIGN.md "Pool variants").
+// the ACL rounding rule, and user upstreams (DESIGN.md "Pool variants"); and
+// the growth mode each can have (DESIGN.md "Block lifecycle"). The variant
+// tests run with chunked and with expandable growth: the figures they pin are
+// the same in both, except where a test says otherwise.
 #include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -38,12 +43,27 @@ bool MachineHasExplicitHugePages() {
   return n > 0;
 }
 
-class BackingTest : public ::testing::TestWithParam<Backing> {};
+std::string GrowthName(PoolGrowth growth) {
+  return growth == PoolGrowth::kChunked ? "Chunked" : "Expandable";
+}
+
+// A backing and a growth mode: Variants/BackingTest.<Test>/Host_Expandable.
+class BackingTest : public ::testing::TestWithParam<std::tuple<Backing, PoolGrowth>> {
+ protected:
+  static Backing backing() { return std::get<0>(GetParam()); }
+  static PoolGrowth growth() { return std::get<1>(GetParam()); }
+  // Pool properties of the given type in this test's growth mode.
+  static PoolProps Props(AllocationType type = AllocationType::kDevice) {
+    PoolProps props;
+    props.alloc_type = type;
+    props.growth = growth();
+    return props;
+  }
+};
 
 TEST_P(BackingTest, DvppBlocksStart128AlignedAndUseTheDvppSizeRule) {
-  auto rt = MakeRuntime(GetParam());
-  PoolProps props;
-  props.alloc_type = AllocationType::kDvpp;
+  auto rt = MakeRuntime(backing());
+  PoolProps props = Props(AllocationType::kDvpp);
   auto pool = rt->CreatePool(props);
   ASSERT_TRUE(pool.ok()) << pool.status();
   auto s = rt->CreateStream(0);
@@ -73,9 +93,8 @@ TEST_P(BackingTest, DvppBlocksStart128AlignedAndUseTheDvppSizeRule) {
 }
 
 TEST_P(BackingTest, PinnedHostPoolIs64ByteAlignedAndReportsDeviceMinusOne) {
-  auto rt = MakeRuntime(GetParam());
-  PoolProps props;
-  props.alloc_type = AllocationType::kPinnedHost;
+  auto rt = MakeRuntime(backing());
+  PoolProps props = Props(AllocationType::kPinnedHost);
   auto pool = rt->CreatePool(props);
   ASSERT_TRUE(pool.ok()) << pool.status();
   auto s = rt->CreateStream(0);
@@ -94,8 +113,8 @@ TEST_P(BackingTest, PinnedHostPoolIs64ByteAlignedAndReportsDeviceMinusOne) {
 }
 
 TEST_P(BackingTest, AclRoundingRuleSizesBlocksAlignUp32Plus32) {
-  auto rt = MakeRuntime(GetParam());
-  PoolProps props;
+  auto rt = MakeRuntime(backing());
+  PoolProps props = Props();
   props.acl_rounding = true;
   auto pool = rt->CreatePool(props);
   ASSERT_TRUE(pool.ok());
@@ -107,17 +126,15 @@ TEST_P(BackingTest, AclRoundingRuleSizesBlocksAlignUp32Plus32) {
     EXPECT_EQ(*rt->GetPoolAttribute(*pool, PoolAttr::kUsedMemCurrent), used) << len;
   }
   EXPECT_EQ(used, 64u + 64 + 96 + 160 + 4128);
-  PoolProps pinned;
-  pinned.alloc_type = AllocationType::kPinnedHost;
+  PoolProps pinned = Props(AllocationType::kPinnedHost);
   pinned.acl_rounding = true;
   EXPECT_EQ(rt->CreatePool(pinned).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(BackingTest, HugePageBytesByKindSumToReserved) {
-  auto rt = MakeRuntime(GetParam());
+  auto rt = MakeRuntime(backing());
   for (PagePolicy policy : {PagePolicy::kHugeFirst, PagePolicy::kNormalOnly}) {
-    PoolProps props;
-    props.alloc_type = AllocationType::kHugePage;
+    PoolProps props = Props(AllocationType::kHugePage);
     props.page_policy = policy;
     auto pool = rt->CreatePool(props);
     ASSERT_TRUE(pool.ok());
@@ -130,7 +147,7 @@ TEST_P(BackingTest, HugePageBytesByKindSumToReserved) {
               st->reserved_bytes);
     if (policy == PagePolicy::kNormalOnly) {
       EXPECT_EQ(st->normal_page_bytes, st->reserved_bytes);
-    } else if (GetParam() == Backing::kAddressOnly) {
+    } else if (backing() == Backing::kAddressOnly) {
       // Nothing is mapped: bytes count under the policy's first choice.
       EXPECT_EQ(st->huge_page_bytes, st->reserved_bytes);
     }
@@ -138,17 +155,16 @@ TEST_P(BackingTest, HugePageBytesByKindSumToReserved) {
 }
 
 TEST_P(BackingTest, HugeOnlyFailsCleanlyWithoutHugePages) {
-  auto rt = MakeRuntime(GetParam());
-  PoolProps props;
-  props.alloc_type = AllocationType::kHugePage;
+  auto rt = MakeRuntime(backing());
+  PoolProps props = Props(AllocationType::kHugePage);
   props.page_policy = PagePolicy::kHugeOnly;
   auto pool = rt->CreatePool(props);
   ASSERT_TRUE(pool.ok());
   auto s = rt->CreateStream(0);
-  if (GetParam() == Backing::kHost && MachineHasExplicitHugePages()) {
+  if (backing() == Backing::kHost && MachineHasExplicitHugePages()) {
     GTEST_SKIP() << "this machine has explicit huge pages; the failure path needs none";
   }
-  if (GetParam() == Backing::kAddressOnly) {
+  if (backing() == Backing::kAddressOnly) {
     // Address-only memory always "gets" its first choice; the budget is what
     // makes HugeOnly fail there.
     ASSERT_TRUE(rt->SetHugePageBudget(0, 2 * kMiB).ok());
@@ -179,12 +195,31 @@ TEST(HugePageTest, ExplicitHugePagesWhenTheMachineHasThem) {
   EXPECT_EQ(rt->GetPoolStats(*pool)->huge_page_bytes, 2 * kMiB);
 }
 
-TEST(HugePageTest, BudgetMakesHugeFirstFallBackToNormal) {
+// A growth mode: Growth/<Suite>.<Test>/Expandable.
+class GrowthTest : public ::testing::TestWithParam<PoolGrowth> {
+ protected:
+  static PoolProps Props(AllocationType type) {
+    PoolProps props;
+    props.alloc_type = type;
+    props.growth = GetParam();
+    return props;
+  }
+  static bool Expandable() { return GetParam() == PoolGrowth::kExpandable; }
+  // The expectation of this growth mode, where the two differ.
+  static uint64_t ByGrowth(uint64_t chunked, uint64_t expandable) {
+    return Expandable() ? expandable : chunked;
+  }
+};
+
+using HugePageBudgetTest = GrowthTest;
+
+// The same figures in both modes: the 2 MiB request either grows a chunk of
+// its own or maps the one granule it lacks above the 3 MiB one; both are the
+// 2 MiB beyond the budget.
+TEST_P(HugePageBudgetTest, BudgetMakesHugeFirstFallBackToNormal) {
   auto rt = MakeRuntime(Backing::kAddressOnly);
   ASSERT_TRUE(rt->SetHugePageBudget(0, 4 * kMiB).ok());
-  PoolProps props;
-  props.alloc_type = AllocationType::kHugePage;
-  auto pool = rt->CreatePool(props);
+  auto pool = rt->CreatePool(Props(AllocationType::kHugePage));
   auto s = rt->CreateStream(0);
   auto a = rt->MallocFromPoolAsync(3 * kMiB, *pool, *s);  // 4 MiB: fits the budget
   auto b = rt->MallocFromPoolAsync(2 * kMiB, *pool, *s);  // 2 MiB more: beyond it
@@ -193,8 +228,8 @@ TEST(HugePageTest, BudgetMakesHugeFirstFallBackToNormal) {
   EXPECT_EQ(st->huge_page_bytes, 4 * kMiB);
   EXPECT_EQ(st->normal_page_bytes, 2 * kMiB);
   EXPECT_EQ(st->reserved_bytes, 6 * kMiB);
-  // Releasing gives the budget back: after the sync both chunks are gone, and
-  // a new reservation is on huge pages again.
+  // Releasing gives the budget back: after the sync every chunk (granule) is
+  // gone, and new memory is on huge pages again.
   ASSERT_TRUE(rt->FreeAsync(a->ptr, *s).ok());
   ASSERT_TRUE(rt->FreeAsync(b->ptr, *s).ok());
   ASSERT_TRUE(rt->StreamSynchronize(*s).ok());
@@ -203,22 +238,25 @@ TEST(HugePageTest, BudgetMakesHugeFirstFallBackToNormal) {
   EXPECT_EQ(rt->GetPoolStats(*pool)->huge_page_bytes, 2 * kMiB);
 }
 
-TEST(DvppWindowTest, SixteenthGiBReservationFailsWhileADevicePoolSucceeds) {
+using DvppWindowTest = GrowthTest;
+
+// The same figures in both modes: 1 GiB occupies 1 GiB + 128 B, which no
+// 1 GiB reservation holds, so an expandable pool reserves just enough for it
+// (1026 MiB), as a chunked pool maps a 1026 MiB chunk.
+TEST_P(DvppWindowTest, SixteenthGiBReservationFailsWhileADevicePoolSucceeds) {
   RuntimeConfig cfg;
   cfg.backing = Backing::kAddressOnly;
   cfg.device_capacity = 64 * kGiB;
   auto rt = Runtime::Create(cfg);
   ASSERT_TRUE(rt.ok());
-  PoolProps props;
-  props.alloc_type = AllocationType::kDvpp;
-  auto p1 = (*rt)->CreatePool(props);
-  auto p2 = (*rt)->CreatePool(props);
+  auto p1 = (*rt)->CreatePool(Props(AllocationType::kDvpp));
+  auto p2 = (*rt)->CreatePool(Props(AllocationType::kDvpp));
   ASSERT_TRUE(p1.ok() && p2.ok());
   auto s = (*rt)->CreateStream(0);
   const uint64_t window_free = internal::DvppWindow::Get().free_bytes();
   ASSERT_EQ(window_free, internal::DvppWindow::kSize) << "another test left DVPP chunks mapped";
   std::vector<void*> live;
-  // 1 GiB occupies 1 GiB + 128 B, so each chunk is 1026 MiB: 15 fit in 16 GiB.
+  // Each takes 1026 MiB of the window: 15 fit in 16 GiB.
   for (int i = 0; i < 15; ++i) {
     auto a = (*rt)->MallocFromPoolAsync(kGiB, i % 2 ? *p2 : *p1, *s);
     ASSERT_TRUE(a.ok()) << i << ": " << a.status();
@@ -238,6 +276,109 @@ TEST(DvppWindowTest, SixteenthGiBReservationFailsWhileADevicePoolSucceeds) {
   rt->reset();
   EXPECT_EQ(internal::DvppWindow::Get().free_bytes(), internal::DvppWindow::kSize);
 }
+
+// Where the modes differ: an expandable DVPP pool takes address space from
+// the process's window a reservation (1 GiB, a sixteenth) at a time, not a
+// chunk at a time, so two pools with 2 MiB each hold 2 GiB of the window; a
+// request no reservation of the pool can hold gets one of its own, and a
+// reservation that is wholly free and unmapped after a release goes back to
+// the window. Reserved (mapped) bytes are the same in both modes.
+TEST_P(DvppWindowTest, ExpandablePoolsTakeTheWindowAReservationAtATime) {
+  constexpr uint64_t kWindow = internal::DvppWindow::kSize;
+  RuntimeConfig cfg;
+  cfg.backing = Backing::kAddressOnly;
+  cfg.device_capacity = 64 * kGiB;
+  auto rt = Runtime::Create(cfg);
+  ASSERT_TRUE(rt.ok());
+  const internal::DvppWindow& window = internal::DvppWindow::Get();
+  ASSERT_EQ(window.free_bytes(), kWindow) << "another test left DVPP memory in the window";
+  auto p1 = (*rt)->CreatePool(Props(AllocationType::kDvpp));
+  auto p2 = (*rt)->CreatePool(Props(AllocationType::kDvpp));
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  auto s = (*rt)->CreateStream(0);
+  auto reserved = [&](PoolId p) { return (*rt)->GetPoolStats(p)->reserved_bytes; };
+
+  auto a = (*rt)->MallocFromPoolAsync(kMiB, *p1, *s);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(reserved(*p1), 2 * kMiB);
+  EXPECT_EQ(window.free_bytes(), kWindow - ByGrowth(2 * kMiB, kGiB));
+  auto b = (*rt)->MallocFromPoolAsync(kMiB, *p2, *s);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(window.free_bytes(), kWindow - ByGrowth(4 * kMiB, 2 * kGiB));
+
+  // 1 GiB + 128 B: more than the rest of p1's first reservation, so p1
+  // takes a second one, just large enough (1026 MiB).
+  auto big = (*rt)->MallocFromPoolAsync(kGiB, *p1, *s);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(reserved(*p1), 2 * kMiB + 1026 * kMiB);
+  EXPECT_EQ(window.free_bytes(), kWindow - ByGrowth(4 * kMiB, 2 * kGiB) - 1026 * kMiB);
+
+  // Threshold 0: big's memory goes back, and with it (expandable) its whole
+  // reservation; p1's first reservation stays for the live 1 MiB.
+  ASSERT_TRUE((*rt)->FreeAsync(big->ptr, *s).ok());
+  ASSERT_TRUE((*rt)->StreamSynchronize(*s).ok());
+  EXPECT_EQ(reserved(*p1), 2 * kMiB);
+  EXPECT_EQ(window.free_bytes(), kWindow - ByGrowth(4 * kMiB, 2 * kGiB));
+
+  ASSERT_TRUE((*rt)->FreeAsync(a->ptr, *s).ok());
+  ASSERT_TRUE((*rt)->FreeAsync(b->ptr, *s).ok());
+  ASSERT_TRUE((*rt)->StreamSynchronize(*s).ok());
+  EXPECT_EQ(reserved(*p1) + reserved(*p2), 0u);
+  EXPECT_EQ(window.free_bytes(), kWindow);
+  EXPECT_TRUE((*rt)->CheckPoolInvariants(*p1).ok());
+  EXPECT_TRUE((*rt)->CheckPoolInvariants(*p2).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Growth, HugePageBudgetTest,
+                         ::testing::Values(PoolGrowth::kChunked, PoolGrowth::kExpandable),
+                         [](const auto& info) { return GrowthName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Growth, DvppWindowTest,
+                         ::testing::Values(PoolGrowth::kChunked, PoolGrowth::kExpandable),
+                         [](const auto& info) { return GrowthName(info.param); });
+
+// Every built-in upstream can reserve address space, so a pool that does not
+// ask is expandable -- every allocation type, exportable pools and the
+// device's default pool included -- and chunked on request. The mode is a
+// property: setting the attribute is an error that changes nothing.
+class GrowthDefaultTest : public ::testing::TestWithParam<Backing> {};
+
+TEST_P(GrowthDefaultTest, ExpandableOnEveryBuiltInUpstreamChunkedOnRequest) {
+  auto rt = MakeRuntime(GetParam());
+  auto growth_of = [&](PoolId p) { return *rt->GetPoolAttribute(p, PoolAttr::kGrowth); };
+  constexpr uint64_t kChunked = static_cast<uint64_t>(PoolGrowth::kChunked);
+  constexpr uint64_t kExpandable = static_cast<uint64_t>(PoolGrowth::kExpandable);
+  auto default_pool = rt->DefaultPool(0);
+  ASSERT_TRUE(default_pool.ok());
+  EXPECT_EQ(growth_of(*default_pool), kExpandable);
+  for (AllocationType type : {AllocationType::kDevice, AllocationType::kPinnedHost,
+                              AllocationType::kHugePage, AllocationType::kDvpp}) {
+    SCOPED_TRACE(AllocationTypeName(type));
+    PoolProps props;
+    props.alloc_type = type;
+    auto by_default = rt->CreatePool(props);
+    ASSERT_TRUE(by_default.ok()) << by_default.status();
+    EXPECT_EQ(growth_of(*by_default), kExpandable);
+    props.growth = PoolGrowth::kChunked;
+    auto chunked = rt->CreatePool(props);
+    ASSERT_TRUE(chunked.ok()) << chunked.status();
+    EXPECT_EQ(growth_of(*chunked), kChunked);
+    EXPECT_EQ(rt->SetPoolAttribute(*chunked, PoolAttr::kGrowth, kExpandable).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(growth_of(*chunked), kChunked);
+  }
+  if (GetParam() != Backing::kHost) return;  // exportable pools need Host backing
+  PoolProps exportable;
+  exportable.handle_types = 1;  // a POSIX file descriptor: a memfd upstream
+  auto memfd = rt->CreatePool(exportable);
+  ASSERT_TRUE(memfd.ok()) << memfd.status();
+  EXPECT_EQ(growth_of(*memfd), kExpandable);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backings, GrowthDefaultTest,
+                         ::testing::Values(Backing::kHost, Backing::kAddressOnly),
+                         [](const auto& info) {
+                           return info.param == Backing::kHost ? "Host" : "AddressOnly";
+                         });
 
 // An upstream that fails on command, to prove failure leaves nothing behind.
 struct TestUpstream {
@@ -298,6 +439,53 @@ TEST(CallbackUpstreamTest, FailureSurfacesAsMemoryAllocationWithNothingLeaked) {
   EXPECT_EQ(up.maps, up.unmaps);
 }
 
+// An upstream of map and unmap only cannot reserve address space: a pool
+// over it grows in chunks whatever it asks by default, and asking for
+// expandable growth is not supported. A reserve-then-map upstream is the
+// converse. Malformed growth values are invalid everywhere.
+TEST(CallbackUpstreamTest, MapOnlyUpstreamIsChunkedAndCannotBeExpandable) {
+  spRuntime_t rt;
+  ASSERT_EQ(spRuntimeCreate(&rt, nullptr), spSuccess);
+  TestUpstream up;
+  spUpstream cb{&TestUpstream::Map, &TestUpstream::Unmap, &up, 1};
+  spMemPoolProps props{};
+  props.allocType = spMemAllocationTypeDevice;
+  int growth = -1;
+  for (int asked : {spPoolGrowthDefault, spPoolGrowthChunked}) {
+    props.growth = asked;
+    spMemPool_t pool = nullptr;
+    ASSERT_EQ(spMemPoolCreateWithUpstream(&pool, rt, &props, &cb), spSuccess) << asked;
+    ASSERT_EQ(spMemPoolGetAttribute(pool, spMemPoolAttrGrowth, &growth), spSuccess);
+    EXPECT_EQ(growth, spPoolGrowthChunked) << asked;
+    int expandable = spPoolGrowthExpandable;
+    EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrGrowth, &expandable), spErrorInvalidValue);
+  }
+  spMemPool_t pool = nullptr;
+  props.growth = spPoolGrowthExpandable;
+  EXPECT_EQ(spMemPoolCreateWithUpstream(&pool, rt, &props, &cb), spErrorNotSupported);
+  for (int bad : {-1, 3}) {
+    props.growth = bad;
+    EXPECT_EQ(spMemPoolCreateWithUpstream(&pool, rt, &props, &cb), spErrorInvalidValue) << bad;
+    EXPECT_EQ(spMemPoolCreate(&pool, rt, &props), spErrorInvalidValue) << bad;
+  }
+  EXPECT_EQ(up.maps, 0) << "creating a pool maps nothing";
+
+  // The reserve-then-map upstream's functions are never reached: the
+  // properties are refused first.
+  spUpstreamVmm vmm{};
+  vmm.reserve = [](size_t, size_t, void*) -> void* { return nullptr; };
+  vmm.map = [](void*, size_t, void*) { return -1; };
+  vmm.unmap = [](void*, size_t, void*) {};
+  vmm.release = [](void*, size_t, void*) {};
+  props.growth = spPoolGrowthChunked;
+  EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt, &props, &vmm), spErrorNotSupported);
+  props.growth = spPoolGrowthDefault;
+  ASSERT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt, &props, &vmm), spSuccess);
+  ASSERT_EQ(spMemPoolGetAttribute(pool, spMemPoolAttrGrowth, &growth), spSuccess);
+  EXPECT_EQ(growth, spPoolGrowthExpandable);
+  ASSERT_EQ(spRuntimeDestroy(rt), spSuccess);
+}
+
 TEST(CallbackUpstreamTest, MisalignedUpstreamMemoryFailsTheAllocationNotTheProcess) {
   auto rt = MakeRuntime(Backing::kHost);
   int unmaps = 0;
@@ -313,11 +501,14 @@ TEST(CallbackUpstreamTest, MisalignedUpstreamMemoryFailsTheAllocationNotTheProce
   EXPECT_EQ(unmaps, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backings, BackingTest,
-                         ::testing::Values(Backing::kHost, Backing::kAddressOnly),
-                         [](const auto& info) {
-                           return info.param == Backing::kHost ? "Host" : "AddressOnly";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Variants, BackingTest,
+    ::testing::Combine(::testing::Values(Backing::kHost, Backing::kAddressOnly),
+                       ::testing::Values(PoolGrowth::kChunked, PoolGrowth::kExpandable)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == Backing::kHost ? "Host" : "AddressOnly") + "_" +
+             GrowthName(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace streampool
