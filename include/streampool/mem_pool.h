@@ -41,11 +41,12 @@ struct PoolStats {
   uint64_t reuse_event_dependency = 0;  ///< ... by ReuseRule::kEventDependency
   uint64_t reuse_opportunistic = 0;     ///< ... by ReuseRule::kOpportunistic
   uint64_t reuse_after_sync = 0;        ///< ... by ReuseRule::kAfterSync
-  uint64_t reuse_internal_dependency = 0;    ///< ... by ReuseRule::kInternalDependency
-  uint64_t fresh_allocs = 0;                 ///< ... by ReuseRule::kFresh
-  uint64_t waits_inserted = 0;               ///< waits rule 5 inserted
-  uint64_t upstream_maps = 0;                ///< chunks mapped from the upstream
-  uint64_t upstream_unmaps = 0;              ///< chunks given back to the upstream
+  uint64_t reuse_internal_dependency = 0;  ///< ... by ReuseRule::kInternalDependency
+  uint64_t fresh_allocs = 0;               ///< ... by ReuseRule::kFresh
+  uint64_t waits_inserted = 0;             ///< waits rule 5 inserted
+  uint64_t upstream_maps = 0;  ///< upstream maps: chunks, or runs of granules a growth mapped
+  uint64_t upstream_unmaps =
+      0;  ///< upstream unmaps: chunks, or runs of granules a release unmapped
   uint64_t huge_page_bytes = 0;              ///< reserved bytes on explicit huge pages
   uint64_t transparent_huge_page_bytes = 0;  ///< reserved bytes on transparent huge pages
   uint64_t normal_page_bytes = 0;            ///< reserved bytes on normal pages (or unknown)

@@ -338,25 +338,26 @@ SP_API spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) SP_NOE
 
 /** A pool's statistics (streampool::PoolStats in C++). */
 typedef struct spMemPoolStats {
-  uint64_t reservedBytes;            /**< bytes mapped from the upstream now */
-  uint64_t reservedHigh;             /**< watermark of reservedBytes */
-  uint64_t usedBytes;                /**< rule sizes of live allocations */
-  uint64_t usedHigh;                 /**< watermark of usedBytes */
-  uint64_t allocCount;               /**< successful non-zero allocations */
-  uint64_t freeCount;                /**< accepted frees (NULL excluded) */
-  uint64_t failedAllocCount;         /**< failed allocations */
-  uint64_t reuseSameStream;          /**< allocations served by the stream's own pending free */
-  uint64_t reuseEventDependency;     /**< ... by a free the stream is ordered after (rule 2) */
-  uint64_t reuseOpportunistic;       /**< ... by a free observed complete (rule 3) */
-  uint64_t reuseAfterSync;           /**< ... by a READY block holding bytes used before */
-  uint64_t reuseInternalDependency;  /**< ... by a free after an inserted wait (rule 5) */
-  uint64_t waitsInserted;            /**< waits rule 5 inserted */
-  uint64_t upstreamMaps;             /**< chunks mapped */
-  uint64_t upstreamUnmaps;           /**< chunks released */
-  uint64_t hugePageBytes;            /**< reserved bytes on explicit huge pages */
+  uint64_t reservedBytes;           /**< bytes mapped from the upstream now */
+  uint64_t reservedHigh;            /**< watermark of reservedBytes */
+  uint64_t usedBytes;               /**< rule sizes of live allocations */
+  uint64_t usedHigh;                /**< watermark of usedBytes */
+  uint64_t allocCount;              /**< successful non-zero allocations */
+  uint64_t freeCount;               /**< accepted frees (NULL excluded) */
+  uint64_t failedAllocCount;        /**< failed allocations */
+  uint64_t reuseSameStream;         /**< allocations served by the stream's own pending free */
+  uint64_t reuseEventDependency;    /**< ... by a free the stream is ordered after (rule 2) */
+  uint64_t reuseOpportunistic;      /**< ... by a free observed complete (rule 3) */
+  uint64_t reuseAfterSync;          /**< ... by a READY block holding bytes used before */
+  uint64_t reuseInternalDependency; /**< ... by a free after an inserted wait (rule 5) */
+  uint64_t waitsInserted;           /**< waits rule 5 inserted */
+  uint64_t upstreamMaps;   /**< upstream maps: chunks, or runs of granules one growth mapped */
+  uint64_t upstreamUnmaps; /**< upstream unmaps: chunks, or runs of granules one release unmapped */
+  uint64_t hugePageBytes;  /**< reserved bytes on explicit huge pages */
   uint64_t transparentHugePageBytes; /**< reserved bytes on transparent huge pages */
   uint64_t normalPageBytes;          /**< reserved bytes on normal pages (or unknown) */
-  uint64_t largestFreeBlock;         /**< the largest READY or PENDING block */
+  uint64_t largestFreeBlock;         /**< the largest READY or PENDING block (one spanning unmapped
+                                         granules counts by its mapped low end) */
 } spMemPoolStats;
 
 /** Copies the pool's statistics into *stats. */

@@ -87,7 +87,8 @@ MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
       internal_deps_(props.reuse_allow_internal_dependencies),
       release_threshold_(props.release_threshold),
       expandable_(props.growth != PoolGrowth::kChunked && upstream_->can_reserve()),
-      reservation_bytes_(ReservationSize(max_size, reservation_bytes)) {
+      reservation_bytes_(ReservationSize(max_size, reservation_bytes)),
+      scarce_address_space_(reservation_bytes != 0) {
   SP_CHECK(rule_.granule >= 32 && (rule_.granule & (rule_.granule - 1)) == 0);
   SP_CHECK(kChunkGranularity % rule_.granule == 0);
   SP_CHECK(Chunk::kGranule == kChunkGranularity);
@@ -427,13 +428,13 @@ void MemPool::UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
   budget_->Release(m.size);
 }
 
-bool MemPool::MapForCarve(Block* b, uint64_t size) {
+MemPool::MapResult MemPool::MapForCarve(Block* b, uint64_t size) {
   Chunk* c = b->chunk;
   const uint64_t missing = CountUnmapped(c, b->addr(), b->addr() + size);
-  if (missing == 0) return true;
+  if (missing == 0) return MapResult::kMapped;
   const uint64_t bytes = missing * Chunk::kGranule;
-  if (bytes > max_size_ || reserved_ > max_size_ - bytes) return false;
-  if (!budget_->TryReserve(bytes)) return false;
+  if (bytes > max_size_ || reserved_ > max_size_ - bytes) return MapResult::kNoRoom;
+  if (!budget_->TryReserve(bytes)) return MapResult::kNoRoom;
   const uint64_t first = c->GranuleOf(b->addr());
   const uint64_t last = c->GranuleOf(b->addr() + size - 1) + 1;
   // Runs of unmapped granules, one upstream call each; a failure takes back
@@ -458,7 +459,7 @@ bool MemPool::MapForCarve(Block* b, uint64_t size) {
     for (const auto& [g0, g1] : map_scratch_) undone += (g1 - g0) * Chunk::kGranule;
     budget_->Release(bytes - undone);
     InsertFree(b);
-    return false;
+    return MapResult::kUpstreamFailed;
   }
   const uint64_t runs = map_scratch_.size();
   b->unmapped -= missing;
@@ -466,7 +467,7 @@ bool MemPool::MapForCarve(Block* b, uint64_t size) {
   stats_.reserved_high = std::max(stats_.reserved_high, reserved_);
   stats_.upstream_maps += runs;
   stats_.upstream_bytes_mapped += bytes;
-  return true;
+  return MapResult::kMapped;
 }
 
 Chunk* MemPool::NewReservation(uint64_t bytes) {
@@ -506,15 +507,31 @@ void MemPool::DropReservation(Chunk* c) {
   delete c;
 }
 
+Block* MemPool::FindMappedLowEnd(uint64_t size) {
+  // Few blocks span unmapped granules (the top of each reservation and the
+  // ranges a release left), so a bounded probe in best-fit order finds one
+  // whose low end is mapped far enough, if any.
+  SizeIndexNode* n = unbacked_.FindBestFitIf(
+      size,
+      [size](SizeIndexNode* x) {
+        const Block* b = Block::FromNode(x);
+        return CountUnmapped(b->chunk, b->addr(), b->addr() + size) == 0;
+      },
+      kCrossStreamProbes);
+  return n == nullptr ? nullptr : Block::FromNode(n);
+}
+
 Block* MemPool::GrowExpandable(uint64_t size) {
-  // The best-fitting free range that lacks mapped granules; if the budget or
-  // the upstream refuses its granules, a few more candidates, then a new
-  // reservation (address space ran out in the existing ones).
+  // The best-fitting free range; if the pool's or the device's budget cannot
+  // take the granules it lacks, a few more candidates that fit the budget. A
+  // new reservation only when no range is long enough (address space ran out
+  // in the existing reservations). An upstream that refuses to map fails the
+  // allocation: trying elsewhere would only repeat the refusal.
   SizeIndexNode* first = unbacked_.FindBestFit(size);
-  if (first != nullptr && MapForCarve(Block::FromNode(first), size)) {
-    return Block::FromNode(first);
-  }
   if (first != nullptr) {
+    MapResult r = MapForCarve(Block::FromNode(first), size);
+    if (r == MapResult::kMapped) return Block::FromNode(first);
+    if (r == MapResult::kUpstreamFailed) return nullptr;
     const uint64_t room =
         std::min(max_size_ - std::min(max_size_, reserved_), budget_->capacity() - budget_->used());
     SizeIndexNode* other = unbacked_.FindBestFitIf(
@@ -525,9 +542,9 @@ Block* MemPool::GrowExpandable(uint64_t size) {
                  CountUnmapped(b->chunk, b->addr(), b->addr() + size) * Chunk::kGranule <= room;
         },
         kCrossStreamProbes);
-    if (other != nullptr && MapForCarve(Block::FromNode(other), size)) {
-      return Block::FromNode(other);
-    }
+    if (other == nullptr) return nullptr;
+    r = MapForCarve(Block::FromNode(other), size);
+    return r == MapResult::kMapped ? Block::FromNode(other) : nullptr;
   }
   const std::optional<uint64_t> need = CheckedAlignUp(size, Chunk::kGranule);
   if (!need || *need > max_size_ || reserved_ > max_size_ - *need) return nullptr;
@@ -537,7 +554,7 @@ Block* MemPool::GrowExpandable(uint64_t size) {
   if (c == nullptr && reservation_bytes_ > *need) c = NewReservation(*need);
   if (c == nullptr) return nullptr;
   Block* b = c->first;
-  if (!MapForCarve(b, size)) {
+  if (MapForCarve(b, size) != MapResult::kMapped) {
     DropReservation(c);
     return nullptr;
   }
@@ -555,14 +572,16 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   const uint64_t need = *rule_size;
   const StreamIndex t = oracle.stream();
 
-  // How a READY block's reuse counts: while its promotion by observation is
-  // unproven, same-stream if only t's frees were promoted into it, else
-  // opportunistic; otherwise by whether its bytes were handed out.
+  // How a READY block's reuse counts: fresh when its bytes were never handed
+  // out; else, while its promotion by observation is unproven, same-stream
+  // if only t's frees were promoted into it, opportunistic otherwise; else
+  // after-sync.
   auto ready_rule = [this, t](const Block* b) {
+    if (b->addr() >= b->chunk->handed_out_end) return ReuseRule::kFresh;  // never handed out
     if (Observed(b)) {
       return b->observed_stream == t ? ReuseRule::kSameStream : ReuseRule::kOpportunistic;
     }
-    return b->addr() < b->chunk->handed_out_end ? ReuseRule::kAfterSync : ReuseRule::kFresh;
+    return ReuseRule::kAfterSync;
   };
 
   // Rule 1: the stream's own pending frees and READY blocks.
@@ -575,6 +594,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
       if (Better(own, chosen)) chosen = own;
     }
   }
+  if (chosen == nullptr && !unbacked_.empty()) chosen = FindMappedLowEnd(need);
   if (chosen != nullptr) {
     how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ready_rule(chosen);
   }
@@ -594,8 +614,10 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     PromoteObserved(oracle);
     if (SizeIndexNode* n = ready_.FindBestFit(need)) {
       chosen = Block::FromNode(n);
-      how = ready_rule(chosen);
+    } else if (!unbacked_.empty()) {
+      chosen = FindMappedLowEnd(need);
     }
+    if (chosen != nullptr) how = ready_rule(chosen);
   }
   // Rule 4: growth.
   if (chosen == nullptr) {
@@ -785,11 +807,15 @@ void MemPool::ReleaseGranules(uint64_t bound) {
     }
     release_blocks_.clear();
   }
-  // A reservation with nothing mapped and nothing in it goes back too (the
-  // DVPP window is shared by every pool of the process).
+  // A reservation with nothing mapped and nothing in it goes back, but for
+  // the pool's last one: keeping it saves a reserve per sync cycle and keeps
+  // addresses stable. Where address space is scarce (the DVPP window, shared
+  // by every pool of the process) even the last one goes back.
   for (Chunk* c = free_chunks_; c != nullptr;) {
     Chunk* next = c->next_free;
-    if (c->mapped_bytes == 0) DropReservation(c);
+    if (c->mapped_bytes == 0 && (scarce_address_space_ || chunks_.size() > 1)) {
+      DropReservation(c);
+    }
     c = next;
   }
 }

@@ -1,7 +1,9 @@
 // MemPool: a stream-ordered pool over one upstream.
 //
 // Serving Allocate(size) on stream T (DESIGN.md "Serving MallocAsync"):
-//   1. T's own PENDING blocks and (wholly mapped) READY blocks, best fit;
+//   1. T's own PENDING blocks and wholly mapped READY blocks, best fit (and,
+//      when none fits, the mapped low end of a READY block that spans
+//      unmapped granules);
 //   2. ReuseFollowEventDependencies: PENDING(S, f) with f <= VC(T)[S];
 //   3. ReuseAllowOpportunistic: promote every free point observed complete
 //      (they merge like any READY block), then READY blocks again;
@@ -184,8 +186,13 @@ class MemPool {
   Block* GrowChunk(uint64_t size);
   Block* GrowExpandable(uint64_t size);
   // Maps every unmapped granule [addr, addr + size) of READY block b touches;
-  // false (nothing changed) when the budget or the upstream refuses.
-  bool MapForCarve(Block* b, uint64_t size);
+  // on kNoRoom (max_size or the device budget) or kUpstreamFailed nothing
+  // changed.
+  enum class MapResult { kMapped, kNoRoom, kUpstreamFailed };
+  MapResult MapForCarve(Block* b, uint64_t size);
+  // A READY block spanning unmapped granules whose mapped low end holds
+  // `size` bytes (rules 1 and 3 when no wholly mapped block fits), or null.
+  Block* FindMappedLowEnd(uint64_t size);
   // Unmapped granules [lo, hi) of an expandable chunk touches.
   static uint64_t CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi);
   // Maps granules [g0, g1) of c (all unmapped) in one upstream call.
@@ -237,6 +244,9 @@ class MemPool {
 
   const bool expandable_;
   const uint64_t reservation_bytes_;
+  // Reservations were sized by the caller because address space is scarce:
+  // an empty one goes back even when it is the pool's last.
+  const bool scarce_address_space_;
 
   BlockArena arena_;
   SizeIndex ready_;
