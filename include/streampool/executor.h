@@ -19,8 +19,10 @@
 
 namespace streampool {
 
-/// Dense index of a stream inside one runtime. Never reused while the runtime
-/// lives.
+/// Dense index of a stream inside one runtime: a slot. A destroyed stream's
+/// slot is reused by a later stream once all its work is proven complete;
+/// positions continue across the reuse, so (slot, position) names one op for
+/// the runtime's life.
 using StreamIndex = uint32_t;
 /// Position of an op in its stream: the n-th op enqueued has position n (1-based;
 /// position 0 means "before any op").
@@ -76,8 +78,13 @@ class STREAMPOOL_EXPORT Executor {
  public:
   virtual ~Executor() = default;
 
-  /// Registers stream `s`; indices are handed out densely from 0.
+  /// Registers stream `s`; indices are handed out densely from 0, and an
+  /// index given back by RemoveStream may come again once every op enqueued
+  /// on it has completed (its positions then continue where they stopped).
   virtual void AddStream(StreamIndex s) = 0;
+  /// Stream `s` was destroyed: what is enqueued still runs to completion, and
+  /// then whatever the executor holds for it (a worker thread) may go.
+  virtual void RemoveStream(StreamIndex s) { (void)s; }
   /// Enqueues `op` as position `position` of `s` (positions are consecutive).
   /// Returns the op's predicted completion time (exact for the simulator).
   virtual TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) = 0;

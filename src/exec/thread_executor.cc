@@ -21,7 +21,9 @@ ThreadExecutor::~ThreadExecutor() {
     }
     w->cv.notify_all();
   }
-  for (Worker* w : all) w->thread.join();
+  for (Worker* w : all) {
+    if (w->thread.joinable()) w->thread.join();
+  }
 }
 
 ThreadExecutor::Worker& ThreadExecutor::worker(StreamIndex s) {
@@ -30,11 +32,79 @@ ThreadExecutor::Worker& ThreadExecutor::worker(StreamIndex s) {
   return *workers_[s];
 }
 
+void ThreadExecutor::ReapLocked() {
+  for (size_t i = 0; i < retiring_.size();) {
+    Worker& w = *workers_[retiring_[i]];
+    if (w.exited.load(std::memory_order_acquire)) {
+      if (w.thread.joinable()) w.thread.join();  // returns at once: it has exited
+      retiring_[i] = retiring_.back();
+      retiring_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
 void ThreadExecutor::AddStream(StreamIndex s) {
   std::lock_guard<std::mutex> lock(workers_mu_);
-  SP_CHECK(s == workers_.size());
-  workers_.push_back(std::make_unique<Worker>());
-  workers_.back()->thread = std::thread([this, s] { Run(s); });
+  ReapLocked();
+  SP_CHECK(s <= workers_.size());
+  if (s == workers_.size()) {
+    auto w = std::make_unique<Worker>();
+    Worker* raw = w.get();
+    // The thread first: if it cannot be made, nothing has changed.
+    std::thread t([this, raw] { Run(raw); });
+    workers_.push_back(std::move(w));
+    raw->thread = std::move(t);
+    return;
+  }
+  // A reused slot: the old incarnation's work is complete, so its worker has
+  // exited or is about to; the Worker object (and its completed position)
+  // carries over.
+  Worker& w = *workers_[s];
+  if (w.thread.joinable()) w.thread.join();
+  for (size_t i = 0; i < retiring_.size(); ++i) {
+    if (retiring_[i] == s) {
+      retiring_[i] = retiring_.back();
+      retiring_.pop_back();
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> wl(w.mu);
+    SP_CHECK(w.queue.empty());
+    w.stop = false;
+  }
+  w.exited.store(false, std::memory_order_relaxed);
+  Worker* raw = &w;
+  try {
+    w.thread = std::thread([this, raw] { Run(raw); });
+  } catch (...) {
+    // Leave the slot as a removed stream's: stopped, exited, nothing to join.
+    std::lock_guard<std::mutex> wl(w.mu);
+    w.stop = true;
+    w.exited.store(true, std::memory_order_release);
+    throw;
+  }
+}
+
+void ThreadExecutor::RemoveStream(StreamIndex s) {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  Worker& w = *workers_[s];
+  {
+    std::lock_guard<std::mutex> wl(w.mu);
+    w.stop = true;
+  }
+  w.cv.notify_all();
+  retiring_.push_back(s);
+  ReapLocked();
+}
+
+size_t ThreadExecutor::threads() const {
+  std::lock_guard<std::mutex> lock(workers_mu_);
+  size_t n = 0;
+  for (const auto& w : workers_) n += w->thread.joinable();
+  return n;
 }
 
 TimeNs ThreadExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
@@ -70,15 +140,18 @@ void ThreadExecutor::HostAdvance(TimeNs ns) {
   std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
 }
 
-void ThreadExecutor::Run(StreamIndex s) {
-  Worker& w = worker(s);
+void ThreadExecutor::Run(Worker* wp) {
+  Worker& w = *wp;
   for (;;) {
     Item item;
     {
       std::unique_lock<std::mutex> lock(w.mu);
       w.cv.wait(lock, [&] { return w.stop || !w.queue.empty(); });
       // Stop only once the queue is drained: enqueued work always completes.
-      if (w.queue.empty()) return;
+      if (w.queue.empty()) {
+        w.exited.store(true, std::memory_order_release);
+        return;
+      }
       item = std::move(w.queue.front());
       w.queue.pop_front();
     }

@@ -5,6 +5,13 @@
 // host functions, copies and fills run on the stream's worker when their turn
 // comes, which is when their effects happen.
 //
+// A destroyed stream's worker finishes what is enqueued and exits; it is
+// joined later by whichever call next adds or removes a stream (never by the
+// destroying caller, which does not wait), or when its slot is reused (by
+// then its work is proven complete, so the join returns at once). A Worker
+// object lives as long as the executor: other workers may still be reading
+// its completed position.
+//
 // Time is the steady clock since the executor started. Nothing here touches
 // the ordering core or the pools.
 #ifndef STREAMPOOL_SRC_EXEC_THREAD_EXECUTOR_H_
@@ -30,7 +37,12 @@ class ThreadExecutor final : public Executor {
   // Finishes every enqueued op, then joins the workers.
   ~ThreadExecutor() override;
 
+  // Starts the worker thread; std::system_error when the system has none to
+  // give, with nothing changed.
   void AddStream(StreamIndex s) override;
+  void RemoveStream(StreamIndex s) override;
+  // Worker threads alive or exited but not yet joined (for tests).
+  size_t threads() const;
   TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) override;
   Position CompletedPosition(StreamIndex s) override;
   void WaitFor(StreamIndex s, Position position) override;
@@ -50,18 +62,24 @@ class ThreadExecutor final : public Executor {
     std::deque<Item> queue;
     bool stop = false;
     std::atomic<Position> completed{0};
+    // Set by the worker as it returns; the thread is then joinable at once.
+    std::atomic<bool> exited{false};
     std::thread thread;
   };
 
   Worker& worker(StreamIndex s);
-  void Run(StreamIndex s);
+  void Run(Worker* w);
   void AwaitPoint(StreamIndex s, Position p);
+  // Joins the workers of destroyed streams that have exited.
+  void ReapLocked();
 
   const std::chrono::steady_clock::time_point start_;
   // Workers are created under workers_mu_ and never removed before the
   // destructor, so a pointer read under the lock stays valid.
-  std::mutex workers_mu_;
+  mutable std::mutex workers_mu_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  // Slots whose stream was destroyed and whose thread is not yet joined.
+  std::vector<StreamIndex> retiring_;
   // Completion of any op, for waits across streams.
   std::mutex done_mu_;
   std::condition_variable done_cv_;

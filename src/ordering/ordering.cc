@@ -4,10 +4,26 @@
 
 namespace streampool::internal {
 
+StreamIndex Ordering::NextSlot() const {
+  return free_slots_.empty() ? static_cast<StreamIndex>(streams_.size()) : free_slots_.back();
+}
+
 StreamIndex Ordering::AddStream(int device, StreamKind kind) {
   SP_CHECK(device >= 0);
-  const StreamIndex s = static_cast<StreamIndex>(streams_.size());
-  streams_.push_back(StreamState{.device = device, .kind = kind});
+  const StreamIndex s = NextSlot();
+  if (s == streams_.size()) {
+    streams_.push_back(StreamState{.device = device, .kind = kind});
+  } else {
+    // A reused slot keeps its position and clock (the epoch tag; see the
+    // header); everything else is the new stream's.
+    SP_CHECK(kind != StreamKind::kLegacy && streams_[s].retired);
+    free_slots_.pop_back();
+    StreamState& st = streams_[s];
+    st.device = device;
+    st.kind = kind;
+    st.legacy_seen = 0;
+    st.retired = false;
+  }
   if (kind == StreamKind::kLegacy) {
     if (legacy_by_device_.size() <= static_cast<size_t>(device)) {
       legacy_by_device_.resize(device + 1, kNoStream);
@@ -16,6 +32,17 @@ StreamIndex Ordering::AddStream(int device, StreamKind kind) {
     legacy_by_device_[device] = s;
   }
   return s;
+}
+
+void Ordering::RetireStream(StreamIndex s) {
+  StreamState& st = streams_[s];
+  SP_CHECK(st.kind != StreamKind::kLegacy && !st.retired);
+  st.retired = true;
+}
+
+void Ordering::ReuseSlot(StreamIndex s) {
+  SP_CHECK(streams_[s].retired);
+  free_slots_.push_back(s);
 }
 
 StreamIndex Ordering::LegacyOf(int device) const {

@@ -11,6 +11,20 @@
 // VC(T)[S] >= f. Because clocks are joined whole, they are transitively
 // closed: proving (S, p) complete proves (R, VC_p(S)[R]) for every R by one
 // join into `done`.
+//
+// Slot reuse. A stream index is a slot, not a name. A destroyed stream's slot
+// is retired, and the runtime hands it back (ReuseSlot) once the executor
+// reports every op it ever had complete and no pool still holds a free
+// pending on it; nothing can then wait for, or be owed, any of its positions.
+// A new stream in that slot continues its positions (its first op is pos(S)
+// + 1) and starts from the old clock. That is the epoch tag, as
+// ThreadSanitizer tags reused thread slots: a position names one op of one
+// incarnation forever, so an event snapshot, a clock entry or a free point of
+// the dead stream never reads as its successor's, and every statement about
+// the old positions stays true — they are complete, and the successor is
+// ordered after them at no cost. Clocks are therefore as wide as the most
+// streams alive at once (plus those destroyed with work still running), not as
+// every stream ever made.
 #ifndef STREAMPOOL_SRC_ORDERING_ORDERING_H_
 #define STREAMPOOL_SRC_ORDERING_ORDERING_H_
 
@@ -32,8 +46,16 @@ enum class StreamKind {
 
 class Ordering {
  public:
+  // The slot AddStream will use next: a reusable retired slot, or a new one.
+  StreamIndex NextSlot() const;
   StreamIndex AddStream(int device, StreamKind kind);
+  // The stream in slot s is destroyed (never a legacy stream).
+  void RetireStream(StreamIndex s);
+  // Slot s, retired, may hold a new stream (the caller checked "Slot reuse").
+  void ReuseSlot(StreamIndex s);
+  // Slots ever made: live, retired or free (the clock width bound).
   size_t stream_count() const { return streams_.size(); }
+  bool retired(StreamIndex s) const { return streams_[s].retired; }
   int device(StreamIndex s) const { return streams_[s].device; }
   StreamKind kind(StreamIndex s) const { return streams_[s].kind; }
 
@@ -72,6 +94,7 @@ class Ordering {
     // pos(legacy) last joined, so that ordinary ops skip the O(#streams) join
     // while the legacy stream is idle.
     Position legacy_seen = 0;
+    bool retired = false;
   };
 
   StreamIndex LegacyOf(int device) const;
@@ -79,6 +102,8 @@ class Ordering {
   std::vector<StreamState> streams_;
   std::vector<StreamIndex> legacy_by_device_;  // kNoStream where none yet
   VectorClock done_;
+  // Retired slots handed back for reuse (last in, first out).
+  std::vector<StreamIndex> free_slots_;
 };
 
 }  // namespace streampool::internal

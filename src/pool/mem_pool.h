@@ -138,6 +138,11 @@ class MemPool {
   uint64_t reserved() const { return reserved_; }
   uint64_t used() const { return used_; }
   bool has_live_or_pending() const { return live_blocks_ > 0 || pending_blocks_ > 0; }
+  // Whether a free of stream s is still pending here (its slot may not be
+  // reused meanwhile).
+  bool HasPendingOn(StreamIndex s) const {
+    return s < frees_.size() && frees_[s] && !frees_[s]->index.empty();
+  }
 
   // Attributes.
   bool reuse_follow_event_dependencies() const { return follow_events_; }

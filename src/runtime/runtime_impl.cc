@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,8 +38,7 @@ absl::Status InvalidHandle(const char* what) {
 
 // Malloc maps whole pages: it is the upstream alone, as cudaMalloc would be.
 constexpr uint64_t kMallocGranularity = 4096;
-// Ids must stay below the 36-bit object field and streams below the dense
-// clock width we are willing to keep per stream.
+// Streams alive at once (slots): the widest clock we are willing to keep.
 constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
 
 // One attribute switch for MemPool and ImportedPool (which share accessor
@@ -375,6 +375,15 @@ absl::Status RuntimeImpl::CheckDevice(int device) const {
   return absl::OkStatus();
 }
 
+absl::Status RuntimeImpl::HandleRoom() const {
+  // 2^36 handles per runtime: a runtime making a million objects a second
+  // runs out after 19 hours; it then refuses to make more instead of aborting.
+  if (next_object_id_ > kMaxObjectId) {
+    return absl::ResourceExhaustedError("this runtime has issued every handle it can");
+  }
+  return absl::OkStatus();
+}
+
 uint64_t RuntimeImpl::NewHandle(HandleKind kind) {
   SP_CHECK(next_object_id_ <= kMaxObjectId);
   return MakeHandle(kind, id_, next_object_id_++);
@@ -520,22 +529,37 @@ void RuntimeImpl::UnmapMalloc(const AllocRec& rec) {
 absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking) {
   SP_ENTER();
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
-  if (ordering_.stream_count() >= kMaxStreamsPerRuntime) {
-    return absl::ResourceExhaustedError("too many streams created in this runtime");
+  if (absl::Status s = HandleRoom(); !s.ok()) return s;
+  // A destroyed stream's slot once nothing can refer to its positions, else
+  // a new one (src/ordering/ordering.h, "Slot reuse").
+  RecycleSlots();
+  const StreamIndex idx = ordering_.NextSlot();
+  if (idx == ordering_.stream_count() && idx >= kMaxStreamsPerRuntime) {
+    return absl::ResourceExhaustedError(
+        "too many streams alive (or destroyed with work not yet proven complete) in this runtime");
   }
   if (adapter_ != nullptr) {
     // The native stream first: if the embedder cannot make one, nothing changes.
-    absl::Status bound = adapter_->BindStream(static_cast<StreamIndex>(ordering_.stream_count()),
-                                              device, /*legacy=*/false, non_blocking);
+    absl::Status bound = adapter_->BindStream(idx, device, /*legacy=*/false, non_blocking);
     if (!bound.ok()) return bound;
   }
+  try {
+    executor_->AddStream(idx);
+  } catch (const std::system_error& e) {
+    // No thread for the stream's worker: an error, with nothing changed.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the stream's worker thread: ", e.what()));
+  }
   ChargeCall();
-  const StreamIndex idx =
-      ordering_.AddStream(device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking);
-  executor_->AddStream(idx);
+  SP_CHECK(ordering_.AddStream(device, non_blocking ? StreamKind::kNonBlocking
+                                                    : StreamKind::kBlocking) == idx);
   const uint64_t h = NewHandle(HandleKind::kStream);
   streams_.emplace(h, StreamRec{idx, device, false});
-  stream_handles_.push_back(h);
+  if (idx == stream_handles_.size()) {
+    stream_handles_.push_back(h);
+  } else {
+    stream_handles_[idx] = h;
+  }
   return h;
 }
 
@@ -545,11 +569,48 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
   if (!rec.ok()) return rec.status();
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
   ChargeCall();
-  // Its index stays in the ordering core and executor: enqueued work still
-  // completes in virtual time and its pending frees stay valid.
-  stream_handles_[(*rec)->index] = 0;
+  // Enqueued work still completes and pending frees stay valid; the slot is
+  // reused once all of it is proven complete. An embedder's native streams
+  // (adapter) and a recorded timeline name streams by slot for the
+  // runtime's life, so there slots are never reused.
+  const StreamIndex idx = (*rec)->index;
+  stream_handles_[idx] = 0;
   streams_.erase(s);
+  if (adapter_ == nullptr && (sim_ == nullptr || !sim_->record_timeline())) {
+    ordering_.RetireStream(idx);
+    retired_slots_.push_back(idx);
+  }
+  executor_->RemoveStream(idx);
   return absl::OkStatus();
+}
+
+bool RuntimeImpl::SlotIdle(StreamIndex s) {
+  if (executor_->CompletedPosition(s) < ordering_.pos(s)) return false;
+  for (const auto& [h, rec] : pools_) {
+    if (rec.pool != nullptr && rec.pool->HasPendingOn(s)) return false;
+  }
+  for (const auto& [h, pool] : draining_pools_) {
+    if (pool->HasPendingOn(s)) return false;
+  }
+  return true;
+}
+
+void RuntimeImpl::RecycleSlots() {
+  // A few checks per call, round robin: CreateStream stays O(1) however many
+  // destroyed streams still have work running or frees pending.
+  constexpr size_t kChecksPerCall = 4;
+  const size_t checks = std::min(retired_slots_.size(), kChecksPerCall);
+  for (size_t n = 0; n < checks && !retired_slots_.empty(); ++n) {
+    if (recycle_cursor_ >= retired_slots_.size()) recycle_cursor_ = 0;
+    const StreamIndex s = retired_slots_[recycle_cursor_];
+    if (SlotIdle(s)) {
+      ordering_.ReuseSlot(s);
+      retired_slots_[recycle_cursor_] = retired_slots_.back();
+      retired_slots_.pop_back();
+    } else {
+      ++recycle_cursor_;
+    }
+  }
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::LegacyStream(int device) {
@@ -620,6 +681,7 @@ absl::Status RuntimeImpl::StreamWaitEvent(uint64_t s, uint64_t e) {
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreateEvent(unsigned flags) {
   SP_ENTER();
+  if (absl::Status st = HandleRoom(); !st.ok()) return st;
   if ((flags & ~(kEventDisableTiming | kEventInterprocess)) != 0) {
     return absl::InvalidArgumentError("unknown event flags");
   }
@@ -1100,6 +1162,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props,
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     const PoolProps& props, std::shared_ptr<PhysicalMemory> custom_upstream) {
+  if (absl::Status st = HandleRoom(); !st.ok()) return st;
   const int type = static_cast<int>(props.alloc_type);
   if (type < 1 || type > 4) return absl::InvalidArgumentError("unknown allocation type");
   const int policy = static_cast<int>(props.page_policy);
@@ -1425,6 +1488,7 @@ absl::StatusOr<int> RuntimeImpl::ExportPool(uint64_t pool) {
 
 absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
   SP_ENTER();
+  if (absl::Status st = HandleRoom(); !st.ok()) return st;
   if (config_.backing != Backing::kHost) {
     return absl::UnimplementedError("importing a pool needs Host backing");
   }
@@ -1528,6 +1592,7 @@ absl::Status RuntimeImpl::GetIpcEventHandle(uint64_t e, unsigned char handle[64]
 
 absl::StatusOr<uint64_t> RuntimeImpl::OpenIpcEvent(const unsigned char handle[64]) {
   SP_ENTER();
+  if (absl::Status st = HandleRoom(); !st.ok()) return st;
   absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Open(handle);
   if (!seg.ok()) return seg.status();
   ChargeCall();
@@ -1556,6 +1621,14 @@ void RuntimeImpl::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, ui
 
 void RuntimeImpl::CheckerAfterEvent() {
   const auto& reports = checker_->reports();
+  // Name a report's streams now: their slots may later hold other streams.
+  auto handle_of = [this](StreamIndex s) {
+    return s < stream_handles_.size() ? stream_handles_[s] : 0;
+  };
+  while (report_streams_.size() < reports.size()) {
+    const internal::CheckReport& r = reports[report_streams_.size()];
+    report_streams_.emplace_back(handle_of(r.stream), handle_of(r.other_stream));
+  }
   if (checker_fatal_ && reports.size() > checker_reported_) {
     std::fprintf(stderr, "streampool stream-order checker: %s: %s\n",
                  CheckKindName(reports[checker_reported_].kind),
@@ -1604,6 +1677,7 @@ void RuntimeImpl::EnableChecker(bool on, bool fatal) {
   if (!on) checker_.reset();
   checker_fatal_ = on && fatal;
   checker_reported_ = checker_ ? checker_->reports().size() : 0;
+  if (!checker_) report_streams_.clear();
 }
 
 std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
@@ -1611,15 +1685,22 @@ std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
   MutexLock lock(&mu_);
   std::vector<streampool::CheckReport> out;
   if (!checker_) return out;
-  for (const internal::CheckReport& r : checker_->reports()) {
+  const auto& reports = checker_->reports();
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const internal::CheckReport& r = reports[i];
+    const bool named = i < report_streams_.size();
     streampool::CheckReport o;
     o.kind = static_cast<streampool::CheckKind>(static_cast<int>(r.kind) + 1);
-    o.stream = StreamId{r.stream < stream_handles_.size() ? stream_handles_[r.stream] : 0};
+    o.stream = StreamId{named                              ? report_streams_[i].first
+                        : r.stream < stream_handles_.size() ? stream_handles_[r.stream]
+                                                            : 0};
     o.op_position = r.position;
     o.ptr = reinterpret_cast<const void*>(r.ptr);
     o.size = r.size;
-    o.other_stream =
-        StreamId{r.other_stream < stream_handles_.size() ? stream_handles_[r.other_stream] : 0};
+    o.other_stream = StreamId{named ? report_streams_[i].second
+                              : r.other_stream < stream_handles_.size()
+                                  ? stream_handles_[r.other_stream]
+                                  : 0};
     o.other_position = r.other_position;
     o.message = r.message;
     out.push_back(std::move(o));
@@ -1632,6 +1713,7 @@ void RuntimeImpl::ClearCheckReports() {
   MutexLock lock(&mu_);
   if (checker_) checker_->ClearReports();
   checker_reported_ = 0;
+  report_streams_.clear();
 }
 
 void RuntimeImpl::RecordTimeline(bool on) {

@@ -206,6 +206,14 @@ class RuntimeImpl {
   absl::StatusOr<EventRec*> FindEvent(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PoolRec*> FindPool(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t NewHandle(HandleKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ResourceExhausted once the runtime's handle ids are used up; checked by
+  // every call that makes a handle, before it changes anything.
+  absl::Status HandleRoom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Slot reuse (src/ordering/ordering.h): whether a destroyed stream's slot
+  // has no work running and no free pending in any pool; and handing such
+  // slots back to the ordering core.
+  bool SlotIdle(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecycleSlots() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> CreatePoolLocked(const PoolProps& props,
                                             std::shared_ptr<PhysicalMemory> custom_upstream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -271,12 +279,17 @@ class RuntimeImpl {
   Ordering ordering_ ABSL_GUARDED_BY(mu_);
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);
+  // Destroyed streams' slots not yet reusable, and where RecycleSlots looks next.
+  std::vector<StreamIndex> retired_slots_ ABSL_GUARDED_BY(mu_);
+  size_t recycle_cursor_ ABSL_GUARDED_BY(mu_) = 0;
   // Handle of every stream index (0 once destroyed), for timelines.
   std::vector<uint64_t> stream_handles_ ABSL_GUARDED_BY(mu_);
   // Null while the checker is off.
   std::unique_ptr<StreamOrderChecker> checker_ ABSL_GUARDED_BY(mu_);
   bool checker_fatal_ ABSL_GUARDED_BY(mu_) = false;
   size_t checker_reported_ ABSL_GUARDED_BY(mu_) = 0;
+  // The stream handles of each checker report, taken when it was made.
+  std::vector<std::pair<uint64_t, uint64_t>> report_streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, EventRec> events_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, PoolRec> pools_ ABSL_GUARDED_BY(mu_);
   // Destroyed pools that still had live allocations or pending frees.

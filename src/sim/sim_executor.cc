@@ -8,8 +8,9 @@
 namespace streampool::internal {
 
 void SimExecutor::AddStream(StreamIndex s) {
-  SP_CHECK(s == streams_.size());
-  streams_.emplace_back();
+  // A reused slot keeps its schedule: its positions continue.
+  SP_CHECK(s <= streams_.size());
+  if (s == streams_.size()) streams_.emplace_back();
 }
 
 TimeNs SimExecutor::EndOf(StreamIndex s, Position position) const {

@@ -46,6 +46,7 @@ class SimExecutor final : public Executor {
     TimeNs end;
   };
   void set_record_timeline(bool on) { record_timeline_ = on; }
+  bool record_timeline() const { return record_timeline_; }
   const std::vector<TimelineEntry>& timeline() const { return timeline_; }
 
  private:
