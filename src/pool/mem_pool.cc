@@ -718,6 +718,10 @@ void MemPool::Promote(const VectorClock& done) {
   PromoteUpTo([&done](StreamIndex s) { return done.Get(s); }, /*observed=*/false);
 }
 
+void MemPool::PromoteObservedOn(StreamIndex s, Position complete) {
+  PromoteUpTo([s, complete](StreamIndex r) { return r == s ? complete : 0; }, /*observed=*/true);
+}
+
 void MemPool::PromoteObserved(const OrderOracle& oracle) {
   PromoteUpTo([&oracle](StreamIndex s) { return oracle.ObservedComplete(s); }, /*observed=*/true);
 }

@@ -118,6 +118,9 @@ class MemPool {
   // Every PENDING(S, f) the oracle reports observed complete becomes READY,
   // marked as promoted by observation (rule 3; the caller checks the switch).
   void PromoteObserved(const OrderOracle& oracle);
+  // Observation of one stream: its frees up to `complete` become READY, as
+  // PromoteObserved would make them (the caller checks the switch).
+  void PromoteObservedOn(StreamIndex s, Position complete);
   // The release rule: unmaps whole granules inside READY blocks (chunked:
   // wholly free chunks), largest free range first, while reserved > bound,
   // skipping any whose release would take reserved below bound.

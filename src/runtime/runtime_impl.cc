@@ -551,8 +551,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
         absl::StrCat("cannot start the stream's worker thread: ", e.what()));
   }
   ChargeCall();
-  SP_CHECK(ordering_.AddStream(device, non_blocking ? StreamKind::kNonBlocking
-                                                    : StreamKind::kBlocking) == idx);
+  SP_CHECK(ordering_.AddStream(
+               device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking) == idx);
   const uint64_t h = NewHandle(HandleKind::kStream);
   streams_.emplace(h, StreamRec{idx, device, false});
   if (idx == stream_handles_.size()) {
@@ -585,14 +585,23 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
 }
 
 bool RuntimeImpl::SlotIdle(StreamIndex s) {
-  if (executor_->CompletedPosition(s) < ordering_.pos(s)) return false;
+  const Position last = ordering_.pos(s);
+  if (executor_->CompletedPosition(s) < last) return false;
+  // The dead stream's frees are observed complete: pools whose opportunistic
+  // switch is on promote them, as rule 3 would; a pool in strict mode keeps
+  // them pending (and the slot retired) until a sync proves them.
+  auto settle = [s, last](MemPool& pool) {
+    if (pool.HasPendingOn(s) && pool.reuse_allow_opportunistic()) {
+      pool.PromoteObservedOn(s, last);
+    }
+    return !pool.HasPendingOn(s);
+  };
+  bool idle = true;
   for (const auto& [h, rec] : pools_) {
-    if (rec.pool != nullptr && rec.pool->HasPendingOn(s)) return false;
+    if (rec.pool != nullptr) idle = settle(*rec.pool) && idle;
   }
-  for (const auto& [h, pool] : draining_pools_) {
-    if (pool->HasPendingOn(s)) return false;
-  }
-  return true;
+  for (const auto& [h, pool] : draining_pools_) idle = settle(*pool) && idle;
+  return idle;
 }
 
 void RuntimeImpl::RecycleSlots() {
@@ -1691,16 +1700,16 @@ std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
     const bool named = i < report_streams_.size();
     streampool::CheckReport o;
     o.kind = static_cast<streampool::CheckKind>(static_cast<int>(r.kind) + 1);
-    o.stream = StreamId{named                              ? report_streams_[i].first
+    o.stream = StreamId{named                               ? report_streams_[i].first
                         : r.stream < stream_handles_.size() ? stream_handles_[r.stream]
                                                             : 0};
     o.op_position = r.position;
     o.ptr = reinterpret_cast<const void*>(r.ptr);
     o.size = r.size;
-    o.other_stream = StreamId{named ? report_streams_[i].second
-                              : r.other_stream < stream_handles_.size()
-                                  ? stream_handles_[r.other_stream]
-                                  : 0};
+    o.other_stream =
+        StreamId{named                                     ? report_streams_[i].second
+                 : r.other_stream < stream_handles_.size() ? stream_handles_[r.other_stream]
+                                                           : 0};
     o.other_position = r.other_position;
     o.message = r.message;
     out.push_back(std::move(o));
