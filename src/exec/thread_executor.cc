@@ -1,10 +1,26 @@
 #include "src/exec/thread_executor.h"
 
+#include <system_error>
 #include <utility>
 
 #include "src/util/check.h"
+#include "src/util/fault.h"
 
 namespace streampool::internal {
+namespace {
+
+// std::thread, or std::system_error as std::thread throws when the system has
+// no thread to give (or a test made it so: src/util/fault.h).
+template <typename F>
+std::thread StartThread(F&& fn) {
+  if (FaultInjection::ShouldFail(Fault::kThreadCreate)) {
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                            "thread creation failed (injected)");
+  }
+  return std::thread(std::forward<F>(fn));
+}
+
+}  // namespace
 
 ThreadExecutor::ThreadExecutor() : start_(std::chrono::steady_clock::now()) {}
 
@@ -53,7 +69,7 @@ void ThreadExecutor::AddStream(StreamIndex s) {
     auto w = std::make_unique<Worker>();
     Worker* raw = w.get();
     // The thread first: if it cannot be made, nothing has changed.
-    std::thread t([this, raw] { Run(raw); });
+    std::thread t = StartThread([this, raw] { Run(raw); });
     workers_.push_back(std::move(w));
     raw->thread = std::move(t);
     return;
@@ -78,7 +94,7 @@ void ThreadExecutor::AddStream(StreamIndex s) {
   w.exited.store(false, std::memory_order_relaxed);
   Worker* raw = &w;
   try {
-    w.thread = std::thread([this, raw] { Run(raw); });
+    w.thread = StartThread([this, raw] { Run(raw); });
   } catch (...) {
     // Leave the slot as a removed stream's: stopped, exited, nothing to join.
     std::lock_guard<std::mutex> wl(w.mu);

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "src/memory/page_backing.h"
+#include "src/memory/sys_mmap.h"
 #include "src/util/check.h"
 
 namespace streampool::internal {
@@ -91,7 +92,7 @@ absl::StatusOr<Mapping> MemfdMemory::Map(uint64_t bytes) {
     file_size_ = offset + bytes;
   }
   void* p =
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(offset));
+      SysMmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, static_cast<off_t>(offset));
   if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
   next_offset_ = offset + bytes;
   ranges_.emplace(reinterpret_cast<uintptr_t>(p), Range{bytes, offset});
@@ -126,8 +127,8 @@ absl::StatusOr<Mapping> MemfdMemory::MapAt(void* addr, uint64_t bytes) {
     if (ftruncate(fd_, static_cast<off_t>(*offset + bytes)) != 0) return Errno("ftruncate");
     file_size_ = *offset + bytes;
   }
-  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
-                 static_cast<off_t>(*offset));
+  void* p = SysMmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+                    static_cast<off_t>(*offset));
   if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
   Mapping m;
   m.base = p;

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "src/memory/page_backing.h"
+#include "src/memory/sys_mmap.h"
 #include "src/util/check.h"
 #include "streampool/physical_memory.h"
 
@@ -24,7 +25,8 @@ class MmapMemory final : public PhysicalMemory {
       return absl::InvalidArgumentError(absl::StrCat("map size ", bytes, " is not whole pages"));
     }
     const int prot = touchable_ ? PROT_READ | PROT_WRITE : PROT_NONE;
-    void* p = mmap(nullptr, bytes, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p =
+        internal::SysMmap(nullptr, bytes, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       return absl::ResourceExhaustedError(
           absl::StrCat("mmap of ", bytes, " bytes failed: ", std::strerror(errno)));

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/memory/sys_mmap.h"
 #include "src/util/check.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -27,7 +28,7 @@ constexpr int kAnon = MAP_PRIVATE | MAP_ANONYMOUS;
 void* MapAligned(uint64_t bytes, int prot, int extra_flags, uint64_t alignment = kHugePageSize) {
   if (bytes > UINT64_MAX - alignment) return nullptr;
   const uint64_t span = bytes + alignment;
-  void* raw = mmap(nullptr, span, prot, kAnon | extra_flags, -1, 0);
+  void* raw = SysMmap(nullptr, span, prot, kAnon | extra_flags, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto r = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t start = (r + alignment - 1) & ~(alignment - 1);
@@ -48,7 +49,7 @@ bool Prefault(void* p, uint64_t bytes) {
 // Explicit huge pages (hugetlbfs pool). Returns null where the system has none.
 void* MapHugeTlb(const PageRequest& req) {
   const int flags = kAnon | MAP_HUGETLB | MAP_POPULATE | (req.fixed ? MAP_FIXED : 0);
-  void* p = mmap(req.fixed, req.bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  void* p = SysMmap(req.fixed, req.bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   // MAP_POPULATE does not report a shortage; the kernel's reservation at mmap
   // time does (MAP_HUGETLB without MAP_NORESERVE reserves the pages).
@@ -57,7 +58,7 @@ void* MapHugeTlb(const PageRequest& req) {
 
 void* MapNormal(const PageRequest& req) {
   if (req.fixed != nullptr) {
-    void* p = mmap(req.fixed, req.bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED, -1, 0);
+    void* p = SysMmap(req.fixed, req.bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
   }
   return MapAligned(req.bytes, PROT_READ | PROT_WRITE, 0);
@@ -66,6 +67,13 @@ void* MapNormal(const PageRequest& req) {
 void ReleaseRange(void* p, uint64_t bytes, bool keep_reserved) {
   if (keep_reserved) {
     void* q = mmap(p, bytes, PROT_NONE, kAnon | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (q == MAP_FAILED) {
+      // Splitting the mapping would pass vm.max_map_count: give the pages
+      // back without changing the mapping (the range stays accessible, as
+      // zero pages on next touch, but holds no memory).
+      SP_CHECK(madvise(p, bytes, MADV_DONTNEED) == 0);
+      return;
+    }
     SP_CHECK(q == p);
   } else {
     SP_CHECK(munmap(p, bytes) == 0);
@@ -99,7 +107,7 @@ absl::StatusOr<Mapping> MapAnonymousAt(void* addr, uint64_t bytes, bool touchabl
   m.size = bytes;
   m.normal_page_bytes = bytes;
   if (!touchable) return m;  // address space only: the reservation is the memory
-  void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  void* p = SysMmap(addr, bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         absl::StrCat("mmap of ", bytes, " bytes in a reservation failed: ", std::strerror(errno)));

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "src/memory/sys_mmap.h"
 #include "src/memory/upstreams.h"
 #include "src/util/check.h"
 
@@ -129,21 +130,29 @@ DvppWindow& DvppWindow::Get() {
 }
 
 DvppWindow::DvppWindow() : state_(std::make_unique<State>()) {
-  // Address space only: reserving costs no memory, and the chunks mapped into
-  // it later replace parts of this reservation in place.
-  const uint64_t span = kSize + kGranule;
-  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  SP_CHECK(raw != MAP_FAILED);
-  const auto r = reinterpret_cast<uintptr_t>(raw);
-  base_ = (r + kGranule - 1) & ~(kGranule - 1);
   absl::MutexLock lock(&state_->mu);
   state_->used.assign(kSize / kGranule, false);
   state_->free_granules = kSize / kGranule;
 }
 
+bool DvppWindow::ReserveLocked() {
+  if (base_.load(std::memory_order_relaxed) != 0) return true;
+  // Address space only: reserving costs no memory, and what is mapped into
+  // it later replaces parts of this reservation in place. Reserved on first
+  // use, so a process that cannot get 16 GiB of address space sees DVPP
+  // allocations fail, not the process.
+  const uint64_t span = kSize + kGranule;
+  void* raw = SysMmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  const auto r = reinterpret_cast<uintptr_t>(raw);
+  base_.store((r + kGranule - 1) & ~(kGranule - 1), std::memory_order_release);
+  return true;
+}
+
 void* DvppWindow::Take(uint64_t bytes) {
   const uint64_t n = bytes / kGranule;
   absl::MutexLock lock(&state_->mu);
+  if (n == 0 || !ReserveLocked()) return nullptr;
   std::vector<bool>& used = state_->used;
   uint64_t run = 0;
   for (uint64_t i = 0; i < used.size(); ++i) {
@@ -152,14 +161,14 @@ void* DvppWindow::Take(uint64_t bytes) {
       const uint64_t first = i + 1 - n;
       for (uint64_t j = first; j <= i; ++j) used[j] = true;
       state_->free_granules -= n;
-      return reinterpret_cast<void*>(base_ + first * kGranule);
+      return reinterpret_cast<void*>(base_.load(std::memory_order_relaxed) + first * kGranule);
     }
   }
   return nullptr;
 }
 
 void DvppWindow::Give(void* p, uint64_t bytes) {
-  const uint64_t first = (reinterpret_cast<uintptr_t>(p) - base_) / kGranule;
+  const uint64_t first = (reinterpret_cast<uintptr_t>(p) - base()) / kGranule;
   const uint64_t n = bytes / kGranule;
   absl::MutexLock lock(&state_->mu);
   for (uint64_t j = first; j < first + n; ++j) {

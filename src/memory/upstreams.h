@@ -3,6 +3,7 @@
 #ifndef STREAMPOOL_SRC_MEMORY_UPSTREAMS_H_
 #define STREAMPOOL_SRC_MEMORY_UPSTREAMS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -32,12 +33,14 @@ class DvppWindow {
   void* Take(uint64_t bytes);
   void Give(void* p, uint64_t bytes);
   uint64_t free_bytes() const;
-  uintptr_t base() const { return base_; }
+  // The window's first byte (0 until the first Take reserved it).
+  uintptr_t base() const { return base_.load(std::memory_order_acquire); }
 
  private:
   DvppWindow();
+  bool ReserveLocked();
   struct State;
-  uintptr_t base_ = 0;
+  std::atomic<uintptr_t> base_{0};
   std::unique_ptr<State> state_;
 };
 

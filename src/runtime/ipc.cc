@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/memory/sys_mmap.h"
 #include "src/util/check.h"
 
 namespace streampool::internal {
@@ -75,8 +76,8 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
     }
   }
   if (fresh) {
-    void* p = mmap(nullptr, d.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-                   static_cast<off_t>(d.chunk_offset));
+    void* p = SysMmap(nullptr, d.chunk_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+                      static_cast<off_t>(d.chunk_offset));
     if (p == MAP_FAILED) {
       return absl::ResourceExhaustedError(
           absl::StrCat("mapping the imported chunk failed: ", std::strerror(errno)));

@@ -283,8 +283,16 @@ absl::Status RuntimeImpl::Init() {
                                                 d, /*legacy=*/true, false);
       if (!bound.ok()) return bound;
     }
-    const StreamIndex legacy = ordering_.AddStream(d, StreamKind::kLegacy);
-    executor_->AddStream(legacy);
+    // The executor first: if it cannot run the stream, the ordering core
+    // has nothing the teardown would wait for.
+    const StreamIndex legacy = ordering_.NextSlot();
+    try {
+      executor_->AddStream(legacy);
+    } catch (const std::system_error& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot start the legacy stream's worker thread: ", e.what()));
+    }
+    SP_CHECK(ordering_.AddStream(d, StreamKind::kLegacy) == legacy);
     dev.legacy_stream = NewHandle(HandleKind::kStream);
     streams_.emplace(dev.legacy_stream, StreamRec{legacy, d, true});
     stream_handles_.push_back(dev.legacy_stream);

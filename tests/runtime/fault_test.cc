@@ -1,0 +1,246 @@
+// Exhaustion is an error, never an abort, and a failed call changes nothing.
+// The memory layer's mmap calls and the threads executor's thread starts are
+// made to fail on purpose (src/util/fault.h), the n-th one for every n of a
+// sweep, through every pool variant, both backings and both growth modes;
+// every failure must come back as spErrorMemoryAllocation with the pool's
+// statistics as they were (but failedAllocCount), the runtime usable
+// afterwards, and nothing leaked (no mapping left behind here; ASan's leak
+// checker in the sanitizer build).
+#include "src/util/fault.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/memory/upstreams.h"
+#include "streampool/runtime.h"
+#include "streampool/streampool.h"
+
+namespace streampool {
+namespace {
+
+using internal::Fault;
+using internal::FaultInjection;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Mappings of this process (lines of /proc/self/maps).
+int MappingCount() {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) return -1;
+  int n = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) n += c == '\n';
+  std::fclose(f);
+  return n;
+}
+
+spMemPoolStats Stats(spMemPool_t pool) {
+  spMemPoolStats s;
+  std::memset(&s, 0, sizeof s);
+  EXPECT_EQ(spMemPoolGetStats(pool, &s), spSuccess);
+  return s;
+}
+
+struct Variant {
+  spMemAllocationType type;
+  spBacking backing;
+  int growth;
+  std::string name;
+};
+
+std::vector<Variant> AllVariants() {
+  std::vector<Variant> out;
+  const std::pair<spMemAllocationType, const char*> types[] = {
+      {spMemAllocationTypeDevice, "Device"},
+      {spMemAllocationTypePinnedHost, "PinnedHost"},
+      {spMemAllocationTypeHugePage, "HugePage"},
+      {spMemAllocationTypeDvpp, "Dvpp"}};
+  for (const auto& [type, tname] : types) {
+    for (spBacking b : {spBackingHost, spBackingAddressOnly}) {
+      for (int g : {spPoolGrowthChunked, spPoolGrowthExpandable}) {
+        out.push_back(Variant{type, b, g,
+                              std::string(tname) + (b == spBackingHost ? "_Host" : "_AddressOnly") +
+                                  (g == spPoolGrowthChunked ? "_Chunked" : "_Expandable")});
+      }
+    }
+  }
+  return out;
+}
+
+class MmapFaultTest : public ::testing::TestWithParam<Variant> {
+ protected:
+  void TearDown() override { FaultInjection::DisarmAll(); }
+};
+
+// One program, run with the n-th mmap failing: growth, growth across a
+// granule, a sync that releases, regrowth over released granules, TrimTo.
+// Returns how many calls failed (0 once n is past every mmap it makes).
+int RunProgram(const Variant& v, uint64_t n) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  cfg.backing = v.backing;
+  cfg.deviceCapacity = 256 * kMiB;
+  spRuntime_t rt;
+  // The runtime itself maps nothing up front, so it is made before arming.
+  if (spRuntimeCreate(&rt, &cfg) != spSuccess) {
+    ADD_FAILURE() << "runtime creation failed";
+    return 0;
+  }
+  spStream_t s;
+  EXPECT_EQ(spStreamCreate(&s, rt, 0, spStreamDefault), spSuccess);
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof props);
+  props.allocType = v.type;
+  props.growth = v.growth;
+  spMemPool_t pool;
+  EXPECT_EQ(spMemPoolCreate(&pool, rt, &props), spSuccess);
+  FaultInjection::Arm(Fault::kMmap, n);
+
+  int failures = 0;
+  std::vector<void*> live;
+  auto alloc = [&](size_t size) {
+    const spMemPoolStats before = Stats(pool);
+    void* p = nullptr;
+    const spError_t e = spMallocFromPoolAsync(&p, size, pool, s);
+    if (e == spSuccess) {
+      live.push_back(p);
+      return;
+    }
+    ++failures;
+    EXPECT_EQ(e, spErrorMemoryAllocation) << "size " << size;
+    EXPECT_EQ(p, nullptr);
+    spMemPoolStats expected = before;
+    ++expected.failedAllocCount;
+    const spMemPoolStats after = Stats(pool);
+    EXPECT_EQ(std::memcmp(&after, &expected, sizeof after), 0)
+        << "a failed allocation of " << size << " changed the pool's statistics";
+  };
+  auto free_all = [&]() {
+    for (void* p : live) EXPECT_EQ(spFreeAsync(p, s), spSuccess);
+    live.clear();
+  };
+  alloc(kMiB);
+  alloc(3 * kMiB);  // crosses granules / its own chunk
+  alloc(64 * 1024);
+  free_all();
+  EXPECT_EQ(spStreamSynchronize(s), spSuccess);  // releases (threshold 0)
+  alloc(5 * kMiB);                               // regrows over released granules
+  alloc(kMiB);
+  free_all();
+  EXPECT_EQ(spStreamSynchronize(s), spSuccess);
+  EXPECT_EQ(spMemPoolTrimTo(pool, 0), spSuccess);
+
+  // Usable again once the system has memory to give.
+  FaultInjection::DisarmAll();
+  void* p = nullptr;
+  EXPECT_EQ(spMallocFromPoolAsync(&p, 2 * kMiB, pool, s), spSuccess);
+  EXPECT_EQ(spFreeAsync(p, s), spSuccess);
+  auto view = Runtime::FromC(rt);
+  EXPECT_TRUE(view.ok());
+  if (view.ok()) {
+    EXPECT_TRUE((*view)->CheckPoolInvariants(PoolId{reinterpret_cast<uintptr_t>(pool)}).ok());
+  }
+  EXPECT_EQ(spStreamDestroy(s), spSuccess);
+  EXPECT_EQ(spRuntimeDestroy(rt), spSuccess);
+  return failures;
+}
+
+TEST_P(MmapFaultTest, EveryNthMmapFailureIsACleanErrorAndLeaksNothing) {
+  const Variant& v = GetParam();
+  // Warm-up runs, one clean and one failing, map what stays mapped for the
+  // process's life (the DVPP window, the heap arenas the error paths touch
+  // first), so that the counts below compare like for like.
+  RunProgram(v, 0);
+  RunProgram(v, 1);
+  const bool dvpp = v.type == spMemAllocationTypeDvpp;
+  // DVPP memory lives inside the process's window, one mapping whose pieces
+  // the kernel may or may not merge back: count the window's free bytes there.
+  const int maps_before = MappingCount();
+  const uint64_t window_free_before = internal::DvppWindow::Get().free_bytes();
+  int injected_runs = 0;
+  for (uint64_t n = 1; n <= 40; ++n) {
+    SCOPED_TRACE(n);
+    const int failures = RunProgram(v, n);
+    if (FaultInjection::injected(Fault::kMmap) == 0) break;  // past the last mmap
+    ++injected_runs;
+    // The failure may hit a release-side remap that has a fallback, or a
+    // growth: either way no call may abort, and some growth must have failed
+    // for most n.
+    (void)failures;
+    if (dvpp) {
+      EXPECT_EQ(internal::DvppWindow::Get().free_bytes(), window_free_before)
+          << "a DVPP range outlived its runtime";
+    }
+  }
+  // A leak per failing run would add a mapping per n; the heap may add one
+  // or two of its own (a new arena) whatever we do.
+  if (!dvpp) {
+    EXPECT_LE(MappingCount(), maps_before + 2)
+        << "mappings outlived their runtimes over " << injected_runs << " failing runs";
+  }
+  if (dvpp && v.backing == spBackingAddressOnly) {
+    // Address-only DVPP memory is the window's own address space: no mmap
+    // call to fail.
+    EXPECT_EQ(injected_runs, 0);
+  } else {
+    EXPECT_GT(injected_runs, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, MmapFaultTest, ::testing::ValuesIn(AllVariants()),
+                         [](const ::testing::TestParamInfo<Variant>& p) { return p.param.name; });
+
+TEST(ThreadFaultTest, StreamCreateFailsCleanlyWhenNoThreadCanStart) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  cfg.executor = spExecutorThreads;
+  spRuntime_t rt;
+  ASSERT_EQ(spRuntimeCreate(&rt, &cfg), spSuccess);
+  spStream_t keep;
+  ASSERT_EQ(spStreamCreate(&keep, rt, 0, spStreamDefault), spSuccess);
+  for (int round = 0; round < 3; ++round) {
+    // Round 0 takes a new slot; later rounds may reuse the destroyed one.
+    FaultInjection::Arm(Fault::kThreadCreate, 1);
+    spStream_t s = nullptr;
+    EXPECT_EQ(spStreamCreate(&s, rt, 0, spStreamDefault), spErrorMemoryAllocation);
+    EXPECT_EQ(s, nullptr);
+    EXPECT_EQ(FaultInjection::injected(Fault::kThreadCreate), 1u);
+    FaultInjection::DisarmAll();
+    // The runtime goes on: the kept stream works, a new stream can be made.
+    void* p = nullptr;
+    ASSERT_EQ(spMallocAsync(&p, 4096, keep), spSuccess);
+    ASSERT_EQ(spFreeAsync(p, keep), spSuccess);
+    ASSERT_EQ(spStreamCreate(&s, rt, 0, spStreamNonBlocking), spSuccess);
+    ASSERT_EQ(spMallocAsync(&p, 4096, s), spSuccess);
+    ASSERT_EQ(spFreeAsync(p, s), spSuccess);
+    ASSERT_EQ(spStreamSynchronize(s), spSuccess);
+    ASSERT_EQ(spStreamDestroy(s), spSuccess);
+    ASSERT_EQ(spDeviceSynchronize(rt, 0), spSuccess);
+  }
+  ASSERT_EQ(spStreamDestroy(keep), spSuccess);
+  ASSERT_EQ(spRuntimeDestroy(rt), spSuccess);
+}
+
+TEST(ThreadFaultTest, RuntimeCreateFailsCleanlyWhenNoThreadCanStart) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  cfg.executor = spExecutorThreads;
+  cfg.deviceCount = 3;
+  for (uint64_t n = 1; n <= 3; ++n) {
+    SCOPED_TRACE(n);
+    FaultInjection::Arm(Fault::kThreadCreate, n);
+    spRuntime_t rt = nullptr;
+    EXPECT_EQ(spRuntimeCreate(&rt, &cfg), spErrorMemoryAllocation);
+    EXPECT_EQ(rt, nullptr);
+  }
+  FaultInjection::DisarmAll();
+  spRuntime_t rt;
+  ASSERT_EQ(spRuntimeCreate(&rt, &cfg), spSuccess);
+  ASSERT_EQ(spRuntimeDestroy(rt), spSuccess);
+}
+
+}  // namespace
+}  // namespace streampool
