@@ -33,16 +33,19 @@ TEST(AdapterTest, EventDependencyReuseFollowsNativeOrder) {
   ASSERT_TRUE(producer.ok() && consumer.ok() && ev.ok());
   std::atomic<int> bad{0};
   void* first = nullptr;
+  // Each buffer fills a 2 MiB granule, so the only memory a round can reuse
+  // is the previous round's, through the events (rule 1 finds nothing).
+  constexpr size_t kBytes = size_t{2} << 20;
   for (int round = 0; round < 100; ++round) {
-    auto a = rt->MallocAsync(1 << 16, *producer);
+    auto a = rt->MallocAsync(kBytes, *producer);
     ASSERT_TRUE(a.ok());
     if (round == 0) first = a->ptr;
     auto* p = static_cast<unsigned char*>(a->ptr);
-    Native(*rt, *producer).Launch([p, round] { std::memset(p, round, 1 << 16); });
+    Native(*rt, *producer).Launch([p, round] { std::memset(p, round, kBytes); });
     ASSERT_TRUE(rt->RecordEvent(*ev, *producer).ok());      // native record
     ASSERT_TRUE(rt->StreamWaitEvent(*consumer, *ev).ok());  // native wait
     Native(*rt, *consumer).Launch([p, round, &bad] {
-      if (p[0] != round || p[(1 << 16) - 1] != round) ++bad;
+      if (p[0] != round || p[kBytes - 1] != round) ++bad;
     });
     ASSERT_TRUE(rt->FreeAsync(p, *consumer).ok());
     ASSERT_TRUE(rt->RecordEvent(*ev, *consumer).ok());

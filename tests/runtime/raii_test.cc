@@ -127,8 +127,10 @@ TEST_F(RaiiTest, EventIsDestroyedAtScopeExitAndOrdersStreams) {
     EXPECT_EQ(ev->c(), id.c());
     // The producer frees a buffer after 1 us of work and records the event;
     // the consumer waits for it, so rule 2 (event dependency) hands the
-    // consumer the same bytes while the producer is still busy.
-    absl::StatusOr<AsyncPtr> buf = AsyncPtr::Allocate(*rt_, kMiB, producer->id());
+    // consumer the same bytes while the producer is still busy. The buffer
+    // fills its 2 MiB granule, so no never-used READY bytes beside it could
+    // serve the consumer by rule 1 first.
+    absl::StatusOr<AsyncPtr> buf = AsyncPtr::Allocate(*rt_, 2 * kMiB, producer->id());
     ASSERT_TRUE(buf.ok());
     freed = buf->get();
     ASSERT_TRUE(rt_->LaunchKernel(producer->id(), 1000, {}).ok());
@@ -136,7 +138,7 @@ TEST_F(RaiiTest, EventIsDestroyedAtScopeExitAndOrdersStreams) {
     ASSERT_TRUE(ev->Record(producer->id()).ok());
     EXPECT_EQ(ev->Query().code(), absl::StatusCode::kUnavailable);
     ASSERT_TRUE(ev->MakeStreamWait(consumer->id()).ok());
-    absl::StatusOr<AllocInfo> a = rt_->MallocAsync(kMiB, consumer->id());
+    absl::StatusOr<AllocInfo> a = rt_->MallocAsync(2 * kMiB, consumer->id());
     ASSERT_TRUE(a.ok());
     EXPECT_EQ(a->ptr, freed);
     EXPECT_EQ(a->rule, ReuseRule::kEventDependency);
