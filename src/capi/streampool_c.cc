@@ -5,12 +5,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <new>
-#include <stdexcept>
-#include <system_error>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/registry.h"
 #include "src/runtime/runtime_impl.h"
@@ -37,6 +35,8 @@ spError_t ToError(const absl::Status& s) {
       return spErrorNotReady;
     case absl::StatusCode::kUnimplemented:
       return spErrorNotSupported;
+    case absl::StatusCode::kInternal:
+      return spErrorUnknown;
     default:
       return spErrorInvalidValue;
   }
@@ -47,25 +47,7 @@ spError_t ToError(const absl::Status& s) {
 // Called from the catch-all of every entry point: resource exhaustion (no
 // memory for a host structure, no thread, no descriptor) is
 // spErrorMemoryAllocation; anything else spErrorUnknown.
-spError_t CurrentExceptionToError() noexcept {
-  try {
-    throw;
-  } catch (const std::bad_alloc&) {
-    return spErrorMemoryAllocation;
-  } catch (const std::length_error&) {
-    return spErrorMemoryAllocation;
-  } catch (const std::system_error& e) {
-    const std::error_code c = e.code();
-    if (c == std::errc::resource_unavailable_try_again || c == std::errc::not_enough_memory ||
-        c == std::errc::too_many_files_open || c == std::errc::too_many_files_open_in_system ||
-        c == std::errc::no_space_on_device) {
-      return spErrorMemoryAllocation;
-    }
-    return spErrorUnknown;
-  } catch (...) {
-    return spErrorUnknown;
-  }
-}
+spError_t CurrentExceptionToError() noexcept { return ToError(StatusFromCurrentException()); }
 
 namespace {
 

@@ -244,3 +244,28 @@ TEST(ThreadFaultTest, RuntimeCreateFailsCleanlyWhenNoThreadCanStart) {
 
 }  // namespace
 }  // namespace streampool
+
+namespace streampool {
+namespace {
+
+// The C++ API answers the same failures with absl::Status.
+TEST(ThreadFaultTest, CppApiReturnsResourceExhaustedWhenNoThreadCanStart) {
+  RuntimeConfig cfg;
+  cfg.executor = ExecutorKind::kThreads;
+  auto rt = Runtime::Create(cfg);
+  ASSERT_TRUE(rt.ok());
+  FaultInjection::Arm(Fault::kThreadCreate, 1);
+  absl::StatusOr<StreamId> s = (*rt)->CreateStream(0);
+  FaultInjection::DisarmAll();
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted) << s.status();
+  s = (*rt)->CreateStream(0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*rt)->DestroyStream(*s).ok());
+  FaultInjection::Arm(Fault::kThreadCreate, 1);
+  absl::StatusOr<std::unique_ptr<Runtime>> other = Runtime::Create(cfg);
+  FaultInjection::DisarmAll();
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace streampool
