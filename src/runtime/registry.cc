@@ -93,6 +93,7 @@ void Registry::AddRange(uintptr_t base, uint64_t size, uint32_t runtime_id, bool
   if (next != ranges_.end() && next->first == end && same(next->second)) {
     it->second.end = next->second.end;
     ranges_.erase(next);
+    it = ranges_.find(base);  // a btree's erase invalidates every iterator
   }
   if (it != ranges_.begin()) {
     auto prev = std::prev(it);

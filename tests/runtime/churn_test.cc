@@ -8,7 +8,9 @@
 // bounds on threads, clock width and resident memory — never on time.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -232,6 +234,168 @@ TEST_P(ChurnTest, SlotReuseWaitsForPendingFreesAndContinuesPositions) {
   EXPECT_GT(rt_->impl().Introspect().positions[slot], last);
   ASSERT_TRUE(rt_->FreeAsync(b->ptr, s3).ok());
   ASSERT_TRUE(rt_->DeviceSynchronize(0).ok());
+}
+
+// The soak: everything at once, from several host threads, for
+// STREAMPOOL_SOAK_SECONDS (a fixed 3 000 steps per thread in CI): streams
+// destroyed with frees pending and kernels running, events destroyed while
+// waits on them are enqueued, pools destroyed with live allocations, growth
+// modes and reuse switches mixed, syncs, queries and trims — with the
+// stream-order checker on and every pool's invariants checked at the end.
+TEST_P(ChurnTest, SoakMixesEverything) {
+  const char* env = std::getenv("STREAMPOOL_SOAK_SECONDS");
+  const int seconds = env != nullptr ? std::atoi(env) : 0;
+  constexpr int kThreads = 3;
+  constexpr int kStepsInCi = 3000;
+  rt_->EnableChecker(true);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<uint64_t> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(4242 + t);
+      auto fail = [&](const absl::Status& st) {
+        if (!st.ok()) {
+          ++errors;
+          ADD_FAILURE() << st;
+        }
+      };
+      struct Live {
+        void* ptr;
+        size_t stream;
+      };
+      std::vector<StreamId> streams;
+      std::vector<EventId> events;
+      std::vector<Live> live;
+      PoolId pool = *rt_->DefaultPool(0);
+      for (int step = 0;; ++step) {
+        if (seconds > 0 ? std::chrono::steady_clock::now() >= deadline : step >= kStepsInCi) {
+          break;
+        }
+        if (streams.size() < 2) {
+          auto s = rt_->CreateStream(0, rng() % 2 == 0);
+          if (!s.ok()) return fail(s.status());
+          streams.push_back(*s);
+          continue;
+        }
+        const size_t si = rng() % streams.size();
+        const StreamId s = streams[si];
+        switch (rng() % 12) {
+          case 0:
+          case 1:
+          case 2: {  // allocate, maybe from a pool of our own
+            auto a = rt_->MallocFromPoolAsync(64 + rng() % (3 << 20), pool, s);
+            if (a.ok()) {
+              live.push_back(Live{a->ptr, si});
+              fail(rt_->LaunchKernel(s, rng() % 2000, {{a->ptr, 64, true}}));
+            } else if (a.status().code() != absl::StatusCode::kResourceExhausted) {
+              fail(a.status());
+            }
+            break;
+          }
+          case 3:
+          case 4: {  // free, on its own stream or after an event on another
+            if (live.empty()) break;
+            const size_t k = rng() % live.size();
+            const Live l = live[k];
+            live[k] = live.back();
+            live.pop_back();
+            StreamId on = streams[l.stream];
+            if (rng() % 3 == 0 && l.stream != si) {
+              auto e = rt_->CreateEvent();
+              if (!e.ok()) return fail(e.status());
+              fail(rt_->RecordEvent(*e, streams[l.stream]));
+              fail(rt_->StreamWaitEvent(s, *e));
+              fail(rt_->DestroyEvent(*e));  // the wait keeps its snapshot
+              on = s;
+            }
+            fail(rt_->FreeAsync(l.ptr, on));
+            break;
+          }
+          case 5: {  // events kept a while, waited on and destroyed later
+            auto e = rt_->CreateEvent();
+            if (!e.ok()) return fail(e.status());
+            fail(rt_->RecordEvent(*e, s));
+            events.push_back(*e);
+            if (events.size() > 4) {
+              fail(rt_->StreamWaitEvent(streams[rng() % streams.size()], events.front()));
+              fail(rt_->DestroyEvent(events.front()));
+              events.erase(events.begin());
+            }
+            break;
+          }
+          case 6: {  // destroy a stream with whatever it has pending
+            for (Live& l : live) {
+              if (l.stream == si) {
+                fail(rt_->FreeAsync(l.ptr, s));
+                l.ptr = nullptr;
+              }
+            }
+            live.erase(std::remove_if(live.begin(), live.end(),
+                                      [](const Live& l) { return l.ptr == nullptr; }),
+                       live.end());
+            for (Live& l : live) {
+              if (l.stream == streams.size() - 1) l.stream = si;
+            }
+            fail(rt_->DestroyStream(s));
+            streams[si] = streams.back();
+            streams.pop_back();
+            break;
+          }
+          case 7:
+            fail(rng() % 2 == 0 ? rt_->StreamSynchronize(s) : rt_->DeviceSynchronize(0));
+            break;
+          case 8: {
+            const absl::Status q = rt_->StreamQuery(s);
+            if (!q.ok() && q.code() != absl::StatusCode::kUnavailable) fail(q);
+            fail(rt_->HostAdvance(rng() % 3000));
+            break;
+          }
+          case 9:
+            fail(rt_->TrimTo(pool, rng() % (8 << 20)));
+            break;
+          case 10:
+            fail(rt_->SetPoolAttribute(pool,
+                                       rng() % 2 == 0 ? PoolAttr::kReuseAllowOpportunistic
+                                                      : PoolAttr::kReuseFollowEventDependencies,
+                                       rng() % 2));
+            break;
+          case 11: {  // a pool of our own, destroyed with live allocations
+            for (Live& l : live) fail(rt_->FreeAsync(l.ptr, streams[l.stream]));
+            live.clear();
+            const PoolId old = pool;
+            PoolProps props;
+            props.growth = rng() % 2 == 0 ? PoolGrowth::kChunked : PoolGrowth::kExpandable;
+            props.max_size = uint64_t{64} << 20;
+            auto p = rt_->CreatePool(props);
+            if (!p.ok()) return fail(p.status());
+            pool = *p;
+            if (old != *rt_->DefaultPool(0)) {
+              fail(rt_->CheckPoolInvariants(old));
+              fail(rt_->DestroyPool(old));
+            }
+            break;
+          }
+        }
+      }
+      for (const Live& l : live) fail(rt_->FreeAsync(l.ptr, streams[l.stream]));
+      for (EventId e : events) fail(rt_->DestroyEvent(e));
+      for (StreamId s : streams) fail(rt_->DestroyStream(s));
+      fail(rt_->CheckPoolInvariants(pool));
+      if (pool != *rt_->DefaultPool(0)) fail(rt_->DestroyPool(pool));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0u);
+  ASSERT_TRUE(rt_->DeviceSynchronize(0).ok());
+  EXPECT_TRUE(rt_->CheckPoolInvariants(*rt_->DefaultPool(0)).ok());
+  EXPECT_TRUE(rt_->CheckReports().empty());
+  auto stats = rt_->GetPoolStats(*rt_->DefaultPool(0));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->used_bytes, 0u);
+  // Every slot's work is proven complete and every free promoted: at most as
+  // many slots as streams were alive at once (threads x a few, the legacy one).
+  EXPECT_LE(Slots(), 1u + kThreads * 8u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, ChurnTest,
