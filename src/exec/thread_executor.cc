@@ -116,13 +116,6 @@ void ThreadExecutor::RemoveStream(StreamIndex s) {
   ReapLocked();
 }
 
-size_t ThreadExecutor::threads() const {
-  std::lock_guard<std::mutex> lock(workers_mu_);
-  size_t n = 0;
-  for (const auto& w : workers_) n += w->thread.joinable();
-  return n;
-}
-
 TimeNs ThreadExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   Worker& w = worker(s);
   {

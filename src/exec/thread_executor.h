@@ -41,8 +41,6 @@ class ThreadExecutor final : public Executor {
   // give, with nothing changed.
   void AddStream(StreamIndex s) override;
   void RemoveStream(StreamIndex s) override;
-  // Worker threads alive or exited but not yet joined (for tests).
-  size_t threads() const;
   TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) override;
   Position CompletedPosition(StreamIndex s) override;
   void WaitFor(StreamIndex s, Position position) override;
@@ -76,7 +74,7 @@ class ThreadExecutor final : public Executor {
   const std::chrono::steady_clock::time_point start_;
   // Workers are created under workers_mu_ and never removed before the
   // destructor, so a pointer read under the lock stays valid.
-  mutable std::mutex workers_mu_;
+  std::mutex workers_mu_;
   std::vector<std::unique_ptr<Worker>> workers_;
   // Slots whose stream was destroyed and whose thread is not yet joined.
   std::vector<StreamIndex> retiring_;

@@ -55,7 +55,6 @@ class Ordering {
   void ReuseSlot(StreamIndex s);
   // Slots ever made: live, retired or free (the clock width bound).
   size_t stream_count() const { return streams_.size(); }
-  bool retired(StreamIndex s) const { return streams_[s].retired; }
   int device(StreamIndex s) const { return streams_[s].device; }
   StreamKind kind(StreamIndex s) const { return streams_[s].kind; }
 
