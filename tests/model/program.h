@@ -5,12 +5,9 @@
 //
 //   config devices=2 capacity=33554432 backing=address api-ns=0 copy-bytes-per-us=1000000
 //   pool p0 device device=0 max=8388608 follow=1 opportunistic=1 internal=1 threshold=0
-//   pool p1 dvpp device=1 max=0 follow=0 opportunistic=1 internal=0 threshold=max
-//   stream s0 legacy device=0
-//   stream s1 blocking device=0
-//   stream s2 nonblocking device=1
-//   events 3
-//   alloc a0 p0 s1 4096            MallocFromPoolAsync(4096, p0, s1), named a0
+//   growth=chunked pool p1 dvpp device=1 max=0 follow=0 opportunistic=1 internal=0 threshold=max
+//   growth=default stream s0 legacy device=0 stream s1 blocking device=0 stream s2 nonblocking
+//   device=1 events 3 alloc a0 p0 s1 4096            MallocFromPoolAsync(4096, p0, s1), named a0
 //   kernel s1 500 w:a0+0+256       500 ns, writes a0[0, 256)
 //   fill s1 a0+0+4096              MemsetAsync
 //   record e0 s1 / wait s2 e0
@@ -22,6 +19,10 @@
 //                                  reset-reserved-high, reset-used-high
 //   destroy-stream s2 / create-stream s2   (re-creates the slot as declared)
 //   grant p0 1 r                   SetPoolAccess: device 1 gets none, r or rw
+//
+// A pool's growth= is default, chunked or expandable (PoolProps::growth); a
+// line without it means default, which is expandable on every built-in
+// upstream.
 //
 // Names are symbolic, so deleting instructions (the minimiser) keeps a
 // program well formed: the executor skips an instruction whose names are not
@@ -165,6 +166,14 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text);
 
 // ---------------------------------------------------------------- generator
 
+// How a generated program's pools grow.
+enum class GrowthChoice {
+  kChunked,     // every pool growth=chunked
+  kExpandable,  // every pool expandable, half of them spelled growth=default
+  kMixed,       // each pool at random
+};
+const char* GrowthChoiceName(GrowthChoice g);
+
 struct GeneratorOptions {
   uint64_t seed = 1;
   size_t length = 2000;
@@ -173,11 +182,17 @@ struct GeneratorOptions {
   // Initial reuse switches of every pool: bit 0 follow event dependencies,
   // bit 1 opportunistic, bit 2 internal dependencies.
   int policy_mask = 7;
-  bool threshold_max = false;  // release threshold UINT64_MAX instead of 0
+  // Release threshold UINT64_MAX for every pool, instead of 0 for most and
+  // a few MiB for some.
+  bool threshold_max = false;
   Backing backing = Backing::kAddressOnly;
+  GrowthChoice growth = GrowthChoice::kExpandable;
 };
 
-// A random program; the same options give the same program.
+// A random program; the same options give the same program. Besides single
+// instructions it sometimes drains: frees much of what is live, synchronizes
+// every device and perhaps trims, so that releases meet many READY blocks and
+// stop part-way at the bound.
 Program Generate(const GeneratorOptions& options);
 
 // ----------------------------------------------------------------- executor
@@ -192,6 +207,9 @@ struct ExecuteResult {
   size_t skipped = 0;
   size_t double_frees = 0;  // rejected FreeAsync of a freed allocation
   Coverage coverage;
+  // Every pool's statistics after the last instruction run (for frozen
+  // programs to pin).
+  std::vector<PoolStats> stats;
   std::string category() const { return failure.substr(0, failure.find(':')); }
 };
 

@@ -3,23 +3,27 @@
 // up to 8 streams and 3 pools of mixed variants, run against the runtime and
 // the reference model side by side (tests/model/program.h). After every
 // instruction: no stream-order checker report, every pool's invariants, and
-// the model's view of decisions, statistics, clocks and virtual time.
+// the model's own decisions (rule, block, waits), statistics, clocks and
+// virtual time against the runtime's.
 //
-// The default run covers the 8 reuse-switch combinations (one test each),
-// each with release thresholds 0 and UINT64_MAX, mostly address-only backing
-// and one program in eight on real host memory: kSeedsPerCombination programs
-// of kLength instructions, over 10^6 instructions in all. A failure prints the
-// seed, the generator options and a minimised program to freeze in
-// regression_test.cc.
+// The default run covers the 8 reuse-switch combinations times the 2 growth
+// modes (one test each; the expandable programs spell half their pools
+// growth=default), each with release thresholds mostly 0 or all UINT64_MAX,
+// mostly address-only backing and one program in eight on real host memory:
+// kSeedsPerCombination programs of kLength instructions per test. A failure
+// prints the seed, the generator options and a minimised program to freeze
+// in regression_test.cc.
 //
-// Soak: STREAMPOOL_SOAK_SECONDS=N runs random seeds for N seconds
-// (PropertySoak.RandomSeeds; skipped otherwise).
+// Soak: STREAMPOOL_SOAK_SECONDS=N runs random seeds for N seconds, every
+// policy combination and growth mode, pools of both modes in one program
+// included (PropertySoak.RandomSeeds; skipped otherwise).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -29,23 +33,26 @@ namespace streampool::model {
 namespace {
 
 constexpr size_t kLength = 2000;
-constexpr uint64_t kSeedsPerCombination = 64;  // 8 x 64 x 2000 = 1,024,000 instructions
+constexpr uint64_t kSeedsPerCombination = 64;  // 8 x 2 x 64 x 2000 = 2,048,000 instructions
 
-GeneratorOptions OptionsFor(uint64_t seed, int policy_mask) {
+GeneratorOptions OptionsFor(uint64_t seed, int policy_mask, GrowthChoice growth) {
   GeneratorOptions o;
   o.seed = seed;
   o.length = kLength;
   o.policy_mask = policy_mask;
+  o.growth = growth;
   o.threshold_max = (seed & 1) != 0;
   // Real memory for one program in eight (with either threshold): the same
-  // semantics, with mmap'd chunks and fills that really write.
+  // semantics, with mmap'd chunks and reservations and fills that really
+  // write.
   o.backing = seed % 16 == 3 || seed % 16 == 6 ? Backing::kHost : Backing::kAddressOnly;
   return o;
 }
 
 std::string Describe(const GeneratorOptions& o) {
   return absl::StrCat(
-      "seed=", o.seed, " policy_mask=", o.policy_mask, " threshold=", o.threshold_max ? "max" : "0",
+      "seed=", o.seed, " policy_mask=", o.policy_mask, " growth=", GrowthChoiceName(o.growth),
+      " threshold=", o.threshold_max ? "max" : "mostly 0",
       " backing=", o.backing == Backing::kHost ? "host" : "address", " length=", o.length);
 }
 
@@ -74,52 +81,55 @@ struct Totals {
     instructions += r.executed;
     skipped += r.skipped;
     double_frees += r.double_frees;
-    for (size_t i = 0; i < coverage.by_rule.size(); ++i) {
-      coverage.by_rule[i] += r.coverage.by_rule[i];
-    }
-    coverage.failed += r.coverage.failed;
-    coverage.grew += r.coverage.grew;
-    coverage.exact_releases += r.coverage.exact_releases;
-    coverage.releases += r.coverage.releases;
-    coverage.own_candidate_checks += r.coverage.own_candidate_checks;
-    coverage.after_sync_never_used += r.coverage.after_sync_never_used;
+    coverage.Add(r.coverage);
   }
   std::string Summary() const {
+    const Coverage& c = coverage;
     std::string s = absl::StrCat(instructions, " instructions (", skipped, " skipped, ",
                                  double_frees, " double frees rejected);");
-    for (size_t i = 0; i < coverage.by_rule.size(); ++i) {
-      absl::StrAppend(&s, " ", ReuseRuleName(static_cast<ReuseRule>(i)), "=", coverage.by_rule[i]);
+    for (size_t i = 0; i < c.by_rule.size(); ++i) {
+      absl::StrAppend(&s, " ", ReuseRuleName(static_cast<ReuseRule>(i)), "=", c.by_rule[i]);
     }
-    absl::StrAppend(&s, " failed=", coverage.failed, " grew=", coverage.grew,
-                    " releases=", coverage.releases, " (exactly predicted ",
-                    coverage.exact_releases, ") rule1-known=", coverage.own_candidate_checks,
-                    " after-sync-of-unused-bytes=", coverage.after_sync_never_used);
+    absl::StrAppend(&s, " failed=", c.failed, " grew=", c.grew, " (remapped ", c.remapped,
+                    ", beside other reservations or chunks ", c.new_reservations,
+                    ") mapped-low-end=", c.low_end, " releases=", c.releases,
+                    " stopped-by-the-bound=", c.bound_stops, " observation-promoted=", c.observed,
+                    " (then failed ", c.observed_failed, ") rule2-probe-limited=", c.probe_limited,
+                    " slots-reused=", c.slots_reused, " (frees promoted first ", c.slot_promotions,
+                    ")", " after-sync-of-unused-bytes=", c.after_sync_never_used);
     return s;
   }
 };
 
-class PropertyTest : public ::testing::TestWithParam<int> {};
+// (reuse-switch mask, growth of every pool).
+class PropertyTest : public ::testing::TestWithParam<std::tuple<int, GrowthChoice>> {};
 
 TEST_P(PropertyTest, ModelAgreesAfterEveryInstruction) {
-  const int mask = GetParam();
+  const auto [mask, growth] = GetParam();
   Totals totals;
   const auto start = std::chrono::steady_clock::now();
+  // Seeds differ per growth mode, so the two modes see different programs.
+  const uint64_t base = 1000 * (mask + 1) + (growth == GrowthChoice::kExpandable ? 0 : 500);
   for (uint64_t i = 0; i < kSeedsPerCombination; ++i) {
-    const ExecuteResult r = RunSeed(OptionsFor(1000 * (mask + 1) + i, mask));
+    const ExecuteResult r = RunSeed(OptionsFor(base + i, mask, growth));
     totals.Add(r);
     if (!r.ok) break;  // one minimised failure per combination is enough to read
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("policy mask %d: %s; %.2f us per instruction\n", mask, totals.Summary().c_str(),
+  std::printf("policy mask %d, %s growth: %s; %.2f us per instruction\n", mask,
+              GrowthChoiceName(growth), totals.Summary().c_str(),
               1e6 * secs / static_cast<double>(totals.instructions));
   // The programs must reach the decisions the switches allow, or the test
   // proves little.
-  const auto& by_rule = totals.coverage.by_rule;
+  const Coverage& c = totals.coverage;
+  const auto& by_rule = c.by_rule;
   EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kFresh)], 0u);
   EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kSameStream)], 0u);
   EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kAfterSync)], 0u);
-  EXPECT_GT(totals.coverage.failed, 0u);
+  EXPECT_GT(c.failed, 0u);
+  EXPECT_GT(c.releases, 0u);
+  EXPECT_GT(c.bound_stops, 0u);
   // (A switch that starts off may be turned on by a set instruction; the
   // model checks the switch at every decision, so only reach is asserted.)
   if (mask & 1) {
@@ -127,18 +137,32 @@ TEST_P(PropertyTest, ModelAgreesAfterEveryInstruction) {
   }
   if (mask & 2) {
     EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kOpportunistic)], 0u);
+    EXPECT_GT(c.observed, 0u);
+    EXPECT_GT(c.observed_failed, 0u);
   }
   if (mask & 4) {
     EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kInternalDependency)], 0u);
   }
+  if (growth == GrowthChoice::kExpandable) {
+    // Released granules mapped again, READY blocks served by their mapped
+    // low end, and growth beyond the first reservation (where its address
+    // space ran out).
+    EXPECT_GT(c.remapped, 0u);
+    EXPECT_GT(c.low_end, 0u);
+    EXPECT_GT(c.new_reservations, 0u);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPolicyCombinations, PropertyTest, ::testing::Range(0, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return absl::StrCat("Follow", info.param & 1, "Opportunistic",
-                                               (info.param >> 1) & 1, "Internal",
-                                               (info.param >> 2) & 1);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllPolicyCombinations, PropertyTest,
+    ::testing::Combine(::testing::Range(0, 8),
+                       ::testing::Values(GrowthChoice::kChunked, GrowthChoice::kExpandable)),
+    [](const ::testing::TestParamInfo<std::tuple<int, GrowthChoice>>& info) {
+      const int mask = std::get<0>(info.param);
+      return absl::StrCat(
+          "Follow", mask & 1, "Opportunistic", (mask >> 1) & 1, "Internal", (mask >> 2) & 1,
+          std::get<1>(info.param) == GrowthChoice::kChunked ? "Chunked" : "Expandable");
+    });
 
 TEST(PropertySoak, RandomSeeds) {
   const char* env = std::getenv("STREAMPOOL_SOAK_SECONDS");
@@ -155,7 +179,11 @@ TEST(PropertySoak, RandomSeeds) {
       break;
     }
     const uint64_t seed = base + i;
-    GeneratorOptions o = OptionsFor(seed, static_cast<int>((seed >> 1) % 8));
+    // Every growth mode, mixed pools included.
+    static constexpr GrowthChoice kGrowth[] = {GrowthChoice::kChunked, GrowthChoice::kExpandable,
+                                               GrowthChoice::kMixed};
+    GeneratorOptions o =
+        OptionsFor(seed, static_cast<int>((seed >> 1) % 8), kGrowth[(seed >> 4) % 3]);
     o.length = 500 + seed % 4000;
     const ExecuteResult r = RunSeed(o);
     totals.Add(r);

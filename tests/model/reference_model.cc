@@ -1,16 +1,26 @@
 #include "tests/model/reference_model.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
+#include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 
 namespace streampool::model {
 namespace {
 
-// Growth maps whole multiples of this (DESIGN.md "Block lifecycle").
-constexpr uint64_t kChunk = uint64_t{2} << 20;
+// The unit of growth and release (DESIGN.md "Block lifecycle"): a chunk is a
+// whole number of them, an expandable pool maps and unmaps them one by one.
+constexpr uint64_t kGranule = uint64_t{2} << 20;
+// Rule 2's probe bound (MemPool::kCrossStreamProbes).
+constexpr size_t kProbes = 32;
+// The largest reservation of an expandable pool (MemPool::kMaxReservation),
+// and a DVPP pool's (a sixteenth of the 16 GiB window all DVPP pools share).
+constexpr uint64_t kMaxReservation = uint64_t{128} << 30;
+constexpr uint64_t kDvppReservation = uint64_t{1} << 30;
 
 std::optional<uint64_t> AlignUp(uint64_t len, uint64_t k) {
   if (len == 0) return 0;
@@ -32,6 +42,23 @@ std::string Point(uint32_t s, uint64_t pos) {
 }  // namespace
 
 const char* ReuseRuleLabel(ReuseRule rule) { return ReuseRuleName(rule); }
+
+void Coverage::Add(const Coverage& o) {
+  for (size_t i = 0; i < by_rule.size(); ++i) by_rule[i] += o.by_rule[i];
+  failed += o.failed;
+  grew += o.grew;
+  remapped += o.remapped;
+  new_reservations += o.new_reservations;
+  releases += o.releases;
+  bound_stops += o.bound_stops;
+  low_end += o.low_end;
+  observed += o.observed;
+  observed_failed += o.observed_failed;
+  probe_limited += o.probe_limited;
+  slots_reused += o.slots_reused;
+  slot_promotions += o.slot_promotions;
+  after_sync_never_used += o.after_sync_never_used;
+}
 
 std::optional<uint64_t> ReferenceModel::RuleSize(AllocationType type, uint64_t len) {
   switch (type) {
@@ -64,19 +91,74 @@ void ReferenceModel::Join(Clock& into, const Clock& other) {
 }
 
 uint32_t ReferenceModel::CreateStream(int device, bool non_blocking) {
+  RecycleSlots();
+  const StreamKind kind = non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking;
   Charge();
-  Stream st;
-  st.device = device;
-  st.kind = non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking;
-  streams_.push_back(st);
-  return static_cast<uint32_t>(streams_.size() - 1);
+  if (free_slots_.empty()) {
+    Stream st;
+    st.device = device;
+    st.kind = kind;
+    streams_.push_back(st);
+    return static_cast<uint32_t>(streams_.size() - 1);
+  }
+  // The slot most recently handed back. Its position, clock and last op end
+  // continue: every statement about the dead stream's positions stays true
+  // (they are complete, and the new stream is ordered after them).
+  const uint32_t s = free_slots_.back();
+  free_slots_.pop_back();
+  streams_[s].device = device;
+  streams_[s].kind = kind;
+  streams_[s].destroyed = false;
+  ++coverage_.slots_reused;
+  return s;
 }
 
 void ReferenceModel::DestroyStream(uint32_t s) {
   Charge();
   // Its work still runs and its clock still counts (DESIGN.md: destroying a
-  // stream defers); only the handle goes.
+  // stream defers); only the handle goes, and later the slot.
   streams_[s].destroyed = true;
+  retired_.push_back(s);
+}
+
+void ReferenceModel::RecycleSlots() {
+  // As the runtime does at each CreateStream: a few retired slots, round
+  // robin, each handed back once the stream's last op is complete and no
+  // pool holds a free pending on it.
+  constexpr size_t kChecksPerCall = 4;
+  const size_t checks = std::min(retired_.size(), kChecksPerCall);
+  for (size_t n = 0; n < checks && !retired_.empty(); ++n) {
+    if (recycle_cursor_ >= retired_.size()) recycle_cursor_ = 0;
+    const uint32_t s = retired_[recycle_cursor_];
+    if (SlotIdle(s)) {
+      free_slots_.push_back(s);
+      retired_[recycle_cursor_] = retired_.back();
+      retired_.pop_back();
+    } else {
+      ++recycle_cursor_;
+    }
+  }
+}
+
+bool ReferenceModel::SlotIdle(uint32_t s) {
+  if (streams_[s].last_end > now_) return false;
+  // Its frees are observed complete: pools with the opportunistic switch on
+  // promote them (as rule 3 would); the others keep them pending, and the
+  // slot retired, until a proof.
+  bool idle = true;
+  for (Pool& pool : pools_) {
+    auto on_s = [s](const Block& b) { return b.state == State::kPending && b.stream == s; };
+    bool pending = false;
+    for (const Reservation& r : pool.res)
+      pending |= std::any_of(r.blocks.begin(), r.blocks.end(), on_s);
+    if (pending && pool.opportunistic) {
+      PromoteIf(pool, /*observed=*/true, on_s);
+      ++coverage_.slot_promotions;
+      pending = false;
+    }
+    idle &= !pending;
+  }
+  return idle;
 }
 
 int ReferenceModel::CreateEvent() {
@@ -103,6 +185,13 @@ int ReferenceModel::AddPool(const ModelPoolProps& props) {
       p.granule = 128;
       break;
   }
+  // Every built-in upstream can reserve, so only an explicit choice is
+  // chunked.
+  p.expandable = props.growth != PoolGrowth::kChunked;
+  const uint64_t r = props.type == AllocationType::kDvpp ? kDvppReservation
+                                                         : std::min(p.max_size, kMaxReservation);
+  p.reservation_bytes = std::max(*AlignUp(r, kGranule), kGranule);
+  p.scarce = props.type == AllocationType::kDvpp;
   p.follow = props.follow;
   p.opportunistic = props.opportunistic;
   p.internal = props.internal;
@@ -155,31 +244,12 @@ uint64_t ReferenceModel::Enqueue(uint32_t s, uint64_t duration_ns, uint64_t wait
   return st.last_end;
 }
 
-void ReferenceModel::Prove(const Clock& proof) {
-  Join(done_, proof);
-  // What is proven complete is no longer pending in any pool (the runtime
-  // promotes every pool at each sync action and successful query).
+void ReferenceModel::AfterCompletion(bool release) {
+  ++epoch_;
   for (Pool& pool : pools_) {
-    for (auto it = pool.unproven_frees.begin(); it != pool.unproven_frees.end();) {
-      if (Proven(it->first.first, it->first.second)) {
-        it = pool.unproven_frees.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    PromoteIf(pool, /*observed=*/false, [this](const Block& b) { return Proven(b.stream, b.f); });
+    if (release) Release(pool, pool.threshold);
   }
-}
-
-void ReferenceModel::ReleaseAtSync() {
-  for (Pool& pool : pools_) pool.release_bound = pool.threshold;
-}
-
-uint64_t ReferenceModel::DeviceReserved(int device) const {
-  uint64_t sum = 0;
-  for (const Pool& p : pools_) {
-    if (!p.pinned && p.props.device == device) sum += p.reserved;
-  }
-  return sum;
 }
 
 // --------------------------------------------------------- well-formedness
@@ -231,6 +301,393 @@ void ReferenceModel::Touch(int id, uint32_t s, uint64_t end) {
   a.accesses.push_back(AccessRec{s, streams_[s].pos, end});
 }
 
+// ------------------------------------------------------------------ blocks
+
+bool ReferenceModel::Better(const Pool& pool, Ref a, Ref b) {
+  const uint64_t sa = At(pool, a).size, sb = At(pool, b).size;
+  return sa != sb ? sa < sb : Addr(pool, a) < Addr(pool, b);
+}
+
+std::optional<ReferenceModel::Ref> ReferenceModel::BestFit(
+    const Pool& pool, uint64_t need, const std::function<bool(Ref)>& pred) const {
+  std::optional<Ref> best;
+  for (size_t r = 0; r < pool.res.size(); ++r) {
+    for (size_t b = 0; b < pool.res[r].blocks.size(); ++b) {
+      const Ref x{r, b};
+      if (At(pool, x).size < need || !pred(x)) continue;
+      if (!best || Better(pool, x, *best)) best = x;
+    }
+  }
+  return best;
+}
+
+uint64_t ReferenceModel::Missing(const Reservation& r, uint64_t offset, uint64_t len) {
+  if (!r.expandable || len == 0) return 0;
+  uint64_t n = 0;
+  for (uint64_t g = offset / kGranule; g <= (offset + len - 1) / kGranule; ++g) {
+    n += !r.mapped.contains(g);
+  }
+  return n;
+}
+
+ReuseRule ReferenceModel::ReadyRule(const Pool& pool, Ref x, uint32_t t) const {
+  const Block& b = At(pool, x);
+  if (b.offset >= pool.res[x.r].handed_out_end) return ReuseRule::kFresh;  // never handed out
+  if (Observed(b)) {
+    return b.observed_stream == t ? ReuseRule::kSameStream : ReuseRule::kOpportunistic;
+  }
+  return ReuseRule::kAfterSync;
+}
+
+void ReferenceModel::Coalesce(Reservation& r) const {
+  std::vector<Block> out;
+  for (const Block& b : r.blocks) {
+    if (!out.empty()) {
+      Block& a = out.back();
+      if (a.state == State::kReady && b.state == State::kReady) {
+        // Still observed if either part is; by one stream only if every
+        // observed part was that stream's.
+        const bool oa = Observed(a), ob = Observed(b);
+        if (oa && ob) {
+          if (a.observed_stream != b.observed_stream) a.observed_stream = kMixed;
+        } else if (ob) {
+          a.observed_epoch = b.observed_epoch;
+          a.observed_stream = b.observed_stream;
+        } else if (!oa) {
+          a.observed_epoch = 0;
+          a.observed_stream = kMixed;
+        }
+        a.size += b.size;
+        continue;
+      }
+      if (a.state == State::kPending && b.state == State::kPending && a.stream == b.stream) {
+        // The later free's point covers both (one stream: positions ascend).
+        a.size += b.size;
+        a.f = std::max(a.f, b.f);
+        a.seq = std::max(a.seq, b.seq);
+        a.end = std::max(a.end, b.end);
+        continue;
+      }
+    }
+    out.push_back(b);
+  }
+  r.blocks = std::move(out);
+}
+
+void ReferenceModel::PromoteIf(Pool& pool, bool observed,
+                               const std::function<bool(const Block&)>& promote) {
+  for (Reservation& r : pool.res) {
+    for (Block& b : r.blocks) {
+      if (b.state != State::kPending || !promote(b)) continue;
+      b.state = State::kReady;
+      b.observed_epoch = observed ? epoch_ : 0;
+      b.observed_stream = observed ? b.stream : kMixed;
+    }
+    Coalesce(r);
+  }
+}
+
+void ReferenceModel::Carve(Pool& pool, Ref x, uint64_t need) {
+  Reservation& r = pool.res[x.r];
+  const Block rest = r.blocks[x.b];
+  Block live;
+  live.offset = rest.offset;
+  live.size = need;
+  live.state = State::kLive;
+  r.blocks[x.b] = live;
+  if (rest.size > need) {
+    Block high = rest;
+    high.offset += need;
+    high.size -= need;
+    r.blocks.insert(r.blocks.begin() + static_cast<ptrdiff_t>(x.b) + 1, high);
+  }
+  r.handed_out_end = std::max(r.handed_out_end, live.offset + need);
+}
+
+ReferenceModel::Ref ReferenceModel::LiveBlockAt(const Pool& pool, uintptr_t addr) const {
+  for (size_t r = 0; r < pool.res.size(); ++r) {
+    const Reservation& res = pool.res[r];
+    if (addr < res.base || addr >= res.base + res.size) continue;
+    for (size_t b = 0; b < res.blocks.size(); ++b) {
+      if (res.base + res.blocks[b].offset == addr && res.blocks[b].state == State::kLive) {
+        return Ref{r, b};
+      }
+    }
+  }
+  ABSL_RAW_LOG(FATAL, "the model has no live block at %p", reinterpret_cast<void*>(addr));
+  return Ref{};
+}
+
+// ------------------------------------------------------------------ growth
+
+uint64_t ReferenceModel::BudgetRoom(const Pool& pool) const {
+  // Pinned pools share the host's unbounded budget, device pools their
+  // device's capacity.
+  uint64_t used = 0;
+  for (const Pool& o : pools_) {
+    if (o.pinned == pool.pinned && (pool.pinned || o.props.device == pool.props.device)) {
+      used += o.reserved;
+    }
+  }
+  return (pool.pinned ? UINT64_MAX : config_.device_capacity) - used;
+}
+
+bool ReferenceModel::MapFits(const Pool& pool, Ref x, uint64_t need) const {
+  const uint64_t bytes = Missing(pool.res[x.r], At(pool, x).offset, need) * kGranule;
+  if (bytes == 0) return true;
+  return bytes <= pool.max_size && pool.reserved <= pool.max_size - bytes &&
+         bytes <= BudgetRoom(pool);
+}
+
+uint64_t ReferenceModel::MapFor(Pool& pool, Ref x, uint64_t need, bool* remapped) {
+  Reservation& r = pool.res[x.r];
+  const uint64_t offset = At(pool, x).offset;
+  if (!r.expandable) return 0;
+  uint64_t bytes = 0;
+  bool in_run = false;
+  for (uint64_t g = offset / kGranule; g <= (offset + need - 1) / kGranule; ++g) {
+    if (r.mapped.contains(g)) {
+      in_run = false;
+      continue;
+    }
+    r.mapped.insert(g);
+    bytes += kGranule;
+    if (g * kGranule < r.handed_out_end) *remapped = true;
+    if (!in_run) ++pool.maps;  // one upstream call per run of unmapped granules
+    in_run = true;
+  }
+  if (bytes != 0) {
+    pool.reserved += bytes;
+    pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+    pool.bytes_mapped += bytes;
+  }
+  return bytes;
+}
+
+absl::Status ReferenceModel::Grow(Pool& pool, uint32_t t, uint64_t need, Decision& d) {
+  auto grown = [&](Ref x, bool is_new) {
+    d.ok = true;
+    d.ref = x;
+    d.new_reservation = is_new;
+    d.rule = ReadyRule(pool, x, t);
+    d.mapped_bytes = MapFor(pool, x, need, &d.remapped);
+  };
+  const std::optional<uint64_t> whole = AlignUp(need, kGranule);
+  if (!pool.expandable) {
+    if (!whole || *whole > pool.max_size || pool.reserved > pool.max_size - *whole ||
+        *whole > BudgetRoom(pool)) {
+      return absl::OkStatus();
+    }
+    Reservation c;
+    c.id = pool.next_id++;
+    c.size = *whole;
+    c.blocks.push_back(Block{.offset = 0, .size = *whole});
+    pool.res.push_back(std::move(c));
+    pool.reserved += *whole;
+    pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+    ++pool.maps;
+    pool.bytes_mapped += *whole;
+    grown(Ref{pool.res.size() - 1, 0}, true);
+    d.mapped_bytes = *whole;
+    return absl::OkStatus();
+  }
+  // READY blocks spanning unmapped granules serve only here.
+  auto unbacked = [&](Ref y) {
+    return At(pool, y).state == State::kReady && !Backed(pool.res[y.r], At(pool, y));
+  };
+  const std::optional<Ref> first = BestFit(pool, need, unbacked);
+  if (first && MapFits(pool, *first, need)) {
+    grown(*first, false);
+    return absl::OkStatus();
+  }
+  if (first) {
+    // maxSize or the device refused: the best block whose shortfall fits.
+    // The pool looks at most kProbes blocks far; with more candidates the
+    // model could not say which it would reach.
+    size_t candidates = 0;
+    for (const Reservation& r : pool.res) {
+      for (const Block& b : r.blocks) {
+        candidates += b.state == State::kReady && b.size >= need && !Backed(r, b);
+      }
+    }
+    if (candidates > kProbes) {
+      return Discrepancy("model-limit", absl::StrCat(candidates, " unbacked blocks could serve ",
+                                                     need, " bytes; the pool probes ", kProbes));
+    }
+    const uint64_t room =
+        std::min(pool.max_size - std::min(pool.max_size, pool.reserved), BudgetRoom(pool));
+    const std::optional<Ref> other = BestFit(pool, need, [&](Ref y) {
+      return unbacked(y) && (y.r != first->r || y.b != first->b) &&
+             Missing(pool.res[y.r], At(pool, y).offset, need) * kGranule <= room;
+    });
+    if (other) {
+      grown(*other, false);
+      return absl::OkStatus();
+    }
+  }
+  // A new reservation (its id is spent even if mapping then fails).
+  if (!whole || *whole > pool.max_size || pool.reserved > pool.max_size - *whole) {
+    return absl::OkStatus();
+  }
+  Reservation r;
+  r.id = pool.next_id++;
+  r.size = std::max(pool.reservation_bytes, *whole);
+  r.expandable = true;
+  r.blocks.push_back(Block{.offset = 0, .size = r.size});
+  pool.res.push_back(std::move(r));
+  const Ref x{pool.res.size() - 1, 0};
+  if (!MapFits(pool, x, need)) {
+    pool.res.pop_back();
+    return absl::OkStatus();
+  }
+  grown(x, true);
+  return absl::OkStatus();
+}
+
+// ----------------------------------------------------------------- serving
+
+absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
+                                   const AllocObservation& obs, Decision& d) {
+  auto choose = [&](Ref x, ReuseRule rule) {
+    d.ok = true;
+    d.ref = x;
+    d.rule = rule;
+  };
+  auto ready_backed = [&](Ref y) {
+    return At(pool, y).state == State::kReady && Backed(pool.res[y.r], At(pool, y));
+  };
+  // Failing those, a READY block spanning unmapped granules whose low end is
+  // mapped far enough serves without growing.
+  auto mapped_low_end = [&](std::optional<Ref>* x) -> absl::Status {
+    size_t candidates = 0;
+    for (const Reservation& r : pool.res) {
+      for (const Block& b : r.blocks) {
+        candidates += b.state == State::kReady && b.size >= need && !Backed(r, b);
+      }
+    }
+    if (candidates > kProbes) {
+      return Discrepancy("model-limit", absl::StrCat(candidates, " unbacked blocks could serve ",
+                                                     need, " bytes; the pool probes ", kProbes));
+    }
+    *x = BestFit(pool, need, [&](Ref y) {
+      return At(pool, y).state == State::kReady &&
+             Missing(pool.res[y.r], At(pool, y).offset, need) == 0;
+    });
+    d.low_end = x->has_value();
+    return absl::OkStatus();
+  };
+  // Rule 1: READY (mapped) blocks and T's own pending frees.
+  std::optional<Ref> x = BestFit(pool, need, [&](Ref y) {
+    const Block& b = At(pool, y);
+    return ready_backed(y) || (b.state == State::kPending && b.stream == t);
+  });
+  if (!x) {
+    if (absl::Status st = mapped_low_end(&x); !st.ok()) return st;
+  }
+  if (x) {
+    choose(*x,
+           At(pool, *x).state == State::kPending ? ReuseRule::kSameStream : ReadyRule(pool, *x, t));
+    return absl::OkStatus();
+  }
+  // Rule 2: other streams' frees T is ordered after.
+  if (pool.follow) {
+    const Clock next = NextClock(t);
+    auto eligible = [&](Ref y) {
+      const Block& b = At(pool, y);
+      return b.state == State::kPending && b.stream != t && b.f <= Get(next, b.stream);
+    };
+    std::set<uint32_t> others;
+    for (const Reservation& r : pool.res) {
+      for (const Block& b : r.blocks) {
+        if (b.state == State::kPending && b.stream != t) others.insert(b.stream);
+      }
+    }
+    std::optional<Ref> exact;
+    std::set<uint32_t> limited;  // streams whose search the probe bound may cut short
+    for (uint32_t s : others) {
+      const std::optional<Ref> best =
+          BestFit(pool, need, [&](Ref y) { return eligible(y) && At(pool, y).stream == s; });
+      if (!best) continue;
+      size_t candidates = 0;
+      for (const Reservation& r : pool.res) {
+        for (const Block& b : r.blocks) {
+          candidates += b.state == State::kPending && b.stream == s && b.size >= need;
+        }
+      }
+      if (candidates > kProbes) {
+        limited.insert(s);
+      } else if (!exact || Better(pool, *best, *exact)) {
+        exact = best;
+      }
+    }
+    if (!limited.empty()) {
+      ++coverage_.probe_limited;
+      if (obs.ok && obs.rule == ReuseRule::kEventDependency) {
+        // Any eligible block of a limited stream, unless an exhaustive
+        // search offered a better one.
+        const std::optional<Ref> got = BestFit(pool, need, [&](Ref y) {
+          return Addr(pool, y) == obs.ptr && eligible(y) &&
+                 (limited.contains(At(pool, y).stream) ||
+                  (exact && y.r == exact->r && y.b == exact->b));
+        });
+        if (!got || (exact && Better(pool, *exact, *got))) {
+          return Discrepancy("decision",
+                             absl::StrCat("rule 2 took ", obs.ptr,
+                                          ", which is no eligible block the probe bound allows"));
+        }
+        choose(*got, ReuseRule::kEventDependency);
+        return absl::OkStatus();
+      }
+      // Otherwise the runtime's rule 2 found nothing, which the bound allows
+      // for the limited streams.
+    }
+    if (exact) {
+      choose(*exact, ReuseRule::kEventDependency);
+      return absl::OkStatus();
+    }
+  }
+  // Rule 3: promotion on observation, then READY blocks again.
+  bool any_pending = false;
+  for (const Reservation& r : pool.res) {
+    for (const Block& b : r.blocks) any_pending |= b.state == State::kPending;
+  }
+  if (pool.opportunistic && any_pending) {
+    PromoteIf(pool, /*observed=*/true, [&](const Block& b) {
+      const bool complete = b.end <= now_ || Proven(b.stream, b.f);
+      d.promoted |= complete;
+      return complete;
+    });
+    x = BestFit(pool, need, ready_backed);
+    if (!x) {
+      if (absl::Status st = mapped_low_end(&x); !st.ok()) return st;
+    }
+    if (x) {
+      choose(*x, ReadyRule(pool, *x, t));
+      return absl::OkStatus();
+    }
+  }
+  // Rule 4: growth.
+  if (absl::Status st = Grow(pool, t, need, d); !st.ok() || d.ok) return st;
+  // Rule 5: the other stream's free that came first, after a wait on it.
+  if (pool.internal) {
+    std::optional<Ref> first;
+    for (size_t r = 0; r < pool.res.size(); ++r) {
+      for (size_t b = 0; b < pool.res[r].blocks.size(); ++b) {
+        const Block& x = pool.res[r].blocks[b];
+        if (x.state != State::kPending || x.stream == t || x.size < need) continue;
+        if (!first || x.seq < At(pool, *first).seq) first = Ref{r, b};
+      }
+    }
+    if (first) {
+      choose(*first, ReuseRule::kInternalDependency);
+      const Block& b = At(pool, *first);
+      d.wait = std::make_pair(b.stream, b.f);
+      d.wait_end = b.end;
+    }
+  }
+  return absl::OkStatus();
+}
+
 // -------------------------------------------------------------- allocation
 
 absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
@@ -239,171 +696,138 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
   // The pool decides at the call, before the call's host cost is charged.
   const uint64_t decided_at = now_;
   const std::optional<uint64_t> rule_size = RuleSize(pool.props.type, size);
-  const bool fits_max = rule_size.has_value() && *rule_size <= pool.max_size;
-  std::optional<uint64_t> chunk = fits_max ? AlignUp(*rule_size, kChunk) : std::nullopt;
-  const bool can_grow =
-      chunk.has_value() && *chunk <= pool.max_size && pool.reserved <= pool.max_size - *chunk &&
-      (pool.pinned || (*chunk <= config_.device_capacity &&
-                       DeviceReserved(pool.props.device) <= config_.device_capacity - *chunk));
-  // Rule 1 certainly has a candidate when T has an unproven free in this pool
-  // that is large enough and none of whose bytes were handed out since: those
-  // bytes sit in a PENDING(T) block at least that large.
-  const Freed* own = nullptr;
-  uintptr_t own_addr = 0;
-  if (fits_max) {
-    for (const auto& [addr, f] : pool.history) {
-      if (!f.now && f.stream == t && !Proven(f.stream, f.pos) && f.size == f.original_size &&
-          f.size >= *rule_size) {
-        own = &f;
-        own_addr = addr;
-        break;
-      }
-    }
-  }
-  if (own != nullptr) ++coverage_.own_candidate_checks;
   const std::string what = absl::StrCat("alloc a", id, " of ", size, " bytes (rule size ",
                                         rule_size.value_or(0), ") on stream ", t, " from pool ", p);
-
-  if (!obs.ok) {
-    if (can_grow) {
-      return Discrepancy(
-          "must-not-fail",
-          absl::StrCat(what, " failed although a chunk of ", *chunk, " bytes fits: reserved ",
-                       pool.reserved, " of maxSize ", pool.max_size, ", device holds ",
-                       DeviceReserved(pool.props.device), " of ", config_.device_capacity));
+  Decision d;
+  if (rule_size && *rule_size <= pool.max_size) {
+    if (absl::Status st = Serve(pool, t, *rule_size, obs, d); !st.ok()) {
+      return Discrepancy(st.message().substr(0, st.message().find(':')),
+                         absl::StrCat(what, ": ", st.message().substr(st.message().find(':') + 2),
+                                      "\n", DescribePool(p)));
     }
-    if (own != nullptr) {
-      return Discrepancy("rule1-must",
-                         absl::StrCat(what, " failed although the stream's own pending free a",
-                                      own->id, " [", own_addr, ", +", own->size, ") fits"));
+  }
+  coverage_.observed += d.promoted;
+  // Where the runtime's answer lies, as (reservation, offset).
+  auto where = [&](uintptr_t addr) -> std::string {
+    for (const Reservation& r : pool.res) {
+      if (r.base != 0 && addr >= r.base && addr < r.base + r.size) {
+        return absl::StrCat("(r", r.id, ", +", addr - r.base, ")");
+      }
     }
+    return absl::StrCat(addr, " (in no reservation of the pool)");
+  };
+  auto model_says = [&]() -> std::string {
+    if (!d.ok) return "failure";
+    const Reservation& r = pool.res[d.ref.r];
+    return absl::StrCat(ReuseRuleName(d.rule), " at (r", r.id, d.new_reservation ? " (new)" : "",
+                        ", +", At(pool, d.ref).offset, ")");
+  };
+  auto mismatch = [&]() {
+    return Discrepancy("decision", absl::StrCat(what, ": runtime ",
+                                                obs.ok ? absl::StrCat(ReuseRuleName(obs.rule),
+                                                                      " at ", where(obs.ptr))
+                                                       : "failure",
+                                                ", model ", model_says(), "\n", DescribePool(p)));
+  };
+  if (obs.ok != d.ok) return mismatch();
+  if (!d.ok) {
     ++pool.failed;
     ++coverage_.failed;
+    coverage_.observed_failed += d.promoted;
     return absl::OkStatus();  // no host time, no op: the call failed
   }
-  if (!fits_max) {
-    return Discrepancy("maxsize", absl::StrCat(what, " succeeded beyond maxSize ", pool.max_size));
-  }
   const uint64_t need = *rule_size;
-  const uintptr_t ptr = obs.ptr;
-  if (ptr == 0 || ptr % pool.granule != 0) {
-    return Discrepancy("address",
-                       absl::StrCat(what, " returned ", ptr, ", not aligned to ", pool.granule));
-  }
-  // No byte may be shared with a live allocation of any pool.
-  {
-    auto it = live_by_addr_.upper_bound(ptr + need - 1);
-    if (it != live_by_addr_.begin()) {
-      --it;
-      const Live& other = live_.at(it->second);
-      if (other.addr + other.size > ptr) {
-        return Discrepancy("overlap-live", absl::StrCat(what, " returned [", ptr, ", +", need,
-                                                        ") overlapping live a", it->second, " [",
-                                                        other.addr, ", +", other.size, ")"));
+  Reservation& res = pool.res[d.ref.r];
+  if (d.new_reservation) {
+    // The runtime chose the address; it must be aligned and clear of every
+    // other reservation of the runtime.
+    const uint64_t align = res.expandable ? kGranule : pool.granule;
+    if (obs.ptr == 0 || obs.ptr % align != 0) {
+      return Discrepancy("address",
+                         absl::StrCat(what, ": a new ", res.expandable ? "reservation" : "chunk",
+                                      " at ", obs.ptr, ", not aligned to ", align));
+    }
+    for (const Pool& o : pools_) {
+      for (const Reservation& r : o.res) {
+        if (&r != &res && r.base < obs.ptr + res.size && obs.ptr < r.base + r.size) {
+          return mismatch();
+        }
       }
     }
+    res.base = obs.ptr;
   }
-  const bool grew = obs.reserved_after != pool.reserved;
-  const ReuseRule rule = obs.rule;
-  const std::string took = absl::StrCat(what, " -> ", ReuseRuleName(rule), " at ", ptr);
-  if (grew) {
-    if (!can_grow) {
-      return Discrepancy("growth", absl::StrCat(took, " grew reserved ", pool.reserved, " -> ",
-                                                obs.reserved_after, " although no chunk fits"));
-    }
-    if (obs.reserved_after != pool.reserved + *chunk) {
-      return Discrepancy(
-          "growth", absl::StrCat(took, " grew reserved ", pool.reserved, " -> ", obs.reserved_after,
-                                 "; expected one chunk of ", *chunk));
-    }
-    if (rule != ReuseRule::kFresh) {
-      return Discrepancy("growth", absl::StrCat(took, " grew the pool but reports a reuse rule"));
-    }
-  }
-  if (own != nullptr && (grew || (rule != ReuseRule::kSameStream && rule != ReuseRule::kAfterSync &&
-                                  rule != ReuseRule::kFresh))) {
-    return Discrepancy(
-        "rule1-must",
-        absl::StrCat(took, (grew ? " (grew)" : ""), " although the stream's own pending free a",
-                     own->id, " [", own_addr, ", +", own->size, ") freed at ",
-                     Point(own->stream, own->pos), " fits"));
+  if (obs.ptr != Addr(pool, d.ref) || obs.rule != d.rule) return mismatch();
+  const uintptr_t ptr = obs.ptr;
+  const std::string took = absl::StrCat(what, " -> ", ReuseRuleName(d.rule), " at ", where(ptr));
+  if (absl::Status st = CheckOccupants(pool, t, ptr, need, d.rule, d.wait, decided_at, took);
+      !st.ok()) {
+    return st;
   }
 
+  // Accepted: apply it.
+  if (d.wait) {
+    Enqueue(t, 0, d.wait_end);
+    const auto [s, f] = *d.wait;
+    // The ordering core's documented approximation: the wait carries the
+    // free's whole clock only when the free is its stream's latest op.
+    if (f == streams_[s].pos) {
+      Join(streams_[t].clock, streams_[s].clock);
+    } else {
+      streams_[t].clock[s] = std::max(streams_[t].clock[s], f);
+    }
+    ++pool.waits;
+  }
+  Charge();
+  const uint64_t end = Enqueue(t, 0, 0);
+  Carve(pool, d.ref, need);
+  Live a;
+  a.pool = p;
+  a.stream = t;
+  a.pos = streams_[t].pos;
+  a.end = end;
+  a.addr = ptr;
+  a.size = need;
+  a.requested = size;
+  live_.emplace(id, std::move(a));
+  live_by_addr_.emplace(ptr, id);
+  pool.used += need;
+  pool.used_high = std::max(pool.used_high, pool.used);
+  ++pool.allocs;
+  ++pool.by_rule[static_cast<int>(d.rule)];
+  ++coverage_.by_rule[static_cast<int>(d.rule)];
+  coverage_.grew += d.mapped_bytes != 0;
+  coverage_.remapped += d.remapped;
+  coverage_.low_end += d.low_end;
+  // (Beyond the pool's first: its reservations' address space ran out.)
+  coverage_.new_reservations += d.new_reservation && pool.res.size() > 1;
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceModel::CheckOccupants(
+    Pool& pool, uint32_t t, uintptr_t ptr, uint64_t need, ReuseRule rule,
+    const std::optional<std::pair<uint32_t, uint64_t>>& wait, uint64_t decided_at,
+    const std::string& took) {
+  // No byte may be shared with a live allocation of any pool.
+  auto live = live_by_addr_.upper_bound(ptr + need - 1);
+  if (live != live_by_addr_.begin()) {
+    --live;
+    const Live& other = live_.at(live->second);
+    if (other.addr + other.size > ptr) {
+      return Discrepancy("overlap-live", absl::StrCat(took, " overlaps live a", live->second, " [",
+                                                      other.addr, ", +", other.size, ")"));
+    }
+  }
   // The previous occupants of the bytes handed out.
   std::vector<std::pair<uintptr_t, Freed>> occupants;
-  {
-    auto it = pool.history.upper_bound(ptr);
-    if (it != pool.history.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second.size > ptr) it = prev;
-    }
-    for (; it != pool.history.end() && it->first < ptr + need; ++it) {
-      occupants.emplace_back(it->first, it->second);
-    }
+  auto it = pool.history.upper_bound(ptr);
+  if (it != pool.history.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size > ptr) it = prev;
+  }
+  for (; it != pool.history.end() && it->first < ptr + need; ++it) {
+    occupants.emplace_back(it->first, it->second);
   }
   const Clock next = NextClock(t);
-  auto describe = [&](const Freed& f) {
-    return absl::StrCat("a", f.id, f.now ? " (spFree'd)" : "", " freed at ", Point(f.stream, f.pos),
-                        " ending at ", f.end, " ns");
-  };
-  auto fail_rule = [&](absl::string_view why, const Freed& f) {
-    return Discrepancy(
-        "rule-precondition",
-        absl::StrCat(took, ": ", why, ": previous occupant ", describe(f), "; VC(T)[", f.stream,
-                     "] = ", Get(next, f.stream), ", done[", f.stream, "] = ", Get(done_, f.stream),
-                     ", host now ", decided_at));
-  };
-  // The one other stream that unproven occupants must share (rules 2, 3, 5).
-  std::optional<uint32_t> other_stream;
-  auto same_other = [&](const Freed& f) -> bool {
-    if (f.stream == t) return false;
-    if (!other_stream) other_stream = f.stream;
-    return *other_stream == f.stream;
-  };
-
-  // Rule 5: which free point did the pool wait on? The runtime orders T
-  // after it by joining S's clock (when the free is S's latest op) or by
-  // raising VC(T)[S] alone; find the one candidate that explains T's clock.
-  std::optional<std::pair<uint32_t, uint64_t>> waited;
-  if (rule == ReuseRule::kInternalDependency) {
-    if (!pool.internal) {
-      return Discrepancy("rule-precondition", absl::StrCat(took, " with the switch off"));
-    }
-    if (can_grow) {
-      return Discrepancy("rule-precondition",
-                         absl::StrCat(took, " although a chunk of ", *chunk, " bytes fits"));
-    }
-    const uint64_t pos_after = streams_[t].pos + 2;  // the wait, then the marker
-    Clock base = next;
-    base[t] = pos_after;
-    Clock seen = obs.clock_after;
-    seen.resize(streams_.size(), 0);
-    if (seen != base) {
-      for (uint32_t s = 0; s < streams_.size() && !waited; ++s) {
-        if (s == t || seen[s] <= base[s] || seen[s] > streams_[s].pos) continue;
-        const uint64_t f = seen[s];
-        Clock trial = base;
-        if (f == streams_[s].pos) {
-          Join(trial, streams_[s].clock);
-        } else {
-          trial[s] = std::max(trial[s], f);
-        }
-        trial[t] = pos_after;
-        if (trial == seen) waited = std::make_pair(s, f);
-      }
-      if (!waited) {
-        return Discrepancy("rule5-wait", absl::StrCat(took,
-                                                      ": the stream's clock after the call is not "
-                                                      "explained by a wait on any one free point"));
-      }
-      if (!pool.unproven_frees.contains(*waited)) {
-        return Discrepancy("rule5-wait",
-                           absl::StrCat(took, " waited on ", Point(waited->first, waited->second),
-                                        ", which is not a pending free of this pool"));
-      }
-    }
-  }
-
   if (rule == ReuseRule::kAfterSync && occupants.empty()) {
     if (config_.strict_fresh) {
       return Discrepancy("fresh-misreported",
@@ -415,72 +839,40 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
     const bool proven = f.now || Proven(f.stream, f.pos);
     const bool ordered = f.stream == t || Get(next, f.stream) >= f.pos;
     const bool complete = f.end <= decided_at;
+    const bool waited = wait && f.stream == wait->first && f.pos <= wait->second;
+    auto fail = [&](absl::string_view why) {
+      return Discrepancy(
+          "rule-precondition",
+          absl::StrCat(took, ": ", why, ": previous occupant a", f.id, f.now ? " (spFree'd)" : "",
+                       " freed at ", Point(f.stream, f.pos), " ending at ", f.end, " ns; VC(T)[",
+                       f.stream, "] = ", Get(next, f.stream), ", done[", f.stream,
+                       "] = ", Get(done_, f.stream), ", host now ", decided_at));
+    };
+    // The safety invariant itself, whatever the rule.
+    if (!proven && !ordered && !complete && !waited) return fail("unsafe reuse");
+    bool consistent = true;
     switch (rule) {
       case ReuseRule::kFresh:
-        return fail_rule("fresh memory has no previous occupant", f);
+        return fail("fresh memory has a previous occupant");
       case ReuseRule::kAfterSync:
-        if (!proven) return fail_rule("after-sync reuse of a free not proven complete", f);
+      case ReuseRule::kOpportunistic:
+        // READY bytes: proven, spFree'd, or observed complete (counted
+        // opportunistic until the next proof, after-sync after it).
+        consistent = proven || complete;
         break;
       case ReuseRule::kSameStream:
-        if (!proven && f.stream != t) {
-          return fail_rule("same-stream reuse of another stream's unproven free", f);
-        }
+        consistent = proven || complete || f.stream == t;
         break;
       case ReuseRule::kEventDependency:
-        if (!pool.follow) return fail_rule("event-dependency reuse with the switch off", f);
-        if (!proven && !(same_other(f) && ordered)) {
-          return fail_rule("event-dependency reuse of a free not ordered before the stream", f);
-        }
-        break;
-      case ReuseRule::kOpportunistic:
-        if (!pool.opportunistic) return fail_rule("opportunistic reuse with the switch off", f);
-        if (!proven && !(same_other(f) && complete)) {
-          return fail_rule("opportunistic reuse of a free not complete at the call", f);
-        }
+        consistent = proven || (f.stream != t && ordered);
         break;
       case ReuseRule::kInternalDependency:
-        if (!proven) {
-          const bool covered = waited ? (f.stream == waited->first && f.pos <= waited->second)
-                                      : (same_other(f) && ordered);  // a redundant wait
-          if (!covered) return fail_rule("internal-dependency wait does not cover the free", f);
-        }
+        consistent = proven || ordered || waited;
         break;
     }
-    // The safety invariant itself, whatever the rule.
-    if (!proven && !ordered && !complete &&
-        !(waited && f.stream == waited->first && f.pos <= waited->second)) {
-      return fail_rule("unsafe reuse", f);
-    }
+    if (!consistent) return fail("the free does not meet the reported rule's condition");
   }
-
-  // Accepted: apply it.
-  if (rule == ReuseRule::kInternalDependency) {
-    uint64_t wait_end = 0;
-    if (waited) wait_end = pool.unproven_frees.at(*waited);
-    Enqueue(t, 0, wait_end);
-    if (waited) {
-      const auto [s, f] = *waited;
-      if (f == streams_[s].pos) {
-        Join(streams_[t].clock, streams_[s].clock);
-      } else {
-        streams_[t].clock[s] = std::max(streams_[t].clock[s], f);
-      }
-    }
-    ++pool.waits;
-  }
-  Charge();
-  const uint64_t end = Enqueue(t, 0, 0);
-  Live a;
-  a.pool = p;
-  a.stream = t;
-  a.pos = streams_[t].pos;
-  a.end = end;
-  a.addr = ptr;
-  a.size = need;
-  a.requested = size;
-  live_.emplace(id, std::move(a));
-  live_by_addr_.emplace(ptr, id);
-  // The bytes now belong to the new allocation: trim its occupants' records.
+  // The bytes now belong to the new allocation: trim their records.
   for (const auto& [addr, f] : occupants) {
     pool.history.erase(addr);
     if (addr < ptr) {
@@ -494,20 +886,6 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
       pool.history.emplace(ptr + need, right);
     }
   }
-  pool.used += need;
-  pool.used_high = std::max(pool.used_high, pool.used);
-  ++pool.live;
-  ++pool.allocs;
-  ++pool.by_rule[static_cast<int>(rule)];
-  ++coverage_.by_rule[static_cast<int>(rule)];
-  if (grew) {
-    pool.reserved += *chunk;
-    pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
-    ++pool.maps;
-    pool.bytes_mapped += *chunk;
-    if (pool.chunks_known) pool.chunks.insert(*chunk);
-    ++coverage_.grew;
-  }
   return absl::OkStatus();
 }
 
@@ -518,16 +896,22 @@ void ReferenceModel::FreeAsync(int id, uint32_t s) {
   const Live& a = node.mapped();
   Pool& pool = pools_[a.pool];
   live_by_addr_.erase(a.addr);
+  const Ref x = LiveBlockAt(pool, a.addr);
+  Block& b = At(pool, x);
+  b.state = State::kPending;
+  b.stream = s;
+  b.f = streams_[s].pos;
+  b.seq = pool.next_seq++;
+  b.end = end;
+  Coalesce(pool.res[x.r]);
   Freed f;
   f.id = id;
-  f.size = f.original_size = a.size;
+  f.size = a.size;
   f.stream = s;
   f.pos = streams_[s].pos;
   f.end = end;
   pool.history.emplace(a.addr, f);
-  pool.unproven_frees.emplace(std::make_pair(s, f.pos), end);
   pool.used -= a.size;
-  --pool.live;
   ++pool.frees;
 }
 
@@ -537,16 +921,207 @@ void ReferenceModel::FreeNow(int id) {
   const Live& a = node.mapped();
   Pool& pool = pools_[a.pool];
   live_by_addr_.erase(a.addr);
+  const Ref x = LiveBlockAt(pool, a.addr);
+  Block& b = At(pool, x);
+  b.state = State::kReady;
+  b.observed_epoch = 0;
+  b.observed_stream = kMixed;
+  Coalesce(pool.res[x.r]);
   Freed f;
   f.id = id;
-  f.size = f.original_size = a.size;
+  f.size = a.size;
   f.now = true;
   f.stream = a.stream;
   f.end = now_;
   pool.history.emplace(a.addr, f);
   pool.used -= a.size;
-  --pool.live;
   ++pool.frees;
+}
+
+// ----------------------------------------------------------------- release
+
+void ReferenceModel::Release(Pool& pool, uint64_t bound) {
+  const uint64_t before = pool.reserved;
+  if (pool.expandable) {
+    ReleaseGranules(pool, bound);
+  } else {
+    ReleaseChunks(pool, bound);
+  }
+  coverage_.releases += pool.reserved != before;
+  if (pool.reserved <= bound) return;
+  // Did the bound stop it with releasable memory left?
+  bool left = false;
+  for (const Reservation& r : pool.res) {
+    for (const Block& b : r.blocks) {
+      if (b.state != State::kReady) continue;
+      if (!r.expandable) {
+        left |= r.blocks.size() == 1;
+        continue;
+      }
+      for (uint64_t g = (b.offset + kGranule - 1) / kGranule; g < (b.offset + b.size) / kGranule;
+           ++g) {
+        left |= r.mapped.contains(g);
+      }
+    }
+  }
+  coverage_.bound_stops += left;
+}
+
+void ReferenceModel::ReleaseChunks(Pool& pool, uint64_t bound) {
+  if (pool.reserved <= bound) return;
+  // Wholly free chunks, largest first, then oldest.
+  std::vector<size_t> order;
+  for (size_t r = 0; r < pool.res.size(); ++r) {
+    const Reservation& c = pool.res[r];
+    if (c.blocks.size() == 1 && c.blocks[0].state == State::kReady) order.push_back(r);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Reservation &x = pool.res[a], &y = pool.res[b];
+    return x.size != y.size ? x.size > y.size : x.id < y.id;
+  });
+  std::vector<size_t> gone;
+  for (size_t r : order) {
+    if (pool.reserved <= bound) break;
+    if (pool.reserved - pool.res[r].size < bound) continue;  // would undershoot: skip
+    pool.reserved -= pool.res[r].size;
+    ++pool.unmaps;
+    gone.push_back(r);
+  }
+  std::sort(gone.rbegin(), gone.rend());
+  for (size_t r : gone) DropReservation(pool, r);
+}
+
+void ReferenceModel::ReleaseGranules(Pool& pool, uint64_t bound) {
+  std::optional<uint64_t> was_empty;  // at most one: see the end
+  for (const Reservation& r : pool.res) {
+    if (r.mapped.empty()) was_empty = r.id;
+  }
+  std::vector<uint64_t> processed;  // reservations in the order their blocks were
+  if (pool.reserved > bound) {
+    // READY blocks holding a whole mapped granule, largest first, then older
+    // reservation, then lower address.
+    std::vector<Ref> order;
+    for (size_t r = 0; r < pool.res.size(); ++r) {
+      const Reservation& res = pool.res[r];
+      for (size_t b = 0; b < res.blocks.size(); ++b) {
+        const Block& x = res.blocks[b];
+        if (x.state != State::kReady) continue;
+        bool any = false;
+        for (uint64_t g = (x.offset + kGranule - 1) / kGranule; g < (x.offset + x.size) / kGranule;
+             ++g) {
+          any |= res.mapped.contains(g);
+        }
+        if (any) order.push_back(Ref{r, b});
+      }
+    }
+    std::sort(order.begin(), order.end(), [&](Ref a, Ref b) {
+      const uint64_t sa = At(pool, a).size, sb = At(pool, b).size;
+      if (sa != sb) return sa > sb;
+      if (pool.res[a.r].id != pool.res[b.r].id) return pool.res[a.r].id < pool.res[b.r].id;
+      return At(pool, a).offset < At(pool, b).offset;
+    });
+    for (Ref x : order) {
+      if (pool.reserved - bound < kGranule) break;  // one more granule would undershoot
+      processed.push_back(pool.res[x.r].id);
+      Reservation& r = pool.res[x.r];
+      const Block& b = At(pool, x);
+      const uint64_t lo = (b.offset + kGranule - 1) / kGranule;
+      uint64_t hi = (b.offset + b.size) / kGranule;
+      // From the top down, each run of mapped granules one upstream call.
+      while (hi > lo && pool.reserved - bound >= kGranule) {
+        if (!r.mapped.contains(hi - 1)) {
+          --hi;
+          continue;
+        }
+        const uint64_t allowed = (pool.reserved - bound) / kGranule;
+        uint64_t start = hi - 1;
+        while (start > lo && r.mapped.contains(start - 1) && hi - start < allowed) --start;
+        for (uint64_t g = start; g < hi; ++g) r.mapped.erase(g);
+        pool.reserved -= (hi - start) * kGranule;
+        ++pool.unmaps;
+        hi = start;
+      }
+    }
+  }
+  // A reservation with nothing mapped (so nothing in it) goes back, but for
+  // the pool's last one, which stays reserved to save a reserve per sync
+  // cycle, except where address space is scarce (DVPP). When every
+  // reservation ends up empty, the one kept is the one already empty before
+  // (there is at most one: every release leaves at most one), else the
+  // first this release unmapped.
+  bool all_empty = true;
+  for (const Reservation& r : pool.res) all_empty &= r.mapped.empty();
+  std::optional<uint64_t> keep;
+  if (all_empty && !pool.scarce && !pool.res.empty()) {
+    keep = was_empty ? *was_empty : processed.front();
+  }
+  for (size_t r = pool.res.size(); r-- > 0;) {
+    if (pool.res[r].mapped.empty() && pool.res[r].id != keep) DropReservation(pool, r);
+  }
+}
+
+void ReferenceModel::DropReservation(Pool& pool, size_t r) {
+  const Reservation& res = pool.res[r];
+  // Only a wholly free reservation or chunk can lose its last mapped byte.
+  ABSL_RAW_CHECK(res.blocks.size() == 1 && res.blocks[0].state == State::kReady,
+                 "the model released a reservation or chunk that is not wholly free");
+  // Its history goes with it: the address range may come back as anything.
+  pool.history.erase(pool.history.lower_bound(res.base),
+                     pool.history.lower_bound(res.base + res.size));
+  pool.res.erase(pool.res.begin() + static_cast<ptrdiff_t>(r));
+}
+
+uint64_t ReferenceModel::LargestFree(const Pool& pool) const {
+  uint64_t largest = 0;
+  for (const Reservation& r : pool.res) {
+    for (const Block& b : r.blocks) {
+      if (b.state == State::kLive) continue;
+      uint64_t usable = b.size;
+      if (b.state == State::kReady && !Backed(r, b)) {
+        // What it can serve without growing: its mapped low end.
+        uint64_t g = b.offset / kGranule;
+        while (r.mapped.contains(g)) ++g;
+        usable = g * kGranule > b.offset ? std::min(b.size, g * kGranule - b.offset) : 0;
+      }
+      largest = std::max(largest, usable);
+    }
+  }
+  return largest;
+}
+
+std::string ReferenceModel::DescribePool(int p) const {
+  const Pool& pool = pools_[p];
+  std::string out = absl::StrCat("  model's pool ", p, ": reserved ", pool.reserved, "\n");
+  for (const Reservation& r : pool.res) {
+    absl::StrAppend(&out, "  r", r.id, r.expandable ? " reservation" : " chunk", " of ", r.size,
+                    " at ", r.base, ", handed out below +", r.handed_out_end);
+    if (r.expandable) {
+      absl::StrAppend(&out, ", mapped granules {", absl::StrJoin(r.mapped, ","), "}");
+    }
+    absl::StrAppend(&out, ":");
+    for (const Block& b : r.blocks) {
+      absl::StrAppend(&out, " [+", b.offset, " ", b.size, " ");
+      switch (b.state) {
+        case State::kLive:
+          absl::StrAppend(&out, "LIVE]");
+          break;
+        case State::kReady:
+          absl::StrAppend(&out, "READY");
+          if (Observed(b)) {
+            absl::StrAppend(&out, " observed(",
+                            b.observed_stream == kMixed ? "mixed" : absl::StrCat(b.observed_stream),
+                            ")");
+          }
+          absl::StrAppend(&out, "]");
+          break;
+        case State::kPending:
+          absl::StrAppend(&out, "PENDING", Point(b.stream, b.f), " #", b.seq, " ends ", b.end, "]");
+          break;
+      }
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
 }
 
 // -------------------------------------------------------------------- work
@@ -589,7 +1164,7 @@ void ReferenceModel::SyncStream(uint32_t s) {
   Charge();
   now_ = std::max(now_, streams_[s].last_end);
   Prove(streams_[s].clock);
-  ReleaseAtSync();
+  AfterCompletion(/*release=*/true);
 }
 
 void ReferenceModel::SyncEvent(int e) {
@@ -598,7 +1173,7 @@ void ReferenceModel::SyncEvent(int e) {
   if (!ev.recorded) return;  // nothing to wait for, nothing proven or released
   now_ = std::max(now_, ev.end);
   Prove(ev.snapshot);
-  ReleaseAtSync();
+  AfterCompletion(/*release=*/true);
 }
 
 void ReferenceModel::SyncDevice(int device) {
@@ -610,7 +1185,7 @@ void ReferenceModel::SyncDevice(int device) {
   for (const Stream& st : streams_) {
     if (st.device == device) Prove(st.clock);
   }
-  ReleaseAtSync();
+  AfterCompletion(/*release=*/true);
 }
 
 absl::Status ReferenceModel::QueryStream(uint32_t s, bool runtime_ready) {
@@ -622,7 +1197,10 @@ absl::Status ReferenceModel::QueryStream(uint32_t s, bool runtime_ready) {
         absl::StrCat("stream ", s, " query answered ", runtime_ready ? "ready" : "not ready",
                      "; its last op ends at ", streams_[s].last_end, " ns, host now ", now_));
   }
-  if (ready) Prove(streams_[s].clock);
+  if (ready) {
+    Prove(streams_[s].clock);
+    AfterCompletion(/*release=*/false);
+  }
   return absl::OkStatus();
 }
 
@@ -636,12 +1214,16 @@ absl::Status ReferenceModel::QueryEvent(int e, bool runtime_ready) {
         absl::StrCat("event ", e, " query answered ", runtime_ready ? "ready" : "not ready",
                      "; its record ends at ", ev.end, " ns, host now ", now_));
   }
-  if (ready && ev.recorded) Prove(ev.snapshot);
+  if (ready && ev.recorded) {
+    Prove(ev.snapshot);
+    AfterCompletion(/*release=*/false);
+  }
   return absl::OkStatus();
 }
 
 void ReferenceModel::Trim(int pool, uint64_t min_bytes_to_keep) {
-  pools_[pool].release_bound = min_bytes_to_keep;
+  // Observes no completion: only what is READY can go.
+  Release(pools_[pool], min_bytes_to_keep);
 }
 
 void ReferenceModel::SetAttr(int p, PoolAttr attr, uint64_t value) {
@@ -667,91 +1249,20 @@ void ReferenceModel::SetAttr(int p, PoolAttr attr, uint64_t value) {
       break;
     case PoolAttr::kReservedMemCurrent:
     case PoolAttr::kUsedMemCurrent:
+    case PoolAttr::kGrowth:
       break;  // read-only; the executor never sets them
   }
 }
 
 // ------------------------------------------------------------------ checks
 
-absl::Status ReferenceModel::CheckRelease(Pool& pool, uint64_t bound, const PoolStats& stats,
-                                          const std::function<bool(uintptr_t)>& mapped) {
-  const uint64_t before = pool.reserved;
-  const uint64_t after = stats.reserved_bytes;
-  const std::string at =
-      absl::StrCat("release to bound ", bound, ": reserved ", before, " -> ", after);
-  if (after > before) return Discrepancy("release", absl::StrCat(at, " grew"));
-  if (before <= bound && after != before) {
-    return Discrepancy("release", absl::StrCat(at, " although reserved was within the bound"));
-  }
-  if (before > bound && after < bound)
-    return Discrepancy("release", absl::StrCat(at, " undershot"));
-  const uint64_t unmapped = stats.upstream_unmaps - pool.unmaps;
-  bool exact = false;
-  if (EntirelyFree(pool)) {
-    // Every chunk is one READY block now: the release rule's result is
-    // determined by the chunk sizes alone (largest first, skipping any whose
-    // release would undershoot).
-    if (pool.chunks_known && before > bound) {
-      std::vector<uint64_t> sizes(pool.chunks.rbegin(), pool.chunks.rend());
-      uint64_t r = before;
-      uint64_t count = 0;
-      for (uint64_t c : sizes) {
-        if (r <= bound) break;
-        if (r - c < bound) continue;
-        r -= c;
-        ++count;
-        pool.chunks.erase(pool.chunks.find(c));
-      }
-      if (after != r || unmapped != count) {
-        return Discrepancy("release", absl::StrCat(at, " with ", unmapped,
-                                                   " unmaps; the wholly free pool's "
-                                                   "chunks should have gone to ",
-                                                   r, " with ", count, " unmaps"));
-      }
-      exact = true;
-      ++coverage_.exact_releases;
-    } else if (bound == 0 && after != 0) {
-      return Discrepancy("release", absl::StrCat(at, " though the pool is wholly free"));
-    }
-  }
-  if (after < before) {
-    ++coverage_.releases;
-    if (unmapped == 0 || unmapped > (before - after) / kChunk) {
-      return Discrepancy("release", absl::StrCat(at, " with ", unmapped, " unmaps"));
-    }
-    if (!exact) pool.chunks_known = false;
-    // Forget what happened in the chunks that went back.
-    for (auto it = pool.history.begin(); it != pool.history.end();) {
-      if (!mapped(it->first)) {
-        it = pool.history.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  } else if (unmapped != 0) {
-    return Discrepancy("release", absl::StrCat(at, " but ", unmapped, " unmaps"));
-  }
-  pool.unmaps = stats.upstream_unmaps;
-  pool.reserved = after;
-  if (after == 0) {
-    pool.chunks.clear();
-    pool.chunks_known = true;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReferenceModel::CheckPool(int p, const PoolStats& s, const PoolAttrs& attrs,
-                                       const std::function<bool(uintptr_t)>& mapped) {
-  Pool& pool = pools_[p];
-  if (pool.release_bound) {
-    const uint64_t bound = *pool.release_bound;
-    pool.release_bound.reset();
-    if (absl::Status st = CheckRelease(pool, bound, s, mapped); !st.ok()) return st;
-  }
-  auto expect = [&](absl::string_view name, uint64_t got, uint64_t want) -> absl::Status {
+                                       const std::function<bool(uintptr_t)>& owned) const {
+  const Pool& pool = pools_[p];
+  auto field = [&](absl::string_view name, uint64_t got, uint64_t want) -> absl::Status {
     if (got == want) return absl::OkStatus();
-    return Discrepancy(absl::StrCat("stats"),
-                       absl::StrCat("pool ", p, " ", name, " is ", got, ", model says ", want));
+    return Discrepancy("stats", absl::StrCat("pool ", p, " ", name, " is ", got, ", model says ",
+                                             want, "\n", DescribePool(p)));
   };
   const std::pair<absl::string_view, std::pair<uint64_t, uint64_t>> fields[] = {
       {"reserved", {s.reserved_bytes, pool.reserved}},
@@ -777,6 +1288,7 @@ absl::Status ReferenceModel::CheckPool(int p, const PoolStats& s, const PoolAttr
       {"upstreamMaps", {s.upstream_maps, pool.maps}},
       {"upstreamUnmaps", {s.upstream_unmaps, pool.unmaps}},
       {"upstreamBytesMapped", {s.upstream_bytes_mapped, pool.bytes_mapped}},
+      {"largestFreeBlock", {s.largest_free_block, LargestFree(pool)}},
       {"huge+thp+normal page bytes",
        {s.huge_page_bytes + s.transparent_huge_page_bytes + s.normal_page_bytes, pool.reserved}},
       {"attr ReuseFollowEventDependencies", {attrs[0], pool.follow ? 1u : 0u}},
@@ -787,23 +1299,27 @@ absl::Status ReferenceModel::CheckPool(int p, const PoolStats& s, const PoolAttr
       {"attr ReservedMemHigh", {attrs[5], pool.reserved_high}},
       {"attr UsedMemCurrent", {attrs[6], pool.used}},
       {"attr UsedMemHigh", {attrs[7], pool.used_high}},
+      {"attr Growth",
+       {attrs[8],
+        static_cast<uint64_t>(pool.expandable ? PoolGrowth::kExpandable : PoolGrowth::kChunked)}},
   };
   for (const auto& [name, v] : fields) {
-    if (absl::Status st = expect(name, v.first, v.second); !st.ok()) return st;
-  }
-  if (s.used_bytes > s.reserved_bytes) {
-    return Discrepancy("stats", absl::StrCat("pool ", p, " uses ", s.used_bytes, " of ",
-                                             s.reserved_bytes, " reserved bytes"));
-  }
-  if (s.largest_free_block > s.reserved_bytes - s.used_bytes) {
-    return Discrepancy("stats", absl::StrCat("pool ", p, " largest free block ",
-                                             s.largest_free_block, " exceeds reserved - used"));
+    if (absl::Status st = field(name, v.first, v.second); !st.ok()) return st;
   }
   const double frag =
       s.reserved_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / s.reserved_bytes;
   if (s.fragmentation != frag) {
     return Discrepancy(
         "stats", absl::StrCat("pool ", p, " fragmentation ", s.fragmentation, ", expected ", frag));
+  }
+  // The runtime holds exactly the model's reservations and chunks (the
+  // released ones are checked by their absence from the stats above; their
+  // addresses may already belong to another pool).
+  for (const Reservation& r : pool.res) {
+    if (!owned(r.base) || !owned(r.base + r.size - 1)) {
+      return Discrepancy("reservations", absl::StrCat("pool ", p, " r", r.id, " [", r.base, ", +",
+                                                      r.size, ") is not the runtime's"));
+    }
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,8 @@
 // A reference model of stream-ordered pool semantics, for instruction-stream
 // property tests (tests/model/property_test.cc).
 //
-// The model is deliberately simple and knows nothing of how a pool places
-// blocks: no bins, no chunks' block lists, no coalescing. It keeps
+// The model is the specification written as plainly as possible, with none of
+// the pool's machinery (no bins, no queues, no intrusive lists). It keeps
 //   * streams: position, vector clock and the end of the last op, with the
 //     legacy-stream rules applied at every op (DESIGN.md "Ordering");
 //   * events: the latest record's clock snapshot and completion time;
@@ -10,57 +10,77 @@
 //     transitively (a joined clock);
 //   * virtual time: host time, and each op's start =
 //     max(host now, previous end on its stream, ends of what it waits for);
-//   * per pool: live allocations, and for every byte ever handed out its
-//     previous occupant (the allocation whose free released it), its free
-//     point and that free's completion time; the pool's frees not yet proven
-//     complete; the sizes of the chunks it grew, while they are known.
+//   * per pool, its reservations (expandable growth) or chunks (chunked
+//     growth), each a flat list of blocks tiling it in address order and, for
+//     a reservation, the set of its mapped 2 MiB granules.
 //
-// From that it judges each decision the pool reports. For the bytes a pool
-// hands out, the "previous occupants" are the freed allocations that last
-// held them; whatever blocks the pool merged or split, the reported reuse
-// rule has a precondition every previous occupant must meet:
-//   fresh            no previous occupant (bytes never handed out since mapped);
-//   after-sync       every occupant's free proven complete (or spFree'd);
-//   same-stream      every occupant proven, or freed on the allocating stream;
-//   event-dependency switch on; every unproven occupant freed on one other
-//                    stream S at f with VC(T)[S] >= f for T's next op;
-//   opportunistic    switch on; every unproven occupant freed on one other
-//                    stream and complete in virtual time at the call;
-//   internal-dep.    switch on; growth impossible (maxSize or device
-//                    capacity); a wait inserted on a pending free (S, f) of
-//                    this pool with every unproven occupant freed on S at or
-//                    before f.
-// Beyond those, a few "musts" that no placement can excuse: an allocation
-// whose growth fits must not fail or use rule 5; a stream's own unproven free
-// that is large enough and still wholly free must be found by rule 1 (so no
-// growth, no rule 2/3/5, no failure); a failed allocation changes nothing but
-// failedAllocCount. Releases are checked against the release rule: never
-// below the bound, and when the pool is wholly free and its chunk sizes are
-// known, exactly the largest-first result.
+// From that it decides every allocation itself, by DESIGN.md "Serving" and
+// the choices the pool documents (src/pool/mem_pool.h), and the runtime must
+// agree bit for bit: the outcome, the block as (reservation, offset), the
+// reuse rule, the point rule 5 waits on, and after every instruction every
+// statistic and attribute (reserved and its watermark, upstream maps, unmaps
+// and bytes, the largest free block, ...), clocks and virtual time. Only the
+// base of a new reservation or chunk is the runtime's to choose: the model
+// learns it from the allocation that made it (at offset 0 always) and checks
+// that it is aligned and overlaps no other; every other address it predicts.
 //
-// Its clocks follow DESIGN.md, plus the one approximation the ordering core
-// documents: rule 5's inserted wait joins the free's whole clock only when
-// the free is its stream's latest op, and otherwise raises VC(T)[S] alone.
-// The executor compares every clock, `done`, every stream's last op end and
-// host time with the runtime's after each instruction.
+// The rules, as the model applies them (best fit = smallest size, then lowest
+// address):
+//   1. READY blocks whose granules are all mapped, and T's own PENDING blocks;
+//      failing those, a READY block spanning unmapped granules whose low end
+//      [addr, addr + size) is mapped;
+//   2. (follow switch) PENDING(S, f) of another stream with f <= VC(T)[S];
+//   3. (opportunistic switch, some block pending) promotion on observation:
+//      every PENDING(S, f) whose free completed in virtual time (end <= host
+//      now) becomes READY, whatever S, T included; then READY blocks as in
+//      rule 1;
+//   4. growth. Chunked: a new chunk of ALIGN_UP(size, 2 MiB). Expandable: the
+//      best-fitting READY block that spans unmapped granules, carved at its
+//      low end after mapping what [addr, addr + size) lacks (one upstream map
+//      per run of unmapped granules); if maxSize or the device refuses, the
+//      best such block whose shortfall fits; else a new reservation (maxSize,
+//      at most 128 GiB; DVPP: 1 GiB);
+//   5. (internal switch) the PENDING block of another stream, large enough,
+//      whose FreeAsync came first; T waits on its free point;
+//   6. failure (promotions made by rule 3 stay).
+// Counting a READY block's reuse: fresh when its first byte was never handed
+// out (what was handed out is a prefix of each reservation or chunk, since
+// blocks are carved at their low end); else, while it holds frees promoted by
+// observation and no proof (sync action or successful query, of anything)
+// has happened since, same-stream when all of them were T's, opportunistic
+// otherwise; else after-sync.
+// Coalescing: adjacent READY blocks always merge; adjacent PENDING blocks of
+// one stream merge (free point, host order and end of the later free); a
+// PENDING block never absorbs a READY one. The release rule (threshold at a
+// sync action, minBytesToKeep at TrimTo): chunked, wholly free chunks largest
+// first (then oldest), skipping any whose release would undershoot;
+// expandable, whole mapped granules inside READY blocks, largest block first
+// (then older reservation, lower address), from the top of a block down,
+// stopping where one more granule would undershoot. A reservation left with
+// nothing mapped goes back, but a pool other than DVPP (whose window all
+// pools share) keeps its last one.
 //
-// What the model takes from the runtime rather than computing: the address
-// an allocation got, the rule it reports, the pool's reserved bytes after a
-// release (which chunks were wholly free depends on placement), and the point
-// rule 5 waited on (learned from the runtime's clock of the allocating
-// stream, then validated: it must be a pending free of the pool that explains
-// that clock exactly).
+// Where the model allows a choice: rule 2 examines at most 32 blocks per
+// stream when only part of that stream's frees are eligible
+// (MemPool::kCrossStreamProbes). Where a stream has more candidates than
+// that, any eligible block of it (or none) is accepted, provided no stream
+// searched exhaustively offered a better one; the model then follows the
+// runtime's choice. The same bound on the searches among READY blocks that
+// span unmapped granules (rules 1, 3, 4) cannot bind with the generated
+// programs' device sizes (a block per run of unmapped granules, at most one
+// per mapped one); the model reports a model limit if it ever could.
 //
-// What it does not check (placement and policy choices it cannot see): that
-// best fit was best; that rules 2, 3 and 5 were tried only after the earlier
-// ones found nothing (a grow, a rule-3 or a rule-5 decision is accepted
-// whenever its own precondition holds; only rule 1's certain candidates are
-// enforced); which block rule 5 picks (DESIGN: the earliest FreeAsync);
-// kCrossStreamProbes; largest_free_block beyond <= reserved - used; exact
-// releases when the pool is not wholly free; the huge/THP/normal split beyond
-// its sum; memory contents of fills. Nor anything the programs never do:
-// spMalloc, DestroyPool and draining pools, host functions, copies, several
-// runtimes or host threads, the threads executor, IPC.
+// Beside the decisions, an independent safety check that does not trust the
+// model's own placement: for every byte handed out, its previous occupant
+// (the allocation whose free released it) must be proven complete, ordered
+// before T, complete in virtual time at the call, or covered by rule 5's
+// wait, and consistent with the reported rule (fresh: none; after-sync:
+// proven or complete; ...).
+//
+// Not checked (the programs never do it): spMalloc, DestroyPool and draining
+// pools, host functions, copies, several runtimes or host threads, the
+// threads executor, IPC; nor the huge/THP/normal split beyond its sum, nor
+// memory contents of fills.
 #ifndef STREAMPOOL_TESTS_MODEL_REFERENCE_MODEL_H_
 #define STREAMPOOL_TESTS_MODEL_REFERENCE_MODEL_H_
 
@@ -70,6 +90,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -92,8 +113,8 @@ struct ModelConfig {
   uint64_t api_call_ns = 0;
   uint64_t copy_bytes_per_us = 1000000;
   // DESIGN.md counts an allocation as fresh when its bytes were never handed
-  // out, and as reuseAfterSync when they were. On: a misclassification is a
-  // discrepancy (the pool once reported after-sync for never-used bytes,
+  // out, and as reuseAfterSync when they were. On: after-sync for bytes none
+  // of which had an occupant is a discrepancy (the pool once did that,
   // regression_test.cc Finding.AfterSyncOfBytesNeverHandedOut). Off: counted
   // in coverage only.
   bool strict_fresh = true;
@@ -107,6 +128,8 @@ struct ModelPoolProps {
   bool opportunistic = true;
   bool internal = true;
   uint64_t threshold = 0;
+  // kDefault is expandable: every built-in upstream can reserve.
+  PoolGrowth growth = PoolGrowth::kDefault;
 };
 
 // What the runtime answered to one MallocFromPoolAsync.
@@ -114,27 +137,31 @@ struct AllocObservation {
   bool ok = false;
   uintptr_t ptr = 0;
   ReuseRule rule = ReuseRule::kFresh;
-  // The pool's ReservedMemCurrent after the call.
-  uint64_t reserved_after = 0;
-  // The runtime's VC(T) after the call (used only to learn rule 5's wait).
-  Clock clock_after;
 };
 
-// The pool's attributes as read back, in PoolAttr order (1..8).
-using PoolAttrs = std::array<uint64_t, 8>;
+// The pool's attributes as read back, in PoolAttr order (1..9).
+using PoolAttrs = std::array<uint64_t, 9>;
 
-// How many allocations the model saw served by each rule, and how many failed
-// (coverage figures for the property test's report).
+// What the programs reached (the property test's report, and what it asserts
+// the programs exercise).
 struct Coverage {
   std::array<uint64_t, 6> by_rule{};
   uint64_t failed = 0;
-  uint64_t grew = 0;
-  uint64_t exact_releases = 0;        // releases whose result the model predicted exactly
-  uint64_t releases = 0;              // releases that unmapped something
-  uint64_t own_candidate_checks = 0;  // allocations where rule 1 was known to apply
-  // after-sync allocations none of whose bytes were handed out before (see
-  // the note in ReferenceModel::Alloc).
+  uint64_t grew = 0;              // allocations that mapped memory
+  uint64_t remapped = 0;          // ... into bytes handed out before (released granules)
+  uint64_t new_reservations = 0;  // reservations (or chunks) beside others of the pool
+  uint64_t low_end = 0;           // served by a READY block's mapped low end (rules 1, 3)
+  uint64_t releases = 0;          // release calls that unmapped something
+  uint64_t bound_stops = 0;       // releases the bound stopped with READY memory left
+  uint64_t observed = 0;          // allocations whose rule 3 promoted something
+  uint64_t observed_failed = 0;   // ... and then failed anyway
+  uint64_t probe_limited = 0;     // rule-2 searches the probe bound could cut short
+  uint64_t slots_reused = 0;      // streams created in a destroyed stream's slot
+  uint64_t slot_promotions = 0;   // ... whose frees a pool promoted first
+  // after-sync allocations none of whose bytes were handed out before (only
+  // with strict_fresh off).
   uint64_t after_sync_never_used = 0;
+  void Add(const Coverage& o);
 };
 
 class ReferenceModel {
@@ -143,8 +170,10 @@ class ReferenceModel {
   // runtime does when it starts; that costs no host time.
   explicit ReferenceModel(const ModelConfig& config);
 
-  // Streams, events, pools. Stream indices are dense in creation order, the
-  // same numbering the runtime's ordering core uses.
+  // Streams, events, pools. Stream indices are slots, numbered as the
+  // runtime's ordering core does: a new one per stream, except that a
+  // destroyed stream's slot is handed back once its work is complete and no
+  // pool holds its frees (src/ordering/ordering.h, "Slot reuse").
   uint32_t LegacyStream(int device) const { return static_cast<uint32_t>(device); }
   uint32_t CreateStream(int device, bool non_blocking);
   void DestroyStream(uint32_t s);
@@ -187,12 +216,11 @@ class ReferenceModel {
   void Trim(int pool, uint64_t min_bytes_to_keep);
   void SetAttr(int pool, PoolAttr attr, uint64_t value);
 
-  // After every instruction: the pool's statistics and attributes against
-  // the model's (and a release, if the instruction could make one, against
-  // the release rule). `mapped(addr)` says whether an address is still
-  // mapped by the runtime, to forget the history of released chunks.
+  // After every instruction: the pool's statistics and attributes against the
+  // model's. `owned(addr)` says whether the runtime still holds an address
+  // (its reservations and chunks must be exactly the model's).
   absl::Status CheckPool(int pool, const PoolStats& stats, const PoolAttrs& attrs,
-                         const std::function<bool(uintptr_t)>& mapped);
+                         const std::function<bool(uintptr_t)>& owned) const;
   // The runtime's clocks, proven-complete clock, last op ends and host time
   // against the model's.
   absl::Status CheckOrdering(const std::vector<Clock>& clocks, const Clock& done,
@@ -202,6 +230,8 @@ class ReferenceModel {
   size_t stream_count() const { return streams_.size(); }
   int pool_count() const { return static_cast<int>(pools_.size()); }
   const Coverage& coverage() const { return coverage_; }
+  // The pool's blocks, one line per reservation (for failure reports).
+  std::string DescribePool(int pool) const;
 
   // The rule size of a request in a pool of this type, or nullopt when it
   // overflows: ALIGN_UP(len, 256) for device and huge-page pools, 64 for
@@ -237,35 +267,83 @@ class ReferenceModel {
     uint64_t requested = 0;
     std::vector<AccessRec> accesses;  // the latest per stream
   };
-  // Bytes whose last occupant is freed; keyed by address, never overlapping.
+  // Bytes whose last occupant is freed; keyed by address, never overlapping
+  // (the safety check's record, independent of the blocks).
   struct Freed {
     int id = 0;
     uint64_t size = 0;
-    uint64_t original_size = 0;  // size == original_size: none of it reused
-    bool now = false;            // spFree: complete at once
-    uint32_t stream = 0;         // free point (stream, pos), completing at end
+    bool now = false;     // spFree: complete at once
+    uint32_t stream = 0;  // free point (stream, pos), completing at end
     uint64_t pos = 0;
     uint64_t end = 0;
+  };
+
+  enum class State { kLive, kReady, kPending };
+  static constexpr uint32_t kMixed = UINT32_MAX;  // observed frees of several streams
+  struct Block {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    State state = State::kReady;
+    // PENDING: the free point (stream, f), the free's host order and the
+    // virtual time it completes at (those of the latest free merged in).
+    uint32_t stream = 0;
+    uint64_t f = 0;
+    uint64_t seq = 0;
+    uint64_t end = 0;
+    // READY: the proof epoch when observation promoted frees into it (0:
+    // never), and whose frees they were (kMixed: several streams').
+    uint64_t observed_epoch = 0;
+    uint32_t observed_stream = kMixed;
+  };
+  // A chunk (chunked growth: all mapped) or a reservation (expandable).
+  struct Reservation {
+    uint64_t id = 0;  // creation order; ties of the release rule
+    uintptr_t base = 0;
+    uint64_t size = 0;
+    bool expandable = false;
+    std::vector<Block> blocks;    // tile [0, size) in offset order
+    std::set<uint64_t> mapped;    // expandable: mapped granule indexes
+    uint64_t handed_out_end = 0;  // offsets below were handed out at some point
+  };
+  // A block of a pool: indexes into its reservations and their blocks, valid
+  // until the next change.
+  struct Ref {
+    size_t r = 0;
+    size_t b = 0;
   };
   struct Pool {
     ModelPoolProps props;
     uint64_t max_size = 0;  // effective
     uint64_t granule = 256;
     bool pinned = false;
+    bool expandable = true;
+    uint64_t reservation_bytes = 0;
+    // DVPP: every pool of the process shares one window, so a pool keeps no
+    // empty reservation.
+    bool scarce = false;
     bool follow = true, opportunistic = true, internal = true;
     uint64_t threshold = 0;
     uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
     uint64_t allocs = 0, frees = 0, failed = 0, waits = 0;
     uint64_t maps = 0, unmaps = 0, bytes_mapped = 0;
     std::array<uint64_t, 6> by_rule{};
-    size_t live = 0;
+    std::vector<Reservation> res;  // in creation order
+    uint64_t next_id = 1;
+    uint64_t next_seq = 1;
     std::map<uintptr_t, Freed> history;
-    // FreeAsync points into this pool not yet proven complete -> their end.
-    std::map<std::pair<uint32_t, uint64_t>, uint64_t> unproven_frees;
-    std::multiset<uint64_t> chunks;  // grown chunk sizes, while known
-    bool chunks_known = true;
-    // Set by a sync action or TrimTo: the bound the pool may release to.
-    std::optional<uint64_t> release_bound;
+  };
+  // What serving decided.
+  struct Decision {
+    bool ok = false;
+    Ref ref;
+    bool new_reservation = false;  // ref is a reservation made by this growth
+    uint64_t mapped_bytes = 0;     // what the growth mapped
+    ReuseRule rule = ReuseRule::kFresh;
+    std::optional<std::pair<uint32_t, uint64_t>> wait;  // rule 5's free point
+    uint64_t wait_end = 0;                              // ... and when it completes
+    bool promoted = false;                              // rule 3 promoted something
+    bool remapped = false;                              // the growth mapped bytes handed out before
+    bool low_end = false;  // served by the mapped low end of an unbacked block
   };
 
   void Charge() { now_ += config_.api_call_ns; }
@@ -274,23 +352,81 @@ class ReferenceModel {
   // Appends an op to s; returns its end. `wait_end`: completion of an
   // explicit wait (event or inserted), 0 if none.
   uint64_t Enqueue(uint32_t s, uint64_t duration_ns, uint64_t wait_end);
-  void Prove(const Clock& proof);
+  void Prove(const Clock& proof) { Join(done_, proof); }
   bool Proven(uint32_t s, uint64_t pos) const { return Get(done_, s) >= pos; }
-  bool EntirelyFree(const Pool& pool) const {
-    return pool.live == 0 && pool.unproven_frees.empty();
-  }
-  uint64_t DeviceReserved(int device) const;
-  void ReleaseAtSync();
+  // What every sync action and successful query does to every pool: a proof
+  // epoch (ending every observation's count), proven frees READY, and for
+  // sync actions the release rule with the pool's threshold.
+  void AfterCompletion(bool release);
+  // CreateStream's look at retired slots, and whether slot s may be reused
+  // (promoting its frees where the opportunistic switch is on).
+  void RecycleSlots();
+  bool SlotIdle(uint32_t s);
   void Touch(int id, uint32_t s, uint64_t end);
-  absl::Status CheckRelease(Pool& pool, uint64_t bound, const PoolStats& stats,
-                            const std::function<bool(uintptr_t)>& mapped);
+
+  // Blocks.
+  static uintptr_t Addr(const Pool& pool, Ref x) {
+    return pool.res[x.r].base + pool.res[x.r].blocks[x.b].offset;
+  }
+  static const Block& At(const Pool& pool, Ref x) { return pool.res[x.r].blocks[x.b]; }
+  static Block& At(Pool& pool, Ref x) { return pool.res[x.r].blocks[x.b]; }
+  // Smallest block satisfying pred with size >= need, lowest address among
+  // equals.
+  std::optional<Ref> BestFit(const Pool& pool, uint64_t need,
+                             const std::function<bool(Ref)>& pred) const;
+  static bool Better(const Pool& pool, Ref a, Ref b);
+  bool Observed(const Block& b) const {
+    return b.observed_epoch != 0 && b.observed_epoch == epoch_;
+  }
+  // Unmapped granules touching [offset, offset + len) of a reservation.
+  static uint64_t Missing(const Reservation& r, uint64_t offset, uint64_t len);
+  static bool Backed(const Reservation& r, const Block& b) {
+    return Missing(r, b.offset, b.size) == 0;
+  }
+  // The rule a READY block's reuse by t counts under.
+  ReuseRule ReadyRule(const Pool& pool, Ref x, uint32_t t) const;
+  // Adjacent READY blocks merge, and adjacent PENDING blocks of one stream.
+  void Coalesce(Reservation& r) const;
+  // Every PENDING block for which `promote` holds becomes READY.
+  void PromoteIf(Pool& pool, bool observed, const std::function<bool(const Block&)>& promote);
+  // Whether mapping what x lacks for `need` bytes fits maxSize and the device.
+  bool MapFits(const Pool& pool, Ref x, uint64_t need) const;
+  // Maps the granules [offset, offset + need) of x lacks; returns the bytes.
+  uint64_t MapFor(Pool& pool, Ref x, uint64_t need, bool* remapped);
+  // The device's (pinned: the host's) bytes left for this pool to map.
+  uint64_t BudgetRoom(const Pool& pool) const;
+  // Rule 4. Fills d on success.
+  absl::Status Grow(Pool& pool, uint32_t t, uint64_t need, Decision& d);
+  // Rules 1 to 6; may promote (rule 3) and grow (rule 4). Uses obs only where
+  // rule 2's probe bound leaves a choice.
+  absl::Status Serve(Pool& pool, uint32_t t, uint64_t need, const AllocObservation& obs,
+                     Decision& d);
+  // Splits x at need: the LIVE block [offset, offset + need) and the rest,
+  // which keeps x's state.
+  void Carve(Pool& pool, Ref x, uint64_t need);
+  void Release(Pool& pool, uint64_t bound);
+  void ReleaseChunks(Pool& pool, uint64_t bound);
+  void ReleaseGranules(Pool& pool, uint64_t bound);
+  void DropReservation(Pool& pool, size_t r);
+  // The LIVE block at addr.
+  Ref LiveBlockAt(const Pool& pool, uintptr_t addr) const;
+  uint64_t LargestFree(const Pool& pool) const;
+  // The bytes' previous occupants against the rule the runtime reported.
+  absl::Status CheckOccupants(Pool& pool, uint32_t t, uintptr_t ptr, uint64_t need, ReuseRule rule,
+                              const std::optional<std::pair<uint32_t, uint64_t>>& wait,
+                              uint64_t decided_at, const std::string& took);
 
   static uint64_t Get(const Clock& c, uint32_t s) { return s < c.size() ? c[s] : 0; }
   static void Join(Clock& into, const Clock& other);
 
   ModelConfig config_;
   uint64_t now_ = 0;
+  // Bumped by every proof: observation's counting ends there.
+  uint64_t epoch_ = 1;
   std::vector<Stream> streams_;
+  std::vector<uint32_t> retired_;     // destroyed streams' slots, not yet handed back
+  size_t recycle_cursor_ = 0;         // round robin over retired_
+  std::vector<uint32_t> free_slots_;  // handed back, reused last in first out
   std::vector<Event> events_;
   std::vector<Pool> pools_;
   Clock done_;
