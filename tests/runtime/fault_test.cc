@@ -8,6 +8,8 @@
 // checker in the sanitizer build).
 #include "src/util/fault.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -265,6 +267,136 @@ TEST(ThreadFaultTest, CppApiReturnsResourceExhaustedWhenNoThreadCanStart) {
   absl::StatusOr<std::unique_ptr<Runtime>> other = Runtime::Create(cfg);
   FaultInjection::DisarmAll();
   EXPECT_EQ(other.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace streampool
+
+namespace streampool {
+namespace {
+
+// An embedder's upstream that fails its n-th reserve or map: a reserve-then-
+// map upstream (spUpstreamVmm) and a chunk upstream (spUpstream), over mmap,
+// counting what is outstanding so that a leak shows.
+struct FlakyUpstream {
+  uint64_t fail_reserve_at = 0;  // 1-based call number; 0: never
+  uint64_t fail_map_at = 0;
+  uint64_t reserves = 0, maps = 0;
+  int64_t reserved_out = 0, mapped_out = 0;  // outstanding bytes
+};
+
+void* FlakyReserve(size_t bytes, size_t alignment, void* user) {
+  auto* u = static_cast<FlakyUpstream*>(user);
+  if (++u->reserves == u->fail_reserve_at) return nullptr;
+  const size_t span = bytes + alignment;
+  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto r = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t start = (r + alignment - 1) & ~(alignment - 1);
+  if (start > r) munmap(raw, start - r);
+  if (r + span > start + bytes)
+    munmap(reinterpret_cast<void*>(start + bytes), r + span - start - bytes);
+  u->reserved_out += static_cast<int64_t>(bytes);
+  return reinterpret_cast<void*>(start);
+}
+int FlakyMapAt(void* addr, size_t bytes, void* user) {
+  auto* u = static_cast<FlakyUpstream*>(user);
+  if (++u->maps == u->fail_map_at) return 1;
+  if (mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+      MAP_FAILED) {
+    return 1;
+  }
+  u->mapped_out += static_cast<int64_t>(bytes);
+  return 0;
+}
+void FlakyUnmapAt(void* addr, size_t bytes, void* user) {
+  mmap(addr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  static_cast<FlakyUpstream*>(user)->mapped_out -= static_cast<int64_t>(bytes);
+}
+void FlakyRelease(void* addr, size_t bytes, void* user) {
+  munmap(addr, bytes);
+  static_cast<FlakyUpstream*>(user)->reserved_out -= static_cast<int64_t>(bytes);
+}
+void* FlakyMap(size_t bytes, void* user) {
+  auto* u = static_cast<FlakyUpstream*>(user);
+  if (++u->maps == u->fail_map_at) return nullptr;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  u->mapped_out += static_cast<int64_t>(bytes);
+  return p;
+}
+void FlakyUnmap(void* base, size_t bytes, void* user) {
+  munmap(base, bytes);
+  static_cast<FlakyUpstream*>(user)->mapped_out -= static_cast<int64_t>(bytes);
+}
+
+// Growth in several runs (a block across granules after a release) so that a
+// failure can fall in the middle of one growth. Returns the failed calls.
+int RunOnUpstream(FlakyUpstream* u, bool vmm) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);
+  spRuntime_t rt;
+  EXPECT_EQ(spRuntimeCreate(&rt, &cfg), spSuccess);
+  spStream_t s;
+  EXPECT_EQ(spStreamCreate(&s, rt, 0, spStreamDefault), spSuccess);
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof props);
+  props.allocType = spMemAllocationTypeDevice;
+  spMemPool_t pool;
+  if (vmm) {
+    spUpstreamVmm up = {FlakyReserve, FlakyMapAt, FlakyUnmapAt, FlakyRelease, u, 1};
+    EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt, &props, &up), spSuccess);
+  } else {
+    spUpstream up = {FlakyMap, FlakyUnmap, u, 1};
+    EXPECT_EQ(spMemPoolCreateWithUpstream(&pool, rt, &props, &up), spSuccess);
+  }
+  int failures = 0;
+  std::vector<void*> live;
+  auto alloc = [&](size_t size) {
+    const spMemPoolStats before = Stats(pool);
+    void* p = nullptr;
+    const spError_t e = spMallocFromPoolAsync(&p, size, pool, s);
+    if (e == spSuccess) {
+      live.push_back(p);
+      return;
+    }
+    ++failures;
+    EXPECT_EQ(e, spErrorMemoryAllocation);
+    spMemPoolStats expected = before;
+    ++expected.failedAllocCount;
+    const spMemPoolStats after = Stats(pool);
+    EXPECT_EQ(std::memcmp(&after, &expected, sizeof after), 0) << "size " << size;
+  };
+  alloc(kMiB);
+  alloc(5 * kMiB);
+  for (void* p : live) EXPECT_EQ(spFreeAsync(p, s), spSuccess);
+  live.clear();
+  EXPECT_EQ(spStreamSynchronize(s), spSuccess);  // releases every granule
+  alloc(256);                                    // pins the first granule (when it can be mapped)
+  alloc(7 * kMiB);                               // the free range above it: several runs to map
+  alloc(3 * kMiB);
+  for (void* p : live) EXPECT_EQ(spFreeAsync(p, s), spSuccess);
+  EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
+  EXPECT_EQ(spRuntimeDestroy(rt), spSuccess);
+  return failures;
+}
+
+TEST(UpstreamFaultTest, EveryNthReserveOrMapOfAnEmbeddersUpstreamFailsCleanly) {
+  for (bool vmm : {true, false}) {
+    for (bool reserve : {true, false}) {
+      if (reserve && !vmm) continue;  // a chunk upstream has no reserve
+      for (uint64_t n = 1; n <= 12; ++n) {
+        SCOPED_TRACE(testing::Message()
+                     << (vmm ? "vmm" : "chunks") << (reserve ? " reserve " : " map ") << n);
+        FlakyUpstream u;
+        (reserve ? u.fail_reserve_at : u.fail_map_at) = n;
+        RunOnUpstream(&u, vmm);
+        // Every map undone and every reservation given back by the end.
+        EXPECT_EQ(u.mapped_out, 0);
+        EXPECT_EQ(u.reserved_out, 0);
+      }
+    }
+  }
 }
 
 }  // namespace
