@@ -1,7 +1,6 @@
 #include "src/pool/mem_pool.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <utility>
 
 #include "absl/status/status.h"
