@@ -1212,6 +1212,122 @@ TEST(IpcProcessTest, ThreadsExecutorStreamWaitsForAnotherProcesssRecord) {
 // The free-order rule across processes with spFree: the importer frees
 // synchronously; the exporter's allocation, bytes and statistics are intact
 // and it frees afterwards.
+// Blocks of an exportable pool in several granules, one of them spanning two,
+// shared with another process in either growth mode. Expandable (the
+// default for exportable pools): one reservation whose file offsets are its
+// own, each block exported with the granule-aligned range around it, so the
+// importer maps overlapping ranges of the file for A and B. Chunked: a chunk
+// per growth. Either way the importer reads what the exporter wrote and the
+// exporter what the importer wrote.
+struct GranuleBlocks {
+  static constexpr int kCount = 4;
+  spMemPoolPtrExportData data[kCount];
+  uint64_t size[kCount];
+  unsigned char fill[kCount];
+};
+
+void ShareBlocksInSeveralGranules(int growth) {
+  Channel ch;
+  const pid_t child = Spawn([&]() -> int {
+    close(ch.fd[0]);
+    const int sock = ch.fd[1];
+    const int fd = RecvFd(sock);
+    CHILD_CHECK(fd >= 0);
+    GranuleBlocks b;
+    CHILD_CHECK(RecvAll(sock, &b, sizeof b));
+    spRuntime_t rt = NewRuntime();
+    CHILD_CHECK(rt != nullptr);
+    spMemPool_t pool = Import(rt, fd);
+    close(fd);
+    CHILD_CHECK(pool != nullptr);
+    unsigned char* p[GranuleBlocks::kCount];
+    for (int i = 0; i < GranuleBlocks::kCount; ++i) {
+      void* q = nullptr;
+      CHILD_OK(spMemPoolImportPointer(&q, pool, &b.data[i]));
+      p[i] = static_cast<unsigned char*>(q);
+      CHILD_CHECK(AllBytes(p[i], b.size[i], b.fill[i]));
+    }
+    spMemPoolStats s;
+    CHILD_OK(spMemPoolGetStats(pool, &s));
+    CHILD_CHECK(s.allocCount == GranuleBlocks::kCount);
+    // The upper half of B (its second granule in an expandable pool), and
+    // all of C.
+    std::memset(p[1] + b.size[1] / 2, 0xc3, b.size[1] / 2);
+    std::memset(p[2], 0x3c, b.size[2]);
+    for (unsigned char* q : p) CHILD_OK(spFree(rt, q));
+    CHILD_OK(spMemPoolGetStats(pool, &s));
+    CHILD_CHECK(s.usedBytes == 0 && s.reservedBytes == 0);
+    CHILD_CHECK(SendByte(sock));
+    CHILD_OK(spRuntimeDestroy(rt));
+    return 0;
+  });
+  ASSERT_GT(child, 0);
+  const int sock = ch.Parent();
+  AlarmGuard guard(60);
+
+  spRuntime_t rt = NewRuntime();
+  ASSERT_NE(rt, nullptr);
+  spStream_t s = NewStream(rt);
+  spMemPoolProps props{};
+  props.allocType = spMemAllocationTypeDevice;
+  props.handleTypes = spMemHandleTypePosixFileDescriptor;
+  props.growth = growth;
+  spMemPool_t pool = nullptr;
+  SP_ASSERT_OK(spMemPoolCreate(&pool, rt, &props));
+  int mode = -1;
+  SP_ASSERT_OK(spMemPoolGetAttribute(pool, spMemPoolAttrGrowth, &mode));
+  EXPECT_EQ(mode, growth == spPoolGrowthChunked ? spPoolGrowthChunked : spPoolGrowthExpandable);
+
+  // Expandable: A = [0, 1 MiB), B = [1 MiB, 4 MiB) over granules 0 and 1,
+  // C = granule 2, D = 4 KiB in granule 3. Chunked: A, B and C each grow a
+  // chunk, D goes into a remainder.
+  GranuleBlocks b{};
+  const uint64_t sizes[GranuleBlocks::kCount] = {kMiB, 3 * kMiB, 2 * kMiB, 4096};
+  unsigned char* p[GranuleBlocks::kCount];
+  for (int i = 0; i < GranuleBlocks::kCount; ++i) {
+    void* q = nullptr;
+    SP_ASSERT_OK(spMallocFromPoolAsync(&q, sizes[i], pool, s));
+    p[i] = static_cast<unsigned char*>(q);
+    b.size[i] = sizes[i];
+    b.fill[i] = static_cast<unsigned char>(0x11 * (i + 1));
+    std::memset(p[i], b.fill[i], sizes[i]);
+    SP_ASSERT_OK(spMemPoolExportPointer(&b.data[i], p[i]));
+  }
+  if (mode == spPoolGrowthExpandable) {
+    EXPECT_EQ(p[1], p[0] + kMiB);
+    EXPECT_EQ(p[2], p[0] + 4 * kMiB);
+    EXPECT_EQ(p[3], p[0] + 6 * kMiB);
+    EXPECT_EQ(Stats(pool).reservedBytes, 8 * kMiB);
+  } else {
+    // D in the lower of the two 1 MiB remainders, A's or B's.
+    EXPECT_TRUE(p[3] == p[0] + kMiB || p[3] == p[1] + 3 * kMiB);
+    EXPECT_EQ(Stats(pool).reservedBytes, 8 * kMiB);  // chunks of 2, 4 and 2 MiB
+  }
+  const int fd = ExportFd(pool);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendFd(sock, fd));
+  close(fd);
+  ASSERT_TRUE(SendAll(sock, &b, sizeof b));
+  ASSERT_TRUE(RecvByte(sock));  // the importer has read, written and freed
+
+  EXPECT_TRUE(AllBytes(p[0], sizes[0], b.fill[0]));
+  EXPECT_TRUE(AllBytes(p[1], sizes[1] / 2, b.fill[1]));
+  EXPECT_TRUE(AllBytes(p[1] + sizes[1] / 2, sizes[1] / 2, 0xc3));
+  EXPECT_TRUE(AllBytes(p[2], sizes[2], 0x3c));
+  EXPECT_TRUE(AllBytes(p[3], sizes[3], b.fill[3]));
+  for (unsigned char* q : p) SP_EXPECT_OK(spFreeAsync(q, s));
+  EXPECT_EQ(Reap(child), 0);
+  SP_EXPECT_OK(spRuntimeDestroy(rt));
+}
+
+TEST(IpcProcessTest, BlocksInSeveralGranulesOfAnExpandablePoolCrossProcesses) {
+  ShareBlocksInSeveralGranules(spPoolGrowthDefault);
+}
+
+TEST(IpcProcessTest, BlocksInSeveralChunksOfAChunkedPoolCrossProcesses) {
+  ShareBlocksInSeveralGranules(spPoolGrowthChunked);
+}
+
 TEST(IpcProcessTest, TheImportersFreeComesFirstAndLeavesTheExportersAllocation) {
   Channel ch;
   const pid_t child = Spawn([&]() -> int {

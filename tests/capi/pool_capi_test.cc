@@ -7,9 +7,18 @@
 // Expected byte counts follow DESIGN.md: a device pool's rule size is
 // ALIGN_UP(size, 256), growth maps ALIGN_UP(rule size, 2 MiB), spMalloc maps
 // ALIGN_UP(size, 4 KiB), and pools and spMalloc share the device capacity.
+// Also here: pools over a caller's reserve-then-map (VMM) upstream, the
+// growth property and attribute, and DVPP pools sharing the process's window.
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "streampool/streampool.h"
@@ -806,6 +815,485 @@ TEST_F(PoolCapiTest, CreateRejectsBadProperties) {
   EXPECT_EQ(s.reservedBytes, 0u);
   EXPECT_EQ(s.allocCount, 0u);
   SP_EXPECT_OK(spMemPoolDestroy(pool));
+}
+
+// ------------------------------------------- reserve-then-map (VMM) upstreams
+
+// A C-style reserve-then-map upstream, as an embedder writes one over
+// cuMemAddressReserve / cuMemMap or aclrtReserveMemAddress / aclrtMapMem:
+// reserve takes PROT_NONE address space, map backs granules read-write in
+// place (mmap MAP_FIXED), unmap turns them back into reserved address space,
+// release gives the range back. It counts every call, keeps its own account
+// of what is reserved and mapped (recording any call that breaks the
+// contract), and fails chosen map calls.
+struct VmmUpstream {
+  static constexpr uint64_t kGranule = 2 * kMiB;
+
+  int reserves = 0;
+  int maps = 0;  // map calls, failed ones included
+  int unmaps = 0;
+  int releases = 0;
+  int fail_from = 0, fail_to = 0;  // map calls numbered [fail_from, fail_to) fail
+  std::map<uintptr_t, size_t> reservations;
+  std::set<uintptr_t> mapped;  // granule addresses
+  std::vector<std::pair<uintptr_t, size_t>> map_log, unmap_log;
+  std::vector<std::string> violations;
+
+  // The n-th map call from now (1: the next) fails, and the count - 1 after it.
+  void FailNthMap(int n, int count = 1) {
+    fail_from = maps + n;
+    fail_to = fail_from + count;
+  }
+  spUpstreamVmm Upstream() { return spUpstreamVmm{&Reserve, &Map, &Unmap, &Release, this, 1}; }
+
+  static void* Reserve(size_t bytes, size_t alignment, void* user) {
+    auto* self = static_cast<VmmUpstream*>(user);
+    ++self->reserves;
+    const size_t span = bytes + alignment;
+    void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const auto r = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t base = (r + alignment - 1) / alignment * alignment;
+    if (base > r) munmap(raw, base - r);
+    if (r + span > base + bytes)
+      munmap(reinterpret_cast<void*>(base + bytes), r + span - base - bytes);
+    self->reservations.emplace(base, bytes);
+    return reinterpret_cast<void*>(base);
+  }
+  static int Map(void* addr, size_t bytes, void* user) {
+    auto* self = static_cast<VmmUpstream*>(user);
+    const int call = ++self->maps;
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    self->Check(a % kGranule == 0 && bytes % kGranule == 0 && bytes > 0, "map: not granules");
+    self->Check(self->Inside(a, bytes), "map: outside every reservation");
+    for (uintptr_t g = a; g < a + bytes; g += kGranule) {
+      self->Check(self->mapped.count(g) == 0, "map: granule already mapped");
+    }
+    if (call >= self->fail_from && call < self->fail_to) return 1;
+    if (mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+        MAP_FAILED) {
+      return 1;
+    }
+    for (uintptr_t g = a; g < a + bytes; g += kGranule) self->mapped.insert(g);
+    self->map_log.emplace_back(a, bytes);
+    return 0;
+  }
+  static void Unmap(void* addr, size_t bytes, void* user) {
+    auto* self = static_cast<VmmUpstream*>(user);
+    ++self->unmaps;
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    for (uintptr_t g = a; g < a + bytes; g += kGranule) {
+      self->Check(self->mapped.erase(g) == 1, "unmap: granule not mapped");
+    }
+    self->unmap_log.emplace_back(a, bytes);
+    self->Check(mmap(addr, bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED,
+                "unmap: cannot return the range to reserved address space");
+  }
+  static void Release(void* addr, size_t bytes, void* user) {
+    auto* self = static_cast<VmmUpstream*>(user);
+    ++self->releases;
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    auto it = self->reservations.find(a);
+    self->Check(it != self->reservations.end() && it->second == bytes, "release: no reservation");
+    auto m = self->mapped.lower_bound(a);
+    self->Check(m == self->mapped.end() || *m >= a + bytes, "release: granules still mapped");
+    if (it != self->reservations.end()) self->reservations.erase(it);
+    munmap(addr, bytes);
+  }
+
+  uint64_t mapped_bytes() const { return mapped.size() * kGranule; }
+  // Nothing mapped, nothing reserved, every call within the contract.
+  ::testing::AssertionResult AllGivenBack() const {
+    if (!violations.empty()) return ::testing::AssertionFailure() << violations[0];
+    if (!mapped.empty() || !reservations.empty() || reserves != releases) {
+      return ::testing::AssertionFailure()
+             << mapped.size() << " granules mapped, " << reservations.size()
+             << " reservations live, " << reserves << " reserves, " << releases << " releases";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  void Check(bool ok, const char* what) {
+    if (!ok) violations.push_back(what);
+  }
+  bool Inside(uintptr_t a, size_t bytes) const {
+    auto it = reservations.upper_bound(a);
+    if (it == reservations.begin()) return false;
+    --it;
+    return a + bytes <= it->first + it->second;
+  }
+};
+
+// Pools over a VmmUpstream that lives as long as the fixture, so it outlives
+// the runtime that calls it.
+class VmmPoolTest : public PoolCapiTest {
+ protected:
+  spMemPool_t NewVmmPool(size_t max_size = 0, int growth = spPoolGrowthDefault) {
+    spMemPoolProps props;
+    std::memset(&props, 0, sizeof(props));
+    props.allocType = spMemAllocationTypeDevice;
+    props.maxSize = max_size;
+    props.growth = growth;
+    const spUpstreamVmm up = vmm_.Upstream();
+    spMemPool_t pool = nullptr;
+    EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt_, &props, &up), spSuccess);
+    return pool;
+  }
+  int Growth(spMemPool_t pool) {
+    int v = -7;
+    EXPECT_EQ(spMemPoolGetAttribute(pool, spMemPoolAttrGrowth, &v), spSuccess);
+    return v;
+  }
+
+  VmmUpstream vmm_;
+};
+
+TEST_F(VmmPoolTest, AllocationsAreTouchableAndGrowthMapsGranulesInPlace) {
+  spMemPool_t pool = NewVmmPool();
+  EXPECT_EQ(Growth(pool), spPoolGrowthExpandable);
+  EXPECT_EQ(vmm_.reserves, 0) << "nothing is reserved before the first growth";
+
+  // 3 MiB: one reservation (maxSize 0: the device's 1 GiB), two granules
+  // mapped in one call at its base.
+  auto* p = static_cast<unsigned char*>(Alloc(3 * kMiB, pool));
+  ASSERT_EQ(vmm_.reserves, 1);
+  const uintptr_t base = vmm_.reservations.begin()->first;
+  EXPECT_EQ(vmm_.reservations.begin()->second, size_t{1} << 30);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p), base);
+  ASSERT_EQ(vmm_.maps, 1);
+  EXPECT_EQ(vmm_.map_log[0], std::make_pair(base, size_t{4 * kMiB}));
+  spMemPoolStats s = Stats(pool);
+  EXPECT_EQ(s.reservedBytes, 4 * kMiB);
+  EXPECT_EQ(s.upstreamMaps, 1u);
+
+  // Touchable: the host writes it, and stream-ordered fills land in it.
+  std::memset(p, 0x5a, 3 * kMiB);
+  SP_ASSERT_OK(spMemsetAsync(p + kMiB, 0x11, 4096, s_));
+  SP_ASSERT_OK(spStreamSynchronize(s_));
+  EXPECT_EQ(p[0], 0x5a);
+  EXPECT_EQ(p[kMiB], 0x11);
+  EXPECT_EQ(p[kMiB + 4095], 0x11);
+  EXPECT_EQ(p[kMiB + 4096], 0x5a);
+  EXPECT_EQ(p[3 * kMiB - 1], 0x5a);
+
+  // 2 MiB goes right above it, [3 MiB, 5 MiB): only granule 2 is mapped.
+  auto* q = static_cast<unsigned char*>(Alloc(2 * kMiB, pool));
+  EXPECT_EQ(q, p + 3 * kMiB);
+  ASSERT_EQ(vmm_.maps, 2);
+  EXPECT_EQ(vmm_.map_log[1], std::make_pair(base + 4 * kMiB, size_t{2 * kMiB}));
+  std::memset(q, 0x77, 2 * kMiB);
+  EXPECT_EQ(Stats(pool).reservedBytes, 6 * kMiB);
+
+  // Freed and synchronized (threshold 0): the granule wholly inside free
+  // memory goes; granule 1, shared with p, stays.
+  SP_ASSERT_OK(spFreeAsync(q, s_));
+  SP_ASSERT_OK(spStreamSynchronize(s_));
+  ASSERT_EQ(vmm_.unmaps, 1);
+  EXPECT_EQ(vmm_.unmap_log[0], std::make_pair(base + 4 * kMiB, size_t{2 * kMiB}));
+  EXPECT_EQ(Stats(pool).reservedBytes, 4 * kMiB);
+  EXPECT_EQ(p[3 * kMiB - 1], 0x5a);
+  // Then all of it, in one call; the empty reservation stays with the pool
+  // until it is destroyed.
+  SP_ASSERT_OK(spFreeAsync(p, s_));
+  SP_ASSERT_OK(spStreamSynchronize(s_));
+  ASSERT_EQ(vmm_.unmaps, 2);
+  EXPECT_EQ(vmm_.unmap_log[1], std::make_pair(base, size_t{4 * kMiB}));
+  s = Stats(pool);
+  EXPECT_EQ(s.reservedBytes, 0u);
+  EXPECT_EQ(s.upstreamUnmaps, 2u);
+  EXPECT_EQ(s.reservedHigh, 6 * kMiB);
+  EXPECT_TRUE(vmm_.mapped.empty());
+  SP_ASSERT_OK(spMemPoolDestroy(pool));
+  EXPECT_TRUE(vmm_.AllGivenBack());
+}
+
+TEST_F(VmmPoolTest, RuntimeDestroyGivesEveryGranuleAndReservationBack) {
+  spMemPool_t pool = NewVmmPool();
+  void* live = Alloc(5 * kMiB, pool);
+  void* pending = Alloc(kMiB, pool);
+  SP_ASSERT_OK(spLaunchKernel(s_, 1000000, nullptr, 0));
+  SP_ASSERT_OK(spFreeAsync(pending, s_));
+  // A destroyed pool with a live allocation keeps its memory...
+  SP_ASSERT_OK(spMemPoolDestroy(pool));
+  EXPECT_FALSE(vmm_.mapped.empty());
+  (void)live;
+  // ...until the runtime goes.
+  Start();
+  EXPECT_EQ(vmm_.maps, 1);
+  EXPECT_TRUE(vmm_.AllGivenBack());
+}
+
+TEST_F(VmmPoolTest, GrowthReadsBackAndCannotBeSet) {
+  spMemPool_t vmm = NewVmmPool();
+  spMemPool_t expandable = NewVmmPool(0, spPoolGrowthExpandable);
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = spMemAllocationTypeDevice;
+  props.growth = spPoolGrowthChunked;
+  spMemPool_t chunked = nullptr;
+  SP_ASSERT_OK(spMemPoolCreate(&chunked, rt_, &props));
+  // A plain upstream (map/unmap only) cannot reserve: chunked by default.
+  props.growth = spPoolGrowthDefault;
+  spUpstream plain{[](size_t, void*) -> void* { return nullptr; }, [](void*, size_t, void*) {},
+                   nullptr, 1};
+  spMemPool_t on_plain = nullptr;
+  SP_ASSERT_OK(spMemPoolCreateWithUpstream(&on_plain, rt_, &props, &plain));
+
+  EXPECT_EQ(Growth(default_pool_), spPoolGrowthExpandable);
+  EXPECT_EQ(Growth(vmm), spPoolGrowthExpandable);
+  EXPECT_EQ(Growth(expandable), spPoolGrowthExpandable);
+  EXPECT_EQ(Growth(chunked), spPoolGrowthChunked);
+  EXPECT_EQ(Growth(on_plain), spPoolGrowthChunked);
+
+  void* p = Alloc(kMiB, chunked);
+  for (spMemPool_t pool : {default_pool_, vmm, chunked, on_plain}) {
+    const spMemPoolStats before = Stats(pool);
+    const int was = Growth(pool);
+    for (int v : {0, 1, 2, 7}) {
+      int in = v;
+      EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrGrowth, &in), spErrorInvalidValue) << v;
+    }
+    EXPECT_EQ(spMemPoolGetAttribute(pool, spMemPoolAttrGrowth, nullptr), spErrorInvalidValue);
+    EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrGrowth, nullptr), spErrorInvalidValue);
+    EXPECT_EQ(Growth(pool), was);
+    EXPECT_TRUE(StatsIdentical(Stats(pool), before));
+  }
+  SP_EXPECT_OK(spFreeAsync(p, s_));
+  for (spMemPool_t pool : {vmm, expandable, chunked, on_plain})
+    SP_EXPECT_OK(spMemPoolDestroy(pool));
+}
+
+// Granules 0 and 2 of a free range were released and granule 1 is mapped, so
+// 6 MiB needs two map calls; the second fails. The allocation fails with
+// spErrorMemoryAllocation, the statistics are bit-identical but for
+// failedAllocCount, and the first call's granule is unmapped again.
+TEST_F(VmmPoolTest, AMapThatFailsHalfWayLeavesNothingBehind) {
+  spMemPool_t pool = NewVmmPool(/*max_size=*/8 * kMiB);
+  void* g[4];
+  for (void*& p : g) p = Alloc(2 * kMiB, pool);
+  ASSERT_EQ(vmm_.maps, 4);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(g[0]);
+  SP_ASSERT_OK(spFree(rt_, g[0]));
+  SP_ASSERT_OK(spFree(rt_, g[2]));
+  SP_ASSERT_OK(spMemPoolTrimTo(pool, 0));
+  SP_ASSERT_OK(spFree(rt_, g[1]));
+  ASSERT_EQ(vmm_.mapped, (std::set<uintptr_t>{base + 2 * kMiB, base + 6 * kMiB}));
+  const int unmaps = vmm_.unmaps;
+
+  vmm_.FailNthMap(2);
+  spMemPoolStats expected = Stats(pool);
+  ++expected.failedAllocCount;
+  void* p = kSentinel;
+  EXPECT_EQ(spMallocFromPoolAsync(&p, 6 * kMiB, pool, s_), spErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(StatsIdentical(Stats(pool), expected));
+  EXPECT_EQ(vmm_.maps, 6) << "both runs were asked for";
+  EXPECT_EQ(vmm_.unmaps, unmaps + 1);
+  EXPECT_EQ(vmm_.unmap_log.back(), std::make_pair(base, size_t{2 * kMiB}));
+  EXPECT_EQ(vmm_.mapped, (std::set<uintptr_t>{base + 2 * kMiB, base + 6 * kMiB}));
+  EXPECT_TRUE(vmm_.violations.empty());
+
+  // Nothing left behind: the same request now succeeds, at the same place.
+  void* q = Alloc(6 * kMiB, pool);
+  EXPECT_EQ(q, g[0]);
+  EXPECT_EQ(Stats(pool).reservedBytes, 8 * kMiB);
+  SP_ASSERT_OK(spFree(rt_, q));
+  SP_ASSERT_OK(spFree(rt_, g[3]));
+  SP_ASSERT_OK(spMemPoolDestroy(pool));
+  EXPECT_TRUE(vmm_.AllGivenBack());
+}
+
+TEST_F(VmmPoolTest, AFailedFirstMapGivesTheNewReservationBackAtOnce) {
+  spMemPool_t pool = NewVmmPool();
+  vmm_.FailNthMap(1);
+  spMemPoolStats expected = Stats(pool);
+  ++expected.failedAllocCount;
+  void* p = kSentinel;
+  EXPECT_EQ(spMallocFromPoolAsync(&p, kMiB, pool, s_), spErrorMemoryAllocation);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(StatsIdentical(Stats(pool), expected));
+  EXPECT_EQ(vmm_.reserves, 1);
+  EXPECT_TRUE(vmm_.AllGivenBack());
+  // The pool is still usable.
+  p = Alloc(kMiB, pool);
+  SP_ASSERT_OK(spFree(rt_, p));
+  SP_ASSERT_OK(spMemPoolDestroy(pool));
+  EXPECT_TRUE(vmm_.AllGivenBack());
+}
+
+TEST_F(VmmPoolTest, CreateRejectsBadUpstreamsAndGrowthModes) {
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = spMemAllocationTypeDevice;
+  const spUpstreamVmm good = vmm_.Upstream();
+  spMemPool_t pool = nullptr;
+
+  EXPECT_EQ(spMemPoolCreateWithVmmUpstream(nullptr, rt_, &props, &good), spErrorInvalidValue);
+  EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt_, nullptr, &good), spErrorInvalidValue);
+  EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt_, &props, nullptr), spErrorInvalidValue);
+  for (int missing = 0; missing < 4; ++missing) {
+    SCOPED_TRACE(missing);
+    spUpstreamVmm up = good;
+    if (missing == 0) up.reserve = nullptr;
+    if (missing == 1) up.map = nullptr;
+    if (missing == 2) up.unmap = nullptr;
+    if (missing == 3) up.release = nullptr;
+    EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt_, &props, &up), spErrorInvalidValue);
+  }
+  // A VMM upstream makes an expandable pool; chunks it cannot give.
+  props.growth = spPoolGrowthChunked;
+  EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt_, &props, &good), spErrorNotSupported);
+  // A map/unmap-only upstream cannot reserve: no expandable pool over it.
+  props.growth = spPoolGrowthExpandable;
+  spUpstream plain{[](size_t, void*) -> void* { return nullptr; }, [](void*, size_t, void*) {},
+                   nullptr, 1};
+  EXPECT_EQ(spMemPoolCreateWithUpstream(&pool, rt_, &props, &plain), spErrorNotSupported);
+  // Growth modes out of range, for every way of creating a pool.
+  for (int growth : {3, -1, 0x7fffffff}) {
+    SCOPED_TRACE(growth);
+    props.growth = growth;
+    EXPECT_EQ(spMemPoolCreate(&pool, rt_, &props), spErrorInvalidValue);
+    EXPECT_EQ(spMemPoolCreateWithUpstream(&pool, rt_, &props, &plain), spErrorInvalidValue);
+    EXPECT_EQ(spMemPoolCreateWithVmmUpstream(&pool, rt_, &props, &good), spErrorInvalidValue);
+  }
+  EXPECT_EQ(pool, nullptr) << "no failed call wrote it";
+  EXPECT_EQ(vmm_.reserves, 0);
+
+  // Expandable over a VMM upstream, or by default: fine.
+  for (int growth : {int{spPoolGrowthDefault}, int{spPoolGrowthExpandable}}) {
+    props.growth = growth;
+    SP_ASSERT_OK(spMemPoolCreateWithVmmUpstream(&pool, rt_, &props, &good));
+    EXPECT_EQ(Growth(pool), spPoolGrowthExpandable);
+    SP_EXPECT_OK(spMemPoolDestroy(pool));
+  }
+}
+
+// ---------------------------------------------------------- the DVPP window
+
+// DVPP pools take their reservations from the process's one 16 GiB window,
+// 1 GiB at a time (first fit), so no pool takes the whole window: here
+// sixteen reservations fill it, whichever pools hold them. AddressOnly
+// backing: nothing is touched; the device is made large enough that only the
+// window limits.
+class DvppWindowTest : public PoolCapiTest {
+ protected:
+  static constexpr uint64_t kGiB = uint64_t{1} << 30;
+  // ALIGN_UP(ALIGN_UP(len, 32) + 32, 128) of this is 1022 MiB + 128: exactly
+  // the 512 granules of one reservation.
+  static constexpr size_t kWhole = 1022 * kMiB;
+
+  void SetUp() override { Start(/*capacity=*/64 * kGiB); }
+
+  spMemPool_t NewDvppPool() {
+    spMemPoolProps props;
+    std::memset(&props, 0, sizeof(props));
+    props.allocType = spMemAllocationTypeDvpp;
+    spMemPool_t pool = nullptr;
+    EXPECT_EQ(spMemPoolCreate(&pool, rt_, &props), spSuccess);
+    return pool;
+  }
+  // Allocates `size` from `pool` until the window refuses, expecting that
+  // failure to change nothing but failedAllocCount; returns the pointers.
+  std::vector<uintptr_t> FillWindow(spMemPool_t pool, size_t size) {
+    std::vector<uintptr_t> got;
+    for (int i = 0; i < 17; ++i) {
+      spMemPoolStats expected = Stats(pool);
+      void* p = kSentinel;
+      const spError_t e = spMallocFromPoolAsync(&p, size, pool, s_);
+      if (e == spSuccess) {
+        got.push_back(reinterpret_cast<uintptr_t>(p));
+        continue;
+      }
+      EXPECT_EQ(e, spErrorMemoryAllocation);
+      EXPECT_EQ(p, nullptr);
+      ++expected.failedAllocCount;
+      EXPECT_TRUE(StatsIdentical(Stats(pool), expected));
+      break;
+    }
+    return got;
+  }
+};
+
+TEST_F(DvppWindowTest, PoolsShareTheWindowInReservationsOfAGiB) {
+  spMemPool_t a = NewDvppPool();
+  spMemPool_t b = NewDvppPool();
+  spMemPool_t c = NewDvppPool();
+  spMemPool_t d = NewDvppPool();
+  const auto a1 = reinterpret_cast<uintptr_t>(Alloc(kWhole, a));
+  const auto a2 = reinterpret_cast<uintptr_t>(Alloc(kWhole, a));  // a second reservation
+  const auto b1 = reinterpret_cast<uintptr_t>(Alloc(kWhole, b));
+  const auto c1 = reinterpret_cast<uintptr_t>(Alloc(kMiB, c));  // 2 MiB of it mapped
+  EXPECT_EQ(Stats(a).reservedBytes, 2 * kGiB);
+  EXPECT_EQ(Stats(b).reservedBytes, kGiB);
+  EXPECT_EQ(Stats(c).reservedBytes, 2 * kMiB);
+
+  // Twelve more reservations fit: sixteen in all, whoever holds them.
+  std::vector<uintptr_t> bases = FillWindow(d, kWhole);
+  EXPECT_EQ(bases.size(), 12u);
+  EXPECT_EQ(Stats(d).reservedBytes, 12 * kGiB);
+  for (spMemPool_t pool : {a, b}) {
+    void* p = kSentinel;
+    EXPECT_EQ(spMallocFromPoolAsync(&p, kWhole, pool, s_), spErrorMemoryAllocation);
+  }
+  // Each allocation above starts its reservation: sixteen ranges 1 GiB
+  // apart, one 16 GiB window.
+  bases.insert(bases.end(), {a1, a2, b1, c1});
+  std::sort(bases.begin(), bases.end());
+  for (size_t i = 1; i < bases.size(); ++i) EXPECT_EQ(bases[i] - bases[i - 1], kGiB) << i;
+
+  // Inside their reservations pools still serve: a from the 2 MiB - 128 B
+  // left mapped at the end of each, c by mapping more of its own.
+  const auto small = reinterpret_cast<uintptr_t>(Alloc(kMiB, a));
+  EXPECT_EQ(Stats(a).reservedBytes, 2 * kGiB);
+  Alloc(512 * kMiB, c);
+  EXPECT_EQ(Stats(c).reservedBytes, 514 * kMiB);  // [0, 513 MiB + 256 B)
+
+  // A reservation given back (its memory freed and trimmed) is the next
+  // one any pool gets, at the same address.
+  const uintptr_t freed = small >= a1 && small < a1 + kGiB ? a2 : a1;
+  SP_ASSERT_OK(spFree(rt_, reinterpret_cast<void*>(freed)));
+  SP_ASSERT_OK(spMemPoolTrimTo(a, 0));
+  EXPECT_EQ(Stats(a).reservedBytes, kGiB);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(Alloc(kWhole, d)), freed);
+  EXPECT_TRUE(FillWindow(d, kWhole).empty());
+
+  // A destroyed runtime gives back its whole share: a new one has all
+  // sixteen.
+  Start(/*capacity=*/64 * kGiB);
+  EXPECT_EQ(FillWindow(NewDvppPool(), kWhole).size(), 16u);
+}
+
+// An allocation larger than a reservation gets one of its own size; where the
+// window has no 1 GiB left, a reservation just large enough is taken.
+TEST_F(DvppWindowTest, ReservationsLargerOrSmallerThanAGiBWhereTheRequestNeedsIt) {
+  spMemPool_t e = NewDvppPool();
+  spMemPool_t f = NewDvppPool();
+  spMemPool_t g = NewDvppPool();
+  // 1.5 GiB occupies 1.5 GiB + 128 B: a reservation of 1538 MiB.
+  const auto big = reinterpret_cast<uintptr_t>(Alloc(1536 * kMiB, e));
+  EXPECT_EQ(Stats(e).reservedBytes, 1538 * kMiB);
+  // 16384 - 1538 = 14846 MiB left: fourteen 1 GiB reservations and 510 MiB.
+  std::vector<uintptr_t> bases = FillWindow(f, kWhole);
+  EXPECT_EQ(bases.size(), 14u);
+  // 400 MiB (402 MiB of granules) still fits the 510 MiB.
+  const auto last = reinterpret_cast<uintptr_t>(Alloc(400 * kMiB, g));
+  EXPECT_EQ(Stats(g).reservedBytes, 402 * kMiB);
+  bases.push_back(big);
+  bases.push_back(last);
+  const uintptr_t lo = *std::min_element(bases.begin(), bases.end());
+  EXPECT_EQ(lo, big) << "first fit: the window's start";
+  EXPECT_EQ(last, lo + 1538 * kMiB + 14 * kGiB);
+  EXPECT_LE(last + 402 * kMiB - lo, 16 * kGiB);
+  void* p = kSentinel;
+  EXPECT_EQ(spMallocFromPoolAsync(&p, 200 * kMiB, g, s_), spErrorMemoryAllocation);
+
+  // The large reservation given back serves 1 GiB ones again.
+  SP_ASSERT_OK(spFree(rt_, reinterpret_cast<void*>(big)));
+  SP_ASSERT_OK(spMemPoolTrimTo(e, 0));
+  EXPECT_EQ(Stats(e).reservedBytes, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(Alloc(kWhole, f)), big);
 }
 
 // Values a C caller can store in an enum-typed argument or field but that lie

@@ -20,6 +20,25 @@ namespace {
 
 void Noop(void*) {}
 
+// A reserve-then-map upstream whose functions only count their calls (in
+// *user): a create that fails must call none of them.
+spUpstreamVmm CountingVmm(int* calls) {
+  spUpstreamVmm up{};
+  up.reserve = [](size_t, size_t, void* user) -> void* {
+    ++*static_cast<int*>(user);
+    return nullptr;
+  };
+  up.map = [](void*, size_t, void* user) {
+    ++*static_cast<int*>(user);
+    return 1;
+  };
+  up.unmap = [](void*, size_t, void* user) { ++*static_cast<int*>(user); };
+  up.release = [](void*, size_t, void* user) { ++*static_cast<int*>(user); };
+  up.user = calls;
+  up.touchable = 1;
+  return up;
+}
+
 struct Case {
   std::string name;
   std::function<spError_t()> call;
@@ -187,6 +206,10 @@ TEST_F(RuntimeBadInputTest, NullOutPointersAndRequiredArgumentsAreInvalidValue) 
   spRuntimeConfig good;
   spRuntimeConfigInit(&good);
   const spAccess null_access{nullptr, 16, 1};
+  spMemPoolProps props{};
+  props.allocType = spMemAllocationTypeDevice;
+  int vmm_calls = 0;
+  const spUpstreamVmm vmm = CountingVmm(&vmm_calls);
   RunTable({
       {"spRuntimeCreate(NULL, NULL)", [&] { return spRuntimeCreate(nullptr, nullptr); },
        spErrorInvalidValue},
@@ -210,6 +233,18 @@ TEST_F(RuntimeBadInputTest, NullOutPointersAndRequiredArgumentsAreInvalidValue) 
        spErrorInvalidValue},
       {"spMemPoolGetStats(NULL)", [&] { return spMemPoolGetStats(pool_, nullptr); },
        spErrorInvalidValue},
+      {"spMemPoolGetAttribute(growth, NULL)",
+       [&] { return spMemPoolGetAttribute(pool_, spMemPoolAttrGrowth, nullptr); },
+       spErrorInvalidValue},
+      {"spMemPoolCreateWithVmmUpstream(NULL pool)",
+       [&] { return spMemPoolCreateWithVmmUpstream(nullptr, rt_, &props, &vmm); },
+       spErrorInvalidValue},
+      {"spMemPoolCreateWithVmmUpstream(NULL props)",
+       [&] { return spMemPoolCreateWithVmmUpstream(&out_pool_, rt_, nullptr, &vmm); },
+       spErrorInvalidValue},
+      {"spMemPoolCreateWithVmmUpstream(NULL upstream)",
+       [&] { return spMemPoolCreateWithVmmUpstream(&out_pool_, rt_, &props, nullptr); },
+       spErrorInvalidValue},
       {"spPointerGetAttributes(NULL, p)", [&] { return spPointerGetAttributes(nullptr, buf_); },
        spErrorInvalidValue},
       {"spLaunchKernel(accesses NULL, count 1)", [&] { return spLaunchKernel(s_, 10, nullptr, 1); },
@@ -225,6 +260,8 @@ TEST_F(RuntimeBadInputTest, NullOutPointersAndRequiredArgumentsAreInvalidValue) 
       {"spMemsetAsync(dst NULL)", [&] { return spMemsetAsync(nullptr, 0, 16, s_); },
        spErrorInvalidValue},
   });
+  EXPECT_EQ(out_pool_, nullptr);
+  EXPECT_EQ(vmm_calls, 0);
 }
 
 // ---------------------------------------------------- unknown enums, flags
@@ -402,6 +439,8 @@ TEST_F(RuntimeBadInputTest, BadEventHandlesAreInvalidResourceHandle) {
 TEST_F(RuntimeBadInputTest, BadRuntimeHandlesAreInvalidResourceHandle) {
   spMemPoolProps props{};
   props.allocType = spMemAllocationTypeDevice;
+  int vmm_calls = 0;
+  const spUpstreamVmm vmm = CountingVmm(&vmm_calls);
   const struct {
     const char* name;
     spRuntime_t rt;
@@ -432,12 +471,57 @@ TEST_F(RuntimeBadInputTest, BadRuntimeHandlesAreInvalidResourceHandle) {
     add("spMalloc", [=, this] { return spMalloc(&out_ptr_, 256, x, 0); });
     add("spFree(NULL)", [=] { return spFree(x, nullptr); });
     add("spMemPoolCreate", [=, this] { return spMemPoolCreate(&out_pool_, x, &props); });
+    add("spMemPoolCreateWithVmmUpstream",
+        [=, this] { return spMemPoolCreateWithVmmUpstream(&out_pool_, x, &props, &vmm); });
     add("spDeviceGetDefaultMemPool",
         [=, this] { return spDeviceGetDefaultMemPool(&out_pool_, x, 0); });
     add("spDeviceGetMemPool", [=, this] { return spDeviceGetMemPool(&out_pool_, x, 0); });
     add("spDeviceSetMemPool", [=, this] { return spDeviceSetMemPool(x, 0, pool_); });
   }
   RunTable(cases);
+  EXPECT_EQ(out_pool_, nullptr);
+  EXPECT_EQ(vmm_calls, 0);
+}
+
+// spMemPoolAttrGrowth goes through the same handle checks as every other
+// attribute: anything that is not a live pool of a live runtime is
+// InvalidResourceHandle. (NULL too, as for streams and events above, although
+// DESIGN.md says a NULL handle is InvalidValue.)
+TEST_F(RuntimeBadInputTest, TheGrowthAttributeOfBadPoolHandles) {
+  const struct {
+    const char* name;
+    spMemPool_t pool;
+  } kBadPools[] = {
+      {"NULL", nullptr},
+      {"forged 0x1234", Forge<spMemPool_t>(0x1234)},
+      {"never issued", LookAlike(pool_)},
+      {"destroyed", dead_pool_},
+      {"a stream", Cast<spMemPool_t>(s_)},
+      {"an event", Cast<spMemPool_t>(e_)},
+      {"a runtime", Cast<spMemPool_t>(rt_)},
+      {"of a destroyed runtime", gone_pool_},
+  };
+  std::vector<Case> cases;
+  for (const auto& bad : kBadPools) {
+    const spMemPool_t x = bad.pool;
+    const std::string n = std::string("(") + bad.name + " pool)";
+    cases.push_back({"spMemPoolGetAttribute(growth)" + n,
+                     [x] {
+                       int v = -7;
+                       return spMemPoolGetAttribute(x, spMemPoolAttrGrowth, &v);
+                     },
+                     spErrorInvalidResourceHandle});
+    cases.push_back({"spMemPoolSetAttribute(growth)" + n,
+                     [x] {
+                       int v = spPoolGrowthChunked;
+                       return spMemPoolSetAttribute(x, spMemPoolAttrGrowth, &v);
+                     },
+                     spErrorInvalidResourceHandle});
+  }
+  RunTable(cases);
+  int growth = -7;
+  ASSERT_EQ(spMemPoolGetAttribute(pool_, spMemPoolAttrGrowth, &growth), spSuccess);
+  EXPECT_EQ(growth, spPoolGrowthExpandable);
 }
 
 TEST_F(RuntimeBadInputTest, HandlesOfAnotherRuntimeAreInvalidResourceHandle) {
@@ -472,6 +556,8 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
   spUpstream upstream{};
   upstream.map = [](size_t, void*) -> void* { return nullptr; };
   upstream.unmap = [](void*, size_t, void*) {};
+  int vmm_calls = 0;
+  const spUpstreamVmm vmm = CountingVmm(&vmm_calls);
   spMemPoolStats stats;
   int flag = 1;
   uint64_t value = 0;
@@ -509,6 +595,8 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
       {"spMemPoolCreate", [&] { return spMemPoolCreate(&out_pool_, gone_rt_, &props); }, kBad},
       {"spMemPoolCreateWithUpstream",
        [&] { return spMemPoolCreateWithUpstream(&out_pool_, gone_rt_, &props, &upstream); }, kBad},
+      {"spMemPoolCreateWithVmmUpstream",
+       [&] { return spMemPoolCreateWithVmmUpstream(&out_pool_, gone_rt_, &props, &vmm); }, kBad},
       {"spDeviceSetHugePageBudget", [&] { return spDeviceSetHugePageBudget(gone_rt_, 0, 0); },
        kBad},
       {"spMemPoolDestroy", [&] { return spMemPoolDestroy(gone_pool_); }, kBad},
@@ -522,6 +610,8 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
       {"spMemPoolGetAttribute",
        [&] { return spMemPoolGetAttribute(gone_pool_, spMemPoolAttrReservedMemCurrent, &value); },
        kBad},
+      {"spMemPoolGetAttribute(growth)",
+       [&] { return spMemPoolGetAttribute(gone_pool_, spMemPoolAttrGrowth, &flag); }, kBad},
       {"spMemPoolTrimTo", [&] { return spMemPoolTrimTo(gone_pool_, 0); }, kBad},
       {"spMemPoolGetStats", [&] { return spMemPoolGetStats(gone_pool_, &stats); }, kBad},
       // Not a handle but a bare pointer: the runtime that owned it is gone,
@@ -533,6 +623,7 @@ TEST_F(RuntimeBadInputTest, EveryCallOnADestroyedRuntimesHandlesIsInvalidResourc
        },
        spErrorInvalidValue},
   });
+  EXPECT_EQ(vmm_calls, 0);
 }
 
 // -------------------------------------------- validation before no-op rules

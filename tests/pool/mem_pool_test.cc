@@ -1,7 +1,8 @@
 // MemPool driven directly: a scripted OrderOracle answers the ordering
 // questions, an address-only upstream (or a wrapper that fails or tracks
-// mappings) supplies chunks, and every expectation is derived from the rules
-// of DESIGN.md ("Block lifecycle", "Serving MallocAsync", "Release rule").
+// mappings) supplies chunks, or, for expandable pools, reservations mapped in
+// granules, and every expectation is derived from the rules of DESIGN.md
+// ("Block lifecycle", "Serving MallocAsync", "Release rule").
 #include "src/pool/mem_pool.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <new>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -106,9 +108,21 @@ std::ostream& operator<<(std::ostream& os, const ScriptedOracle::Wait& w) {
 // An upstream over address-only memory that can be told to fail its next
 // Map, and that tracks what is mapped (so a test can prove no chunk leaked)
 // and reports every Unmap.
+//
+// Made reservable, it is also a reserve-then-map upstream (expandable pools):
+// PROT_NONE reservations with granules "mapped" in place, where it keeps its
+// own account of every reservation and every mapped 2 MiB granule, checks
+// each call against the PhysicalMemory contract (MapAt only over unmapped
+// granules of a reservation, UnmapAt only of mapped ones, ReleaseReservation
+// only of a whole reservation with nothing mapped) and records a violation
+// rather than crash, and can be told to fail the N-th MapAt or Reserve from
+// now (and the count - 1 calls after it).
 class ScriptedMemory final : public PhysicalMemory {
  public:
-  ScriptedMemory() : inner_(NewAddressOnlyMemory()) {}
+  static constexpr uint64_t kMapGranule = Chunk::kGranule;
+
+  explicit ScriptedMemory(bool reservable = false)
+      : reservable_(reservable), inner_(NewAddressOnlyMemory()) {}
 
   absl::StatusOr<Mapping> Map(uint64_t bytes) override {
     ++map_calls;
@@ -132,13 +146,115 @@ class ScriptedMemory final : public PhysicalMemory {
   bool touchable() const override { return inner_->touchable(); }
   const char* name() const override { return "scripted"; }
 
+  bool can_reserve() const override { return reservable_; }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    ++reserve_calls;
+    Expect(reservable_, "Reserve on an upstream that cannot reserve");
+    if (reserve_calls >= fail_reserve_from_ && reserve_calls < fail_reserve_to_) {
+      return absl::ResourceExhaustedError("scripted reservation failure");
+    }
+    absl::StatusOr<void*> p = inner_->Reserve(bytes, alignment);
+    if (p.ok()) {
+      Expect(reinterpret_cast<uintptr_t>(*p) % alignment == 0, "reservation misaligned");
+      reservations.emplace(reinterpret_cast<uintptr_t>(*p), bytes);
+    }
+    return p;
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    ++map_at_calls;
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    Expect(bytes > 0 && a % kMapGranule == 0 && bytes % kMapGranule == 0,
+           absl::StrCat("MapAt(", a, ", ", bytes, ") is not whole granules"));
+    Expect(InOneReservation(a, bytes), absl::StrCat("MapAt(", a, ", ", bytes, ") outside"));
+    for (uintptr_t g = a; g < a + bytes; g += kMapGranule) {
+      Expect(!mapped.contains(g), absl::StrCat("MapAt over mapped granule ", g));
+    }
+    if (map_at_calls >= fail_map_at_from_ && map_at_calls < fail_map_at_to_) {
+      return absl::ResourceExhaustedError("scripted map failure");
+    }
+    absl::StatusOr<Mapping> m = inner_->MapAt(addr, bytes);
+    if (m.ok()) {
+      for (uintptr_t g = a; g < a + bytes; g += kMapGranule) mapped.insert(g);
+      live_bytes += bytes;
+    }
+    return m;
+  }
+  void UnmapAt(const Mapping& m) override {
+    ++unmap_at_calls;
+    const auto a = reinterpret_cast<uintptr_t>(m.base);
+    Expect(m.size > 0 && a % kMapGranule == 0 && m.size % kMapGranule == 0,
+           absl::StrCat("UnmapAt(", a, ", ", m.size, ") is not whole granules"));
+    Expect(m.huge_page_bytes + m.transparent_huge_page_bytes + m.normal_page_bytes == m.size,
+           "UnmapAt with page counts that do not sum to its size");
+    for (uintptr_t g = a; g < a + m.size; g += kMapGranule) {
+      Expect(mapped.erase(g) == 1, absl::StrCat("UnmapAt of unmapped granule ", g));
+    }
+    live_bytes -= m.size;
+    unmapped_ranges.emplace_back(a, m.size);
+    inner_->UnmapAt(m);
+  }
+  void ReleaseReservation(void* base, uint64_t bytes) override {
+    ++release_calls;
+    const auto a = reinterpret_cast<uintptr_t>(base);
+    auto it = reservations.find(a);
+    Expect(it != reservations.end() && it->second == bytes,
+           absl::StrCat("ReleaseReservation(", a, ", ", bytes, ") is no reservation"));
+    auto first_mapped = mapped.lower_bound(a);
+    Expect(first_mapped == mapped.end() || *first_mapped >= a + bytes,
+           "ReleaseReservation with granules mapped");
+    if (it != reservations.end()) reservations.erase(it);
+    if (on_release) on_release(a, bytes);
+    inner_->ReleaseReservation(base, bytes);
+  }
+
+  // The n-th call from now (1: the next) of MapAt / Reserve fails, and so do
+  // the count - 1 calls after it.
+  void FailNthMapAt(uint64_t n, uint64_t count = 1) {
+    fail_map_at_from_ = map_at_calls + n;
+    fail_map_at_to_ = fail_map_at_from_ + count;
+  }
+  void FailNthReserve(uint64_t n, uint64_t count = 1) {
+    fail_reserve_from_ = reserve_calls + n;
+    fail_reserve_to_ = fail_reserve_from_ + count;
+  }
+
+  // Which of the first n granules from base are mapped: 'M' mapped, '.' not.
+  std::string MapOf(uintptr_t base, uint64_t n) const {
+    std::string out;
+    for (uint64_t g = 0; g < n; ++g) out += mapped.contains(base + g * kMapGranule) ? 'M' : '.';
+    return out;
+  }
+
   int fail_maps = 0;  // the next fail_maps calls of Map fail
   uint64_t map_calls = 0;
-  uint64_t live_mappings = 0;
-  uint64_t live_bytes = 0;
+  uint64_t live_mappings = 0;  // chunks
+  uint64_t live_bytes = 0;     // chunks and mapped granules
   std::function<void(const Mapping&)> on_unmap;
 
+  uint64_t reserve_calls = 0;
+  uint64_t map_at_calls = 0;
+  uint64_t unmap_at_calls = 0;
+  uint64_t release_calls = 0;
+  std::map<uintptr_t, uint64_t> reservations;                   // base -> bytes
+  std::set<uintptr_t> mapped;                                   // addresses of mapped granules
+  std::vector<std::pair<uintptr_t, uint64_t>> unmapped_ranges;  // every UnmapAt, in order
+  std::vector<std::string> violations;
+  std::function<void(uintptr_t, uint64_t)> on_release;
+
  private:
+  void Expect(bool ok, std::string what) {
+    if (!ok) violations.push_back(std::move(what));
+  }
+  bool InOneReservation(uintptr_t a, uint64_t bytes) const {
+    auto it = reservations.upper_bound(a);
+    if (it == reservations.begin()) return false;
+    --it;
+    return a + bytes <= it->first + it->second;
+  }
+
+  const bool reservable_;
+  uint64_t fail_map_at_from_ = 0, fail_map_at_to_ = 0;
+  uint64_t fail_reserve_from_ = 0, fail_reserve_to_ = 0;
   std::unique_ptr<PhysicalMemory> inner_;
 };
 
@@ -523,50 +639,94 @@ TEST_F(CoalesceTest, PendingOfOneStreamIsPromotedWhole) {
   EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
 }
 
-TEST_F(CoalesceTest, PendingAbsorbsReadyNeighbour) {
+// PENDING(S) never absorbs a READY neighbour: the READY bytes stay reusable
+// by every stream at once (absorbed, they would be hidden from other streams
+// until S's free is proven), and in an expandable pool a READY block may span
+// unmapped granules, which a PENDING block never does. The two merge once the
+// free becomes READY.
+TEST_F(CoalesceTest, PendingDoesNotAbsorbAReadyNeighbour) {
   FreeNow(blk_[0]);
   FreeAsync(blk_[1], 0, 5);
-  // A (READY) and B became one PENDING(0, 5) block: our trade-off helps
-  // stream 0 and hides A's bytes from other streams until 5 completes.
-  EXPECT_EQ(Largest(), kMiB);
-  ExpectOutOfMemory(256, 1);
-  MemPool::Allocation x = Alloc(kMiB, 0);
+  EXPECT_EQ(Largest(), 512 * kKiB);
+  // A and B are two blocks: 1 MiB is not there, not even for stream 0.
+  ExpectOutOfMemory(kMiB, 0);
+  ExpectOutOfMemory(kMiB, 1);
+  // Another stream takes A at once, with no proof about stream 0's free.
+  MemPool::Allocation x = Alloc(512 * kKiB, 1);
   EXPECT_EQ(x.block->addr(), base_);
-  EXPECT_EQ(x.rule, ReuseRule::kSameStream);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
+  // B is still PENDING(0, 5): stream 0's own.
+  MemPool::Allocation y = Alloc(512 * kKiB, 0);
+  EXPECT_EQ(y.block->addr(), base_ + 512 * kKiB);
+  EXPECT_EQ(y.rule, ReuseRule::kSameStream);
 }
 
-TEST_F(CoalesceTest, PendingAbsorbsReadyNeighbourOnBothSides) {
+TEST_F(CoalesceTest, PendingMergesWithItsReadyNeighboursOncePromoted) {
   FreeNow(blk_[0]);
   FreeNow(blk_[2]);
   FreeAsync(blk_[1], 0, 5);
-  EXPECT_EQ(Largest(), 1536 * kKiB);
+  EXPECT_EQ(Largest(), 512 * kKiB);
+  ExpectOutOfMemory(kMiB, 0);
   Promote(Done({{0, 5}}));
+  EXPECT_EQ(Largest(), 1536 * kKiB);
   MemPool::Allocation x = Alloc(1536 * kKiB, 1);
   EXPECT_EQ(x.block->addr(), base_);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
 }
 
-// A READY block can sit next to PENDING(S) (it became READY later, by
-// FreeNow or a promotion). When S frees the block on its other side, the
-// free absorbs the READY block and must then merge with S's pending block
-// beyond it, or a single-stream workload fragments for want of a sync.
-TEST_F(CoalesceTest, PendingMergesWithItsStreamBeyondAnAbsorbedReadyBlock) {
+// Observation (rule 3) promotes the free, which then merges with its READY
+// neighbour; the merged block counts as same-stream for the stream whose
+// free it holds, and as opportunistic for any other.
+TEST_F(CoalesceTest, PendingMergesWithItsReadyNeighbourWhenObservedComplete) {
+  FreeNow(blk_[0]);
+  FreeAsync(blk_[1], 0, 5);
+  ScriptedOracle seen(1);
+  seen.observed_complete[0] = 5;
+  MemPool::Allocation x = AllocWith(kMiB, seen);
+  EXPECT_EQ(x.block->addr(), base_);
+  EXPECT_EQ(x.rule, ReuseRule::kOpportunistic);
+  FreeNow(x.block);
+
+  FreeAsync(blk_[2], 0, 6);
+  FreeAsync(blk_[3], 1, 1);  // another stream's free beside it: no merge
+  ScriptedOracle own(0);
+  own.observed_complete[0] = 6;
+  MemPool::Allocation y = AllocWith(1536 * kKiB, own);
+  EXPECT_EQ(y.block->addr(), base_);
+  EXPECT_EQ(y.rule, ReuseRule::kSameStream);
+}
+
+// A READY block can sit between two PENDING blocks of S (it became READY by
+// FreeNow or a promotion). It keeps them apart until a promotion merges all
+// three; meanwhile any stream may take it.
+TEST_F(CoalesceTest, AReadyBlockBetweenPendingBlocksOfOneStreamKeepsThemApart) {
   FreeAsync(blk_[0], 0, 1);
   FreeNow(blk_[1]);  // READY, between PENDING(0, 1) and LIVE C
   FreeAsync(blk_[2], 0, 2);
+  EXPECT_EQ(Largest(), 512 * kKiB);
+  ExpectOutOfMemory(1536 * kKiB, 0);
+  Promote(Done({{0, 2}}));
   EXPECT_EQ(Largest(), 1536 * kKiB);
-  MemPool::Allocation x = Alloc(1536 * kKiB, 0);
+  MemPool::Allocation x = Alloc(1536 * kKiB, 1);
   EXPECT_EQ(x.block->addr(), base_);
-  EXPECT_EQ(x.rule, ReuseRule::kSameStream);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
 }
 
-TEST_F(CoalesceTest, PendingMergesWithItsStreamBeyondAnAbsorbedReadyBlockOnTheRight) {
+TEST_F(CoalesceTest, AReadyBlockBetweenPendingBlocksOfOneStreamKeepsThemApartOnTheRight) {
   FreeAsync(blk_[3], 0, 1);
   FreeNow(blk_[2]);  // READY, between LIVE B and PENDING(0, 1)
   FreeAsync(blk_[1], 0, 2);
-  EXPECT_EQ(Largest(), 1536 * kKiB);
-  MemPool::Allocation x = Alloc(1536 * kKiB, 0);
-  EXPECT_EQ(x.block->addr(), base_ + 512 * kKiB);
-  EXPECT_EQ(x.rule, ReuseRule::kSameStream);
+  EXPECT_EQ(Largest(), 512 * kKiB);
+  ExpectOutOfMemory(1536 * kKiB, 0);
+  // The READY block in the middle is anyone's.
+  MemPool::Allocation x = Alloc(512 * kKiB, 2);
+  EXPECT_EQ(x.block->addr(), base_ + kMiB);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
+  FreeNow(x.block);
+  Promote(Done({{0, 2}}));
+  MemPool::Allocation y = Alloc(1536 * kKiB, 2);
+  EXPECT_EQ(y.block->addr(), base_ + 512 * kKiB);
+  EXPECT_EQ(y.rule, ReuseRule::kAfterSync);
 }
 
 TEST_F(CoalesceTest, PendingOfDifferentStreamsNeverMerge) {
@@ -1050,6 +1210,7 @@ TEST_F(MemPoolTest, UpstreamFailureChangesNothing) {
   // PENDING free of another stream (too small for rule 5 to serve 3 MiB).
   Block* live = AllocBlock(kMiB, 0);
   Block* small = AllocBlock(256, 1);
+  const uintptr_t small_base = small->addr();
   FreeAsync(small, 1, 1);
   const uint64_t maps = upstream_->map_calls;
 
@@ -1073,9 +1234,12 @@ TEST_F(MemPoolTest, UpstreamFailureChangesNothing) {
   EXPECT_EQ(b.rule, ReuseRule::kFresh);
   EXPECT_EQ(pool_->reserved(), 6 * kMiB);
   EXPECT_EQ(pool_->LiveBlockContaining(live->addr()), live);
-  // Stream 1's free (1 MiB after absorbing its READY neighbour) is intact;
-  // the new chunk's READY tail is 1 MiB - 256, too small for it.
-  EXPECT_EQ(Alloc(kMiB, 1).rule, ReuseRule::kSameStream);
+  // Stream 1's free is intact: still PENDING(1, 1), and still 256 bytes (a
+  // pending block does not absorb its READY neighbour), so stream 1 reuses it
+  // in place rather than either READY remainder.
+  MemPool::Allocation c = Alloc(256, 1);
+  EXPECT_EQ(c.rule, ReuseRule::kSameStream);
+  EXPECT_EQ(c.block->addr(), small_base);
 }
 
 TEST_F(MemPoolTest, UpstreamFailureFallsBackToAnInternalDependency) {
@@ -1090,6 +1254,535 @@ TEST_F(MemPoolTest, UpstreamFailureFallsBackToAnInternalDependency) {
   EXPECT_EQ(o.waits, (std::vector<ScriptedOracle::Wait>{{1, 9}}));
   EXPECT_EQ(budget_->used(), 4 * kMiB);
   EXPECT_EQ(upstream_->live_mappings, 1u);
+}
+
+// ------------------------------------------------------ expandable growth
+
+// Pools over the reservable fake: one reservation (max_size, or the size
+// given) mapped in 2 MiB granules. The fake's own account of what is mapped
+// is the reference: after every step, the pool's reserved bytes are exactly
+// the granules the fake has mapped, and the pool broke no upstream contract.
+class ExpandableTest : public MemPoolTest {
+ protected:
+  static constexpr uint64_t kG = Chunk::kGranule;
+
+  void SetUp() override { MakeExpandable(); }
+  void TearDown() override { DestroyPool(); }
+
+  // Destroying the pool gives every granule and reservation back.
+  void DestroyPool() {
+    pool_.reset();
+    if (vmm_ == nullptr) return;
+    EXPECT_TRUE(vmm_->mapped.empty());
+    EXPECT_TRUE(vmm_->reservations.empty());
+    EXPECT_EQ(vmm_->live_bytes, 0u);
+    EXPECT_EQ(budget_->used(), 0u);
+    ExpectNoViolations();
+  }
+
+  void MakeExpandable(uint64_t max_size = kGiB, uint64_t capacity = kGiB,
+                      uint64_t reservation_bytes = 0) {
+    DestroyPool();
+    budget_ = std::make_unique<DeviceBudget>(capacity);
+    vmm_ = std::make_shared<ScriptedMemory>(/*reservable=*/true);
+    pool_ = std::make_unique<MemPool>(PoolProps{}, SizeRule{SizeRule::Kind::kRound, kGranule},
+                                      max_size, vmm_, budget_.get(), reservation_bytes);
+    ASSERT_TRUE(pool_->expandable());
+    ASSERT_EQ(pool_->growth(), PoolGrowth::kExpandable);
+  }
+
+  void ExpectNoViolations() {
+    for (const std::string& v : vmm_->violations) ADD_FAILURE() << "upstream contract: " << v;
+    vmm_->violations.clear();
+  }
+  // The pool and the fake agree on what is mapped, and the budget too.
+  void ExpectAccountsAgree() {
+    EXPECT_EQ(pool_->reserved(), vmm_->live_bytes);
+    EXPECT_EQ(pool_->reserved(), vmm_->mapped.size() * kG);
+    EXPECT_EQ(budget_->used(), pool_->reserved());
+    EXPECT_TRUE(pool_->CheckInvariants());
+    ExpectNoViolations();
+  }
+
+  // An allocation that must fail and change nothing but failed_alloc_count:
+  // not the statistics, not the budget, not what the upstream has mapped or
+  // reserved.
+  void ExpectFailsCleanly(uint64_t size, StreamIndex t = 0) {
+    PoolStats expected = pool_->Stats();
+    ++expected.failed_alloc_count;
+    const uint64_t budget_used = budget_->used();
+    const std::set<uintptr_t> mapped = vmm_->mapped;
+    const std::map<uintptr_t, uint64_t> reservations = vmm_->reservations;
+    ScriptedOracle oracle(t);
+    absl::StatusOr<MemPool::Allocation> a = pool_->Allocate(size, oracle);
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << size;
+    EXPECT_TRUE(oracle.waits.empty());
+    EXPECT_EQ(StatsString(pool_->Stats()), StatsString(expected));
+    EXPECT_EQ(budget_->used(), budget_used);
+    EXPECT_TRUE(vmm_->mapped == mapped) << "granules mapped or unmapped by a failed allocation";
+    EXPECT_TRUE(vmm_->reservations == reservations) << "reservation leaked";
+    ExpectAccountsAgree();
+  }
+
+  std::string MapOf(uintptr_t base, uint64_t granules) const { return vmm_->MapOf(base, granules); }
+
+  std::shared_ptr<ScriptedMemory> vmm_;
+};
+
+TEST_F(ExpandableTest, GrowthMapsOnlyTheShortfallAboveTheTopmostFreeBlock) {
+  // 1 MiB: a reservation of max_size, granule 0 mapped.
+  MemPool::Allocation a = Alloc(kMiB, 0);
+  const uintptr_t base = a.block->addr();
+  EXPECT_EQ(base % kG, 0u);
+  EXPECT_EQ(a.rule, ReuseRule::kFresh);
+  EXPECT_EQ(vmm_->reserve_calls, 1u);
+  ASSERT_EQ(vmm_->reservations.size(), 1u);
+  EXPECT_EQ(vmm_->reservations.begin()->second, kGiB);
+  EXPECT_EQ(pool_->reserved(), 2 * kMiB);
+  EXPECT_EQ(MapOf(base, 4), "M...");
+  // The mapped rest of granule 0 is free without growing.
+  EXPECT_EQ(Largest(), kMiB);
+  ExpectAccountsAgree();
+
+  // 3 MiB goes right above it, [1 MiB, 4 MiB): only granule 1 is lacking.
+  // (A chunked pool maps a 4 MiB chunk of its own here: 6 MiB reserved.)
+  MemPool::Allocation b = Alloc(3 * kMiB, 0);
+  EXPECT_EQ(b.block->addr(), base + kMiB);
+  EXPECT_EQ(b.rule, ReuseRule::kFresh);
+  EXPECT_EQ(pool_->reserved(), 4 * kMiB);
+  EXPECT_EQ(MapOf(base, 4), "MM..");
+  PoolStats s = pool_->Stats();
+  EXPECT_EQ(s.upstream_maps, 2u);
+  EXPECT_EQ(s.upstream_bytes_mapped, 4 * kMiB);
+  EXPECT_EQ(s.reserved_high, 4 * kMiB);
+  EXPECT_EQ(s.fresh_allocs, 2u);
+  EXPECT_EQ(vmm_->reserve_calls, 1u) << "one reservation serves every growth";
+  EXPECT_EQ(vmm_->map_at_calls, 2u);
+  ExpectAccountsAgree();
+
+  // The mapped region ends exactly at b: 256 bytes map a whole granule, and
+  // what fits in the rest of it maps nothing.
+  Block* c = AllocBlock(256, 1);
+  EXPECT_EQ(c->addr(), base + 4 * kMiB);
+  EXPECT_EQ(MapOf(base, 4), "MMM.");
+  Block* d = AllocBlock(kMiB, 1);
+  EXPECT_EQ(d->addr(), base + 4 * kMiB + 256);
+  EXPECT_EQ(pool_->Stats().upstream_maps, 3u);
+  ExpectAccountsAgree();
+
+  MemPool chunked(PoolProps{}, SizeRule{SizeRule::Kind::kRound, kGranule}, kGiB, upstream_,
+                  budget_.get());
+  ASSERT_FALSE(chunked.expandable());
+  ScriptedOracle o(0);
+  ASSERT_TRUE(chunked.Allocate(kMiB, o).ok());
+  ASSERT_TRUE(chunked.Allocate(3 * kMiB, o).ok());
+  EXPECT_EQ(chunked.reserved(), 6 * kMiB);
+}
+
+TEST_F(ExpandableTest, ABlockSpansTwoGrowths) {
+  Block* a = AllocBlock(kMiB, 0);
+  const uintptr_t base = a->addr();
+  Block* b = AllocBlock(3 * kMiB, 0);  // granule 0 from the first growth, 1 from the second
+  ASSERT_EQ(pool_->Stats().upstream_maps, 2u);
+  EXPECT_EQ(b->addr(), base + kMiB);
+  EXPECT_EQ(b->end(), base + 4 * kMiB);
+  EXPECT_EQ(pool_->LiveBlockContaining(base + kMiB + 100), b);
+  EXPECT_EQ(pool_->LiveBlockContaining(base + 2 * kMiB), b);
+  EXPECT_EQ(pool_->LiveBlockContaining(base + 4 * kMiB - 1), b);
+  EXPECT_TRUE(pool_->Owns(base + 100 * kMiB)) << "the whole reservation is the pool's";
+  EXPECT_EQ(pool_->LiveBlockContaining(base + 100 * kMiB), nullptr);
+  // Freed, it is one block again, whichever growth mapped its bytes.
+  FreeAsync(b, 0, 1);
+  EXPECT_EQ(Largest(), 3 * kMiB);
+  MemPool::Allocation again = Alloc(3 * kMiB, 0);
+  EXPECT_EQ(again.block->addr(), base + kMiB);
+  EXPECT_EQ(again.rule, ReuseRule::kSameStream);
+  EXPECT_EQ(pool_->Stats().upstream_maps, 2u);
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, FreeBlocksCoalesceAcrossGrowths) {
+  // Three growths, one granule each.
+  Block* a = AllocBlock(2 * kMiB, 0);
+  const uintptr_t base = a->addr();
+  Block* b = AllocBlock(2 * kMiB, 0);
+  Block* c = AllocBlock(2 * kMiB, 0);
+  ASSERT_EQ(pool_->Stats().upstream_maps, 3u);
+  ASSERT_EQ(c->addr(), base + 4 * kMiB);
+
+  // READY blocks of two growths merge: 4 MiB without growing.
+  FreeNow(a);
+  FreeNow(b);
+  EXPECT_EQ(Largest(), 4 * kMiB);
+  MemPool::Allocation x = Alloc(4 * kMiB, 1);
+  EXPECT_EQ(x.block->addr(), base);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
+  // So do pending frees of one stream.
+  FreeAsync(x.block, 2, 1);
+  FreeAsync(c, 2, 2);
+  EXPECT_EQ(Largest(), 6 * kMiB);
+  MemPool::Allocation y = Alloc(6 * kMiB, 2);
+  EXPECT_EQ(y.block->addr(), base);
+  EXPECT_EQ(y.rule, ReuseRule::kSameStream);
+  // And a READY block merges with the unmapped top of the reservation: 6 MiB
+  // is served from its mapped low end without a map.
+  FreeNow(y.block);
+  EXPECT_EQ(Largest(), 6 * kMiB);
+  MemPool::Allocation z = Alloc(6 * kMiB, 3);
+  EXPECT_EQ(z.block->addr(), base);
+  EXPECT_EQ(z.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(pool_->Stats().upstream_maps, 3u);
+  EXPECT_EQ(pool_->reserved(), 6 * kMiB);
+  ExpectAccountsAgree();
+
+  // A chunked pool cannot: its three chunks stay apart, so 4 MiB grows.
+  MemPool chunked(PoolProps{}, SizeRule{SizeRule::Kind::kRound, kGranule}, kGiB, upstream_,
+                  budget_.get());
+  ScriptedOracle o(0);
+  Block* ca = chunked.Allocate(2 * kMiB, o)->block;
+  Block* cb = chunked.Allocate(2 * kMiB, o)->block;
+  chunked.FreeNow(ca);
+  chunked.FreeNow(cb);
+  EXPECT_EQ(chunked.Stats().largest_free_block, 2 * kMiB);
+  ASSERT_TRUE(chunked.Allocate(4 * kMiB, o).ok());
+  EXPECT_EQ(chunked.reserved(), 8 * kMiB);
+}
+
+// A 6 MiB block and a LIVE granule above it (so the reservation is never
+// wholly free): releases take granules of the block from the top down and
+// stop before the bound.
+TEST_F(ExpandableTest, ReleaseUnmapsGranulesFromTheTopNeverBelowTheBound) {
+  Block* a = AllocBlock(6 * kMiB, 0);
+  const uintptr_t base = a->addr();
+  Block* s = AllocBlock(256, 0);  // maps granule 3
+  ASSERT_EQ(s->addr(), base + 6 * kMiB);
+  FreeNow(a);
+  ASSERT_EQ(pool_->reserved(), 8 * kMiB);
+  ASSERT_EQ(MapOf(base, 5), "MMMM.");
+
+  // Bound 3 MiB: two granules would leave 4 MiB, three would leave 2 < 3.
+  Release(3 * kMiB);
+  EXPECT_EQ(pool_->reserved(), 4 * kMiB);
+  EXPECT_EQ(MapOf(base, 5), "M..M.");
+  EXPECT_EQ(pool_->Stats().upstream_unmaps, 1u) << "one run, one UnmapAt";
+  ASSERT_EQ(vmm_->unmapped_ranges.size(), 1u);
+  EXPECT_EQ(vmm_->unmapped_ranges[0], std::make_pair(base + 2 * kMiB, 4 * kMiB));
+  // The low end stays mapped and servable.
+  EXPECT_EQ(Largest(), 2 * kMiB);
+  ExpectAccountsAgree();
+
+  Release(3 * kMiB);  // nothing more above the bound
+  EXPECT_EQ(pool_->reserved(), 4 * kMiB);
+  Release(2 * kMiB);  // exactly one more granule
+  EXPECT_EQ(MapOf(base, 5), "...M.");
+  EXPECT_EQ(pool_->reserved(), 2 * kMiB);
+  EXPECT_EQ(pool_->Stats().upstream_unmaps, 2u);
+  // Granule 3 holds the LIVE block: never released.
+  Release(0);
+  EXPECT_EQ(MapOf(base, 5), "...M.");
+  EXPECT_EQ(pool_->reserved(), 2 * kMiB);
+  EXPECT_EQ(vmm_->release_calls, 0u);
+  EXPECT_EQ(pool_->Stats().reserved_high, 8 * kMiB);
+  ExpectAccountsAgree();
+}
+
+// Two READY blocks of 6 and 4 MiB between LIVE ones: the larger is released
+// first, each from its top, and the bound stops the second part-way.
+TEST_F(ExpandableTest, ReleaseTakesTheLargestBlockFirst) {
+  Block* a = AllocBlock(6 * kMiB, 0);  // granules 0-2
+  const uintptr_t base = a->addr();
+  AllocBlock(2 * kMiB, 0);             // granule 3, LIVE
+  Block* b = AllocBlock(4 * kMiB, 0);  // granules 4-5
+  AllocBlock(256, 0);                  // granule 6, LIVE
+  FreeNow(b);
+  FreeNow(a);
+  ASSERT_EQ(pool_->reserved(), 14 * kMiB);
+
+  Release(9 * kMiB);  // 14 -> 10: the top two granules of the 6 MiB block
+  EXPECT_EQ(MapOf(base, 8), "M..MMMM.");
+  Release(6 * kMiB);  // 10 -> 8 -> 6: what is left of a, then b's top
+  EXPECT_EQ(MapOf(base, 8), "...MM.M.");
+  EXPECT_EQ(pool_->reserved(), 6 * kMiB);
+  EXPECT_EQ(pool_->Stats().upstream_unmaps, 3u);
+  EXPECT_EQ(Largest(), 2 * kMiB) << "b's low end";
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, ReleaseNeverTouchesPendingGranules) {
+  Block* a = AllocBlock(4 * kMiB, 0);
+  const uintptr_t base = a->addr();
+  FreeAsync(a, 1, 3);
+  Release(0);
+  EXPECT_EQ(MapOf(base, 3), "MM.");
+  EXPECT_EQ(pool_->reserved(), 4 * kMiB);
+  Promote(Done({{1, 3}}));
+  Release(0);
+  EXPECT_EQ(pool_->reserved(), 0u);
+  EXPECT_EQ(MapOf(base, 3), "...");
+  ExpectAccountsAgree();
+}
+
+// A pending free never absorbs a READY neighbour whose granules were
+// released (the pending block would span unmapped granules); the READY
+// block is mapped again when it is reused.
+TEST_F(ExpandableTest, PendingNeverAbsorbsAReadyBlockWithUnmappedGranules) {
+  Block* p = AllocBlock(2 * kMiB, 0);  // granule 0
+  const uintptr_t base = p->addr();
+  Block* r = AllocBlock(4 * kMiB, 0);  // granules 1-2
+  AllocBlock(256, 0);                  // granule 3, LIVE
+  FreeNow(r);
+  Release(2 * kMiB);
+  ASSERT_EQ(MapOf(base, 4), "M..M");
+  FreeAsync(p, 0, 1);
+  EXPECT_EQ(Largest(), 2 * kMiB);
+  // Stream 0 asks for 4 MiB: not p + r merged, but r, mapped again.
+  MemPool::Allocation x = Alloc(4 * kMiB, 0);
+  EXPECT_EQ(x.block->addr(), base + 2 * kMiB);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(MapOf(base, 4), "MMMM");
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, ReusingAReadyBlockMapsItsReleasedGranulesAgain) {
+  AllocBlock(2 * kMiB, 0);             // granule 0, LIVE
+  Block* r = AllocBlock(4 * kMiB, 0);  // granules 1-2
+  const uintptr_t at = r->addr();
+  const uintptr_t base = at - 2 * kMiB;
+  AllocBlock(256, 0);  // granule 3, LIVE
+  FreeNow(r);
+  Release(6 * kMiB);  // r's top granule only
+  ASSERT_EQ(MapOf(base, 4), "MM.M");
+  const PoolStats before = pool_->Stats();
+  ASSERT_EQ(before.upstream_maps, 3u);
+
+  // 2 MiB fits r's mapped low end: no map.
+  MemPool::Allocation x = Alloc(2 * kMiB, 1);
+  EXPECT_EQ(x.block->addr(), at);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(pool_->Stats().upstream_maps, 3u);
+  FreeNow(x.block);
+
+  // 4 MiB maps the granule r lacks, and only it; counted as growth.
+  MemPool::Allocation y = Alloc(4 * kMiB, 1);
+  EXPECT_EQ(y.block->addr(), at);
+  EXPECT_EQ(y.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(MapOf(base, 4), "MMMM");
+  PoolStats s = pool_->Stats();
+  EXPECT_EQ(s.upstream_maps, 4u);
+  EXPECT_EQ(s.upstream_bytes_mapped, before.upstream_bytes_mapped + 2 * kMiB);
+  EXPECT_EQ(s.reserved_bytes, 8 * kMiB);
+  ExpectAccountsAgree();
+
+  // Wholly released (two granules), it is mapped again in one run.
+  FreeNow(y.block);
+  Release(4 * kMiB);
+  ASSERT_EQ(MapOf(base, 4), "M..M");
+  MemPool::Allocation z = Alloc(4 * kMiB, 2);
+  EXPECT_EQ(z.block->addr(), at);
+  EXPECT_EQ(pool_->Stats().upstream_maps, 5u);
+  EXPECT_EQ(pool_->Stats().upstream_bytes_mapped, before.upstream_bytes_mapped + 6 * kMiB);
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, AWhollyFreeAndUnmappedReservationIsGivenBack) {
+  MakeExpandable(kGiB, kGiB, /*reservation_bytes=*/8 * kMiB);
+  Block* a = AllocBlock(6 * kMiB, 0);
+  const uintptr_t ra = a->addr();
+  // 6 MiB more does not fit the 2 MiB left of the first reservation.
+  Block* b = AllocBlock(6 * kMiB, 0);
+  const uintptr_t rb = b->addr();
+  ASSERT_EQ(vmm_->reservations.size(), 2u);
+  EXPECT_EQ(vmm_->reservations.at(ra), 8 * kMiB);
+  EXPECT_EQ(vmm_->reservations.at(rb), 8 * kMiB);
+  EXPECT_EQ(pool_->reserved(), 12 * kMiB);
+
+  // Wholly free but still mapped above the bound: kept.
+  FreeNow(a);
+  Release(12 * kMiB);
+  EXPECT_EQ(vmm_->release_calls, 0u);
+  // Unmapped down to the bound but one granule stays: kept.
+  Release(8 * kMiB);
+  EXPECT_EQ(MapOf(ra, 4), "M...");
+  EXPECT_EQ(vmm_->release_calls, 0u);
+  EXPECT_TRUE(pool_->Owns(ra));
+  // Nothing mapped and nothing in it: given back.
+  Release(0);
+  EXPECT_EQ(vmm_->release_calls, 1u);
+  EXPECT_EQ(vmm_->reservations.count(ra), 0u);
+  EXPECT_FALSE(pool_->Owns(ra));
+  // b's reservation holds a LIVE block: kept, and so are b's granules.
+  EXPECT_TRUE(pool_->Owns(rb));
+  EXPECT_EQ(pool_->reserved(), 6 * kMiB);
+  ExpectAccountsAgree();
+
+  FreeNow(b);
+  Release(0);
+  EXPECT_TRUE(vmm_->reservations.empty());
+  EXPECT_EQ(pool_->reserved(), 0u);
+  EXPECT_EQ(vmm_->release_calls, 2u);
+  // The next growth reserves anew.
+  AllocBlock(256, 0);
+  EXPECT_EQ(vmm_->reserve_calls, 3u);
+  EXPECT_EQ(pool_->reserved(), 2 * kMiB);
+  ExpectAccountsAgree();
+}
+
+// Reservations sized by the caller (0 above) mean address space is scarce,
+// as in the DVPP window: even the last one goes back. Otherwise the pool
+// keeps its last, empty reservation (addresses stay stable and a sync cycle
+// costs no reserve), and gives back only the others.
+TEST_F(ExpandableTest, ThePoolsLastEmptyReservationStaysWhereAddressSpaceIsPlenty) {
+  MakeExpandable(/*max_size=*/16 * kMiB);  // reservations of max_size
+  Block* a = AllocBlock(2 * kMiB, 0);
+  const uintptr_t ra = a->addr();
+  FreeNow(a);
+  Release(0);
+  EXPECT_EQ(pool_->reserved(), 0u);
+  EXPECT_EQ(vmm_->release_calls, 0u);
+  ASSERT_EQ(vmm_->reservations.size(), 1u);
+  EXPECT_TRUE(pool_->Owns(ra));
+  ExpectAccountsAgree();
+
+  // Growth maps into it again, from its base. Fill it with two LIVE blocks
+  // and two released 6 MiB ranges; 8 MiB then fits no range, but max_size
+  // has room: a second reservation.
+  Block* x = AllocBlock(2 * kMiB, 0);
+  EXPECT_EQ(x->addr(), ra);
+  Block* y = AllocBlock(6 * kMiB, 0);
+  AllocBlock(2 * kMiB, 0);
+  Block* w = AllocBlock(6 * kMiB, 0);
+  FreeNow(y);
+  FreeNow(w);
+  Release(0);
+  ASSERT_EQ(MapOf(ra, 8), "M...M...");
+  Block* big = AllocBlock(8 * kMiB, 0);
+  const uintptr_t rb = big->addr();
+  ASSERT_EQ(vmm_->reservations.size(), 2u);
+  EXPECT_EQ(vmm_->reserve_calls, 2u);
+  EXPECT_EQ(pool_->reserved(), 12 * kMiB);
+  // Once empty, the second goes back; the first, holding blocks, stays.
+  FreeNow(big);
+  Release(0);
+  EXPECT_EQ(vmm_->release_calls, 1u);
+  EXPECT_EQ(vmm_->reservations.count(rb), 0u);
+  EXPECT_EQ(vmm_->reservations.count(ra), 1u);
+  EXPECT_FALSE(pool_->Owns(rb));
+  ExpectAccountsAgree();
+}
+
+// Granules 0 and 2 of a READY block were released and granule 1 is mapped:
+// 6 MiB needs two runs. The second MapAt fails: the first run is unmapped
+// again and the allocation fails with nothing changed.
+TEST_F(ExpandableTest, AMapFailurePartWayUndoesTheGrowth) {
+  MakeExpandable(/*max_size=*/8 * kMiB);  // no room for another reservation
+  Block* g[4];
+  for (Block*& b : g) b = AllocBlock(2 * kMiB, 0);
+  const uintptr_t base = g[0]->addr();
+  FreeNow(g[0]);
+  FreeNow(g[2]);
+  Release(0);
+  FreeNow(g[1]);  // one READY block [0, 6 MiB) over granules 0 (unmapped), 1, 2 (unmapped)
+  ASSERT_EQ(MapOf(base, 4), ".M.M");
+  ASSERT_EQ(pool_->reserved(), 4 * kMiB);
+  const uint64_t maps_before = vmm_->map_at_calls;
+  const uint64_t unmaps_before = vmm_->unmap_at_calls;
+
+  vmm_->FailNthMapAt(2);
+  ExpectFailsCleanly(6 * kMiB);
+  EXPECT_EQ(vmm_->map_at_calls, maps_before + 2) << "both runs were asked for";
+  EXPECT_EQ(vmm_->unmap_at_calls, unmaps_before + 1) << "the first run was taken back";
+  EXPECT_EQ(vmm_->unmapped_ranges.back(), std::make_pair(base, 2 * kMiB));
+  EXPECT_EQ(MapOf(base, 4), ".M.M");
+
+  // The first run failing leaves nothing to undo.
+  vmm_->FailNthMapAt(1);
+  ExpectFailsCleanly(6 * kMiB);
+  EXPECT_EQ(vmm_->unmap_at_calls, unmaps_before + 1);
+
+  // Nothing was left behind: the same request now maps both runs.
+  const PoolStats before = pool_->Stats();
+  MemPool::Allocation x = Alloc(6 * kMiB, 0);
+  EXPECT_EQ(x.block->addr(), base);
+  EXPECT_EQ(x.rule, ReuseRule::kAfterSync);
+  EXPECT_EQ(MapOf(base, 4), "MMMM");
+  const PoolStats s = pool_->Stats();
+  EXPECT_EQ(s.upstream_maps, before.upstream_maps + 2) << "one per run";
+  EXPECT_EQ(s.upstream_bytes_mapped, before.upstream_bytes_mapped + 4 * kMiB);
+  EXPECT_EQ(s.failed_alloc_count, 2u);
+  ExpectAccountsAgree();
+}
+
+// An upstream that refuses to map fails the growth: the pool does not try
+// the same upstream again elsewhere (the top of the reservation would do).
+TEST_F(ExpandableTest, AMapFailureFailsTheGrowthRatherThanTryElsewhere) {
+  Block* g[4];
+  for (Block*& b : g) b = AllocBlock(2 * kMiB, 0);
+  const uintptr_t base = g[0]->addr();
+  FreeNow(g[0]);
+  FreeNow(g[2]);
+  Release(0);  // the READY granules go; 1 and 3 hold LIVE blocks
+  FreeNow(g[1]);
+  ASSERT_EQ(MapOf(base, 4), ".M.M");
+  const uint64_t calls = vmm_->map_at_calls;
+  vmm_->FailNthMapAt(2);
+  ExpectFailsCleanly(6 * kMiB);
+  EXPECT_EQ(vmm_->map_at_calls, calls + 2);
+  EXPECT_EQ(MapOf(base, 8), ".M.M....");
+  // Asked again, the upstream maps: the best fit is served.
+  MemPool::Allocation x = Alloc(6 * kMiB, 0);
+  EXPECT_EQ(x.block->addr(), base);
+  EXPECT_EQ(MapOf(base, 8), "MMMM....");
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, AReservationFailureChangesNothing) {
+  MakeExpandable(kGiB, kGiB, /*reservation_bytes=*/4 * kMiB);
+  Block* a = AllocBlock(3 * kMiB, 0);
+  ASSERT_EQ(vmm_->reservations.size(), 1u);
+  // 2 MiB needs a second reservation: neither the usual size nor, where
+  // address space is short, one just large enough can be had.
+  vmm_->FailNthReserve(1, /*count=*/2);
+  ExpectFailsCleanly(2 * kMiB);
+  EXPECT_EQ(vmm_->reserve_calls, 3u);
+  // The mapped rest of the first one still serves.
+  EXPECT_EQ(AllocBlock(kMiB, 0)->addr(), a->addr() + 3 * kMiB);
+  AllocBlock(2 * kMiB, 0);
+  EXPECT_EQ(vmm_->reservations.size(), 2u);
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, WhereAReservationOfTheUsualSizeFailsOneJustLargeEnoughIsTried) {
+  MakeExpandable(kGiB, kGiB, /*reservation_bytes=*/8 * kMiB);
+  vmm_->FailNthReserve(1);
+  Block* a = AllocBlock(3 * kMiB, 0);
+  ASSERT_EQ(vmm_->reservations.size(), 1u);
+  EXPECT_EQ(vmm_->reservations.at(a->addr()), 4 * kMiB);
+  // The next growth tries the usual size again.
+  Block* b = AllocBlock(2 * kMiB, 0);
+  ASSERT_EQ(vmm_->reservations.size(), 2u);
+  EXPECT_EQ(vmm_->reservations.at(b->addr()), 8 * kMiB);
+  EXPECT_EQ(vmm_->reserve_calls, 3u);
+  ExpectAccountsAgree();
+}
+
+TEST_F(ExpandableTest, BudgetAndMaxSizeCountMappedGranulesOnly) {
+  MakeExpandable(/*max_size=*/6 * kMiB, /*capacity=*/kGiB);
+  Block* a = AllocBlock(kMiB, 0);
+  AllocBlock(3 * kMiB, 0);  // 4 MiB mapped of the 6 MiB reservation
+  // 3 MiB more would map granules 2 and 3: 8 > 6.
+  ExpectFailsCleanly(3 * kMiB);
+  AllocBlock(2 * kMiB, 0);
+  EXPECT_EQ(pool_->reserved(), 6 * kMiB);
+  ExpectFailsCleanly(256);
+  FreeNow(a);
+  EXPECT_EQ(AllocBlock(kMiB, 1)->addr(), a->addr());
+
+  MakeExpandable(/*max_size=*/kGiB, /*capacity=*/4 * kMiB);
+  AllocBlock(3 * kMiB, 0);
+  ExpectFailsCleanly(2 * kMiB);  // granule 2 would pass the device's 4 MiB
+  AllocBlock(kMiB, 0);
+  EXPECT_EQ(budget_->used(), 4 * kMiB);
+  ExpectAccountsAgree();
 }
 
 // ------------------------------------------------- random, with a model
@@ -1146,9 +1839,22 @@ class LastFreeMap {
 // pos(S). After every op the pool's invariants hold, and every allocation
 // is checked against a reference: it overlaps no LIVE block, and each of its
 // bytes last freed on another stream is covered by the bound of the rule
-// that was counted (or was promoted, or freed with FreeNow).
-void RunRandomOps(uint64_t seed, int ops) {
-  SCOPED_TRACE(absl::StrCat("seed=", seed));
+// that was counted (or was promoted, or freed with FreeNow). The upstream
+// fails now and then (a chunk, a granule run, a reservation): a failed
+// allocation changes nothing, in the pool or in the upstream.
+//
+// Both growth modes run it. Expandable pools are checked further against the
+// fake's own account of mapped granules; the history of bytes survives their
+// unmapping (a re-mapped granule's bytes were handed out before and must
+// still be safe to reuse) and is forgotten only when the reservation goes.
+struct RandomGrowth {
+  const char* name;
+  bool expandable;
+  uint64_t reservation_bytes;  // 0: max_size
+};
+
+void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth) {
+  SCOPED_TRACE(absl::StrCat("seed=", seed, " growth=", growth.name));
   std::mt19937_64 rng(seed);
   auto uniform = [&](uint64_t lo, uint64_t hi) {
     return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
@@ -1158,14 +1864,18 @@ void RunRandomOps(uint64_t seed, int ops) {
   constexpr size_t kMaxLive = 150;
 
   LastFreeMap last_free;
-  auto upstream = std::make_shared<ScriptedMemory>();
+  auto upstream = std::make_shared<ScriptedMemory>(growth.expandable);
   upstream->on_unmap = [&](const Mapping& m) {
     const auto base = reinterpret_cast<uintptr_t>(m.base);
     last_free.Erase(base, base + m.size);
   };
+  upstream->on_release = [&](uintptr_t base, uint64_t bytes) {
+    last_free.Erase(base, base + bytes);
+  };
   DeviceBudget budget(48 * kMiB);
   auto pool = std::make_unique<MemPool>(PoolProps{}, SizeRule{SizeRule::Kind::kRound, kGranule},
-                                        kMaxSize, upstream, &budget);
+                                        kMaxSize, upstream, &budget, growth.reservation_bytes);
+  ASSERT_EQ(pool->expandable(), growth.expandable);
 
   Position pos[kStreams] = {};
   Position vc[kStreams][kStreams] = {};  // vc[T][S]: VC(T)[S]
@@ -1214,16 +1924,34 @@ void RunRandomOps(uint64_t seed, int ops) {
       o.observed_complete[s] = complete[s];
     }
     ++pos[t];  // the allocation's marker op
+    if (uniform(0, 99) < 3) {
+      if (growth.expandable) {
+        upstream->FailNthMapAt(uniform(1, 2));
+      } else {
+        upstream->fail_maps = 1;
+      }
+    }
+    if (growth.expandable && uniform(0, 99) < 1) upstream->FailNthReserve(1, uniform(1, 2));
     PoolStats expected = pool->Stats();
+    const std::set<uintptr_t> mapped = upstream->mapped;
+    const std::map<uintptr_t, uint64_t> reservations = upstream->reservations;
+    const uint64_t live_bytes = upstream->live_bytes, live_mappings = upstream->live_mappings;
     absl::StatusOr<MemPool::Allocation> a = pool->Allocate(size, o);
     if (!a.ok()) {
       ++failures;
       ++expected.failed_alloc_count;
+      if (upstream->mapped != mapped || upstream->reservations != reservations ||
+          upstream->live_bytes != live_bytes || upstream->live_mappings != live_mappings) {
+        return ::testing::AssertionFailure() << "failed allocation left the upstream changed";
+      }
       // Rule 3 promotes what it observed complete even when nothing fits (as a
-      // query would): blocks merge, so only the largest free block may grow.
+      // query would): blocks merge, so the largest free block may change. In
+      // a chunked pool it can only grow; in an expandable one a promoted
+      // block that merges with a READY block whose low granules are unmapped
+      // counts only by the merged block's mapped low end, so it may shrink.
       const PoolStats got = pool->Stats();
       if (pool->reuse_allow_opportunistic() &&
-          got.largest_free_block >= expected.largest_free_block) {
+          (growth.expandable || got.largest_free_block >= expected.largest_free_block)) {
         expected.largest_free_block = got.largest_free_block;
       }
       if (a.status().code() != absl::StatusCode::kResourceExhausted || !o.waits.empty() ||
@@ -1316,15 +2044,18 @@ void RunRandomOps(uint64_t seed, int ops) {
     if (r < 40 && live.size() < kMaxLive) {
       ASSERT_TRUE(alloc()) << "op " << i;
     } else if (r < 71 && !live.empty()) {
-      ASSERT_TRUE(free_one(/*now=*/r >= 68)) << "op " << i;
-    } else if (r < 79) {
+      ASSERT_TRUE(free_one(/*now=*/r >= 69)) << "op " << i;
+    } else if (r < 82) {
       // An event wait: T learns a prefix of S.
       const StreamIndex t = uniform(0, kStreams - 1), s = uniform(0, kStreams - 1);
       if (s != t) vc[t][s] = uniform(vc[t][s], pos[s]);
-    } else if (r < 87) {
-      // The executor reports progress of S.
+    } else if (r < 90) {
+      // The executor reports progress of S, at most half of what is
+      // outstanding: frees must stay pending a while, or rule 3 promotes
+      // nearly all of them before rule 2 (which comes first but needs an
+      // event) ever serves one.
       const StreamIndex s = uniform(0, kStreams - 1);
-      complete[s] = uniform(complete[s], pos[s]);
+      complete[s] = uniform(complete[s], complete[s] + (pos[s] - complete[s]) / 2);
     } else if (r < 93) {
       // A synchronize action proves what is observed complete.
       VectorClock done;
@@ -1364,6 +2095,10 @@ void RunRandomOps(uint64_t seed, int ops) {
     ASSERT_TRUE(pool->CheckInvariants()) << "op " << i;
     ASSERT_EQ(pool->used(), used) << "op " << i;
     ASSERT_EQ(pool->reserved(), upstream->live_bytes) << "op " << i;
+    if (growth.expandable) {
+      ASSERT_EQ(pool->reserved(), upstream->mapped.size() * Chunk::kGranule) << "op " << i;
+    }
+    ASSERT_TRUE(upstream->violations.empty()) << "op " << i << ": " << upstream->violations[0];
     ASSERT_EQ(budget.used(), pool->reserved()) << "op " << i;
     ASSERT_LE(pool->reserved(), kMaxSize) << "op " << i;
   }
@@ -1395,24 +2130,52 @@ void RunRandomOps(uint64_t seed, int ops) {
   EXPECT_EQ(pool->reserved(), 0u);
   EXPECT_EQ(upstream->live_mappings, 0u);
   EXPECT_EQ(budget.used(), 0u);
+  // Released to the bound 0, nothing is mapped; every reservation went back
+  // but the last, which a pool keeps unless its address space is scarce
+  // (reservations sized by the caller), and which goes at destruction.
+  EXPECT_TRUE(upstream->mapped.empty());
+  EXPECT_EQ(upstream->reservations.size(),
+            growth.expandable && growth.reservation_bytes == 0 ? 1u : 0u);
+  if (growth.expandable) {
+    EXPECT_GT(upstream->unmap_at_calls, 0u);
+    // Small reservations come and go.
+    if (growth.reservation_bytes != 0) {
+      EXPECT_GT(upstream->release_calls, 0u);
+    }
+  }
   pool.reset();
+  EXPECT_TRUE(upstream->reservations.empty());
+  EXPECT_TRUE(upstream->violations.empty());
 }
 
-TEST(MemPoolRandomTest, FixedSeed) { RunRandomOps(20240601, 60000); }
+class MemPoolRandomTest : public ::testing::TestWithParam<RandomGrowth> {};
 
-TEST(MemPoolRandomTest, FreshSeed) { RunRandomOps(std::random_device{}(), 60000); }
+TEST_P(MemPoolRandomTest, FixedSeed) { RunRandomOps(20240601, 60000, GetParam()); }
+
+TEST_P(MemPoolRandomTest, FreshSeed) { RunRandomOps(std::random_device{}(), 60000, GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Growth, MemPoolRandomTest,
+                         ::testing::Values(RandomGrowth{"Chunked", false, 0},
+                                           RandomGrowth{"Expandable", true, 0},
+                                           // Several reservations at once.
+                                           RandomGrowth{"Expandable8MiB", true, 8 * kMiB}),
+                         [](const ::testing::TestParamInfo<RandomGrowth>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // --------------------------------------------------- host heap, hot path
 
 // A same-stream alloc/free pair, once warm, allocates no host memory however
 // many other free blocks (READY, and PENDING on other streams) the pool
 // holds.
-void ExpectSteadyPairsDoNotAllocate(size_t other_free_blocks) {
-  SCOPED_TRACE(absl::StrCat("other free blocks: ", other_free_blocks));
-  auto upstream = std::make_shared<ScriptedMemory>();
+void ExpectSteadyPairsDoNotAllocate(size_t other_free_blocks, bool expandable = false) {
+  SCOPED_TRACE(
+      absl::StrCat("other free blocks: ", other_free_blocks, expandable ? " (expandable)" : ""));
+  auto upstream = std::make_shared<ScriptedMemory>(expandable);
   DeviceBudget budget(4 * kGiB);
   MemPool pool(PoolProps{}, SizeRule{SizeRule::Kind::kRound, kGranule}, 4 * kGiB, upstream,
                &budget);
+  ASSERT_EQ(pool.expandable(), expandable);
   std::mt19937_64 rng(other_free_blocks);
   Position pos[4] = {};
   std::vector<std::pair<Block*, StreamIndex>> others;
@@ -1465,6 +2228,11 @@ TEST(MemPoolHostHeapTest, SameStreamPairDoesNotAllocateWith1000OtherFreeBlocks) 
 
 TEST(MemPoolHostHeapTest, SameStreamPairDoesNotAllocateWith64000OtherFreeBlocks) {
   ExpectSteadyPairsDoNotAllocate(64000);
+}
+
+TEST(MemPoolHostHeapTest, SameStreamPairInAnExpandablePoolDoesNotAllocate) {
+  ExpectSteadyPairsDoNotAllocate(1000, /*expandable=*/true);
+  ExpectSteadyPairsDoNotAllocate(64000, /*expandable=*/true);
 }
 
 }  // namespace
