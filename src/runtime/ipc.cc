@@ -86,8 +86,7 @@ absl::StatusOr<ImportedPool::Import> ImportedPool::ImportPointer(const PtrExport
     c.base = reinterpret_cast<uintptr_t>(p);
     c.size = d.chunk_size;
     cit = chunks_.emplace(key, c).first;
-    stats_.reserved_bytes += c.size;
-    stats_.normal_page_bytes += c.size;
+    Cover(d.chunk_offset, d.chunk_size, +1);
     stats_.reserved_high = std::max(stats_.reserved_high, stats_.reserved_bytes);
     ++stats_.upstream_maps;
     if (hooks_.mapped) hooks_.mapped(c.base, c.size);
@@ -151,6 +150,26 @@ void ImportedPool::Retire(const VectorClock& done) {
   for (const ChunkKey& chunk : drop) Drop(chunk);
 }
 
+void ImportedPool::Cover(uint64_t offset, uint64_t size, int delta) {
+  // Pieces of an expandable exporter's file may overlap (the granules around
+  // two blocks): reserved counts each byte of the file once, as the physical
+  // memory behind the imports.
+  auto bump = [this](uint64_t at, int d) {
+    if ((edges_[at] += d) == 0) edges_.erase(at);
+  };
+  bump(offset, delta);
+  bump(offset + size, -delta);
+  uint64_t covered = 0, start = 0;
+  int depth = 0;
+  for (const auto& [at, d] : edges_) {
+    if (depth == 0 && d > 0) start = at;
+    depth += d;
+    if (depth == 0) covered += at - start;
+  }
+  stats_.reserved_bytes = covered;
+  stats_.normal_page_bytes = covered;
+}
+
 void ImportedPool::Drop(const ChunkKey& chunk) {
   auto it = chunks_.find(chunk);
   SP_CHECK(it != chunks_.end() && it->second.holds > 0);
@@ -159,8 +178,7 @@ void ImportedPool::Drop(const ChunkKey& chunk) {
   chunks_.erase(it);
   if (hooks_.unmapped) hooks_.unmapped(c.base, c.size);
   SP_CHECK(munmap(reinterpret_cast<void*>(c.base), c.size) == 0);
-  stats_.reserved_bytes -= c.size;
-  stats_.normal_page_bytes -= c.size;
+  Cover(chunk.first, chunk.second, -1);
   ++stats_.upstream_unmaps;
 }
 

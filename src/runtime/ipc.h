@@ -140,11 +140,16 @@ class ImportedPool {
   // names the granules around each block, so pieces of one file may overlap.
   using ChunkKey = std::pair<uint64_t, uint64_t>;
   void Drop(const ChunkKey& chunk);
+  // Adds (+1) or removes (-1) a mapped file range and recounts reserved bytes
+  // as the file bytes at least one mapping covers.
+  void Cover(uint64_t offset, uint64_t size, int delta);
 
   const int fd_;
   const PoolFileHeader header_;
   Hooks hooks_;
   absl::flat_hash_map<ChunkKey, ChunkMap> chunks_;
+  // Mapped file ranges as +1 / -1 edges by file offset (see Cover).
+  absl::btree_map<uint64_t, int> edges_;
   absl::btree_map<uintptr_t, Import> live_;  // by base address
   std::vector<PendingFree> pending_;
   PoolStats stats_;

@@ -1250,6 +1250,9 @@ void ShareBlocksInSeveralGranules(int growth) {
     spMemPoolStats s;
     CHILD_OK(spMemPoolGetStats(pool, &s));
     CHILD_CHECK(s.allocCount == GranuleBlocks::kCount);
+    // The physical memory behind the imports, each byte once: in an
+    // expandable pool A's and B's granule ranges overlap in granule 0.
+    CHILD_CHECK(s.reservedBytes == 8 * kMiB);
     // The upper half of B (its second granule in an expandable pool), and
     // all of C.
     std::memset(p[1] + b.size[1] / 2, 0xc3, b.size[1] / 2);
