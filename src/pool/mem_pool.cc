@@ -547,6 +547,8 @@ Block* MemPool::GrowExpandable(uint64_t size) {
   }
   const std::optional<uint64_t> need = CheckedAlignUp(size, Chunk::kGranule);
   if (!need || *need > max_size_ || reserved_ > max_size_ - *need) return nullptr;
+  // No address space for a reservation nothing could be mapped into.
+  if (*need > budget_->capacity() - budget_->used()) return nullptr;
   Chunk* c = NewReservation(std::max(reservation_bytes_, *need));
   // Where address space is scarce (other pools hold most of the DVPP
   // window), a reservation just large enough may still fit.
