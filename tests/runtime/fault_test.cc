@@ -46,6 +46,27 @@ spMemPoolStats Stats(spMemPool_t pool) {
   return s;
 }
 
+// Allocates `size` from `pool` on `s`: on success the pointer joins `live`;
+// on failure it must be spErrorMemoryAllocation with the pool's statistics
+// exactly as before but failedAllocCount. Returns whether it failed.
+bool AllocOrFailCleanly(spMemPool_t pool, spStream_t s, size_t size, std::vector<void*>* live) {
+  const spMemPoolStats before = Stats(pool);
+  void* p = nullptr;
+  const spError_t e = spMallocFromPoolAsync(&p, size, pool, s);
+  if (e == spSuccess) {
+    live->push_back(p);
+    return false;
+  }
+  EXPECT_EQ(e, spErrorMemoryAllocation) << "size " << size;
+  EXPECT_EQ(p, nullptr);
+  spMemPoolStats expected = before;
+  ++expected.failedAllocCount;
+  const spMemPoolStats after = Stats(pool);
+  EXPECT_EQ(std::memcmp(&after, &expected, sizeof after), 0)
+      << "a failed allocation of " << size << " changed the pool's statistics";
+  return true;
+}
+
 struct Variant {
   spMemAllocationType type;
   spBacking backing;
@@ -103,23 +124,7 @@ int RunProgram(const Variant& v, uint64_t n) {
 
   int failures = 0;
   std::vector<void*> live;
-  auto alloc = [&](size_t size) {
-    const spMemPoolStats before = Stats(pool);
-    void* p = nullptr;
-    const spError_t e = spMallocFromPoolAsync(&p, size, pool, s);
-    if (e == spSuccess) {
-      live.push_back(p);
-      return;
-    }
-    ++failures;
-    EXPECT_EQ(e, spErrorMemoryAllocation) << "size " << size;
-    EXPECT_EQ(p, nullptr);
-    spMemPoolStats expected = before;
-    ++expected.failedAllocCount;
-    const spMemPoolStats after = Stats(pool);
-    EXPECT_EQ(std::memcmp(&after, &expected, sizeof after), 0)
-        << "a failed allocation of " << size << " changed the pool's statistics";
-  };
+  auto alloc = [&](size_t size) { failures += AllocOrFailCleanly(pool, s, size, &live); };
   auto free_all = [&]() {
     for (void* p : live) EXPECT_EQ(spFreeAsync(p, s), spSuccess);
     live.clear();
@@ -352,21 +357,7 @@ int RunOnUpstream(FlakyUpstream* u, bool vmm) {
   }
   int failures = 0;
   std::vector<void*> live;
-  auto alloc = [&](size_t size) {
-    const spMemPoolStats before = Stats(pool);
-    void* p = nullptr;
-    const spError_t e = spMallocFromPoolAsync(&p, size, pool, s);
-    if (e == spSuccess) {
-      live.push_back(p);
-      return;
-    }
-    ++failures;
-    EXPECT_EQ(e, spErrorMemoryAllocation);
-    spMemPoolStats expected = before;
-    ++expected.failedAllocCount;
-    const spMemPoolStats after = Stats(pool);
-    EXPECT_EQ(std::memcmp(&after, &expected, sizeof after), 0) << "size " << size;
-  };
+  auto alloc = [&](size_t size) { failures += AllocOrFailCleanly(pool, s, size, &live); };
   alloc(kMiB);
   alloc(5 * kMiB);
   for (void* p : live) EXPECT_EQ(spFreeAsync(p, s), spSuccess);
