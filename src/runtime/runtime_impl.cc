@@ -578,7 +578,8 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
   ChargeCall();
   // Enqueued work still completes and pending frees stay valid; the slot is
-  // reused once all of it is proven complete. An embedder's native streams
+  // reused once that work is complete and no pool holds those frees
+  // (RecycleSlots). An embedder's native streams
   // (adapter) and a recorded timeline name streams by slot for the
   // runtime's life, so there slots are never reused.
   const StreamIndex idx = (*rec)->index;
