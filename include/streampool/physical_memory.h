@@ -38,6 +38,16 @@ struct Mapping {
   uint64_t huge_page_bytes = 0;              ///< on explicit (hugetlbfs) huge pages
   uint64_t transparent_huge_page_bytes = 0;  ///< on transparent huge pages
   uint64_t normal_page_bytes = 0;            ///< on normal pages, or unknown
+
+  /// A mapping of `size` bytes at `base`, all counted as normal pages (what
+  /// an upstream reports when it knows nothing finer).
+  static Mapping OfNormalPages(void* base, uint64_t size) {
+    Mapping m;
+    m.base = base;
+    m.size = size;
+    m.normal_page_bytes = size;
+    return m;
+  }
 };
 
 /// An upstream: the interface a pool maps its chunks from (promises in the

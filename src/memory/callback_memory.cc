@@ -21,11 +21,7 @@ class CallbackMemory final : public PhysicalMemory {
     if (p == nullptr) {
       return absl::ResourceExhaustedError(absl::StrCat("upstream map of ", bytes, " bytes failed"));
     }
-    Mapping m;
-    m.base = p;
-    m.size = bytes;
-    m.normal_page_bytes = bytes;
-    return m;
+    return Mapping::OfNormalPages(p, bytes);
   }
   void Unmap(const Mapping& m) override { cb_.unmap(m.base, m.size); }
   bool touchable() const override { return cb_.touchable; }
@@ -68,11 +64,7 @@ class VmmCallbackMemory final : public PhysicalMemory {
     if (!cb_.map(addr, bytes)) {
       return absl::ResourceExhaustedError(absl::StrCat("upstream map of ", bytes, " bytes failed"));
     }
-    Mapping m;
-    m.base = addr;
-    m.size = bytes;
-    m.normal_page_bytes = bytes;
-    return m;
+    return Mapping::OfNormalPages(addr, bytes);
   }
   void UnmapAt(const Mapping& m) override { cb_.unmap(m.base, m.size); }
   void ReleaseReservation(void* base, uint64_t bytes) override { cb_.release(base, bytes); }

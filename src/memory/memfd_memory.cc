@@ -96,11 +96,7 @@ absl::StatusOr<Mapping> MemfdMemory::Map(uint64_t bytes) {
   if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
   next_offset_ = offset + bytes;
   ranges_.emplace(reinterpret_cast<uintptr_t>(p), Range{bytes, offset});
-  Mapping m;
-  m.base = p;
-  m.size = bytes;
-  m.normal_page_bytes = bytes;
-  return m;
+  return Mapping::OfNormalPages(p, bytes);
 }
 
 void MemfdMemory::Unmap(const Mapping& mapping) {
@@ -130,11 +126,7 @@ absl::StatusOr<Mapping> MemfdMemory::MapAt(void* addr, uint64_t bytes) {
   void* p = SysMmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
                     static_cast<off_t>(*offset));
   if (p == MAP_FAILED) return Errno("mmap of the pool's memfd");
-  Mapping m;
-  m.base = p;
-  m.size = bytes;
-  m.normal_page_bytes = bytes;
-  return m;
+  return Mapping::OfNormalPages(p, bytes);
 }
 
 void MemfdMemory::UnmapAt(const Mapping& mapping) {

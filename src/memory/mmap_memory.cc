@@ -31,11 +31,7 @@ class MmapMemory final : public PhysicalMemory {
       return absl::ResourceExhaustedError(
           absl::StrCat("mmap of ", bytes, " bytes failed: ", std::strerror(errno)));
     }
-    Mapping m;
-    m.base = p;
-    m.size = bytes;
-    m.normal_page_bytes = bytes;
-    return m;
+    return Mapping::OfNormalPages(p, bytes);
   }
 
   void Unmap(const Mapping& mapping) override { SP_CHECK(munmap(mapping.base, mapping.size) == 0); }

@@ -102,10 +102,7 @@ absl::StatusOr<void*> ReserveAddressRange(uint64_t bytes, uint64_t alignment) {
 void ReleaseAddressRange(void* base, uint64_t bytes) { SP_CHECK(munmap(base, bytes) == 0); }
 
 absl::StatusOr<Mapping> MapAnonymousAt(void* addr, uint64_t bytes, bool touchable) {
-  Mapping m;
-  m.base = addr;
-  m.size = bytes;
-  m.normal_page_bytes = bytes;
+  Mapping m = Mapping::OfNormalPages(addr, bytes);
   if (!touchable) return m;  // address space only: the reservation is the memory
   void* p = SysMmap(addr, bytes, PROT_READ | PROT_WRITE, kAnon | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
