@@ -85,12 +85,17 @@ class STREAMPOOL_EXPORT Executor {
   /// Stream `s` was destroyed: what is enqueued still runs to completion, and
   /// then whatever the executor holds for it (a worker thread) may go.
   virtual void RemoveStream(StreamIndex s) { (void)s; }
-  /// Enqueues `op` as position `position` of `s` (positions are consecutive).
+  /// Enqueues `op` as position `position` of `s`. Positions increase but may
+  /// skip: the positions in between are points that are not ops (allocations
+  /// and frees), complete once the op before them is.
   /// Returns the op's predicted completion time (exact for the simulator).
   virtual TimeNs Enqueue(StreamIndex s, Position position, OpDesc op) = 0;
-  /// The highest position of `s` known complete now, without waiting.
+  /// A position of `s` such that every op at or before it is known complete
+  /// now, without waiting (the first incomplete op's position minus one, or the
+  /// last op's position when none is incomplete).
   virtual Position CompletedPosition(StreamIndex s) = 0;
-  /// Blocks the host until (s, position) has completed; the simulator advances
+  /// Blocks the host until every op of `s` at or before `position` has
+  /// completed (`position` is never past the last op); the simulator advances
   /// host time to its completion.
   virtual void WaitFor(StreamIndex s, Position position) = 0;
   /// Host time now.

@@ -45,37 +45,34 @@ void AdapterExecutor::Poll(Stream& st) {
   }
 }
 
-std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerAtOrAfter(StreamIndex s,
+std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerAtOrBefore(StreamIndex s,
                                                                              Position p) {
   Stream& st = streams_[s];
   Poll(st);
   if (p <= st.completed) return nullptr;
+  // Every op is marked, and positions skip points that are not ops: the last
+  // op at or before p stands for p (none left: p is complete).
+  std::shared_ptr<MarkerRef> found;
   for (const Mark& m : st.marks) {
-    if (m.position >= p) return m.marker;
+    if (m.position > p) break;
+    found = m.marker;
   }
-  // p is an unmarked op at the end of the stream: mark the end now.
-  SP_CHECK(p <= st.last);
-  st.marks.push_back(NewMark(st, st.last));
-  return st.marks.back().marker;
+  return found;
 }
 
 TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   MutexLock lock(&mu_);
   SP_CHECK(s < streams_.size() && streams_[s].native != nullptr);
   Stream& st = streams_[s];
-  SP_CHECK(position == st.last + 1);
+  SP_CHECK(position > st.last);
   auto wait_on = [&](StreamIndex ws, Position wp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (ws == s) return;
-    if (std::shared_ptr<MarkerRef> m = MarkerAtOrAfter(ws, wp)) adapter_->Wait(st.native, m->get());
+    if (std::shared_ptr<MarkerRef> m = MarkerAtOrBefore(ws, wp)) adapter_->Wait(st.native, m->get());
   };
   if (op.wait_stream != kNoStream) wait_on(op.wait_stream, op.wait_position);
   for (const auto& [ws, wp] : op.implicit_waits) wait_on(ws, wp);
   st.last = position;
-  // An allocation point is never waited for or queried on its own; the next
-  // marked op (or a marker recorded on demand) stands for it.
-  if (op.kind != OpKind::kAllocMarker || op.effect) {
-    st.marks.push_back(NewMark(st, position));
-  }
+  st.marks.push_back(NewMark(st, position));
   if (op.effect) effects_.push_back(Effect{s, position, std::move(op.effect)});
   return 0;
 }
@@ -84,20 +81,14 @@ Position AdapterExecutor::CompletedPosition(StreamIndex s) {
   MutexLock lock(&mu_);
   Stream& st = streams_[s];
   Poll(st);
-  if (st.marks.empty() && st.completed < st.last) {
-    // Only unmarked allocation points remain: mark them, so that the next
-    // look (a query polling for idleness) can see them done.
-    st.marks.push_back(NewMark(st, st.last));
-    Poll(st);
-  }
-  return st.completed;
+  return st.marks.empty() ? st.last : st.marks.front().position - 1;
 }
 
 void AdapterExecutor::WaitFor(StreamIndex s, Position position) {
   std::shared_ptr<MarkerRef> m;
   {
     MutexLock lock(&mu_);
-    m = MarkerAtOrAfter(s, position);
+    m = MarkerAtOrBefore(s, position);
   }
   // Blocks outside our lock, holding a reference to the marker.
   if (m != nullptr) adapter_->Synchronize(m->get());

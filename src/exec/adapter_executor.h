@@ -67,9 +67,9 @@ class AdapterExecutor final : public Executor {
     std::function<void()> fn;
   };
 
-  // The marker of the first marked position >= p on s, recording one at the
-  // end of s if there is none. Null when p is already complete.
-  std::shared_ptr<MarkerRef> MarkerAtOrAfter(StreamIndex s, Position p)
+  // The marker of the last op at or before p on s (every op is marked).
+  // Null when p is already complete.
+  std::shared_ptr<MarkerRef> MarkerAtOrBefore(StreamIndex s, Position p)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Mark NewMark(Stream& st, Position p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Poll(Stream& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -118,11 +118,19 @@ void ThreadExecutor::RemoveStream(StreamIndex s) {
 
 TimeNs ThreadExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   Worker& w = worker(s);
+  bool advanced = false;
   {
     std::lock_guard<std::mutex> lock(w.mu);
+    if (w.queue.empty() && !w.busy && w.completed.load(std::memory_order_relaxed) < position - 1) {
+      // The worker is idle: the points since its last op are complete.
+      std::lock_guard<std::mutex> done(done_mu_);
+      w.completed.store(position - 1, std::memory_order_release);
+      advanced = true;
+    }
     w.queue.push_back(Item{position, std::move(op)});
   }
   w.cv.notify_one();
+  if (advanced) done_cv_.notify_all();
   return 0;  // unknown until it runs
 }
 
@@ -163,6 +171,7 @@ void ThreadExecutor::Run(Worker* wp) {
       }
       item = std::move(w.queue.front());
       w.queue.pop_front();
+      w.busy = true;
     }
     if (item.op.wait_stream != kNoStream) AwaitPoint(item.op.wait_stream, item.op.wait_position);
     for (const auto& [ws, wp] : item.op.implicit_waits) AwaitPoint(ws, wp);
@@ -172,10 +181,15 @@ void ThreadExecutor::Run(Worker* wp) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(item.op.duration_ns));
     }
     {
+      // Positions skip points that are not ops (allocations, frees): those
+      // before the next queued op are complete with this one.
+      std::lock_guard<std::mutex> wl(w.mu);
+      w.busy = false;
+      const Position through = w.queue.empty() ? item.position : w.queue.front().position - 1;
       // Publish under done_mu_ so a waiter cannot miss the notification
       // between its check and its wait.
       std::lock_guard<std::mutex> lock(done_mu_);
-      w.completed.store(item.position, std::memory_order_release);
+      w.completed.store(through, std::memory_order_release);
     }
     done_cv_.notify_all();
   }

@@ -59,6 +59,8 @@ class ThreadExecutor final : public Executor {
     std::condition_variable cv;
     std::deque<Item> queue;
     bool stop = false;
+    // An item is popped and running.
+    bool busy = false;
     std::atomic<Position> completed{0};
     // Set by the worker as it returns; the thread is then joinable at once.
     std::atomic<bool> exited{false};

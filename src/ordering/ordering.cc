@@ -89,6 +89,22 @@ void Ordering::OrderAfterPoint(StreamIndex s, StreamIndex on, Position at) {
   streams_[s].clock.Raise(on, at);
 }
 
+VectorClock Ordering::PointClock(StreamIndex t) const {
+  const StreamState& st = streams_[t];
+  VectorClock out = st.clock;
+  if (st.kind == StreamKind::kLegacy) {
+    for (StreamIndex b = 0; b < streams_.size(); ++b) {
+      const StreamState& other = streams_[b];
+      if (b == t || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
+      out.Join(other.clock);
+    }
+  } else if (st.kind == StreamKind::kBlocking) {
+    const StreamIndex legacy = LegacyOf(st.device);
+    if (legacy != kNoStream) out.Join(streams_[legacy].clock);
+  }
+  return out;
+}
+
 Position Ordering::OrderedAfter(StreamIndex t, StreamIndex s) const {
   const StreamState& st = streams_[t];
   Position known = st.clock.Get(s);

@@ -64,6 +64,19 @@ class Ordering {
   // make it wait for).
   Position Enqueue(StreamIndex s,
                    absl::InlinedVector<std::pair<StreamIndex, Position>, 2>* joined = nullptr);
+  // Advances pos(s) for a point that is not an op (an allocation or a free,
+  // DESIGN.md "Performance model"): it keeps its place in stream order but
+  // enqueues nothing and joins no legacy-stream clock (no op of s waits
+  // because of it; the next op makes that join). Returns the new position.
+  Position AdvancePoint(StreamIndex s) {
+    StreamState& st = streams_[s];
+    ++st.pos;
+    st.clock.Raise(s, st.pos);
+    return st.pos;
+  }
+  // VC of a point about to be made on t: VC(t) joined with the legacy-stream
+  // ordering an op there would make (for the checker's records of points).
+  VectorClock PointClock(StreamIndex t) const;
   // Joins `snapshot` into VC(s): the op just enqueued on `s` (a wait) and
   // everything after it are ordered after the snapshot.
   void JoinInto(StreamIndex s, const VectorClock& snapshot);

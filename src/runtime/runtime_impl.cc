@@ -184,7 +184,7 @@ class Oracle final : public OrderOracle {
     return rt_.ordering_.OrderedAfter(t_, s);
   }
   Position ObservedComplete(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return std::max(rt_.ordering_.done(s), rt_.executor_->CompletedPosition(s));
+    return std::max(rt_.ordering_.done(s), rt_.ExecutedThrough(s));
   }
   void InsertWait(StreamIndex s, Position f) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OpDesc op;
@@ -420,8 +420,33 @@ absl::StatusOr<RuntimeImpl::PoolRec*> RuntimeImpl::FindPool(uint64_t h) {
 
 Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
   const Position p = ordering_.Enqueue(s, &op.implicit_waits);
+  // Executors wait for ops: a point (allocation, free) is waited for through
+  // the op before it.
+  if (op.wait_stream != kNoStream) op.wait_position = OpAtOrBefore(op.wait_stream, op.wait_position);
+  for (auto& [ws, wp] : op.implicit_waits) wp = OpAtOrBefore(ws, wp);
+  if (s >= last_op_.size()) last_op_.resize(s + 1, 0);
+  last_op_[s] = p;
   last_enqueue_end_ = executor_->Enqueue(s, p, std::move(op));
   return p;
+}
+
+Position RuntimeImpl::AdvancePoint(StreamIndex s, OpKind kind) {
+  if (adapter_ != nullptr) {
+    // An embedder's native stream runs work we never saw: only a native
+    // marker tells when the stream has reached the point.
+    OpDesc marker;
+    marker.kind = kind;
+    return EnqueueOp(s, std::move(marker));
+  }
+  const Position p = ordering_.AdvancePoint(s);
+  if (sim_ != nullptr) sim_->RecordPoint(s, p, kind);
+  return p;
+}
+
+Position RuntimeImpl::ExecutedThrough(StreamIndex s) {
+  const Position c = executor_->CompletedPosition(s);
+  const Position last = s < last_op_.size() ? last_op_[s] : 0;
+  return c >= last ? ordering_.pos(s) : c;
 }
 
 void RuntimeImpl::AfterCompletion(bool release) {
@@ -488,18 +513,38 @@ absl::Status RuntimeImpl::SyncStreams(absl::Span<const StreamIndex> streams) {
 void RuntimeImpl::WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!executor_->blocks_host()) {
-    for (const auto& [s, p] : points) executor_->WaitFor(s, p);
+    for (const auto& [s, p] : points) executor_->WaitFor(s, OpAtOrBefore(s, p));
     return;
   }
   // Workers run effects that take this lock (Malloc memory going back).
+  std::vector<std::pair<StreamIndex, Position>> ops;
+  for (const auto& [s, p] : points) ops.emplace_back(s, OpAtOrBefore(s, p));
   Executor* executor = executor_.get();
   mu_.Unlock();
-  for (const auto& [s, p] : points) executor->WaitFor(s, p);
+  for (const auto& [s, p] : ops) executor->WaitFor(s, p);
   mu_.Lock();
 }
 
+TimeNs RuntimeImpl::SimAllocReady(StreamIndex t) const {
+  if (sim_ == nullptr) return 0;
+  // T's next op will wait for the legacy-stream ordering too.
+  TimeNs at = SimLastEnd(t);
+  const StreamKind kind = ordering_.kind(t);
+  if (kind == StreamKind::kNonBlocking) return at;
+  for (StreamIndex b = 0; b < ordering_.stream_count(); ++b) {
+    if (b == t || ordering_.device(b) != ordering_.device(t)) continue;
+    const StreamKind other = ordering_.kind(b);
+    if ((kind == StreamKind::kBlocking && other == StreamKind::kLegacy) ||
+        (kind == StreamKind::kLegacy && other == StreamKind::kBlocking)) {
+      at = std::max(at, sim_->LastEnd(b));
+    }
+  }
+  return at;
+}
+
 TimeNs RuntimeImpl::SimLastEnd(StreamIndex s) const {
-  return sim_ != nullptr ? sim_->LastEnd(s) : 0;
+  // A point on s is reached once the host is past s's last op.
+  return sim_ != nullptr ? std::max(sim_->Now(), sim_->LastEnd(s)) : 0;
 }
 
 std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int value,
@@ -595,7 +640,7 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
 
 bool RuntimeImpl::SlotIdle(StreamIndex s) {
   const Position last = ordering_.pos(s);
-  if (executor_->CompletedPosition(s) < last) return false;
+  if (ExecutedThrough(s) < last) return false;
   // The dead stream's frees are observed complete: pools whose opportunistic
   // switch is on promote them, as rule 3 would; a pool in strict mode keeps
   // them pending (and the slot retired) until a sync proves them.
@@ -622,6 +667,11 @@ void RuntimeImpl::RecycleSlots() {
     if (recycle_cursor_ >= retired_slots_.size()) recycle_cursor_ = 0;
     const StreamIndex s = retired_slots_[recycle_cursor_];
     if (SlotIdle(s)) {
+      // Every position of the old incarnation is complete: say so, since the
+      // executor reports completion by ops and its successor's ops come next.
+      VectorClock proof;
+      proof.Raise(s, ordering_.pos(s));
+      ordering_.MarkComplete(proof);
       ordering_.ReuseSlot(s);
       retired_slots_[recycle_cursor_] = retired_slots_.back();
       retired_slots_.pop_back();
@@ -653,7 +703,7 @@ absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
   ChargeCall();
   const StreamIndex idx = (*rec)->index;
   executor_->RunDueEffects();
-  if (executor_->CompletedPosition(idx) < ordering_.pos(idx)) {
+  if (ExecutedThrough(idx) < ordering_.pos(idx)) {
     return absl::UnavailableError("stream has work pending");
   }
   ordering_.MarkComplete(ordering_.clock(idx));
@@ -980,11 +1030,9 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   if (!a.ok()) return a.status();
   ChargeCall();
-  OpDesc marker;
-  marker.kind = OpKind::kAllocMarker;
-  const Position at = EnqueueOp(t, std::move(marker));
+  const Position at = AdvancePoint(t, OpKind::kAllocMarker);
   if (checker_) {
-    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, SimLastEnd(t), &oracle,
+    checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, SimAllocReady(t), &oracle,
                       (*prec)->access);
     CheckerAfterEvent();
   }
@@ -1020,9 +1068,9 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
     std::shared_ptr<ImportedPool> imported = std::move(it->second.imported);
     const uintptr_t base = it->first;
     allocs_.erase(it);
-    const Position f = EnqueueOp(idx, std::move(marker));
+    const Position f = AdvancePoint(idx, OpKind::kFreeMarker);
     if (checker_) {
-      checker_->OnFree(base, idx, f, ordering_.clock(idx), SimLastEnd(idx));
+      checker_->OnFree(base, idx, f, ordering_.PointClock(idx), SimLastEnd(idx));
       CheckerAfterEvent();
     }
     imported->FreeAsync(base, idx, f);
@@ -1055,9 +1103,9 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
   MemPool* pool = it->second.pool;
   Block* block = it->second.block;
   allocs_.erase(it);
-  const Position f = EnqueueOp(idx, std::move(marker));
+  const Position f = AdvancePoint(idx, OpKind::kFreeMarker);
   if (checker_) {
-    checker_->OnFree(block->addr(), idx, f, ordering_.clock(idx), SimLastEnd(idx));
+    checker_->OnFree(block->addr(), idx, f, ordering_.PointClock(idx), SimLastEnd(idx));
     CheckerAfterEvent();
   }
   pool->FreeAsync(block, idx, f);

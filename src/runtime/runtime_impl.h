@@ -10,6 +10,7 @@
 #ifndef STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_
 #define STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -220,6 +221,16 @@ class RuntimeImpl {
 
   // Enqueues one op on stream index s in both the ordering core and executor.
   Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An allocation or free point on s: a position, not an op (DESIGN.md,
+  // "Performance model"); only the timeline records it.
+  Position AdvancePoint(StreamIndex s, OpKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The highest position of s whose ops the executor reports complete: up to
+  // pos(s) once the last op is, since the points after it complete with it.
+  Position ExecutedThrough(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The op a wait for (s, p) waits for: the last op at or before p (0: none).
+  Position OpAtOrBefore(StreamIndex s, Position p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return s < last_op_.size() ? std::min(p, last_op_[s]) : 0;
+  }
   // After completion was proven: PENDING -> READY in every pool, then the
   // release threshold (sync actions only), then destroyed pools that drained.
   void AfterCompletion(bool release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -233,6 +244,9 @@ class RuntimeImpl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The end time of the op last enqueued on s, when time is virtual.
   TimeNs SimLastEnd(StreamIndex s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When an allocation point on t is usable: t's next op also waits for the
+  // legacy-stream ordering (virtual time only).
+  TimeNs SimAllocReady(StreamIndex t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<StreamIndex> StreamsOfDevice(int device) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An effect that copies or fills, skipping bytes that are not touchable
   // (address-only memory, or runtime memory unmapped since the enqueue).
@@ -265,6 +279,8 @@ class RuntimeImpl {
 
   mutable Mutex mu_;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
+  // Position of the last op (not point) enqueued on each stream index.
+  std::vector<Position> last_op_ ABSL_GUARDED_BY(mu_);
   // Completion time of the op EnqueueOp enqueued last.
   TimeNs last_enqueue_end_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;

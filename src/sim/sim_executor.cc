@@ -17,16 +17,23 @@ TimeNs SimExecutor::EndOf(StreamIndex s, Position position) const {
   const StreamState& st = streams_[s];
   SP_DCHECK(position <= st.last_position);
   if (st.incomplete.empty() || position < st.incomplete.front().position) return now_;
-  const size_t i = position - st.incomplete.front().position;
-  SP_DCHECK(st.incomplete[i].position == position);
-  return st.incomplete[i].end;
+  // Positions may skip (points that are not ops): the op at or before
+  // `position` with the highest position decides.
+  size_t lo = 0, hi = st.incomplete.size();
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (st.incomplete[mid].position <= position) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return st.incomplete[lo].end;
 }
 
 TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   StreamState& st = streams_[s];
-  SP_CHECK(position == st.last_position + 1);
-  // Only ops still incomplete stay tracked, so the tracked positions form one
-  // contiguous run and EndOf can index them directly.
+  SP_CHECK(position > st.last_position);
   Retire(st);
   TimeNs start = std::max(now_, st.last_end);
   if (op.wait_stream != kNoStream) start = std::max(start, EndOf(op.wait_stream, op.wait_position));

@@ -9,6 +9,7 @@
 #ifndef STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
 #define STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <queue>
 #include <vector>
@@ -45,6 +46,13 @@ class SimExecutor final : public Executor {
     TimeNs start;
     TimeNs end;
   };
+  // A point that is not an op (an allocation or a free): only the timeline
+  // sees it, at the time a 0 ns op enqueued there would have run.
+  void RecordPoint(StreamIndex s, Position position, OpKind kind) {
+    if (!record_timeline_) return;
+    const TimeNs at = std::max(now_, streams_[s].last_end);
+    timeline_.push_back(TimelineEntry{s, position, kind, now_, at, at});
+  }
   void set_record_timeline(bool on) { record_timeline_ = on; }
   bool record_timeline() const { return record_timeline_; }
   const std::vector<TimelineEntry>& timeline() const { return timeline_; }

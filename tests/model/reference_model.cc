@@ -131,6 +131,11 @@ void ReferenceModel::RecycleSlots() {
     if (recycle_cursor_ >= retired_.size()) recycle_cursor_ = 0;
     const uint32_t s = retired_[recycle_cursor_];
     if (SlotIdle(s)) {
+      // Its positions are all complete, and the runtime records that, since
+      // its executor reports completion by ops and the successor's come next.
+      Clock proof(s + 1, 0);
+      proof[s] = streams_[s].pos;
+      Prove(proof);
       free_slots_.push_back(s);
       retired_[recycle_cursor_] = retired_.back();
       retired_.pop_back();
@@ -242,6 +247,17 @@ uint64_t ReferenceModel::Enqueue(uint32_t s, uint64_t duration_ns, uint64_t wait
   st.clock[s] = st.pos;
   st.last_end = start + duration_ns;
   return st.last_end;
+}
+
+uint64_t ReferenceModel::AdvancePoint(uint32_t s) {
+  // An allocation or a free: a position, not an op. It joins no legacy
+  // clock and leaves the stream's schedule alone; it is reached once the
+  // host is past the stream's last op.
+  Stream& st = streams_[s];
+  ++st.pos;
+  if (st.clock.size() <= s) st.clock.resize(s + 1, 0);
+  st.clock[s] = st.pos;
+  return std::max(now_, st.last_end);
 }
 
 void ReferenceModel::AfterCompletion(bool release) {
@@ -778,7 +794,21 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
     ++pool.waits;
   }
   Charge();
-  const uint64_t end = Enqueue(t, 0, 0);
+  // Usable when T's next op could start: after the legacy-stream ordering.
+  uint64_t end = AdvancePoint(t);
+  {
+    const Stream& st = streams_[t];
+    if (st.kind == StreamKind::kLegacy) {
+      for (uint32_t b = 0; b < streams_.size(); ++b) {
+        const Stream& o = streams_[b];
+        if (b != t && o.device == st.device && o.kind == StreamKind::kBlocking) {
+          end = std::max(end, o.last_end);
+        }
+      }
+    } else if (st.kind == StreamKind::kBlocking) {
+      end = std::max(end, streams_[LegacyStream(st.device)].last_end);
+    }
+  }
   Carve(pool, d.ref, need);
   Live a;
   a.pool = p;
@@ -891,7 +921,7 @@ absl::Status ReferenceModel::CheckOccupants(
 
 void ReferenceModel::FreeAsync(int id, uint32_t s) {
   Charge();
-  const uint64_t end = Enqueue(s, 0, 0);
+  const uint64_t end = AdvancePoint(s);
   auto node = live_.extract(id);
   const Live& a = node.mapped();
   Pool& pool = pools_[a.pool];

@@ -351,6 +351,9 @@ class ReferenceModel {
   Clock NextClock(uint32_t s) const;
   // Appends an op to s; returns its end. `wait_end`: completion of an
   // explicit wait (event or inserted), 0 if none.
+  // Advances pos(s) for an allocation or free point; returns when the
+  // point is reached.
+  uint64_t AdvancePoint(uint32_t s);
   uint64_t Enqueue(uint32_t s, uint64_t duration_ns, uint64_t wait_end);
   void Prove(const Clock& proof) { Join(done_, proof); }
   bool Proven(uint32_t s, uint64_t pos) const { return Get(done_, s) >= pos; }
