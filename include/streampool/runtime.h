@@ -170,6 +170,10 @@ enum class PoolAttr {
   kUsedMemCurrent = 7,                  ///< used bytes (read-only)
   kUsedMemHigh = 8,                     ///< watermark of used bytes (set 0 to reset)
   kGrowth = 9,  ///< how the pool grows, a PoolGrowth: chunked (1) or expandable (2) (read-only)
+  /// The per-stream front caches (DESIGN.md, "Performance model"): on (1, the
+  /// default) or off (0, every allocation takes the central exact best fit);
+  /// turning them off flushes what they hold.
+  kFrontCache = 10,
 };
 
 /// What Runtime::GetPointerAttributes tells about a pointer

@@ -246,7 +246,11 @@ typedef enum spMemPoolAttr {
   spMemPoolAttrReservedMemHigh = 6,
   spMemPoolAttrUsedMemCurrent = 7,
   spMemPoolAttrUsedMemHigh = 8,
-  spMemPoolAttrGrowth = 9 /**< int, read-only: spPoolGrowthChunked or spPoolGrowthExpandable */
+  spMemPoolAttrGrowth = 9, /**< int, read-only: spPoolGrowthChunked or spPoolGrowthExpandable */
+  /** int, exactly 0 or 1 (default 1): per-stream front caches on or off. Off,
+   * every allocation takes the central exact best fit; turning them off
+   * flushes what they hold into the central index. */
+  spMemPoolAttrFrontCache = 10
 } spMemPoolAttr;
 
 /** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
@@ -322,7 +326,7 @@ SP_API spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt,
 SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) SP_NOEXCEPT;
 /** The device's current pool. */
 SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) SP_NOEXCEPT;
-/** Sets an attribute; value: int* for attributes 1-3, uint64_t* for 4-8.
+/** Sets an attribute; value: int* for attributes 1-3, 9 and 10, uint64_t* for 4-8.
  * The Current attributes and spMemPoolAttrGrowth are read-only; a High one is
  * reset by setting 0. */
 SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr,

@@ -582,8 +582,13 @@ spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
   SP_RESOLVE(r, pool);
   const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
-  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrGrowth) {
+  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
     return spErrorInvalidValue;
+  }
+  if (attr == spMemPoolAttrFrontCache) {
+    const int on = *static_cast<int*>(value);
+    if (on != 0 && on != 1) return spErrorInvalidValue;
+    return ToError(r.SetPoolAttribute(Value(pool), PoolAttr::kFrontCache, on));
   }
   const bool as_int =
       attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
@@ -598,12 +603,13 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
   SP_RESOLVE(r, pool);
   const int attr = streampool::internal::EnumInt(attr_in);
   if (value == nullptr) return spErrorInvalidValue;
-  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrGrowth) {
+  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
     return spErrorInvalidValue;
   }
   auto v = r.GetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr));
   if (!v.ok()) return ToError(v.status());
-  if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth) {
+  if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth ||
+      attr == spMemPoolAttrFrontCache) {
     *static_cast<int*>(value) = static_cast<int>(*v);
   } else {
     *static_cast<uint64_t*>(value) = *v;

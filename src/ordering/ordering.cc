@@ -12,7 +12,8 @@ StreamIndex Ordering::AddStream(int device, StreamKind kind) {
   SP_CHECK(device >= 0);
   const StreamIndex s = NextSlot();
   if (s == streams_.size()) {
-    streams_.push_back(StreamState{.device = device, .kind = kind});
+    SP_CHECK(streams_.size() < streams_.capacity());  // never moves: see the constructor
+    streams_.emplace_back(device, kind);
   } else {
     // A reused slot keeps its position and clock (the epoch tag; see the
     // header); everything else is the new stream's.
@@ -60,22 +61,26 @@ Position Ordering::Enqueue(StreamIndex s,
     for (StreamIndex b = 0; b < streams_.size(); ++b) {
       const StreamState& other = streams_[b];
       if (b == s || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
-      if (other.pos > st.clock.Get(b)) {
-        if (joined != nullptr) joined->emplace_back(b, other.pos);
-        st.clock.Join(other.clock);
+      const Position other_pos = pos(b);
+      if (other_pos > st.clock.Get(b)) {
+        if (joined != nullptr) joined->emplace_back(b, other_pos);
+        JoinClockOf(b, st.clock);
       }
     }
   } else if (st.kind == StreamKind::kBlocking) {
     const StreamIndex legacy = LegacyOf(st.device);
-    if (legacy != kNoStream && streams_[legacy].pos > st.legacy_seen) {
-      if (joined != nullptr) joined->emplace_back(legacy, streams_[legacy].pos);
-      st.clock.Join(streams_[legacy].clock);
-      st.legacy_seen = streams_[legacy].pos;
+    if (legacy != kNoStream) {
+      const Position legacy_pos = pos(legacy);
+      if (legacy_pos > st.legacy_seen) {
+        if (joined != nullptr) joined->emplace_back(legacy, legacy_pos);
+        JoinClockOf(legacy, st.clock);
+        st.legacy_seen = legacy_pos;
+      }
     }
   }
-  ++st.pos;
-  st.clock.Raise(s, st.pos);
-  return st.pos;
+  const Position p = st.pos.fetch_add(1, std::memory_order_acq_rel) + 1;
+  st.clock.Raise(s, p);
+  return p;
 }
 
 void Ordering::JoinInto(StreamIndex s, const VectorClock& snapshot) {
@@ -91,32 +96,32 @@ void Ordering::OrderAfterPoint(StreamIndex s, StreamIndex on, Position at) {
 
 VectorClock Ordering::PointClock(StreamIndex t) const {
   const StreamState& st = streams_[t];
-  VectorClock out = st.clock;
+  VectorClock out = clock(t);
   if (st.kind == StreamKind::kLegacy) {
     for (StreamIndex b = 0; b < streams_.size(); ++b) {
       const StreamState& other = streams_[b];
       if (b == t || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
-      out.Join(other.clock);
+      JoinClockOf(b, out);
     }
   } else if (st.kind == StreamKind::kBlocking) {
     const StreamIndex legacy = LegacyOf(st.device);
-    if (legacy != kNoStream) out.Join(streams_[legacy].clock);
+    if (legacy != kNoStream) JoinClockOf(legacy, out);
   }
   return out;
 }
 
 Position Ordering::OrderedAfter(StreamIndex t, StreamIndex s) const {
   const StreamState& st = streams_[t];
-  Position known = st.clock.Get(s);
+  Position known = Entry(t, s);
   if (st.kind == StreamKind::kLegacy) {
     for (StreamIndex b = 0; b < streams_.size(); ++b) {
       const StreamState& other = streams_[b];
       if (b == t || other.device != st.device || other.kind != StreamKind::kBlocking) continue;
-      known = std::max(known, other.clock.Get(s));
+      known = std::max(known, Entry(b, s));
     }
   } else if (st.kind == StreamKind::kBlocking) {
     const StreamIndex legacy = LegacyOf(st.device);
-    if (legacy != kNoStream) known = std::max(known, streams_[legacy].clock.Get(s));
+    if (legacy != kNoStream) known = std::max(known, Entry(legacy, s));
   }
   return known;
 }

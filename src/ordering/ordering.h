@@ -28,6 +28,7 @@
 #ifndef STREAMPOOL_SRC_ORDERING_ORDERING_H_
 #define STREAMPOOL_SRC_ORDERING_ORDERING_H_
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -46,6 +47,11 @@ enum class StreamKind {
 
 class Ordering {
  public:
+  // Slots are stored in place for the runtime's life (reserved up front), so
+  // that pos(S) can be read and advanced without the lock that guards the
+  // rest: a point (AdvancePoint) touches only pos(S).
+  explicit Ordering(size_t max_streams = 1 << 16) { streams_.reserve(max_streams); }
+
   // The slot AddStream will use next: a reusable retired slot, or a new one.
   StreamIndex NextSlot() const;
   StreamIndex AddStream(int device, StreamKind kind);
@@ -68,11 +74,9 @@ class Ordering {
   // DESIGN.md "Performance model"): it keeps its place in stream order but
   // enqueues nothing and joins no legacy-stream clock (no op of s waits
   // because of it; the next op makes that join). Returns the new position.
+  // Safe without the lock that guards the rest (see the constructor).
   Position AdvancePoint(StreamIndex s) {
-    StreamState& st = streams_[s];
-    ++st.pos;
-    st.clock.Raise(s, st.pos);
-    return st.pos;
+    return streams_[s].pos.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
   // VC of a point about to be made on t: VC(t) joined with the legacy-stream
   // ordering an op there would make (for the checker's records of points).
@@ -83,8 +87,14 @@ class Ordering {
   // Orders s after the single point (on, at): an inserted internal wait.
   void OrderAfterPoint(StreamIndex s, StreamIndex on, Position at);
 
-  Position pos(StreamIndex s) const { return streams_[s].pos; }
-  const VectorClock& clock(StreamIndex s) const { return streams_[s].clock; }
+  Position pos(StreamIndex s) const { return streams_[s].pos.load(std::memory_order_acquire); }
+  // VC(s), own entry included (points advance pos(s) without touching the
+  // stored clock, whose own entry may lag).
+  VectorClock clock(StreamIndex s) const {
+    VectorClock c = streams_[s].clock;
+    c.Raise(s, pos(s));
+    return c;
+  }
   // VC(t)[s] for t's next op, including the legacy-stream join that op would
   // make. Used by the pool before the op exists.
   Position OrderedAfter(StreamIndex t, StreamIndex s) const;
@@ -99,9 +109,20 @@ class Ordering {
 
  private:
   struct StreamState {
+    StreamState(int d, StreamKind k) : device(d), kind(k) {}
+    // Only for vector's requirements: the storage is reserved and never moves.
+    StreamState(StreamState&& o) noexcept
+        : device(o.device),
+          kind(o.kind),
+          pos(o.pos.load(std::memory_order_relaxed)),
+          clock(std::move(o.clock)),
+          legacy_seen(o.legacy_seen),
+          retired(o.retired) {}
     int device;
     StreamKind kind;
-    Position pos = 0;
+    // Advanced by ops (under the lock that guards the rest) and by points
+    // (without it), always by fetch_add; read anywhere.
+    std::atomic<Position> pos{0};
     VectorClock clock;
     // pos(legacy) last joined, so that ordinary ops skip the O(#streams) join
     // while the legacy stream is idle.
@@ -110,6 +131,15 @@ class Ordering {
   };
 
   StreamIndex LegacyOf(int device) const;
+  // VC(b)[s], own entry from pos(b).
+  Position Entry(StreamIndex b, StreamIndex s) const {
+    return b == s ? pos(b) : streams_[b].clock.Get(s);
+  }
+  // Joins VC(b), own entry included, into `into`.
+  void JoinClockOf(StreamIndex b, VectorClock& into) const {
+    into.Join(streams_[b].clock);
+    into.Raise(b, pos(b));
+  }
 
   std::vector<StreamState> streams_;
   std::vector<StreamIndex> legacy_by_device_;  // kNoStream where none yet

@@ -345,6 +345,7 @@ Block* MemPool::GrowChunk(uint64_t size) {
     return nullptr;
   }
   auto* c = new Chunk;
+  c->pool = this;
   c->mapping = *m;
   c->id = next_chunk_id_++;
   c->handed_out_end = c->base();
@@ -477,6 +478,7 @@ Chunk* MemPool::NewReservation(uint64_t bytes) {
     return nullptr;
   }
   auto* c = new Chunk;
+  c->pool = this;
   c->expandable = true;
   c->mapping.base = *base;
   c->mapping.size = bytes;
@@ -573,6 +575,24 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   const uint64_t need = *rule_size;
   const StreamIndex t = oracle.stream();
 
+  // Rule 0: t's front cache, when the fast path turned the block down for
+  // want of allowance (the watermark is settled here, exactly).
+  if (FrontCache* c = front_cache() ? CacheOf(t) : nullptr) {
+    Block* b;
+    {
+      MutexLock lock(&c->mu());
+      b = c->Take(need);
+      if (b != nullptr) {
+        b->stream = t;
+        b->requested = size;
+      }
+    }
+    if (b != nullptr) {
+      Reconcile(/*reset_high=*/false);
+      return Allocation{b, ReuseRule::kSameStream};
+    }
+  }
+
   // How a READY block's reuse counts: fresh when its bytes were never handed
   // out; else, while its promotion by observation is unproven, same-stream
   // if only t's frees were promoted into it, opportunistic otherwise; else
@@ -585,9 +605,11 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     return ReuseRule::kAfterSync;
   };
 
-  // Rule 1: the stream's own pending frees and READY blocks.
   Block* chosen = nullptr;
   ReuseRule how = ReuseRule::kFresh;
+  // Rules 1-3; run again after front caches are flushed before growth.
+  auto search = [&] {
+  // Rule 1: the stream's own pending frees and READY blocks.
   if (SizeIndexNode* n = ready_.FindBestFit(need)) chosen = Block::FromNode(n);
   if (t < frees_.size() && frees_[t] && !frees_[t]->index.empty()) {
     if (SizeIndexNode* n = frees_[t]->index.FindBestFit(need)) {
@@ -620,6 +642,11 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     }
     if (chosen != nullptr) how = ready_rule(chosen);
   }
+  };
+  search();
+  // Front caches never make the pool grow: what they hold goes central (and
+  // is promoted, with the switch on) before rules 1-3 are tried once more.
+  if (chosen == nullptr && FlushCaches()) search();
   // Rule 4: growth.
   if (chosen == nullptr) {
     chosen = Grow(need);
@@ -645,7 +672,9 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   live->stream = t;
   live->requested = size;
   used_ += need;
-  stats_.used_high = std::max(stats_.used_high, used_);
+  if (static_cast<int64_t>(used_) + cache_slack_ > static_cast<int64_t>(stats_.used_high)) {
+    Reconcile(/*reset_high=*/false);
+  }
   ++stats_.alloc_count;
   switch (how) {
     case ReuseRule::kFresh:
@@ -715,15 +744,18 @@ void MemPool::PromoteUpTo(BoundOf bound_of, bool observed) {
 }
 
 void MemPool::Promote(const VectorClock& done) {
+  FlushCaches();
   ++proof_epoch_;
   PromoteUpTo([&done](StreamIndex s) { return done.Get(s); }, /*observed=*/false);
 }
 
 void MemPool::PromoteObservedOn(StreamIndex s, Position complete) {
+  FlushCache(s);
   PromoteUpTo([s, complete](StreamIndex r) { return r == s ? complete : 0; }, /*observed=*/true);
 }
 
 void MemPool::PromoteObserved(const OrderOracle& oracle) {
+  FlushCaches();
   PromoteUpTo([&oracle](StreamIndex s) { return oracle.ObservedComplete(s); }, /*observed=*/true);
 }
 
@@ -743,6 +775,8 @@ void MemPool::UnmapChunk(Chunk* c) {
 }
 
 void MemPool::Release(uint64_t bound) {
+  // Cached blocks merge first, so that whole granules and chunks can go.
+  FlushCaches();
   if (expandable_) {
     ReleaseGranules(bound);
   } else {
@@ -846,10 +880,143 @@ Block* MemPool::LiveBlockContaining(uintptr_t addr) const {
   return nullptr;
 }
 
-PoolStats MemPool::Stats() const {
+// ------------------------------------------------------------ front caches
+
+Block* MemPool::CacheAllocate(StreamIndex t, uint64_t size) {
+  if (!front_cache()) return nullptr;
+  FrontCache* c = CacheOf(t);
+  if (c == nullptr) return nullptr;
+  const std::optional<uint64_t> need = rule_.Apply(size);
+  if (!need) return nullptr;
+  MutexLock lock(&c->mu());
+  Block* b = c->Pop(*need);
+  if (b != nullptr) {
+    b->stream = t;
+    b->requested = size;
+  }
+  return b;
+}
+
+bool MemPool::CacheFree(Block* b, StreamIndex s, Position f) {
+  if (!front_cache()) return false;
+  FrontCache* c = CacheOf(s);
+  if (c == nullptr) return false;
+  MutexLock lock(&c->mu());
+  return c->Push(b, f);
+}
+
+void MemPool::EnsureCache(StreamIndex s) {
+  if (s >= kCacheChunk * kCacheChunks || CacheOf(s) != nullptr) return;
+  std::atomic<FrontCache*>* chunk = cache_dir_[s / kCacheChunk].load(std::memory_order_relaxed);
+  if (chunk == nullptr) {
+    cache_chunks_.push_back(std::make_unique<std::atomic<FrontCache*>[]>(kCacheChunk));
+    chunk = cache_chunks_.back().get();
+    cache_dir_[s / kCacheChunk].store(chunk, std::memory_order_release);
+  }
+  caches_.push_back(std::make_unique<FrontCache>(s));
+  chunk[s % kCacheChunk].store(caches_.back().get(), std::memory_order_release);
+}
+
+void MemPool::FlushInto(FrontCache& c) {
+  c.Drain([this, &c](const FrontCache::Entry& e) {
+    Block* b = e.block;
+    SP_CHECK(b->state == BlockState::kLive);
+    // The free was counted when it was cached; only the index changes.
+    used_ -= b->size();
+    --live_blocks_;
+    cache_slack_ += static_cast<int64_t>(b->size());
+    MakePending(b, c.stream(), e.f, next_free_seq_++);
+  });
+}
+
+bool MemPool::FlushCache(StreamIndex s) {
+  FrontCache* c = CacheOf(s);
+  if (c == nullptr) return false;
+  MutexLock lock(&c->mu());
+  if (c->empty()) return false;
+  FlushInto(*c);
+  return true;
+}
+
+bool MemPool::FlushCaches() {
+  bool any = false;
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    MutexLock lock(&c->mu());
+    if (c->empty()) continue;
+    FlushInto(*c);
+    any = true;
+  }
+  return any;
+}
+
+void MemPool::RetireCache(StreamIndex s) {
+  FrontCache* c = CacheOf(s);
+  if (c == nullptr) return;
+  MutexLock lock(&c->mu());
+  if (!c->empty()) FlushInto(*c);
+  cache_slack_ -= static_cast<int64_t>(c->allowance());
+  c->set_allowance(0);
+}
+
+void MemPool::set_front_cache(bool on) {
+  front_cache_.store(on, std::memory_order_relaxed);
+  if (!on) FlushCaches();
+}
+
+void MemPool::LockCaches() const {
+  for (const std::unique_ptr<FrontCache>& c : caches_) c->mu().Lock();
+}
+
+void MemPool::UnlockCaches() const {
+  for (const std::unique_ptr<FrontCache>& c : caches_) c->mu().Unlock();
+}
+
+void MemPool::Reconcile(bool reset_high) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  LockCaches();
+  uint64_t cached = 0;
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    cached += c->bytes();
+    c->set_allowance(0);
+  }
+  const uint64_t used = used_ - cached;
+  stats_.used_high = reset_high ? used : std::max(stats_.used_high, used);
+  cache_slack_ = -static_cast<int64_t>(cached);
+  UnlockCaches();
+}
+
+uint64_t MemPool::used() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t cached = 0;
+  LockCaches();
+  for (const std::unique_ptr<FrontCache>& c : caches_) cached += c->bytes();
+  UnlockCaches();
+  return used_ - cached;
+}
+
+bool MemPool::HasPendingOn(StreamIndex s) const {
+  if (s < frees_.size() && frees_[s] && !frees_[s]->index.empty()) return true;
+  FrontCache* c = CacheOf(s);
+  if (c == nullptr) return false;
+  MutexLock lock(&c->mu());
+  return !c->empty();
+}
+
+PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   PoolStats s = stats_;
   s.reserved_bytes = reserved_;
-  s.used_bytes = used_;
+  uint64_t cached = 0, largest_cached = 0;
+  LockCaches();
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    cached += c->bytes();
+    // Pops are same-stream reuses; pushes are frees (counted nowhere else).
+    s.alloc_count += c->allocs();
+    s.reuse_same_stream += c->allocs();
+    s.free_count += c->frees();
+    c->ForEach([&largest_cached](const FrontCache::Entry& e) {
+      largest_cached = std::max(largest_cached, e.block->size());
+    });
+  }
+  UnlockCaches();
+  s.used_bytes = used_ - cached;
   for (const auto& [base, c] : chunks_) {
     s.huge_page_bytes += c->mapping.huge_page_bytes;
     s.transparent_huge_page_bytes += c->mapping.transparent_huge_page_bytes;
@@ -870,12 +1037,13 @@ PoolStats MemPool::Stats() const {
   for (StreamIndex st : active_) {
     if (const SizeIndexNode* n = frees_[st]->index.Largest()) largest = std::max(largest, n->size);
   }
-  s.largest_free_block = largest;
-  s.fragmentation = reserved_ == 0 ? 0.0 : 1.0 - static_cast<double>(used_) / reserved_;
+  s.largest_free_block = std::max(largest, largest_cached);
+  s.fragmentation =
+      reserved_ == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved_;
   return s;
 }
 
-bool MemPool::CheckInvariants() const {
+bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0, unbacked = 0;
   size_t free_chunks = 0;
   for (const Chunk* c = free_chunks_; c != nullptr; c = c->next_free) ++free_chunks;
@@ -956,6 +1124,28 @@ bool MemPool::CheckInvariants() const {
       }
     }
     if (valid != f.index.size()) return false;
+  }
+  // Front caches: what they hold is LIVE to the central index; the
+  // watermark invariant of front_cache.h holds and cache_slack_ is its sum.
+  bool caches_ok = true;
+  int64_t slack = 0;
+  uint64_t cached_total = 0, allowance_total = 0;
+  LockCaches();
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    uint64_t bytes = 0;
+    c->ForEach([&](const FrontCache::Entry& e) {
+      if (e.block->state != BlockState::kLive || e.block->chunk->pool != this) caches_ok = false;
+      bytes += e.block->size();
+    });
+    caches_ok = caches_ok && bytes == c->bytes() && CacheOf(c->stream()) == c.get();
+    cached_total += bytes;
+    allowance_total += c->allowance();
+    slack += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(bytes);
+  }
+  UnlockCaches();
+  if (!caches_ok || slack != cache_slack_ || cached_total > used_ ||
+      used_ - cached_total + allowance_total > stats_.used_high) {
+    return false;
   }
   return reserved == reserved_ && used == used_ && live == live_blocks_ &&
          pending == pending_blocks_ && pending == indexed_pending &&

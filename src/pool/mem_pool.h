@@ -20,21 +20,31 @@
 // stream, in best-fit order, so an allocation's cost stays bounded however
 // many frees other streams have pending.
 //
-// Thread safety: none here; the owning runtime serializes calls.
+// Rule 0, before all of these, is the allocating stream's front cache
+// (src/pool/front_cache.h): CacheAllocate and CacheFree are the fast path.
+//
+// Thread safety: CacheAllocate and CacheFree may run on any thread at any
+// time, each taking only one cache's lock. Everything else is the central
+// path: the owning runtime serializes those calls (its lock is the pool's),
+// and they take cache locks as they need them (pool, then cache: never the
+// other way round).
 #ifndef STREAMPOOL_SRC_POOL_MEM_POOL_H_
 #define STREAMPOOL_SRC_POOL_MEM_POOL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
 #include "src/ordering/oracle.h"
 #include "src/ordering/vector_clock.h"
 #include "src/pool/block.h"
+#include "src/pool/front_cache.h"
 #include "src/pool/size_index.h"
 #include "src/util/ring.h"
 #include "streampool/mem_pool.h"
@@ -106,9 +116,28 @@ class MemPool {
 
   // size > 0. On failure nothing changes except failed_alloc_count.
   absl::StatusOr<Allocation> Allocate(uint64_t size, OrderOracle& oracle);
+
+  // Fast path (any thread, no pool lock): a block of size's rule size from
+  // t's front cache, now LIVE on t and counted as a same-stream reuse; null
+  // when the cache is off, absent, holds none or lacks allowance (then
+  // Allocate, whose rule 0 settles the allowance).
+  Block* CacheAllocate(StreamIndex t, uint64_t size);
+  // Fast path: caches LIVE block b freed at (s, f); false when the cache is
+  // off, absent or full (then FreeAsync).
+  bool CacheFree(Block* b, StreamIndex s, Position f);
+  // Makes s's front cache, so that s's next frees can be cached.
+  void EnsureCache(StreamIndex s);
+  // Moves s's cached blocks (every stream's) into the central index, where
+  // they coalesce; true when there were any.
+  bool FlushCache(StreamIndex s);
+  bool FlushCaches();
+  // s is destroyed: flushes its cache and takes back its allowance.
+  void RetireCache(StreamIndex s);
+  bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
+  void set_front_cache(bool on);
   // The rule size `size` would occupy (for callers that check before acting).
   std::optional<uint64_t> RuleSize(uint64_t size) const { return rule_.Apply(size); }
-  // LIVE -> PENDING(s, f).
+  // LIVE -> PENDING(s, f), in the central index.
   void FreeAsync(Block* block, StreamIndex s, Position f);
   // LIVE -> READY at once (spFree: the caller promises all access completed).
   void FreeNow(Block* block);
@@ -132,6 +161,15 @@ class MemPool {
   // Whether addr lies in any chunk of this pool.
   bool Owns(uintptr_t addr) const;
 
+  // What the owner (the runtime) names this pool by, and data of its own
+  // (an exportable pool's memfd), for pointers found by address.
+  void set_owner(uint64_t handle, void* data) {
+    owner_handle_ = handle;
+    owner_data_ = data;
+  }
+  uint64_t owner_handle() const { return owner_handle_; }
+  void* owner_data() const { return owner_data_; }
+
   const PoolProps& props() const { return props_; }
   bool expandable() const { return expandable_; }
   // The growth mode in effect (never kDefault).
@@ -139,13 +177,12 @@ class MemPool {
   uint64_t granule() const { return rule_.granule; }
   bool touchable() const { return upstream_->touchable(); }
   uint64_t reserved() const { return reserved_; }
-  uint64_t used() const { return used_; }
+  // UsedMemCurrent: the central count less what front caches hold.
+  uint64_t used() const;
   bool has_live_or_pending() const { return live_blocks_ > 0 || pending_blocks_ > 0; }
-  // Whether a free of stream s is still pending here (its slot may not be
-  // reused meanwhile).
-  bool HasPendingOn(StreamIndex s) const {
-    return s < frees_.size() && frees_[s] && !frees_[s]->index.empty();
-  }
+  // Whether a free of stream s is still pending here, cached or central (its
+  // slot may not be reused meanwhile).
+  bool HasPendingOn(StreamIndex s) const;
 
   // Attributes.
   bool reuse_follow_event_dependencies() const { return follow_events_; }
@@ -159,7 +196,7 @@ class MemPool {
   uint64_t reserved_high() const { return stats_.reserved_high; }
   uint64_t used_high() const { return stats_.used_high; }
   void ResetReservedHigh() { stats_.reserved_high = reserved_; }
-  void ResetUsedHigh() { stats_.used_high = used_; }
+  void ResetUsedHigh() { Reconcile(/*reset_high=*/true); }
 
   PoolStats Stats() const;
   // O(blocks) walk of every invariant in block.h plus
@@ -182,6 +219,26 @@ class MemPool {
     Position max_f = 0;
     bool active = false;
   };
+
+  // Front caches by stream slot: a two-level table the fast path reads
+  // without a lock (slots never move; a cache lives as long as the pool).
+  static constexpr size_t kCacheChunk = 256;
+  static constexpr size_t kCacheChunks = 256;
+  FrontCache* CacheOf(StreamIndex s) const {
+    if (s >= kCacheChunk * kCacheChunks) return nullptr;
+    const std::atomic<FrontCache*>* chunk =
+        cache_dir_[s / kCacheChunk].load(std::memory_order_acquire);
+    return chunk == nullptr ? nullptr : chunk[s % kCacheChunk].load(std::memory_order_acquire);
+  }
+  // c's blocks into the central index (c's lock held).
+  void FlushInto(FrontCache& c);
+  // Settles UsedMemHigh exactly (true used = used_ - Σ cached bytes) and
+  // revokes every cache's allowance, restoring
+  //   used_ + cache_slack_ <= used_high   (see front_cache.h).
+  // reset_high: UsedMemHigh := the true used (the attribute's reset).
+  void Reconcile(bool reset_high);
+  void LockCaches() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  void UnlockCaches() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   StreamFrees& FreesOf(StreamIndex s);
   bool IsValid(const QueueEntry& e) const {
@@ -270,8 +327,18 @@ class MemPool {
   // Bumped by every proof (Promote): marks of observation go stale.
   uint64_t proof_epoch_ = 1;
 
+  uint64_t owner_handle_ = 0;
+  void* owner_data_ = nullptr;
   uint64_t reserved_ = 0;
+  // Rule sizes of LIVE blocks, cached ones included (see front_cache.h).
   uint64_t used_ = 0;
+  // Σ over caches of (allowance - cached bytes): constant under pushes and
+  // pops, so the central path knows the invariant holds without the locks.
+  int64_t cache_slack_ = 0;
+  std::atomic<bool> front_cache_{true};
+  std::atomic<std::atomic<FrontCache*>*> cache_dir_[kCacheChunks] = {};
+  std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
+  std::vector<std::unique_ptr<FrontCache>> caches_;
   uint64_t live_blocks_ = 0;
   uint64_t pending_blocks_ = 0;
   uint64_t next_chunk_id_ = 1;

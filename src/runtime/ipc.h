@@ -119,8 +119,12 @@ class ImportedPool {
   uint64_t used_high() const { return stats_.used_high; }
   // An imported pool never grows: it maps the exporter's pieces per import.
   PoolGrowth growth() const { return PoolGrowth::kChunked; }
+  // Kept so that it reads back; an imported pool caches nothing.
+  bool front_cache() const { return front_cache_; }
+  void set_front_cache(bool on) { front_cache_ = on; }
 
  private:
+  bool front_cache_ = true;
   bool follow_events_ = true;
   bool opportunistic_ = true;
   bool internal_deps_ = true;

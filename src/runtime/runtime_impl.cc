@@ -64,6 +64,10 @@ absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) {
       return absl::InvalidArgumentError("current usage attributes are read-only");
     case PoolAttr::kGrowth:
       return absl::InvalidArgumentError("the growth mode is a property of the pool (read-only)");
+    case PoolAttr::kFrontCache:
+      if (value > 1) return absl::InvalidArgumentError("the front cache switch is 0 or 1");
+      p.set_front_cache(value != 0);
+      return absl::OkStatus();
     case PoolAttr::kReservedMemHigh:
     case PoolAttr::kUsedMemHigh:
       if (value != 0) {
@@ -100,6 +104,8 @@ absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) {
       return p.used_high();
     case PoolAttr::kGrowth:
       return static_cast<uint64_t>(p.growth());
+    case PoolAttr::kFrontCache:
+      return p.front_cache() ? 1 : 0;
   }
   return absl::InvalidArgumentError("unknown pool attribute");
 }
@@ -208,7 +214,12 @@ class Oracle final : public OrderOracle {
 
 // ------------------------------------------------------------ lifecycle
 
-RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id) : config_(config), id_(id) {}
+RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id)
+    : config_(config),
+      id_(id),
+      ordering_(kMaxStreamsPerRuntime),
+      streams_(HandleKind::kStream, id),
+      pool_slots_(HandleKind::kPool, id) {}
 
 RuntimeImpl::~RuntimeImpl() {
   MutexLock lock(&mu_);
@@ -271,7 +282,7 @@ absl::Status RuntimeImpl::Init() {
     checker_fatal_ = mode == "fatal";
   }
   if (checker_) checker_->set_done(&ordering_.done());
-  devices_.resize(config_.device_count);
+  devices_ = std::make_unique<Device[]>(config_.device_count);
   // Every pair of devices is peer until the embedder says otherwise.
   peers_.assign(config_.device_count, ~uint64_t{0});
   for (int d = 0; d < config_.device_count; ++d) {
@@ -293,16 +304,23 @@ absl::Status RuntimeImpl::Init() {
           absl::StrCat("cannot start the legacy stream's worker thread: ", e.what()));
     }
     SP_CHECK(ordering_.AddStream(d, StreamKind::kLegacy) == legacy);
-    dev.legacy_stream = NewHandle(HandleKind::kStream);
-    streams_.emplace(dev.legacy_stream, StreamRec{legacy, d, true});
+    absl::StatusOr<uint64_t> lh = streams_.Add([&](StreamRec& r, uint64_t) {
+      r.index = legacy;
+      r.device = d;
+      r.legacy = true;
+    });
+    SP_CHECK(lh.ok());
+    dev.legacy_stream = *lh;
     stream_handles_.push_back(dev.legacy_stream);
     PoolProps props;
     props.device = d;
     absl::StatusOr<uint64_t> pool = CreatePoolLocked(props, nullptr);
     if (!pool.ok()) return pool.status();
     pools_[*pool].is_default = true;
-    dev.default_pool = dev.current_pool = *pool;
+    dev.default_pool = *pool;
+    dev.current_pool.store(*pool, std::memory_order_release);
   }
+  UpdateFastPath();
   return absl::OkStatus();
 }
 
@@ -337,6 +355,7 @@ absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
 void RuntimeImpl::TearDown() {
   if (destroyed_) return;
   destroyed_ = true;
+  UpdateFastPath();
   // Work already enqueued completes (host functions run, Malloc frees
   // unmap), as a device reset would let it.
   if (executor_ != nullptr) {
@@ -354,7 +373,6 @@ void RuntimeImpl::TearDown() {
   pools_.clear();  // ~MemPool returns every chunk
   draining_pools_.clear();
   imported_pools_.clear();  // ~ImportedPool unmaps what it mapped
-  streams_.clear();
   events_.clear();
   // Worker threads end with the runtime, not with the last reference to this
   // object (a thread's cached lookup may keep it alive a while longer, and a
@@ -398,10 +416,9 @@ uint64_t RuntimeImpl::NewHandle(HandleKind kind) {
 }
 
 absl::StatusOr<RuntimeImpl::StreamRec*> RuntimeImpl::FindStream(uint64_t h) {
-  if (KindOf(h) != HandleKind::kStream || RuntimeIdOf(h) != id_) return InvalidHandle("stream");
-  auto it = streams_.find(h);
-  if (it == streams_.end()) return InvalidHandle("stream");
-  return &it->second;
+  StreamRec* rec = streams_.Find(h);
+  if (rec == nullptr) return InvalidHandle("stream");
+  return rec;
 }
 
 absl::StatusOr<RuntimeImpl::EventRec*> RuntimeImpl::FindEvent(uint64_t h) {
@@ -582,7 +599,9 @@ void RuntimeImpl::UnmapMalloc(const AllocRec& rec) {
 absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking) {
   SP_ENTER();
   if (absl::Status s = CheckDevice(device); !s.ok()) return s;
-  if (absl::Status s = HandleRoom(); !s.ok()) return s;
+  if (!streams_.HasRoom()) {
+    return absl::ResourceExhaustedError("this runtime's stream handles are used up");
+  }
   // A destroyed stream's slot once nothing can refer to its positions, else
   // a new one (src/ordering/ordering.h, "Slot reuse").
   RecycleSlots();
@@ -606,8 +625,13 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreateStream(int device, bool non_blocking
   ChargeCall();
   SP_CHECK(ordering_.AddStream(
                device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking) == idx);
-  const uint64_t h = NewHandle(HandleKind::kStream);
-  streams_.emplace(h, StreamRec{idx, device, false});
+  absl::StatusOr<uint64_t> added = streams_.Add([&](StreamRec& r, uint64_t) {
+    r.index = idx;
+    r.device = device;
+    r.legacy = false;
+  });
+  SP_CHECK(added.ok());  // room was checked above
+  const uint64_t h = *added;
   if (idx == stream_handles_.size()) {
     stream_handles_.push_back(h);
   } else {
@@ -629,7 +653,10 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
   // runtime's life, so there slots are never reused.
   const StreamIndex idx = (*rec)->index;
   stream_handles_[idx] = 0;
-  streams_.erase(s);
+  streams_.Remove(s);
+  // Its frees waiting in front caches go central (where they stay pending on
+  // the dead stream until proven or observed complete).
+  ForEachMemPool([idx](MemPool& pool) { pool.RetireCache(idx); });
   if (adapter_ == nullptr && (sim_ == nullptr || !sim_->record_timeline())) {
     ordering_.RetireStream(idx);
     retired_slots_.push_back(idx);
@@ -1009,11 +1036,95 @@ uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 // ---------------------------------------------------------------- memory
 
+void RuntimeImpl::UpdateFastPath() {
+  // What the fast path skips: the checker's and the timeline's records, the
+  // simulated cost of a call, and the native marker an adapter's points need.
+  const bool on = !destroyed_ && checker_ == nullptr && config_.api_call_ns == 0 &&
+                  adapter_ == nullptr && (sim_ == nullptr || !sim_->record_timeline());
+  fast_path_.store(on, std::memory_order_release);
+}
+
+template <typename Fn>
+void RuntimeImpl::ForEachMemPool(Fn fn) {
+  for (auto& [h, rec] : pools_) {
+    if (rec.pool != nullptr) fn(*rec.pool);
+  }
+  for (auto& [h, pool] : draining_pools_) fn(*pool);
+}
+
+bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Lock-free reads throughout: the handle tables, the device's current pool
+  // (atomics), and the ordering core's pos(T) (see Ordering's constructor).
+  if (!fast_path_.load(std::memory_order_acquire) || size == 0 || in_host_callback) return false;
+  const StreamRec* rec = streams_.Find(s);
+  if (rec == nullptr) return false;
+  const uint64_t ph =
+      pool != 0 ? pool : devices_[rec->device.load(std::memory_order_relaxed)].current_pool.load(
+                             std::memory_order_acquire);
+  const PoolSlot* slot = pool_slots_.Find(ph);
+  MemPool* mp = slot == nullptr ? nullptr : slot->pool.load(std::memory_order_acquire);
+  if (mp == nullptr) return false;
+  const StreamIndex t = rec->index.load(std::memory_order_relaxed);
+  Block* b = mp->CacheAllocate(t, size);
+  if (b == nullptr) return false;
+  ordering_.AdvancePoint(t);
+  // Its entry was taken out when it was freed into the cache: the leaf exists.
+  page_map_.Restore(b->addr(), b);
+  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
+  return true;
+}
+
+bool RuntimeImpl::TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx,
+                              Position* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  *claimed = nullptr;
+  if (!fast_path_.load(std::memory_order_acquire) || ptr == nullptr || in_host_callback) {
+    return false;
+  }
+  const StreamRec* rec = streams_.Find(s);
+  if (rec == nullptr) return false;
+  // One exchange decides which of two racing frees of a pointer owns it.
+  Block* b = page_map_.Claim(reinterpret_cast<uintptr_t>(ptr));
+  if (b == nullptr) return false;
+  *claimed = b;
+  *idx = rec->index.load(std::memory_order_relaxed);
+  *f = ordering_.AdvancePoint(*idx);
+  return static_cast<MemPool*>(b->chunk->pool)->CacheFree(b, *idx, *f);
+}
+
+void RuntimeImpl::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block* b) {
+  if (page_map_.Set(b->addr(), b)) return;
+  // Outside the page map's range (or no memory for a node): the hash map.
+  AllocRec r;
+  r.pool = rec.pool.get();
+  r.pool_handle = pool_handle;
+  r.block = b;
+  r.device = rec.pool->props().device;
+  r.requested = b->requested;
+  r.memfd = rec.memfd;
+  allocs_.emplace(b->addr(), r);
+}
+
+void RuntimeImpl::FreeClaimed(Block* b, StreamIndex idx, Position f) {
+  MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
+  if (checker_) {
+    checker_->OnFree(b->addr(), idx, f, ordering_.PointClock(idx), SimLastEnd(idx));
+    CheckerAfterEvent();
+  }
+  if (pool.front_cache() && pool.CacheFree(b, idx, f)) return;
+  pool.FreeAsync(b, idx, f);
+  // Later frees of this stream in this pool take the fast path.
+  pool.EnsureCache(idx);
+}
+
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+  AllocInfo fast;
+  if (TryMallocFast(size, pool, s, &fast)) return fast;
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
-  const uint64_t pool_handle = pool != 0 ? pool : devices_[(*rec)->device].current_pool;
+  const uint64_t pool_handle =
+      pool != 0 ? pool : devices_[(*rec)->device].current_pool.load(std::memory_order_relaxed);
   absl::StatusOr<PoolRec*> prec = FindPool(pool_handle);
   if (!prec.ok()) return prec.status();
   if ((*prec)->imported != nullptr) {
@@ -1023,8 +1134,8 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   MemPool& mp = *(*prec)->pool;
   const StreamIndex t = (*rec)->index;
   // The pool judges safety against the clock T's next op would have (on the
-  // legacy stream that includes every blocking stream); the allocation's own
-  // op is enqueued only once it succeeded, so a failure leaves the stream as
+  // legacy stream that includes every blocking stream); the allocation's
+  // point is taken only once it succeeded, so a failure leaves the stream as
   // it was.
   Oracle oracle(*this, t);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
@@ -1036,29 +1147,39 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
                       (*prec)->access);
     CheckerAfterEvent();
   }
-  void* ptr = reinterpret_cast<void*>(a->block->addr());
-  AllocRec r;
-  r.pool = &mp;
-  r.pool_handle = pool_handle;
-  r.block = a->block;
-  r.device = mp.props().device;
-  r.requested = size;
-  r.memfd = (*prec)->memfd;
-  allocs_.emplace(a->block->addr(), r);
-  return AllocInfo{ptr, a->rule};
+  RecordPoolAlloc(pool_handle, **prec, a->block);
+  // The stream's frees of this pool can now take the fast path.
+  mp.EnsureCache(t);
+  return AllocInfo{reinterpret_cast<void*>(a->block->addr()), a->rule};
 }
 
 absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
+  Block* claimed;
+  StreamIndex claimed_idx;
+  Position claimed_f;
+  if (TryFreeFast(ptr, s, &claimed, &claimed_idx, &claimed_f)) return absl::OkStatus();
+  if (claimed != nullptr) {
+    // Ours already, at its point: only the central free is left, which no
+    // check can refuse now.
+    MutexLock lock(&mu_);
+    FreeClaimed(claimed, claimed_idx, claimed_f);
+    return absl::OkStatus();
+  }
   SP_ENTER();
   absl::StatusOr<StreamRec*> rec = FindStream(s);
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
+  const StreamIndex idx = (*rec)->index;
+  if (Block* b = page_map_.Claim(reinterpret_cast<uintptr_t>(ptr))) {
+    ChargeCall();
+    FreeClaimed(b, idx, AdvancePoint(idx, OpKind::kFreeMarker));
+    return absl::OkStatus();
+  }
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) {
     return absl::InvalidArgumentError(
         "pointer is not a live allocation of this runtime (double free or foreign pointer)");
   }
-  const StreamIndex idx = (*rec)->index;
   ChargeCall();
   OpDesc marker;
   marker.kind = OpKind::kFreeMarker;
@@ -1100,15 +1221,10 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
     }
     return absl::OkStatus();
   }
-  MemPool* pool = it->second.pool;
+  // A pool block the page map could not hold.
   Block* block = it->second.block;
   allocs_.erase(it);
-  const Position f = AdvancePoint(idx, OpKind::kFreeMarker);
-  if (checker_) {
-    checker_->OnFree(block->addr(), idx, f, ordering_.PointClock(idx), SimLastEnd(idx));
-    CheckerAfterEvent();
-  }
-  pool->FreeAsync(block, idx, f);
+  FreeClaimed(block, idx, AdvancePoint(idx, OpKind::kFreeMarker));
   return absl::OkStatus();
 }
 
@@ -1142,6 +1258,12 @@ absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
 absl::Status RuntimeImpl::Free(void* ptr) {
   SP_ENTER();
   if (ptr == nullptr) return absl::OkStatus();
+  if (Block* b = page_map_.Claim(reinterpret_cast<uintptr_t>(ptr))) {
+    ChargeCall();
+    if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
+    static_cast<MemPool*>(b->chunk->pool)->FreeNow(b);
+    return absl::OkStatus();
+  }
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) {
     return absl::InvalidArgumentError(
@@ -1181,6 +1303,15 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
     }
   }
   // The start of an allocation (the common question) without walking blocks.
+  if (const Block* b = page_map_.Get(addr)) {
+    const MemPool& pool = *static_cast<const MemPool*>(b->chunk->pool);
+    out.device =
+        pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
+    out.pool = PoolId{pool.owner_handle()};
+    out.base = reinterpret_cast<void*>(addr);
+    out.size = b->requested;
+    return out;
+  }
   if (auto it = allocs_.find(addr); it != allocs_.end() && it->second.pool != nullptr) {
     const AllocRec& r = it->second;
     const AllocationType type = r.pool->props().alloc_type;
@@ -1193,7 +1324,11 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
   auto lookup = [&](uint64_t h, MemPool& pool) -> bool {
     if (!pool.Owns(addr)) return false;
     const Block* b = pool.LiveBlockContaining(addr);
-    if (b == nullptr) return false;
+    // A block in a front cache is LIVE to the central index but freed.
+    if (b == nullptr ||
+        (page_map_.Get(b->addr()) != b && !allocs_.contains(b->addr()))) {
+      return false;
+    }
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
     out.pool = PoolId{h};
     out.base = reinterpret_cast<void*>(b->addr());
@@ -1228,7 +1363,9 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props,
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     const PoolProps& props, std::shared_ptr<PhysicalMemory> custom_upstream) {
-  if (absl::Status st = HandleRoom(); !st.ok()) return st;
+  if (!pool_slots_.HasRoom()) {
+    return absl::ResourceExhaustedError("this runtime's pool handles are used up");
+  }
   const int type = static_cast<int>(props.alloc_type);
   if (type < 1 || type > 4) return absl::InvalidArgumentError("unknown allocation type");
   const int policy = static_cast<int>(props.page_policy);
@@ -1316,7 +1453,11 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
   auto pool =
       std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget, reservation);
-  const uint64_t h = NewHandle(HandleKind::kPool);
+  absl::StatusOr<uint64_t> added =
+      pool_slots_.Add([&pool](PoolSlot& slot, uint64_t) { slot.pool = pool.get(); });
+  if (!added.ok()) return absl::ResourceExhaustedError("this runtime's pool handles are used up");
+  const uint64_t h = *added;
+  pool->set_owner(h, memfd);
   PoolRec rec;
   rec.pool = std::move(pool);
   rec.device = pinned ? -1 : props.device;
@@ -1347,14 +1488,21 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
   if ((*rec)->imported != nullptr) {
     // Live imports stay valid until freed, as a destroyed pool's allocations do.
     pools_.erase(pool);
+    pool_slots_.Remove(pool);
     ReapImportedPools();
     return absl::OkStatus();
   }
-  for (Device& d : devices_) {
-    if (d.current_pool == pool) d.current_pool = d.default_pool;
+  for (int i = 0; i < config_.device_count; ++i) {
+    Device& d = devices_[i];
+    if (d.current_pool.load(std::memory_order_relaxed) == pool) {
+      d.current_pool.store(d.default_pool, std::memory_order_release);
+    }
   }
   std::unique_ptr<MemPool> mp = std::move((*rec)->pool);
   pools_.erase(pool);
+  pool_slots_.Remove(pool);
+  // What its caches hold goes central; a destroyed pool caches nothing more.
+  mp->set_front_cache(false);
   if (mp->has_live_or_pending()) {
     draining_pools_.emplace(pool, std::move(mp));
     ReapDestroyedPools();  // releases what is already wholly free
@@ -1378,7 +1526,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::DefaultPool(int device) {
 absl::StatusOr<uint64_t> RuntimeImpl::CurrentPool(int device) {
   SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
-  return devices_[device].current_pool;
+  return devices_[device].current_pool.load(std::memory_order_relaxed);
 }
 
 absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
@@ -1393,7 +1541,7 @@ absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
   if (props.alloc_type == AllocationType::kPinnedHost || props.device != device) {
     return absl::InvalidArgumentError("pool does not live on this device");
   }
-  devices_[device].current_pool = pool;
+  devices_[device].current_pool.store(pool, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -1575,8 +1723,15 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
     OnUnmapped(base, size);
     Registry::Get().RemoveRange(base, size);
   };
+  if (!pool_slots_.HasRoom()) {
+    return absl::ResourceExhaustedError("this runtime's pool handles are used up");
+  }
   auto imported = std::make_shared<ImportedPool>(own, *header, std::move(hooks));
-  const uint64_t h = NewHandle(HandleKind::kPool);
+  absl::StatusOr<uint64_t> added = pool_slots_.Add([](PoolSlot& slot, uint64_t) {
+    slot.pool = nullptr;  // imported pools do not allocate
+  });
+  SP_CHECK(added.ok());
+  const uint64_t h = *added;
   PoolRec rec;
   rec.device = header->device;
   rec.access = NewAccessRights(header->device,
@@ -1591,12 +1746,20 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
 
 absl::StatusOr<PtrExportData> RuntimeImpl::ExportPointer(const void* ptr) {
   SP_ENTER();
-  auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == allocs_.end()) {
-    return absl::InvalidArgumentError("pointer is not the start of a live allocation");
+  AllocRec r;
+  if (Block* b = page_map_.Get(reinterpret_cast<uintptr_t>(ptr))) {
+    const MemPool& pool = *static_cast<const MemPool*>(b->chunk->pool);
+    r.block = b;
+    r.requested = b->requested;
+    r.memfd = static_cast<MemfdMemory*>(pool.owner_data());
+  } else {
+    auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocs_.end()) {
+      return absl::InvalidArgumentError("pointer is not the start of a live allocation");
+    }
+    r = it->second;
   }
-  const AllocRec& r = it->second;
-  if (r.memfd == nullptr) {
+  if (r.memfd == nullptr || r.block == nullptr) {
     return absl::InvalidArgumentError("the allocation is not from an exportable pool");
   }
   // What the importer maps: a chunk, or the granules of a reservation the
@@ -1672,6 +1835,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::OpenIpcEvent(const unsigned char handle[64
 
 void RuntimeImpl::OnUnmapped(uintptr_t base, uint64_t size) {
   if (checker_) checker_->OnUnmap(base, size);
+  // No live block lies in unmapped memory: its page-map pages can go.
+  page_map_.Discard(base, base + size);
 }
 
 void RuntimeImpl::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes,
@@ -1741,6 +1906,7 @@ void RuntimeImpl::EnableChecker(bool on, bool fatal) {
     checker_->set_done(&ordering_.done());
   }
   if (!on) checker_.reset();
+  UpdateFastPath();
   checker_fatal_ = on && fatal;
   checker_reported_ = checker_ ? checker_->reports().size() : 0;
   if (!checker_) report_streams_.clear();
@@ -1786,6 +1952,7 @@ void RuntimeImpl::RecordTimeline(bool on) {
   if (in_host_callback) return;
   MutexLock lock(&mu_);
   if (sim_ != nullptr) sim_->set_record_timeline(on);
+  UpdateFastPath();
 }
 
 std::vector<TimelineEntry> RuntimeImpl::Timeline() {

@@ -5,12 +5,19 @@
 // allocations go to pools with an OrderOracle answering from both; synchronize
 // actions turn what they prove complete into READY blocks in every pool.
 //
-// One mutex guards it all. Pools, ordering and executor are single-threaded
-// by design; the lock is taken once per API call.
+// Two paths (DESIGN.md, "Performance model"):
+//   fast  MallocAsync/FreeAsync served by the stream's front cache in the
+//         pool: a lock-free handle lookup, the page map, one cache lock, a
+//         position. No runtime-wide lock, no executor op.
+//   slow  everything else, under mu_: the pools' central paths (mu_ is their
+//         lock), ordering clocks, executor, events, IPC.
+// Lock order: mu_, then a front cache's lock; the fast path holds only the
+// latter and never waits for mu_ while holding it.
 #ifndef STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_
 #define STREAMPOOL_SRC_RUNTIME_RUNTIME_IMPL_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,6 +35,8 @@
 #include "src/memory/page_backing.h"
 #include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
+#include "src/pool/page_map.h"
+#include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
 #include "src/sim/checker.h"
@@ -148,12 +157,19 @@ class RuntimeImpl {
     std::unique_ptr<HugePageBudget> huge_budget;
     uint64_t legacy_stream = 0;  // handle
     uint64_t default_pool = 0;   // handle
-    uint64_t current_pool = 0;   // handle
+    // Written under mu_, read by the fast path.
+    std::atomic<uint64_t> current_pool{0};  // handle
   };
+  // Fields are atomics: the fast path reads them without mu_.
   struct StreamRec {
-    StreamIndex index;
-    int device;
-    bool legacy;
+    std::atomic<StreamIndex> index{0};
+    std::atomic<int> device{0};
+    std::atomic<bool> legacy{false};
+  };
+  // A pool handle's slot: the pool the fast path allocates from (null for
+  // imported pools).
+  struct PoolSlot {
+    std::atomic<MemPool*> pool{nullptr};
   };
   struct EventRec {
     bool recorded = false;
@@ -218,6 +234,25 @@ class RuntimeImpl {
   absl::StatusOr<uint64_t> CreatePoolLocked(const PoolProps& props,
                                             std::shared_ptr<PhysicalMemory> custom_upstream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The fast paths: true when served (result in *out / done), false when the
+  // call must take the slow path. No lock but a front cache's.
+  bool TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
+  // Claims the pointer's page-map entry when it names a live block of this
+  // runtime: *claimed then owns the free, whichever path finishes it.
+  bool TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx, Position* f);
+  // Whether the fast path may run: no checker, no recorded timeline, no
+  // per-call host cost, no adapter, not destroyed (recomputed under mu_).
+  void UpdateFastPath() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pool's block handed out (slow path): recorded in the page map, or in
+  // allocs_ where the map cannot hold it.
+  void RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block* b)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The central free of a block claimed from the page map.
+  void FreeClaimed(Block* b, StreamIndex idx, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every local pool (live or draining), for what applies to all.
+  template <typename Fn>
+  void ForEachMemPool(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Enqueues one op on stream index s in both the ordering core and executor.
   Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -293,8 +328,14 @@ class RuntimeImpl {
   SimExecutor* sim_ ABSL_GUARDED_BY(mu_) = nullptr;
   AdapterExecutor* adapter_ ABSL_GUARDED_BY(mu_) = nullptr;
   Ordering ordering_ ABSL_GUARDED_BY(mu_);
-  std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, StreamRec> streams_ ABSL_GUARDED_BY(mu_);
+  // Fixed at Init; Device fields other than current_pool are mu_'s.
+  std::unique_ptr<Device[]> devices_;
+  // Writers hold mu_; Find is lock-free.
+  HandleTable<StreamRec> streams_;
+  HandleTable<PoolSlot> pool_slots_;
+  // Base of every live pool block -> block (src/pool/page_map.h).
+  PageMap page_map_;
+  std::atomic<bool> fast_path_{false};
   // Destroyed streams' slots not yet reusable, and where RecycleSlots looks next.
   std::vector<StreamIndex> retired_slots_ ABSL_GUARDED_BY(mu_);
   size_t recycle_cursor_ ABSL_GUARDED_BY(mu_) = 0;

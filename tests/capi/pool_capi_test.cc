@@ -424,9 +424,81 @@ TEST_F(PoolCapiTest, HighWatermarksResetOnlyWithZero) {
   SP_EXPECT_OK(spFreeAsync(d, s_));
 }
 
+// spMemPoolAttrFrontCache: an int, exactly 0 or 1, on by default; anything
+// else is refused and changes nothing.
+TEST_F(PoolCapiTest, FrontCacheSwitchIsZeroOrOneAndOnByDefault) {
+  spMemPool_t pool = NewPool();
+  EXPECT_EQ(Switch(pool, spMemPoolAttrFrontCache), 1);
+  for (int bad : {2, -1, 7}) {
+    int v = bad;
+    EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrFrontCache, &v), spErrorInvalidValue);
+    EXPECT_EQ(Switch(pool, spMemPoolAttrFrontCache), 1);
+  }
+  int off = 0;
+  EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrFrontCache, &off), spSuccess);
+  EXPECT_EQ(Switch(pool, spMemPoolAttrFrontCache), 0);
+  EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
+}
+
+// Ties among equal-size blocks (DESIGN.md, "Serving"): with the front cache
+// the stream's most recent own free comes first; without it, the lowest
+// address (the central exact best fit).
+TEST_F(PoolCapiTest, FrontCacheServesTheMostRecentOwnFreeOfEqualSize) {
+  for (int cache : {1, 0}) {
+    SCOPED_TRACE(cache);
+    spMemPool_t pool = NewPool();
+    ASSERT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrFrontCache, &cache), spSuccess);
+    void* a = Alloc(4096, pool);
+    void* gap = Alloc(4096, pool);  // keeps a and b from merging centrally
+    void* b = Alloc(4096, pool);
+    ASSERT_LT(a, b);
+    ASSERT_EQ(spFreeAsync(a, s_), spSuccess);
+    ASSERT_EQ(spFreeAsync(b, s_), spSuccess);
+    const spMemPoolStats before = Stats(pool);
+    EXPECT_EQ(before.usedBytes, 4096u);
+    EXPECT_EQ(before.freeCount, 2u);
+    void* c = Alloc(4096, pool);
+    EXPECT_EQ(c, cache ? b : a);
+    const spMemPoolStats after = Stats(pool);
+    EXPECT_EQ(after.reuseSameStream, before.reuseSameStream + 1);
+    EXPECT_EQ(after.usedBytes, 8192u);
+    EXPECT_EQ(after.usedHigh, 3 * 4096u);
+    ASSERT_EQ(spFreeAsync(c, s_), spSuccess);
+    ASSERT_EQ(spFreeAsync(gap, s_), spSuccess);
+    ASSERT_EQ(spStreamSynchronize(s_), spSuccess);
+    EXPECT_EQ(Stats(pool).usedBytes, 0u);
+    EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
+  }
+}
+
+// A pop from the front cache that takes used bytes past the high watermark
+// (a central allocation came between the free and the pop) raises it exactly.
+TEST_F(PoolCapiTest, FrontCachePopsKeepTheUsedWatermarkExact) {
+  spMemPool_t pool = NewPool();
+  void* a = Alloc(1 << 20, pool);
+  ASSERT_EQ(spFreeAsync(a, s_), spSuccess);        // cached: used 0, high 1 MiB
+  void* b = Alloc(512 << 10, pool);                 // central: used 0.5 MiB
+  EXPECT_EQ(Stats(pool).usedHigh, uint64_t{1} << 20);
+  void* c = Alloc(1 << 20, pool);                   // the cached block: used 1.5 MiB
+  EXPECT_EQ(c, a);
+  spMemPoolStats st = Stats(pool);
+  EXPECT_EQ(st.usedBytes, uint64_t{3} << 19);
+  EXPECT_EQ(st.usedHigh, uint64_t{3} << 19);
+  ASSERT_EQ(spFreeAsync(b, s_), spSuccess);
+  ASSERT_EQ(spFreeAsync(c, s_), spSuccess);
+  uint64_t zero = 0;
+  ASSERT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrUsedMemHigh, &zero), spSuccess);
+  EXPECT_EQ(Stats(pool).usedHigh, 0u);
+  void* d = Alloc(1 << 20, pool);                   // from the cache again
+  EXPECT_EQ(d, a);
+  EXPECT_EQ(Stats(pool).usedHigh, uint64_t{1} << 20);
+  ASSERT_EQ(spFreeAsync(d, s_), spSuccess);
+  EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
+}
+
 TEST_F(PoolCapiTest, UnknownAttributesAndNullValuesAreInvalidValue) {
   const spMemPoolStats before = Stats(default_pool_);
-  for (int attr : {0, 10}) {
+  for (int attr : {0, 11}) {
     SCOPED_TRACE(attr);
     uint64_t v = 0;
     EXPECT_EQ(spMemPoolGetAttribute(default_pool_, static_cast<spMemPoolAttr>(attr), &v),

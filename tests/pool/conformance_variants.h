@@ -35,6 +35,15 @@ struct PoolVariant {
   // built-in upstream can reserve, so the default is expandable, and a
   // variant names what it runs.
   spPoolGrowth growth;
+  // The per-stream front caches on (the default) or off (the central exact
+  // best fit for every allocation): every suite must hold either way.
+  bool front_cache = true;
+
+  // Applies what props cannot say (the front-cache switch) to a new pool.
+  void Configure(spMemPool_t pool) const {
+    int on = front_cache ? 1 : 0;
+    spMemPoolSetAttribute(pool, spMemPoolAttrFrontCache, &on);
+  }
 
   // A pool of this variant on device 0 (pinned pools ignore the device).
   // HugePage and Dvpp pools take huge pages first (HugeFirst); HugeOnly and
@@ -103,13 +112,14 @@ struct PoolVariant {
         break;
     }
     name += backing == spBackingHost ? "_Host" : "_AddressOnly";
-    return name + (Expandable() ? "_Expandable" : "_Chunked");
+    return name + (Expandable() ? "_Expandable" : "_Chunked") + (front_cache ? "" : "_NoCache");
   }
 };
 
 inline void PrintTo(const PoolVariant& v, std::ostream* os) { *os << v.Name(); }
 
-// Every allocation type on both backings with both growth modes. With Host
+// Every allocation type on both backings with both growth modes, each with
+// the front caches on and off. With Host
 // backing, HugePage and Dvpp memory is prefaulted when mapped, which is why
 // the suites keep their pools to a few MiB.
 inline std::vector<PoolVariant> AllPoolVariants() {
@@ -118,7 +128,7 @@ inline std::vector<PoolVariant> AllPoolVariants() {
                                    spMemAllocationTypeHugePage, spMemAllocationTypeDvpp}) {
     for (spBacking backing : {spBackingHost, spBackingAddressOnly}) {
       for (spPoolGrowth growth : {spPoolGrowthChunked, spPoolGrowthExpandable}) {
-        all.push_back({type, backing, growth});
+        for (bool cache : {true, false}) all.push_back({type, backing, growth, cache});
       }
     }
   }

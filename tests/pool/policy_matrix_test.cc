@@ -187,6 +187,7 @@ TEST_P(PolicyMatrixTest, CrossStreamDecision) {
 
   const spMemPoolProps props = variant.Props(sc.growth_allowed ? 0 : kChunk);
   ASSERT_EQ(spMemPoolCreate(&pool_, rt_, &props), spSuccess);
+  variant.Configure(pool_);
   int v = sw.follow;
   ASSERT_EQ(spMemPoolSetAttribute(pool_, spMemPoolReuseFollowEventDependencies, &v), spSuccess);
   v = sw.opportunistic;

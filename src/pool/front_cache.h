@@ -1,0 +1,154 @@
+// FrontCache: one stream's recent frees in one pool, by size (DESIGN.md,
+// "Performance model"), the fast path in front of the pool's central index.
+//
+//   alloc on T:  T's cache has a block of exactly the rule size  -> pop it
+//                (LIFO: T's most recent own free first)         [fast path]
+//                else the pool's central ladder, rules 1-6       [slow path]
+//   free on S:   S's cache has room                             -> push it
+//                else the central index (coalescing)             [slow path]
+//
+// Stream order alone makes a pop safe: the block's free point is S's own and
+// the allocation comes after it on S. No index, split, coalescing or ordering
+// query is involved, and only this cache's lock (its stream's, uncontended
+// unless the pool flushes it) is taken.
+//
+// A cached block is a PENDING(S, f) block in every statistic and in the
+// safety invariant; the cache is only an index over such blocks. The central
+// index sees it as LIVE (never merged, never handed out) until the pool
+// flushes it there: on overflow (the free goes central instead), at every
+// synchronize action, before any growth, at TrimTo, when the stream or the
+// pool is destroyed and when the cache is switched off.
+//
+// Used-bytes accounting without a shared counter. The pool's central count
+// `used` keeps counting cached blocks, so the true UsedMemCurrent is
+// used - Σ bytes (over the pool's caches). UsedMemHigh must still be exact,
+// and a pop raises the true count; so a pop spends `allowance`, bytes the
+// pool has granted this cache to hand out without passing the high watermark:
+//     true used + Σ allowance <= used_high            (the pool's invariant)
+// A push earns back what it frees; the pool revokes allowances (under every
+// cache's lock) whenever a central allocation would break the invariant, and a
+// pop without enough allowance goes the slow way, which settles the watermark
+// exactly.
+#ifndef STREAMPOOL_SRC_POOL_FRONT_CACHE_H_
+#define STREAMPOOL_SRC_POOL_FRONT_CACHE_H_
+
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "src/pool/block.h"
+#include "src/util/mutex.h"
+#include "streampool/executor.h"
+
+namespace streampool::internal {
+
+class FrontCache {
+ public:
+  // Sizes held at once, blocks per size, and bytes in all. Eight sizes and
+  // sixteen deep cover the steady state of a training step's same-stream
+  // churn (a few tensor shapes, freed and re-made each iteration) while a
+  // flush stays a few hundred block moves; 64 MiB keeps large blocks from
+  // idling here when the central index could coalesce them.
+  static constexpr int kSizes = 8;
+  static constexpr int kDepth = 16;
+  static constexpr uint64_t kMaxBytes = uint64_t{64} << 20;
+
+  struct Entry {
+    Block* block;
+    Position f;
+  };
+
+  explicit FrontCache(StreamIndex stream) : stream_(stream) {}
+
+  StreamIndex stream() const { return stream_; }
+  Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+
+  // The most recent block of exactly `size` bytes, spending its bytes of
+  // allowance; null when there is none or the allowance is short.
+  Block* Pop(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Bin& bin : bins_) {
+      if (bin.size != size || bin.count == 0) continue;
+      if (allowance_ < size) return nullptr;
+      allowance_ -= size;
+      bytes_ -= size;
+      ++allocs_;
+      return bin.entries[--bin.count].block;
+    }
+    return nullptr;
+  }
+  // Pops the most recent block of `size` regardless of allowance (the pool's
+  // slow path, which settles the watermark itself); null when there is none.
+  Block* Take(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Bin& bin : bins_) {
+      if (bin.size != size || bin.count == 0) continue;
+      bytes_ -= size;
+      allowance_ = allowance_ >= size ? allowance_ - size : 0;
+      ++allocs_;
+      return bin.entries[--bin.count].block;
+    }
+    return nullptr;
+  }
+  // Caches a LIVE block freed at (stream, f); false when full.
+  bool Push(Block* b, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t size = b->size();
+    if (bytes_ + size > kMaxBytes) return false;
+    Bin* free_bin = nullptr;
+    for (Bin& bin : bins_) {
+      if (bin.size == size && bin.count != 0) {
+        if (bin.count == kDepth) return false;
+        free_bin = &bin;
+        break;
+      }
+      if (bin.count == 0 && free_bin == nullptr) free_bin = &bin;
+    }
+    if (free_bin == nullptr) return false;
+    free_bin->size = size;
+    free_bin->entries[free_bin->count++] = Entry{b, f};
+    bytes_ += size;
+    allowance_ += size;
+    ++frees_;
+    return true;
+  }
+
+  // Every cached entry, oldest first within a size; the cache is then empty.
+  template <typename Fn>
+  void Drain(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Bin& bin : bins_) {
+      for (uint32_t i = 0; i < bin.count; ++i) fn(bin.entries[i]);
+      bin.count = 0;
+    }
+    bytes_ = 0;
+  }
+  template <typename Fn>
+  void ForEach(Fn fn) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const Bin& bin : bins_) {
+      for (uint32_t i = 0; i < bin.count; ++i) fn(bin.entries[i]);
+    }
+  }
+
+  uint64_t bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return bytes_; }
+  uint64_t allowance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return allowance_; }
+  void set_allowance(uint64_t a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { allowance_ = a; }
+  // Allocations served and frees taken here, since the cache was made.
+  uint64_t allocs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return allocs_; }
+  uint64_t frees() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return frees_; }
+  bool empty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return bytes_ == 0; }
+
+ private:
+  struct Bin {
+    uint64_t size = 0;
+    uint32_t count = 0;
+    Entry entries[kDepth];
+  };
+
+  const StreamIndex stream_;
+  Mutex mu_;
+  Bin bins_[kSizes] ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t allowance_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t allocs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t frees_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_POOL_FRONT_CACHE_H_
