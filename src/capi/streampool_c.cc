@@ -18,6 +18,8 @@ namespace streampool::internal {
 namespace {
 
 spError_t ToError(const absl::Status& s) {
+  // ok() is inline; code() is a call into Abseil's library.
+  if (s.ok()) return spSuccess;
   switch (s.code()) {
     case absl::StatusCode::kOk:
       return spSuccess;

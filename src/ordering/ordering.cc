@@ -78,7 +78,8 @@ Position Ordering::Enqueue(StreamIndex s,
       }
     }
   }
-  const Position p = st.pos.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const Position p = st.pos.load(std::memory_order_relaxed) + 1;
+  st.pos.store(p, std::memory_order_release);
   st.clock.Raise(s, p);
   return p;
 }

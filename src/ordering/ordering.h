@@ -35,6 +35,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "src/ordering/vector_clock.h"
+#include "src/util/spin_lock.h"
 #include "streampool/executor.h"
 
 namespace streampool::internal {
@@ -64,7 +65,8 @@ class Ordering {
   int device(StreamIndex s) const { return streams_[s].device; }
   StreamKind kind(StreamIndex s) const { return streams_[s].kind; }
 
-  // Appends one op to `s`, applying legacy-stream ordering, and returns its
+  // Appends one op to `s` (s's stream lock held), applying legacy-stream
+  // ordering, and returns its
   // position. If `joined` is given, it receives the points of other streams
   // the op was newly ordered after by that ordering (what an executor must
   // make it wait for).
@@ -74,10 +76,18 @@ class Ordering {
   // DESIGN.md "Performance model"): it keeps its place in stream order but
   // enqueues nothing and joins no legacy-stream clock (no op of s waits
   // because of it; the next op makes that join). Returns the new position.
-  // Safe without the lock that guards the rest (see the constructor).
+  // Takes only s's stream lock (the caller holds it), not the lock that
+  // guards the rest (see the constructor).
   Position AdvancePoint(StreamIndex s) {
-    return streams_[s].pos.fetch_add(1, std::memory_order_acq_rel) + 1;
+    std::atomic<Position>& pos = streams_[s].pos;
+    const Position p = pos.load(std::memory_order_relaxed) + 1;
+    pos.store(p, std::memory_order_release);
+    return p;
   }
+  // The lock every advance of pos(s) holds, points and ops alike: one per
+  // slot, for the runtime's life. Front caches of s's frees share it (the
+  // stream's own lock, DESIGN.md "Performance model").
+  SpinLock& stream_lock(StreamIndex s) const { return streams_[s].lock; }
   // VC of a point about to be made on t: VC(t) joined with the legacy-stream
   // ordering an op there would make (for the checker's records of points).
   VectorClock PointClock(StreamIndex t) const;
@@ -120,9 +130,9 @@ class Ordering {
           retired(o.retired) {}
     int device;
     StreamKind kind;
-    // Advanced by ops (under the lock that guards the rest) and by points
-    // (without it), always by fetch_add; read anywhere.
+    // Advanced under `lock` (ops and points alike); read anywhere.
     std::atomic<Position> pos{0};
+    mutable SpinLock lock;
     VectorClock clock;
     // pos(legacy) last joined, so that ordinary ops skip the O(#streams) join
     // while the legacy stream is idle.

@@ -19,6 +19,10 @@
 // synchronize action, before any growth, at TrimTo, when the stream or the
 // pool is destroyed and when the cache is switched off.
 //
+// Its lock is its stream's (the runtime's per-stream SpinLock, which also
+// guards the stream's position): the fast path takes it once per call, the
+// pool's central path takes it to flush or settle (central lock first).
+//
 // Used-bytes accounting without a shared counter. The pool's central count
 // `used` keeps counting cached blocks, so the true UsedMemCurrent is
 // used - Σ bytes (over the pool's caches). UsedMemHigh must still be exact,
@@ -36,7 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "src/pool/block.h"
-#include "src/util/mutex.h"
+#include "src/util/spin_lock.h"
 #include "streampool/executor.h"
 
 namespace streampool::internal {
@@ -57,10 +61,10 @@ class FrontCache {
     Position f;
   };
 
-  explicit FrontCache(StreamIndex stream) : stream_(stream) {}
+  FrontCache(StreamIndex stream, SpinLock* lock) : stream_(stream), mu_(*lock) {}
 
   StreamIndex stream() const { return stream_; }
-  Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  SpinLock& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
   // The most recent block of exactly `size` bytes, spending its bytes of
   // allowance; null when there is none or the allowance is short.
@@ -141,7 +145,7 @@ class FrontCache {
   };
 
   const StreamIndex stream_;
-  Mutex mu_;
+  SpinLock& mu_;
   Bin bins_[kSizes] ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t allowance_ ABSL_GUARDED_BY(mu_) = 0;

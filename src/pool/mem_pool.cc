@@ -44,7 +44,7 @@ const char* ReuseRuleName(ReuseRule rule) {
 
 namespace internal {
 
-std::optional<uint64_t> SizeRule::Apply(uint64_t len) const {
+std::optional<uint64_t> SizeRule::ApplySlow(uint64_t len) const {
   switch (kind) {
     case Kind::kRound:
       return CheckedAlignUp(len, granule);
@@ -580,7 +580,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   if (FrontCache* c = front_cache() ? CacheOf(t) : nullptr) {
     Block* b;
     {
-      MutexLock lock(&c->mu());
+      SpinLockHolder lock(&c->mu());
       b = c->Take(need);
       if (b != nullptr) {
         b->stream = t;
@@ -882,14 +882,17 @@ Block* MemPool::LiveBlockContaining(uintptr_t addr) const {
 
 // ------------------------------------------------------------ front caches
 
-Block* MemPool::CacheAllocate(StreamIndex t, uint64_t size) {
+Block* MemPool::CacheAllocate(StreamIndex t, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!front_cache()) return nullptr;
   FrontCache* c = CacheOf(t);
   if (c == nullptr) return nullptr;
-  const std::optional<uint64_t> need = rule_.Apply(size);
-  if (!need) return nullptr;
-  MutexLock lock(&c->mu());
-  Block* b = c->Pop(*need);
+  uint64_t need;
+  if (!rule_.ApplyFast(size, &need)) {
+    const std::optional<uint64_t> slow = rule_.ApplySlow(size);
+    if (!slow) return nullptr;
+    need = *slow;
+  }
+  Block* b = c->Pop(need);
   if (b != nullptr) {
     b->stream = t;
     b->requested = size;
@@ -897,15 +900,14 @@ Block* MemPool::CacheAllocate(StreamIndex t, uint64_t size) {
   return b;
 }
 
-bool MemPool::CacheFree(Block* b, StreamIndex s, Position f) {
+bool MemPool::CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!front_cache()) return false;
   FrontCache* c = CacheOf(s);
   if (c == nullptr) return false;
-  MutexLock lock(&c->mu());
   return c->Push(b, f);
 }
 
-void MemPool::EnsureCache(StreamIndex s) {
+void MemPool::EnsureCache(StreamIndex s, SpinLock* stream_lock) {
   if (s >= kCacheChunk * kCacheChunks || CacheOf(s) != nullptr) return;
   std::atomic<FrontCache*>* chunk = cache_dir_[s / kCacheChunk].load(std::memory_order_relaxed);
   if (chunk == nullptr) {
@@ -913,7 +915,7 @@ void MemPool::EnsureCache(StreamIndex s) {
     chunk = cache_chunks_.back().get();
     cache_dir_[s / kCacheChunk].store(chunk, std::memory_order_release);
   }
-  caches_.push_back(std::make_unique<FrontCache>(s));
+  caches_.push_back(std::make_unique<FrontCache>(s, stream_lock));
   chunk[s % kCacheChunk].store(caches_.back().get(), std::memory_order_release);
 }
 
@@ -932,7 +934,7 @@ void MemPool::FlushInto(FrontCache& c) {
 bool MemPool::FlushCache(StreamIndex s) {
   FrontCache* c = CacheOf(s);
   if (c == nullptr) return false;
-  MutexLock lock(&c->mu());
+  SpinLockHolder lock(&c->mu());
   if (c->empty()) return false;
   FlushInto(*c);
   return true;
@@ -941,7 +943,7 @@ bool MemPool::FlushCache(StreamIndex s) {
 bool MemPool::FlushCaches() {
   bool any = false;
   for (const std::unique_ptr<FrontCache>& c : caches_) {
-    MutexLock lock(&c->mu());
+    SpinLockHolder lock(&c->mu());
     if (c->empty()) continue;
     FlushInto(*c);
     any = true;
@@ -952,7 +954,7 @@ bool MemPool::FlushCaches() {
 void MemPool::RetireCache(StreamIndex s) {
   FrontCache* c = CacheOf(s);
   if (c == nullptr) return;
-  MutexLock lock(&c->mu());
+  SpinLockHolder lock(&c->mu());
   if (!c->empty()) FlushInto(*c);
   cache_slack_ -= static_cast<int64_t>(c->allowance());
   c->set_allowance(0);
@@ -996,7 +998,7 @@ bool MemPool::HasPendingOn(StreamIndex s) const {
   if (s < frees_.size() && frees_[s] && !frees_[s]->index.empty()) return true;
   FrontCache* c = CacheOf(s);
   if (c == nullptr) return false;
-  MutexLock lock(&c->mu());
+  SpinLockHolder lock(&c->mu());
   return !c->empty();
 }
 

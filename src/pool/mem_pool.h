@@ -83,7 +83,20 @@ struct SizeRule {
   uint64_t granule = 256;
 
   // The rule size of a request, or nullopt when it cannot be represented.
-  std::optional<uint64_t> Apply(uint64_t len) const;
+  // Inline for the fast path's common case, ALIGN_UP to a power of two.
+  std::optional<uint64_t> Apply(uint64_t len) const {
+    uint64_t out;
+    if (ApplyFast(len, &out)) return out;
+    return ApplySlow(len);
+  }
+  // The common case without an optional (whose return through memory costs
+  // a store-forwarding stall on the fast path): false when it is not.
+  bool ApplyFast(uint64_t len, uint64_t* out) const {
+    if (kind != Kind::kRound || len == 0 || len > UINT64_MAX - granule) return false;
+    *out = (len + granule - 1) & ~(granule - 1);
+    return true;
+  }
+  std::optional<uint64_t> ApplySlow(uint64_t len) const;
 };
 
 class MemPool {
@@ -117,16 +130,18 @@ class MemPool {
   // size > 0. On failure nothing changes except failed_alloc_count.
   absl::StatusOr<Allocation> Allocate(uint64_t size, OrderOracle& oracle);
 
-  // Fast path (any thread, no pool lock): a block of size's rule size from
-  // t's front cache, now LIVE on t and counted as a same-stream reuse; null
-  // when the cache is off, absent, holds none or lacks allowance (then
-  // Allocate, whose rule 0 settles the allowance).
+  // Fast path (any thread, no pool lock; the caller holds t's stream lock,
+  // the lock EnsureCache was given): a block of size's rule size from t's
+  // front cache, now LIVE on t and counted as a same-stream reuse; null when
+  // the cache is off, absent, holds none or lacks allowance (then Allocate,
+  // whose rule 0 settles the allowance).
   Block* CacheAllocate(StreamIndex t, uint64_t size);
-  // Fast path: caches LIVE block b freed at (s, f); false when the cache is
-  // off, absent or full (then FreeAsync).
+  // Fast path (s's stream lock held): caches LIVE block b freed at (s, f);
+  // false when the cache is off, absent or full (then FreeAsync).
   bool CacheFree(Block* b, StreamIndex s, Position f);
-  // Makes s's front cache, so that s's next frees can be cached.
-  void EnsureCache(StreamIndex s);
+  // Makes s's front cache, guarded by s's stream lock, so that s's next frees
+  // can be cached.
+  void EnsureCache(StreamIndex s, SpinLock* stream_lock);
   // Moves s's cached blocks (every stream's) into the central index, where
   // they coalesce; true when there were any.
   bool FlushCache(StreamIndex s);

@@ -436,7 +436,11 @@ absl::StatusOr<RuntimeImpl::PoolRec*> RuntimeImpl::FindPool(uint64_t h) {
 }
 
 Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
-  const Position p = ordering_.Enqueue(s, &op.implicit_waits);
+  Position p;
+  {
+    SpinLockHolder lock(&ordering_.stream_lock(s));
+    p = ordering_.Enqueue(s, &op.implicit_waits);
+  }
   // Executors wait for ops: a point (allocation, free) is waited for through
   // the op before it.
   if (op.wait_stream != kNoStream) op.wait_position = OpAtOrBefore(op.wait_stream, op.wait_position);
@@ -455,7 +459,11 @@ Position RuntimeImpl::AdvancePoint(StreamIndex s, OpKind kind) {
     marker.kind = kind;
     return EnqueueOp(s, std::move(marker));
   }
-  const Position p = ordering_.AdvancePoint(s);
+  Position p;
+  {
+    SpinLockHolder lock(&ordering_.stream_lock(s));
+    p = ordering_.AdvancePoint(s);
+  }
   if (sim_ != nullptr) sim_->RecordPoint(s, p, kind);
   return p;
 }
@@ -1066,9 +1074,14 @@ bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocI
   MemPool* mp = slot == nullptr ? nullptr : slot->pool.load(std::memory_order_acquire);
   if (mp == nullptr) return false;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
-  Block* b = mp->CacheAllocate(t, size);
-  if (b == nullptr) return false;
-  ordering_.AdvancePoint(t);
+  Block* b;
+  {
+    // The stream's lock: its cache and its position, one atomic instruction.
+    SpinLockHolder lock(&ordering_.stream_lock(t));
+    b = mp->CacheAllocate(t, size);
+    if (b == nullptr) return false;
+    ordering_.AdvancePoint(t);
+  }
   // Its entry was taken out when it was freed into the cache: the leaf exists.
   page_map_.Restore(b->addr(), b);
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
@@ -1088,6 +1101,7 @@ bool RuntimeImpl::TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamInde
   if (b == nullptr) return false;
   *claimed = b;
   *idx = rec->index.load(std::memory_order_relaxed);
+  SpinLockHolder lock(&ordering_.stream_lock(*idx));
   *f = ordering_.AdvancePoint(*idx);
   return static_cast<MemPool*>(b->chunk->pool)->CacheFree(b, *idx, *f);
 }
@@ -1111,10 +1125,13 @@ void RuntimeImpl::FreeClaimed(Block* b, StreamIndex idx, Position f) {
     checker_->OnFree(b->addr(), idx, f, ordering_.PointClock(idx), SimLastEnd(idx));
     CheckerAfterEvent();
   }
-  if (pool.front_cache() && pool.CacheFree(b, idx, f)) return;
+  if (pool.front_cache()) {
+    SpinLockHolder lock(&ordering_.stream_lock(idx));
+    if (pool.CacheFree(b, idx, f)) return;
+  }
   pool.FreeAsync(b, idx, f);
   // Later frees of this stream in this pool take the fast path.
-  pool.EnsureCache(idx);
+  pool.EnsureCache(idx, &ordering_.stream_lock(idx));
 }
 
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
@@ -1149,7 +1166,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   }
   RecordPoolAlloc(pool_handle, **prec, a->block);
   // The stream's frees of this pool can now take the fast path.
-  mp.EnsureCache(t);
+  mp.EnsureCache(t, &ordering_.stream_lock(t));
   return AllocInfo{reinterpret_cast<void*>(a->block->addr()), a->rule};
 }
 
