@@ -907,6 +907,18 @@ bool MemPool::CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFE
   return c->Push(b, f);
 }
 
+void MemPool::FreeOverflow(Block* b, StreamIndex s, Position f) {
+  // The cache is full: what it holds goes central first (older frees before
+  // this one, so s's central queue stays in free order), then this free is
+  // cached again when it fits, else central too.
+  if (FrontCache* c = front_cache() ? CacheOf(s) : nullptr) {
+    SpinLockHolder lock(&c->mu());
+    if (!c->empty()) FlushInto(*c);
+    if (front_cache() && c->Push(b, f)) return;
+  }
+  FreeAsync(b, s, f);
+}
+
 void MemPool::EnsureCache(StreamIndex s, SpinLock* stream_lock) {
   if (s >= kCacheChunk * kCacheChunks || CacheOf(s) != nullptr) return;
   std::atomic<FrontCache*>* chunk = cache_dir_[s / kCacheChunk].load(std::memory_order_relaxed);
@@ -920,7 +932,14 @@ void MemPool::EnsureCache(StreamIndex s, SpinLock* stream_lock) {
 }
 
 void MemPool::FlushInto(FrontCache& c) {
-  c.Drain([this, &c](const FrontCache::Entry& e) {
+  // In free order: a stream's queue of pending frees ascends in f (and
+  // nothing central of this stream is newer, see FlushCacheFor), and the
+  // frees enter host order (rule 5's tie) oldest first.
+  flush_scratch_.clear();
+  c.Drain([this](const FrontCache::Entry& e) { flush_scratch_.push_back(e); });
+  std::sort(flush_scratch_.begin(), flush_scratch_.end(),
+            [](const FrontCache::Entry& a, const FrontCache::Entry& b) { return a.f < b.f; });
+  for (const FrontCache::Entry& e : flush_scratch_) {
     Block* b = e.block;
     SP_CHECK(b->state == BlockState::kLive);
     // The free was counted when it was cached; only the index changes.
@@ -928,7 +947,7 @@ void MemPool::FlushInto(FrontCache& c) {
     --live_blocks_;
     cache_slack_ += static_cast<int64_t>(b->size());
     MakePending(b, c.stream(), e.f, next_free_seq_++);
-  });
+  }
 }
 
 bool MemPool::FlushCache(StreamIndex s) {

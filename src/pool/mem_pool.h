@@ -139,6 +139,9 @@ class MemPool {
   // Fast path (s's stream lock held): caches LIVE block b freed at (s, f);
   // false when the cache is off, absent or full (then FreeAsync).
   bool CacheFree(Block* b, StreamIndex s, Position f);
+  // Central: a free the fast path could not cache (s's cache full): flushes
+  // s's cache, then caches it or frees it centrally.
+  void FreeOverflow(Block* b, StreamIndex s, Position f);
   // Makes s's front cache, guarded by s's stream lock, so that s's next frees
   // can be cached.
   void EnsureCache(StreamIndex s, SpinLock* stream_lock);
@@ -354,6 +357,7 @@ class MemPool {
   std::atomic<std::atomic<FrontCache*>*> cache_dir_[kCacheChunks] = {};
   std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
   std::vector<std::unique_ptr<FrontCache>> caches_;
+  std::vector<FrontCache::Entry> flush_scratch_;
   uint64_t live_blocks_ = 0;
   uint64_t pending_blocks_ = 0;
   uint64_t next_chunk_id_ = 1;

@@ -1125,12 +1125,9 @@ void RuntimeImpl::FreeClaimed(Block* b, StreamIndex idx, Position f) {
     checker_->OnFree(b->addr(), idx, f, ordering_.PointClock(idx), SimLastEnd(idx));
     CheckerAfterEvent();
   }
-  if (pool.front_cache()) {
-    SpinLockHolder lock(&ordering_.stream_lock(idx));
-    if (pool.CacheFree(b, idx, f)) return;
-  }
-  pool.FreeAsync(b, idx, f);
-  // Later frees of this stream in this pool take the fast path.
+  // Through the cache (flushed first when full), or central where there is
+  // none yet; later frees of this stream in this pool then take the fast path.
+  pool.FreeOverflow(b, idx, f);
   pool.EnsureCache(idx, &ordering_.stream_lock(idx));
 }
 

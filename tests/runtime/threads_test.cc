@@ -4,9 +4,12 @@
 #include <atomic>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
@@ -94,6 +97,143 @@ TEST(ThreadsTest, ConcurrentAllocFreeOnOwnAndSharedStreamsKeepsCountsExact) {
             st->alloc_count);
   EXPECT_TRUE(r.CheckPoolInvariants(*pool).ok());
 }
+
+// The fast path under contention (DESIGN.md, "Performance model"): host
+// threads on their own streams churn same-size pairs through their front
+// caches, on one shared pool or a pool each, while another thread
+// synchronizes, trims, flips the front-cache switch, reads statistics and
+// checks invariants, and streams come and go. Under both executors; TSan
+// watches the lock-free reads (handles, page map, positions) and the caches'
+// stream locks. At the end every count adds up exactly.
+class FastPathThreadsTest : public ::testing::TestWithParam<std::tuple<ExecutorKind, bool>> {};
+
+TEST_P(FastPathThreadsTest, CachedPairsSyncsAndFlushesInterleaveSafely) {
+  const auto [executor, shared_pool] = GetParam();
+  RuntimeConfig cfg;
+  cfg.backing = Backing::kAddressOnly;
+  cfg.device_capacity = uint64_t{4} << 30;
+  cfg.executor = executor;
+  auto rt = Runtime::Create(cfg);
+  ASSERT_TRUE(rt.ok());
+  Runtime& r = **rt;
+  constexpr int kThreads = 3;
+  constexpr int kIters = 4000;
+  std::vector<PoolId> pools;
+  for (int t = 0; t < (shared_pool ? 1 : kThreads); ++t) {
+    PoolProps props;
+    props.release_threshold = t % 2 == 0 ? 0 : UINT64_MAX;
+    auto p = r.CreatePool(props);
+    ASSERT_TRUE(p.ok());
+    pools.push_back(*p);
+  }
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> allocs{0}, frees{0}, errors{0};
+  absl::Mutex first_mu;
+  std::string first_error;
+  auto fail = [&](const absl::Status& st) {
+    if (st.ok()) return;
+    if (errors++ == 0) {
+      absl::MutexLock lock(&first_mu);
+      first_error = st.ToString();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(77 + t);
+      const PoolId pool = pools[shared_pool ? 0 : t];
+      auto s = r.CreateStream(0, /*non_blocking=*/true);
+      if (!s.ok()) return fail(s.status());
+      std::vector<void*> live;
+      for (int i = 0; i < kIters; ++i) {
+        // A few sizes, so that the caches hit, miss and overflow.
+        const uint64_t size = uint64_t{256} << (rng() % 4);
+        if (live.size() < 8 && rng() % 2 == 0) {
+          auto a = r.MallocFromPoolAsync(size, pool, *s);
+          if (!a.ok()) {
+            fail(a.status());
+            continue;
+          }
+          ++allocs;
+          live.push_back(a->ptr);
+        } else if (!live.empty()) {
+          const size_t k = rng() % live.size();
+          fail(r.FreeAsync(live[k], *s));
+          ++frees;
+          live[k] = live.back();
+          live.pop_back();
+        }
+        if (i % 1000 == 999) {
+          // A stream's end flushes its caches; a new one takes a slot.
+          for (void* p : live) {
+            fail(r.FreeAsync(p, *s));
+            ++frees;
+          }
+          live.clear();
+          fail(r.DestroyStream(*s));
+          s = r.CreateStream(0, /*non_blocking=*/true);
+          if (!s.ok()) return fail(s.status());
+        }
+      }
+      for (void* p : live) {
+        fail(r.FreeAsync(p, *s));
+        ++frees;
+      }
+      fail(r.StreamSynchronize(*s));
+      fail(r.DestroyStream(*s));
+    });
+  }
+  threads.emplace_back([&] {
+    std::mt19937_64 rng(5);
+    while (!done.load()) {
+      const PoolId pool = pools[rng() % pools.size()];
+      switch (rng() % 5) {
+        case 0:
+          fail(r.DeviceSynchronize(0));
+          break;
+        case 1:
+          fail(r.TrimTo(pool, rng() % (4 << 20)));
+          break;
+        case 2:
+          fail(r.SetPoolAttribute(pool, PoolAttr::kFrontCache, rng() % 2));
+          break;
+        case 3:
+          fail(r.GetPoolStats(pool).status());
+          break;
+        case 4:
+          fail(r.CheckPoolInvariants(pool));
+          break;
+      }
+      std::this_thread::yield();
+    }
+  });
+  for (int t = 0; t < kThreads; ++t) threads[t].join();
+  done = true;
+  threads.back().join();
+  EXPECT_EQ(errors.load(), 0u) << "first: " << first_error;
+  ASSERT_TRUE(r.DeviceSynchronize(0).ok());
+  uint64_t pool_allocs = 0, pool_frees = 0;
+  for (PoolId p : pools) {
+    EXPECT_TRUE(r.CheckPoolInvariants(p).ok());
+    auto st = r.GetPoolStats(p);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->used_bytes, 0u);
+    pool_allocs += st->alloc_count;
+    pool_frees += st->free_count;
+  }
+  EXPECT_EQ(pool_allocs, allocs.load());
+  EXPECT_EQ(pool_frees, frees.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ExecutorsAndPools, FastPathThreadsTest,
+    ::testing::Combine(::testing::Values(ExecutorKind::kSimulator, ExecutorKind::kThreads),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<ExecutorKind, bool>>& info) {
+      return std::string(std::get<0>(info.param) == ExecutorKind::kThreads ? "Threads"
+                                                                            : "Simulator") +
+             (std::get<1>(info.param) ? "_SharedPool" : "_PoolEach");
+    });
 
 TEST(ThreadsTest, RuntimesCreatedAndDestroyedConcurrentlyStayIsolated) {
   std::atomic<int> failures{0};
