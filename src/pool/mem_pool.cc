@@ -643,10 +643,12 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     if (chosen != nullptr) how = ready_rule(chosen);
   }
   };
+  const uint64_t flushes_before = cache_flushes_;
   search();
   // Front caches never make the pool grow: what they hold goes central (and
-  // is promoted, with the switch on) before rules 1-3 are tried once more.
-  if (chosen == nullptr && FlushCaches()) search();
+  // is promoted, with the switch on) before rules 1-3 are tried once more --
+  // also when rule 3's promotion already flushed them during the search.
+  if (chosen == nullptr && (FlushCaches() || cache_flushes_ != flushes_before)) search();
   // Rule 4: growth.
   if (chosen == nullptr) {
     chosen = Grow(need);
@@ -908,13 +910,16 @@ bool MemPool::CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFE
 }
 
 void MemPool::FreeOverflow(Block* b, StreamIndex s, Position f) {
-  // The cache is full: what it holds goes central first (older frees before
-  // this one, so s's central queue stays in free order), then this free is
-  // cached again when it fits, else central too.
+  // When the cache is full, what it holds goes central first (older frees
+  // before this one, so s's central queue stays in free order), then this
+  // free is cached when it fits, else central too.
   if (FrontCache* c = front_cache() ? CacheOf(s) : nullptr) {
     SpinLockHolder lock(&c->mu());
-    if (!c->empty()) FlushInto(*c);
-    if (front_cache() && c->Push(b, f)) return;
+    if (c->Push(b, f)) return;
+    if (!c->empty()) {
+      FlushInto(*c);
+      if (c->Push(b, f)) return;
+    }
   }
   FreeAsync(b, s, f);
 }
@@ -935,6 +940,7 @@ void MemPool::FlushInto(FrontCache& c) {
   // In free order: a stream's queue of pending frees ascends in f (and
   // nothing central of this stream is newer, see FlushCacheFor), and the
   // frees enter host order (rule 5's tie) oldest first.
+  ++cache_flushes_;
   flush_scratch_.clear();
   c.Drain([this](const FrontCache::Entry& e) { flush_scratch_.push_back(e); });
   std::sort(flush_scratch_.begin(), flush_scratch_.end(),

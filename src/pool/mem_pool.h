@@ -358,6 +358,8 @@ class MemPool {
   std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
   std::vector<std::unique_ptr<FrontCache>> caches_;
   std::vector<FrontCache::Entry> flush_scratch_;
+  // Non-empty caches flushed so far (Allocate retries rules 1-3 after any).
+  uint64_t cache_flushes_ = 0;
   uint64_t live_blocks_ = 0;
   uint64_t pending_blocks_ = 0;
   uint64_t next_chunk_id_ = 1;
