@@ -1,0 +1,101 @@
+// PageMap: a base address finds its live block, nothing else does, and a
+// claim is won exactly once.
+#include "src/pool/page_map.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/pool/block.h"
+
+namespace streampool::internal {
+namespace {
+
+Block MakeBlock(uintptr_t addr, uint64_t size) {
+  Block b;
+  b.node.addr = addr;
+  b.node.size = size;
+  b.state = BlockState::kLive;
+  return b;
+}
+
+TEST(PageMapTest, OnlyTheBaseOfAnEntryFindsItsBlock) {
+  PageMap map;
+  const uintptr_t base = uintptr_t{0x7f0000000000} + 0x40;
+  Block b = MakeBlock(base, 4096);
+  ASSERT_TRUE(map.Set(base, &b));
+  EXPECT_EQ(map.Get(base), &b);
+  // An entry covers 64 bytes: an address inside that unit is not the base.
+  EXPECT_EQ(map.Get(base + 1), nullptr);
+  EXPECT_EQ(map.Get(base + 63), nullptr);
+  EXPECT_EQ(map.Claim(base + 8), nullptr);
+  EXPECT_EQ(map.Get(base), &b) << "a refused claim takes nothing out";
+  // Never set, in a leaf that exists and in one that does not.
+  EXPECT_EQ(map.Get(base + 4096), nullptr);
+  EXPECT_EQ(map.Get(uintptr_t{0x100000000000}), nullptr);
+}
+
+TEST(PageMapTest, AClaimTakesTheEntryOutAndRestorePutsItBack) {
+  PageMap map;
+  const uintptr_t base = uintptr_t{0x7e0000200000};
+  Block b = MakeBlock(base, 256);
+  ASSERT_TRUE(map.Set(base, &b));
+  EXPECT_EQ(map.Claim(base), &b);
+  EXPECT_EQ(map.Claim(base), nullptr) << "a double free finds nothing";
+  EXPECT_EQ(map.Get(base), nullptr);
+  map.Restore(base, &b);
+  EXPECT_EQ(map.Get(base), &b);
+}
+
+TEST(PageMapTest, AddressesOutsideUserSpaceAreNotCovered) {
+  PageMap map;
+  Block b = MakeBlock(uintptr_t{1} << 47, 256);
+  EXPECT_FALSE(PageMap::Covers(uintptr_t{1} << 47));
+  EXPECT_FALSE(map.Set(uintptr_t{1} << 47, &b));
+  EXPECT_EQ(map.Get(uintptr_t{1} << 47), nullptr);
+  EXPECT_EQ(map.Claim(uintptr_t{1} << 47), nullptr);
+}
+
+TEST(PageMapTest, DiscardKeepsEntriesOutsideTheRangeAndDropsOnlyWholePages) {
+  PageMap map;
+  const uintptr_t lo = uintptr_t{0x7d0000000000};
+  // One block below the range, one above; the range between holds none.
+  Block below = MakeBlock(lo - 64, 64);
+  Block above = MakeBlock(lo + (4 << 20), 64);
+  ASSERT_TRUE(map.Set(below.addr(), &below));
+  ASSERT_TRUE(map.Set(above.addr(), &above));
+  map.Discard(lo, lo + (4 << 20));
+  EXPECT_EQ(map.Get(below.addr()), &below);
+  EXPECT_EQ(map.Get(above.addr()), &above);
+  // Entries inside a discarded range can be set again.
+  Block inside = MakeBlock(lo + (1 << 20), 256);
+  ASSERT_TRUE(map.Set(inside.addr(), &inside));
+  EXPECT_EQ(map.Get(inside.addr()), &inside);
+}
+
+TEST(PageMapTest, OfTwoRacingClaimsExactlyOneWins) {
+  PageMap map;
+  constexpr int kBlocks = 2000;
+  std::vector<Block> blocks;
+  blocks.reserve(kBlocks);
+  const uintptr_t base = uintptr_t{0x7c0000000000};
+  for (int i = 0; i < kBlocks; ++i) {
+    blocks.push_back(MakeBlock(base + uint64_t(i) * 256, 256));
+    ASSERT_TRUE(map.Set(blocks.back().addr(), &blocks.back()));
+  }
+  std::atomic<int> won{0};
+  auto claim_all = [&] {
+    for (int i = 0; i < kBlocks; ++i) won += map.Claim(blocks[i].addr()) != nullptr;
+  };
+  std::thread a(claim_all), b(claim_all);
+  a.join();
+  b.join();
+  EXPECT_EQ(won.load(), kBlocks);
+}
+
+}  // namespace
+}  // namespace streampool::internal
