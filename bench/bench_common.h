@@ -37,14 +37,18 @@ inline void MiFree(void* p) { mi_free(p); }
 // A C API runtime with address-only backing (nothing is touched, so every
 // figure is host-side bookkeeping) and `streams` non-blocking streams on
 // device 0. The default pool never shrinks (release threshold UINT64_MAX):
-// the benchmarks time reuse, not the upstream.
+// the benchmarks time reuse, not the upstream. The simulator unless told
+// otherwise: with spExecutorThreads every stream is a worker thread, so a
+// figure includes handing ops to them.
 class CRuntime {
  public:
-  explicit CRuntime(int streams = 1, uint64_t capacity = 64 * kGiB) {
+  explicit CRuntime(int streams = 1, uint64_t capacity = 64 * kGiB,
+                    spExecutorKind executor = spExecutorSimulator) {
     spRuntimeConfig cfg;
     spRuntimeConfigInit(&cfg);
     cfg.backing = spBackingAddressOnly;
     cfg.deviceCapacity = capacity;
+    cfg.executor = executor;
     ok_ = spRuntimeCreate(&rt_, &cfg) == spSuccess &&
           spDeviceGetDefaultMemPool(&pool_, rt_, 0) == spSuccess;
     streams_.resize(streams);

@@ -3,15 +3,28 @@
 // "Performance model"). tools/bench_summary.py turns the JSON into ratios.
 //
 // Pair: one same-stream alloc + free of `size` bytes (64 B .. 1 MiB).
-//   BM_Pool_Pair      spMallocAsync/spFreeAsync (the C API).
-//   BM_Runtime_Pair   Runtime::MallocAsync/FreeAsync (the C++ API).
-//   BM_MemPool_Pair   the internal MemPool alone, with a one-stream oracle: no
-//                     runtime lock, handle lookup, allocation map or stream
-//                     marker op. Pool_Pair minus this is the runtime's share.
-//   BM_Glibc_Pair     __libc_malloc/__libc_free (see bench_common.h).
-//   BM_Mimalloc_Pair  mi_malloc/mi_free.
-//   BM_Upstream_Pair  spMalloc/spFree: one upstream mapping per allocation,
-//                     i.e. no pool at all.
+//   BM_Pool_Pair           spMallocAsync/spFreeAsync (the C API): after the
+//                          warm-up pair every pair is a front-cache pop and
+//                          push (the fast path, no runtime lock).
+//   BM_Pool_PairNoCache    the same with spMemPoolAttrFrontCache = 0 on the
+//                          pool: every pair takes the runtime lock and the
+//                          central index. Its ratio to Pool_Pair is what the
+//                          cache buys.
+//   BM_Runtime_Pair        Runtime::MallocAsync/FreeAsync (the C++ API).
+//   BM_MemPool_Pair        the internal MemPool's central path alone, with a
+//                          one-stream oracle: no runtime lock, handle lookup,
+//                          allocation map or stream marker op.
+//                          Pool_PairNoCache minus this is the runtime's share
+//                          of the central path.
+//   BM_MemPool_CachedPair  the MemPool's fast path alone (CacheAllocate +
+//                          CacheFree under a local SpinLock, as the runtime
+//                          holds its stream lock). Pool_Pair minus this is the
+//                          runtime's share of the fast path (handle lookup,
+//                          page map, stream position).
+//   BM_Glibc_Pair          __libc_malloc/__libc_free (see bench_common.h).
+//   BM_Mimalloc_Pair       mi_malloc/mi_free.
+//   BM_Upstream_Pair       spMalloc/spFree: one upstream mapping per
+//                          allocation, i.e. no pool at all.
 //   Goal: Pool_Pair <= 1.5x Glibc_Pair.
 //
 // Holes: 2H blocks of 1 KiB allocated, every other one freed, then the timed
@@ -40,6 +53,7 @@
 #include "benchmark/benchmark.h"
 #include "src/ordering/oracle.h"
 #include "src/pool/mem_pool.h"
+#include "src/util/spin_lock.h"
 #include "streampool/physical_memory.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
@@ -88,6 +102,24 @@ void BM_Pool_Pair(benchmark::State& state) {
     return;
   }
   PoolPairs(state, rt, static_cast<uint64_t>(state.range(0)));
+}
+
+// The pool's own fast path switched off, so every pair is the central path
+// through the C API (the rest of the runtime is as in BM_Pool_Pair).
+void BM_Pool_PairNoCache(benchmark::State& state) {
+  CRuntime rt;
+  spMemPool_t pool = nullptr;
+  int off = 0;
+  int read_back = 1;
+  if (!rt.ok() || spDeviceGetMemPool(&pool, rt.rt(), 0) != spSuccess ||
+      spMemPoolSetAttribute(pool, spMemPoolAttrFrontCache, &off) != spSuccess ||
+      spMemPoolGetAttribute(pool, spMemPoolAttrFrontCache, &read_back) != spSuccess ||
+      read_back != 0) {
+    state.SkipWithError("runtime setup (front cache off) failed");
+    return;
+  }
+  PoolPairs(state, rt, static_cast<uint64_t>(state.range(0)));
+  state.counters["front_cache"] = read_back;
 }
 
 void BM_Runtime_Pair(benchmark::State& state) {
@@ -170,6 +202,69 @@ void BM_MemPool_Pair(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The fast path needs a cached block of the rule size: a free is cached only
+// once the stream has a cache, so the warm-up pair (which maps the chunk)
+// leaves its block in the central index, and a central allocation takes it
+// back out to be freed into the cache. The cache is guarded by `lock`, as the
+// runtime's caches are by their stream's lock; the lock is declared before the
+// pool because the pool's caches refer to it until the pool is gone.
+void BM_MemPool_CachedPair(benchmark::State& state) {
+  const uint64_t size = static_cast<uint64_t>(state.range(0));
+  internal::SpinLock lock;
+  internal::DeviceBudget budget(64 * kGiB);
+  PoolProps props;
+  props.release_threshold = UINT64_MAX;
+  internal::MemPool pool(props, internal::SizeRule{}, budget.capacity(), NewAddressOnlyMemory(),
+                         &budget);
+  OneStreamOracle oracle;
+  absl::StatusOr<internal::MemPool::Allocation> warm = pool.Allocate(size, oracle);
+  if (!warm.ok()) {
+    state.SkipWithError("warm-up allocation failed");
+    return;
+  }
+  oracle.Next();
+  pool.FreeAsync(warm->block, 0, oracle.Next());
+  pool.EnsureCache(0, &lock);
+  lock.Lock();
+  internal::Block* first = pool.CacheAllocate(0, size);
+  lock.Unlock();
+  if (first == nullptr) {
+    // Expected: the warm-up block was freed centrally, before the cache existed.
+    absl::StatusOr<internal::MemPool::Allocation> a = pool.Allocate(size, oracle);
+    if (!a.ok()) {
+      state.SkipWithError("central re-allocation failed");
+      return;
+    }
+    oracle.Next();
+    first = a->block;
+  }
+  lock.Lock();
+  const bool cached = pool.CacheFree(first, 0, oracle.Next());
+  lock.Unlock();
+  if (!cached) {
+    state.SkipWithError("the warm-up block did not go into the front cache");
+    return;
+  }
+  for (auto _ : state) {
+    lock.Lock();
+    internal::Block* b = pool.CacheAllocate(0, size);
+    lock.Unlock();
+    if (b == nullptr) {
+      state.SkipWithError("cache miss in the timed loop");
+      break;
+    }
+    benchmark::DoNotOptimize(b);
+    lock.Lock();
+    const bool ok = pool.CacheFree(b, 0, oracle.Next());
+    lock.Unlock();
+    if (!ok) {
+      state.SkipWithError("cache refused a free in the timed loop");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 template <void* (*Alloc)(size_t), void (*Free)(void*)>
 void HeapPairs(benchmark::State& state, size_t size) {
   for (auto _ : state) {
@@ -212,8 +307,10 @@ void SizeArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Pool_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_Pool_PairNoCache)->Apply(SizeArgs);
 BENCHMARK(BM_Runtime_Pair)->Apply(SizeArgs);
 BENCHMARK(BM_MemPool_Pair)->Apply(SizeArgs);
+BENCHMARK(BM_MemPool_CachedPair)->Apply(SizeArgs);
 BENCHMARK(BM_Glibc_Pair)->Apply(SizeArgs);
 BENCHMARK(BM_Mimalloc_Pair)->Apply(SizeArgs);
 BENCHMARK(BM_Upstream_Pair)->Apply(SizeArgs);

@@ -1,26 +1,38 @@
 // Host threads sharing one runtime: does throughput scale with threads when
 // each thread works on its own stream? (DESIGN.md "Performance model": locks
 // that do not serialize independent streams; goal: 2 threads >= 1.6x the
-// items/s of 1.)
+// items/s of 1, on a shared pool and on separate pools.)
 //
 // One process-wide runtime (address-only backing) with a non-blocking stream
-// per thread on device 0; every thread allocates from the device's default
-// pool, as CUDA programs do. Each benchmark runs with 1 and with 2 threads and
+// per thread on device 0. Each benchmark runs with 1, 2 and 4 threads and
 // measures wall time (UseRealTime), so items_per_second is the throughput of
-// all threads together and the 2-thread/1-thread ratio is the scaling. CPU
+// all threads together and the n-thread/1-thread ratio is the scaling. CPU
 // time is the whole process's (MeasureProcessCPUTime), so threads x CPU time /
 // real time is how many cores the run actually got: on a loaded machine a
-// 2-thread run may get far fewer than 2, and then no allocator can scale.
-//   BM_Pool_ThreadsPair     spMallocAsync + spFreeAsync of 1 KiB per item.
-//   BM_Pool_ThreadsRandom   the random program of bench_common.h, 200 000
-//                           steps per iteration then frees of what is left
-//                           (so the pool's state repeats), seed 42 + thread;
-//                           an item is one step.
+// 2-thread run may get far fewer than 2, and then no allocator can scale; with
+// more threads than cores (4 on a 2-core machine) the figure shows what
+// oversubscription costs (a preempted lock holder), not scaling.
+//   BM_Pool_ThreadsPair         spMallocAsync + spFreeAsync of 1 KiB per
+//                               item, every thread on the device's default
+//                               pool, as CUDA programs do: one pool, a front
+//                               cache per stream, so the pair never needs a
+//                               lock another thread takes.
+//   BM_Pool_ThreadsPairPoolEach the same pair through spMallocFromPoolAsync
+//                               from a pool of the thread's own (one per
+//                               thread index, made once): what sharing the
+//                               pool costs, when the two differ.
+//   BM_Pool_ThreadsRandom       the random program of bench_common.h, 200 000
+//                               steps per iteration then frees of what is
+//                               left (so the pool's state repeats), seed 42 +
+//                               thread, on the default pool; an item is one
+//                               step. Mostly the central path (random sizes
+//                               rarely match a cached one exactly): it shows
+//                               what the runtime lock serializes.
 //   BM_Glibc_ThreadsPair / BM_Glibc_ThreadsRandom /
-//   BM_Mimalloc_ThreadsPair the same loops on the baselines: per-thread
-//                           arenas and heaps, which scale as far as the
-//                           machine does, so their ratio is the yardstick
-//                           for what this machine allows.
+//   BM_Mimalloc_ThreadsPair     the same loops on the baselines: per-thread
+//                               arenas and heaps, which scale as far as the
+//                               machine does, so their ratio is the yardstick
+//                               for what this machine allows.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -32,7 +44,7 @@
 namespace streampool::bench {
 namespace {
 
-constexpr int kMaxThreads = 2;
+constexpr int kMaxThreads = 4;
 constexpr uint64_t kPairSize = 1 * kKiB;
 constexpr size_t kRandomSteps = 200000;
 constexpr uint64_t kRandomCap = 8 * kGiB;  // per thread
@@ -43,6 +55,33 @@ constexpr uint32_t kRandomMaxSize = 1 << 20;
 CRuntime& SharedRuntime() {
   static CRuntime* rt = new CRuntime(kMaxThreads, 64 * kGiB);
   return *rt;
+}
+
+// A pool per thread index on the shared runtime, made on first use (by
+// whichever thread gets there first: the static's initialization is the only
+// synchronization needed) and kept for the process like the runtime. Empty
+// when the runtime or any pool could not be made.
+const std::vector<spMemPool_t>& ThreadPools() {
+  static const std::vector<spMemPool_t>* pools = [] {
+    auto* v = new std::vector<spMemPool_t>;
+    CRuntime& rt = SharedRuntime();
+    if (!rt.ok()) return v;
+    spMemPoolProps props{};
+    props.allocType = spMemAllocationTypeDevice;
+    props.device = 0;
+    uint64_t keep_all = UINT64_MAX;
+    for (int i = 0; i < kMaxThreads; ++i) {
+      spMemPool_t pool = nullptr;
+      if (spMemPoolCreate(&pool, rt.rt(), &props) != spSuccess ||
+          spMemPoolSetAttribute(pool, spMemPoolAttrReleaseThreshold, &keep_all) != spSuccess) {
+        v->clear();
+        return v;
+      }
+      v->push_back(pool);
+    }
+    return v;
+  }();
+  return *pools;
 }
 
 const Trace& ThreadTrace(int thread) {
@@ -67,6 +106,27 @@ void BM_Pool_ThreadsPair(benchmark::State& state) {
   for (auto _ : state) {
     void* p = nullptr;
     if (spMallocAsync(&p, kPairSize, s) != spSuccess || spFreeAsync(p, s) != spSuccess) {
+      state.SkipWithError("pair failed");
+      break;
+    }
+    benchmark::DoNotOptimize(p);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Pool_ThreadsPairPoolEach(benchmark::State& state) {
+  CRuntime& rt = SharedRuntime();
+  const std::vector<spMemPool_t>& pools = ThreadPools();
+  if (!rt.ok() || pools.empty()) {
+    state.SkipWithError("runtime or pool setup failed");
+    return;
+  }
+  spStream_t s = rt.stream(state.thread_index());
+  spMemPool_t pool = pools[state.thread_index()];
+  for (auto _ : state) {
+    void* p = nullptr;
+    if (spMallocFromPoolAsync(&p, kPairSize, pool, s) != spSuccess ||
+        spFreeAsync(p, s) != spSuccess) {
       state.SkipWithError("pair failed");
       break;
     }
@@ -137,16 +197,18 @@ void BM_Glibc_ThreadsRandom(benchmark::State& state) {
   HeapThreadsRandom<GlibcMalloc, GlibcFree>(state);
 }
 
-// 1 and 2 threads; wall time for throughput, process CPU time for cores used.
-void OneAndTwoThreads(benchmark::internal::Benchmark* b) {
-  b->Threads(1)->Threads(2)->UseRealTime()->MeasureProcessCPUTime();
+// 1, 2 and 4 threads; wall time for throughput, process CPU time for cores
+// used.
+void ThreadCounts(benchmark::internal::Benchmark* b) {
+  b->Threads(1)->Threads(2)->Threads(kMaxThreads)->UseRealTime()->MeasureProcessCPUTime();
 }
 
-BENCHMARK(BM_Pool_ThreadsPair)->Apply(OneAndTwoThreads);
-BENCHMARK(BM_Glibc_ThreadsPair)->Apply(OneAndTwoThreads);
-BENCHMARK(BM_Mimalloc_ThreadsPair)->Apply(OneAndTwoThreads);
-BENCHMARK(BM_Pool_ThreadsRandom)->Apply(OneAndTwoThreads)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Glibc_ThreadsRandom)->Apply(OneAndTwoThreads)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Pool_ThreadsPair)->Apply(ThreadCounts);
+BENCHMARK(BM_Pool_ThreadsPairPoolEach)->Apply(ThreadCounts);
+BENCHMARK(BM_Glibc_ThreadsPair)->Apply(ThreadCounts);
+BENCHMARK(BM_Mimalloc_ThreadsPair)->Apply(ThreadCounts);
+BENCHMARK(BM_Pool_ThreadsRandom)->Apply(ThreadCounts)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Glibc_ThreadsRandom)->Apply(ThreadCounts)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace streampool::bench
