@@ -118,7 +118,10 @@ class Ordering {
   const VectorClock& done() const { return done_; }
 
  private:
-  struct StreamState {
+  // A cache line each: pos and the stream lock are written by the stream's
+  // own host thread on every allocation and free, and must not share a line
+  // with another stream's.
+  struct alignas(64) StreamState {
     StreamState(int d, StreamKind k) : device(d), kind(k) {}
     // Only for vector's requirements: the storage is reserved and never moves.
     StreamState(StreamState&& o) noexcept

@@ -895,9 +895,11 @@ Block* MemPool::CacheAllocate(StreamIndex t, uint64_t size) ABSL_NO_THREAD_SAFET
     need = *slow;
   }
   Block* b = c->Pop(need);
+  // Written only when they change: blocks of different streams may share a
+  // cache line, and a steady pair re-pops the same block for the same size.
   if (b != nullptr) {
-    b->stream = t;
-    b->requested = size;
+    if (b->stream != t) b->stream = t;
+    if (b->requested != size) b->requested = size;
   }
   return b;
 }
