@@ -591,6 +591,11 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
       Reconcile(/*reset_high=*/false);
       return Allocation{b, ReuseRule::kSameStream};
     }
+    // A miss: t's other cached frees go central, where rule 1 finds them by
+    // best fit (split, or merged with their neighbours) as it would have
+    // without the cache; otherwise a workload of varied sizes would grow
+    // beside its own frees.
+    FlushCache(t);
   }
 
   // How a READY block's reuse counts: fresh when its bytes were never handed
