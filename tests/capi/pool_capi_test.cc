@@ -475,16 +475,18 @@ TEST_F(PoolCapiTest, FrontCacheServesTheMostRecentOwnFreeOfEqualSize) {
 // (a central allocation came between the free and the pop) raises it exactly.
 TEST_F(PoolCapiTest, FrontCachePopsKeepTheUsedWatermarkExact) {
   spMemPool_t pool = NewPool();
+  spStream_t other = NewStream();
   void* a = Alloc(1 << 20, pool);
   ASSERT_EQ(spFreeAsync(a, s_), spSuccess);        // cached: used 0, high 1 MiB
-  void* b = Alloc(512 << 10, pool);                 // central: used 0.5 MiB
+  // Central, on another stream (a miss on s_ would flush s_'s cache).
+  void* b = Alloc(512 << 10, pool, other);          // used 0.5 MiB
   EXPECT_EQ(Stats(pool).usedHigh, uint64_t{1} << 20);
   void* c = Alloc(1 << 20, pool);                   // the cached block: used 1.5 MiB
   EXPECT_EQ(c, a);
   spMemPoolStats st = Stats(pool);
   EXPECT_EQ(st.usedBytes, uint64_t{3} << 19);
   EXPECT_EQ(st.usedHigh, uint64_t{3} << 19);
-  ASSERT_EQ(spFreeAsync(b, s_), spSuccess);
+  ASSERT_EQ(spFreeAsync(b, other), spSuccess);
   ASSERT_EQ(spFreeAsync(c, s_), spSuccess);
   uint64_t zero = 0;
   ASSERT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrUsedMemHigh, &zero), spSuccess);
