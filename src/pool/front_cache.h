@@ -55,6 +55,12 @@ class FrontCache {
   static constexpr int kSizes = 8;
   static constexpr int kDepth = 16;
   static constexpr uint64_t kMaxBytes = uint64_t{64} << 20;
+  // Larger blocks always go central: where the bytes are large, best fit at
+  // the lowest address and coalescing keep the pool's peak down (PyTorch's
+  // caching allocator draws its small/large line at the same 1 MiB), and a
+  // large tensor's allocation is rare enough that the central path's cost
+  // does not show.
+  static constexpr uint64_t kMaxBlock = uint64_t{1} << 20;
 
   struct Entry {
     Block* block;
@@ -94,7 +100,7 @@ class FrontCache {
   // Caches a LIVE block freed at (stream, f); false when full.
   bool Push(Block* b, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t size = b->size();
-    if (bytes_ + size > kMaxBytes) return false;
+    if (size > kMaxBlock || bytes_ + size > kMaxBytes) return false;
     Bin* free_bin = nullptr;
     for (Bin& bin : bins_) {
       if (bin.size == size && bin.count != 0) {

@@ -74,8 +74,9 @@ TEST_F(FrontCacheTest, BoundedBySizesDepthAndBytes) {
   EXPECT_EQ(drained.size(), size_t(FrontCache::kSizes + FrontCache::kDepth - 1));
   EXPECT_TRUE(cache_.empty());
   EXPECT_TRUE(cache_.Push(NewBlock(256 * 100), 300));
-  // Bytes: a block beyond kMaxBytes is never cached.
-  EXPECT_FALSE(cache_.Push(NewBlock(FrontCache::kMaxBytes), 301));
+  // Blocks above kMaxBlock always go central.
+  EXPECT_TRUE(cache_.Push(NewBlock(FrontCache::kMaxBlock), 301));
+  EXPECT_FALSE(cache_.Push(NewBlock(FrontCache::kMaxBlock + 256), 302));
 }
 
 }  // namespace
