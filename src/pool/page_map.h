@@ -2,21 +2,26 @@
 // without a lock (DESIGN.md, "Performance model": a pointer is mapped to its
 // block by a page map, not a hash lookup).
 //
-// A three-level radix tree over the address in 64-byte units (the smallest
-// block alignment of any pool variant, pinned host's), one per runtime, shared
-// by its pools. Only the base of a LIVE block has an entry: an allocation
-// stores it, a free takes it out with one exchange, so of two frees of one
-// pointer racing on different threads exactly one wins and the other sees a
-// double free.
+// A three-level radix tree over the address in 4 KiB pages, one per runtime,
+// shared by its pools. Only the base of a LIVE block has an entry: an
+// allocation stores it, a free takes it out with one compare-and-swap, so of
+// two frees of one pointer racing on different threads exactly one wins and
+// the other sees a double free. A page's entry is
+//   0                       no live block starts in the page;
+//   a Block*                the one block that starts in it (most pages:
+//                           blocks are rarely smaller than a page);
+//   a Sub* (low bit set)    64 slots, one per 64-byte unit of the page (the
+//                           smallest alignment of any pool variant), once two
+//                           bases have shared the page; it stays a Sub.
 //
-// Space: the root is fixed (2^13 entries); interior nodes and leaves are
-// made on first use and kept for the map's life. Leaves come from slabs mapped
-// with MAP_NORESERVE, so a leaf costs memory only for the 4 KiB pages that
-// hold entries in use: at most one page per 32 KiB of address that holds
-// block bases. Discard gives whole leaf pages back when a range goes unmapped,
-// so a process that runs for weeks keeps no more than what its pools hold now.
-// Addresses at or above 2^47 (outside x86-64 and AArch64 user space) are not
-// covered; callers keep such pointers elsewhere.
+// Space: the root is fixed; interior nodes and leaves are made on first use
+// and kept for the map's life, leaves in 2 MiB slabs (a transparent huge page
+// where allowed) mapped with MAP_NORESERVE, so entries cost memory only once
+// touched: 8 bytes per 4 KiB page of address, a 512th, at most 2 MiB per GiB
+// of address space used. Subs take 512 bytes each where small
+// blocks live. Discard gives whole entry pages back when address space goes
+// back to the upstream. Addresses at or above 2^47 (outside x86-64 and
+// AArch64 user space) are not covered; callers keep such pointers elsewhere.
 #ifndef STREAMPOOL_SRC_POOL_PAGE_MAP_H_
 #define STREAMPOOL_SRC_POOL_PAGE_MAP_H_
 
@@ -33,11 +38,12 @@ namespace streampool::internal {
 
 class PageMap {
  public:
-  static constexpr int kUnitShift = 6;   // 64-byte units
+  static constexpr int kPageShift = 12;  // entries per 4 KiB page
+  static constexpr int kUnitShift = 6;   // Sub slots per 64 bytes
   static constexpr int kAddressBits = 47;
-  static constexpr int kLeafBits = 14;   // a leaf covers 1 MiB
-  static constexpr int kMidBits = 14;
-  static constexpr int kRootBits = kAddressBits - kUnitShift - kLeafBits - kMidBits;  // 13
+  static constexpr int kLeafBits = 12;  // a leaf covers 16 MiB
+  static constexpr int kMidBits = 12;
+  static constexpr int kRootBits = kAddressBits - kPageShift - kLeafBits - kMidBits;  // 11
 
   PageMap();
   ~PageMap();
@@ -48,67 +54,73 @@ class PageMap {
 
   // The block whose base is addr, or null. Lock-free.
   Block* Get(uintptr_t addr) const {
-    std::atomic<Block*>* e = Find(addr);
+    std::atomic<uintptr_t>* e = Entry(addr);
     if (e == nullptr) return nullptr;
-    Block* b = e->load(std::memory_order_acquire);
-    // An entry covers 64 bytes: an interior address of the unit is no base.
+    const uintptr_t v = e->load(std::memory_order_acquire);
+    Block* b = IsSub(v) ? AsSub(v)->slot[UnitOf(addr)].load(std::memory_order_acquire)
+                        : reinterpret_cast<Block*>(v);
     return b != nullptr && b->addr() == addr ? b : nullptr;
   }
   // Takes the entry out: the block, or null when there was none (a double
   // free, an interior or a foreign pointer). Lock-free.
-  Block* Claim(uintptr_t addr) {
-    std::atomic<Block*>* e = Find(addr);
-    if (e == nullptr) return nullptr;
-    Block* b = e->load(std::memory_order_acquire);
-    while (b != nullptr && b->addr() == addr) {
-      if (e->compare_exchange_weak(b, nullptr, std::memory_order_acq_rel)) return b;
-    }
-    return nullptr;
-  }
-  // Puts a block back under a base that had one before (a front cache pop):
-  // its leaf exists. Lock-free.
-  void Restore(uintptr_t addr, Block* b) {
-    Find(addr)->store(b, std::memory_order_release);
-  }
-  // Sets the entry of a new base, making nodes as needed; false when the
-  // address is not covered or memory for a node cannot be had.
+  Block* Claim(uintptr_t addr);
+  // Sets the entry of a base (a new allocation, or a block back from a front
+  // cache); false when the address is not covered or memory for a node
+  // cannot be had. Lock-free unless a node must be made.
   bool Set(uintptr_t addr, Block* b);
-  // Gives back the leaf pages lying wholly inside [lo, hi) (all their entries
-  // must be null: the range holds no live block).
+  // Gives back the entry pages lying wholly inside [lo, hi) (the range must
+  // hold no live block).
   void Discard(uintptr_t lo, uintptr_t hi);
 
  private:
   static constexpr size_t kLeafEntries = size_t{1} << kLeafBits;
   static constexpr size_t kMidEntries = size_t{1} << kMidBits;
   static constexpr size_t kRootEntries = size_t{1} << kRootBits;
-  static constexpr size_t kLeafBytes = kLeafEntries * sizeof(std::atomic<Block*>);
-  static constexpr size_t kLeavesPerSlab = 64;  // 8 MiB of address space a slab
+  static constexpr size_t kUnits = size_t{1} << (kPageShift - kUnitShift);  // 64
+  static constexpr size_t kLeafBytes = kLeafEntries * sizeof(std::atomic<uintptr_t>);
+  static constexpr size_t kLeavesPerSlab = 64;  // 2 MiB of entries, 1 GiB of address space
 
   struct Leaf {
-    std::atomic<Block*> e[kLeafEntries];
+    std::atomic<uintptr_t> e[kLeafEntries];
   };
   struct Mid {
     std::atomic<Leaf*> leaf[kMidEntries];
   };
+  struct Sub {
+    std::atomic<Block*> slot[kUnits];
+  };
+  static_assert(alignof(Block) >= 2 && alignof(Sub) >= 2, "the low bit tags a Sub");
 
-  std::atomic<Block*>* Find(uintptr_t addr) const {
+  static bool IsSub(uintptr_t v) { return (v & 1) != 0; }
+  static Sub* AsSub(uintptr_t v) { return reinterpret_cast<Sub*>(v & ~uintptr_t{1}); }
+  static size_t UnitOf(uintptr_t addr) { return (addr >> kUnitShift) & (kUnits - 1); }
+
+  std::atomic<uintptr_t>* Entry(uintptr_t addr) const {
     if (!Covers(addr)) return nullptr;
-    const uintptr_t u = addr >> kUnitShift;
-    Mid* mid = root_[u >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
+    const uintptr_t p = addr >> kPageShift;
+    Mid* mid = root_[p >> (kLeafBits + kMidBits)].load(std::memory_order_acquire);
     if (mid == nullptr) return nullptr;
-    Leaf* leaf = mid->leaf[(u >> kLeafBits) & (kMidEntries - 1)].load(std::memory_order_acquire);
+    Leaf* leaf = mid->leaf[(p >> kLeafBits) & (kMidEntries - 1)].load(std::memory_order_acquire);
     if (leaf == nullptr) return nullptr;
-    return &leaf->e[u & (kLeafEntries - 1)];
+    return &leaf->e[p & (kLeafEntries - 1)];
   }
+  // The entry of addr, making its nodes; null when memory cannot be had.
+  std::atomic<uintptr_t>* MakeEntry(uintptr_t addr);
   Leaf* NewLeaf();  // under grow_mu_
+  Sub* NewSub();    // under grow_mu_
 
   std::unique_ptr<std::atomic<Mid*>[]> root_;
-  // Makes nodes; readers never take it.
+  // Makes nodes and Subs; readers never take it.
   std::mutex grow_mu_;
   std::vector<std::unique_ptr<Mid>> mids_;
   std::vector<std::pair<void*, size_t>> slabs_;
   char* slab_next_ = nullptr;
   char* slab_end_ = nullptr;
+  std::vector<std::unique_ptr<Sub[]>> sub_chunks_;
+  size_t sub_next_ = 0;  // in the last chunk
+  // Subs free for reuse: made for a conversion that lost its race, or taken
+  // back from pages Discard drops (so churn does not grow the map).
+  std::vector<Sub*> free_subs_;
 };
 
 }  // namespace streampool::internal

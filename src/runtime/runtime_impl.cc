@@ -140,6 +140,7 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
   void Unmap(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     // Pools unmap only under the runtime's lock.
     rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     inner_->Unmap(mapping);
   }
@@ -170,7 +171,8 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
                              false);
     inner_->UnmapAt(mapping);
   }
-  void ReleaseReservation(void* base, uint64_t bytes) override {
+  void ReleaseReservation(void* base, uint64_t bytes) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(base), bytes);
     Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
     inner_->ReleaseReservation(base, bytes);
   }
@@ -1082,8 +1084,13 @@ bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocI
     if (b == nullptr) return false;
     ordering_.AdvancePoint(t);
   }
-  // Its entry was taken out when it was freed into the cache: the leaf exists.
-  page_map_.Restore(b->addr(), b);
+  if (!page_map_.Set(b->addr(), b)) {
+    // No memory for a page-map node: the hash map holds it instead.
+    MutexLock lock(&mu_);
+    if (absl::StatusOr<PoolRec*> prec = FindPool(mp->owner_handle()); prec.ok()) {
+      RecordPoolAlloc(mp->owner_handle(), **prec, b);
+    }
+  }
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
   return true;
 }
@@ -1849,7 +1856,14 @@ absl::StatusOr<uint64_t> RuntimeImpl::OpenIpcEvent(const unsigned char handle[64
 
 void RuntimeImpl::OnUnmapped(uintptr_t base, uint64_t size) {
   if (checker_) checker_->OnUnmap(base, size);
-  // No live block lies in unmapped memory: its page-map pages can go.
+}
+
+void RuntimeImpl::OnAddressSpaceReleased(uintptr_t base, uint64_t size) {
+  // No block lies in address space given back: its page-map pages can go.
+  // (Not at every granule unmap: a pool maps its granules again and again,
+  // and each discard would cost page faults and a TLB flush on the next
+  // allocation there. The page map's memory is bounded by the address space
+  // the runtime holds, at most an eighth of what was ever mapped in it.)
   page_map_.Discard(base, base + size);
 }
 

@@ -149,6 +149,8 @@ class RuntimeImpl {
   void ClearCheckReports();
   // Called by our upstreams when memory goes back, under the lock.
   void OnUnmapped(uintptr_t base, uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ... and when address space goes back (a chunk, a reservation).
+  void OnAddressSpaceReleased(uintptr_t base, uint64_t size);
 
  private:
   friend class Oracle;

@@ -39,7 +39,7 @@ TEST(PageMapTest, OnlyTheBaseOfAnEntryFindsItsBlock) {
   EXPECT_EQ(map.Get(uintptr_t{0x100000000000}), nullptr);
 }
 
-TEST(PageMapTest, AClaimTakesTheEntryOutAndRestorePutsItBack) {
+TEST(PageMapTest, AClaimTakesTheEntryOutAndSetPutsItBack) {
   PageMap map;
   const uintptr_t base = uintptr_t{0x7e0000200000};
   Block b = MakeBlock(base, 256);
@@ -47,8 +47,34 @@ TEST(PageMapTest, AClaimTakesTheEntryOutAndRestorePutsItBack) {
   EXPECT_EQ(map.Claim(base), &b);
   EXPECT_EQ(map.Claim(base), nullptr) << "a double free finds nothing";
   EXPECT_EQ(map.Get(base), nullptr);
-  map.Restore(base, &b);
+  ASSERT_TRUE(map.Set(base, &b));
   EXPECT_EQ(map.Get(base), &b);
+}
+
+// Blocks smaller than a page share its entry: each base still finds its own
+// block, and claims take out only theirs.
+TEST(PageMapTest, SmallBlocksSharingAPageKeepTheirOwnEntries) {
+  PageMap map;
+  const uintptr_t page = uintptr_t{0x7b0000000000};
+  std::vector<Block> blocks;
+  blocks.reserve(64);
+  for (int i = 0; i < 64; ++i) blocks.push_back(MakeBlock(page + i * 64, 64));
+  for (Block& b : blocks) ASSERT_TRUE(map.Set(b.addr(), &b));
+  for (Block& b : blocks) EXPECT_EQ(map.Get(b.addr()), &b);
+  EXPECT_EQ(map.Claim(blocks[3].addr()), &blocks[3]);
+  EXPECT_EQ(map.Get(blocks[3].addr()), nullptr);
+  EXPECT_EQ(map.Get(blocks[4].addr()), &blocks[4]);
+  EXPECT_EQ(map.Claim(blocks[3].addr()), nullptr);
+  ASSERT_TRUE(map.Set(blocks[3].addr(), &blocks[3]));
+  EXPECT_EQ(map.Get(blocks[3].addr()), &blocks[3]);
+  // A block at another offset of a page whose only entry was claimed.
+  const uintptr_t other = page + 4096;
+  Block a = MakeBlock(other, 256), c = MakeBlock(other + 512, 256);
+  ASSERT_TRUE(map.Set(a.addr(), &a));
+  EXPECT_EQ(map.Claim(a.addr()), &a);
+  ASSERT_TRUE(map.Set(c.addr(), &c));
+  EXPECT_EQ(map.Get(c.addr()), &c);
+  EXPECT_EQ(map.Get(a.addr()), nullptr);
 }
 
 TEST(PageMapTest, AddressesOutsideUserSpaceAreNotCovered) {
@@ -87,6 +113,7 @@ TEST(PageMapTest, OfTwoRacingClaimsExactlyOneWins) {
     blocks.push_back(MakeBlock(base + uint64_t(i) * 256, 256));
     ASSERT_TRUE(map.Set(blocks.back().addr(), &blocks.back()));
   }
+  // Half the claims race with Sets of neighbours in the same pages.
   std::atomic<int> won{0};
   auto claim_all = [&] {
     for (int i = 0; i < kBlocks; ++i) won += map.Claim(blocks[i].addr()) != nullptr;
