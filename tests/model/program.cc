@@ -57,6 +57,8 @@ const char* AttrName(SetAttrKind a) {
       return "reset-reserved-high";
     case SetAttrKind::kResetUsedHigh:
       return "reset-used-high";
+    case SetAttrKind::kFrontCache:
+      return "cache";
   }
   return "?";
 }
@@ -143,7 +145,8 @@ std::string ToString(const Program& p) {
     absl::StrAppend(&out, "pool p", i, " ", AllocationTypeName(q.type), " device=", q.device,
                     " max=", q.max_size, " follow=", q.follow ? 1 : 0,
                     " opportunistic=", q.opportunistic ? 1 : 0, " internal=", q.internal ? 1 : 0,
-                    " threshold=", Bytes(q.threshold), " growth=", GrowthName(q.growth), "\n");
+                    " threshold=", Bytes(q.threshold), " growth=", GrowthName(q.growth),
+                    q.front_cache ? " cache=1" : "", "\n");
   }
   for (size_t i = 0; i < p.streams.size(); ++i) {
     absl::StrAppend(&out, "stream s", i, " ", KindName(p.streams[i].kind),
@@ -230,11 +233,11 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
     if (!have_config) return bad("the program must start with a config line");
     if (op == "pool") {
       int idx;
-      if ((!want(9) && !want(10)) || !ParseName(t[1], 'p', &idx) ||
+      if ((!want(9) && !want(10) && !want(11)) || !ParseName(t[1], 'p', &idx) ||
           idx != static_cast<int>(p.pools.size())) {
         return bad(
             "pools are declared in order: pool pN <type> device= max= follow= "
-            "opportunistic= internal= threshold= [growth=]");
+            "opportunistic= internal= threshold= [growth= [cache=]]");
       }
       ModelPoolProps q;
       if (t[2] == "device") {
@@ -255,7 +258,12 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
           !ParseKeyU64(t[8], "threshold", &q.threshold)) {
         return bad("bad pool settings");
       }
-      if (t.size() == 10) {
+      if (t.size() == 11) {
+        uint64_t c;
+        if (!ParseKeyU64(t[10], "cache", &c) || c > 1) return bad("expected cache=0 or cache=1");
+        q.front_cache = c != 0;
+      }
+      if (t.size() >= 10) {
         absl::string_view g;
         if (!ParseKey(t[9], "growth", &g)) return bad("expected growth=");
         if (g == "default") {
@@ -402,7 +410,8 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
       }
       const SetAttrKind kinds[] = {
           SetAttrKind::kFollow,    SetAttrKind::kOpportunistic,     SetAttrKind::kInternal,
-          SetAttrKind::kThreshold, SetAttrKind::kResetReservedHigh, SetAttrKind::kResetUsedHigh};
+          SetAttrKind::kThreshold, SetAttrKind::kResetReservedHigh, SetAttrKind::kResetUsedHigh,
+          SetAttrKind::kFrontCache};
       bool found = false;
       for (SetAttrKind k : kinds) {
         if (t[2] == AttrName(k)) {
@@ -502,6 +511,8 @@ class Generator {
           q.growth = Chance(0.5) ? PoolGrowth::kChunked : PoolGrowth::kDefault;
           break;
       }
+      // Half the pools with their front caches on: the model mirrors them.
+      q.front_cache = Chance(0.5);
       p_.pools.push_back(PoolDecl{q});
     }
     const int streams = static_cast<int>(Uniform(2, options_.max_streams));
@@ -531,6 +542,11 @@ class Generator {
   int AnyEvent() { return static_cast<int>(Uniform(0, p_.events - 1)); }
 
   uint64_t AllocSize() {
+    // The size of a recent free, as a training step re-makes its tensors:
+    // what front caches serve.
+    if (!recent_sizes_.empty() && Chance(0.2)) {
+      return recent_sizes_[Uniform(0, recent_sizes_.size() - 1)];
+    }
     const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     if (r < 0.01) return 0;
     if (r < 0.09) {
@@ -552,6 +568,8 @@ class Generator {
     GenAlloc a = live_[i];
     live_.erase(live_.begin() + i);
     freed_.push_back(a.id);
+    if (recent_sizes_.size() == 8) recent_sizes_.erase(recent_sizes_.begin());
+    recent_sizes_.push_back(a.size);
     const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
     const int s = r < 0.45 ? a.stream : r < 0.75 ? Pick(a.accessors) : AnyStream();
     if (Chance(0.7)) {
@@ -694,6 +712,9 @@ class Generator {
           o.attr = SetAttrKind::kThreshold;
           const double v = std::uniform_real_distribution<double>(0, 1)(rng_);
           o.value = v < 0.4 ? 0 : v < 0.7 ? UINT64_MAX : Uniform(0, 8 * kMiB);
+        } else if (r < 0.7) {
+          o.attr = SetAttrKind::kFrontCache;
+          o.value = Uniform(0, 1);
         } else {
           o.attr = Chance(0.5) ? SetAttrKind::kResetReservedHigh : SetAttrKind::kResetUsedHigh;
           o.value = 0;
@@ -757,6 +778,7 @@ class Generator {
   std::vector<bool> bound_;
   std::vector<GenAlloc> live_;
   std::vector<int> freed_;
+  std::vector<uint64_t> recent_sizes_;  // of the last frees, oldest first
   int next_id_ = 0;
 };
 
@@ -862,12 +884,11 @@ class Runner {
       props.growth = d.props.growth;
       absl::StatusOr<PoolId> pool = rt_->CreatePool(props);
       if (!pool.ok()) return Fail("setup", pool.status().ToString());
-      // The model is the central exact best fit; the front caches' own rule
-      // (LIFO among a stream's frees of one size, flushed at the points
-      // DESIGN.md names) is pinned by the conformance suites, which run with
-      // the caches on and off.
-      if (absl::Status st = rt_->SetPoolAttribute(*pool, PoolAttr::kFrontCache, 0); !st.ok()) {
-        return Fail("setup", st.ToString());
+      // The runtime's default is on; a program says cache=1 for it.
+      if (!d.props.front_cache) {
+        if (absl::Status st = rt_->SetPoolAttribute(*pool, PoolAttr::kFrontCache, 0); !st.ok()) {
+          return Fail("setup", st.ToString());
+        }
       }
       pools_.push_back(*pool);
       model_.AddPool(d.props);
@@ -1082,6 +1103,10 @@ class Runner {
                 case SetAttrKind::kResetUsedHigh:
                   attr = PoolAttr::kUsedMemHigh;
                   value = 0;
+                  break;
+                case SetAttrKind::kFrontCache:
+                  attr = PoolAttr::kFrontCache;
+                  value = value != 0;
                   break;
               }
               if (absl::Status st = Expect(rt_->SetPoolAttribute(pools_[o.pool], attr, value),

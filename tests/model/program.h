@@ -115,6 +115,7 @@ enum class SetAttrKind {
   kThreshold,
   kResetReservedHigh,
   kResetUsedHigh,
+  kFrontCache,
 };
 struct SetAttrOp {
   int pool;

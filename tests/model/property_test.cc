@@ -95,6 +95,7 @@ struct Totals {
                     ") mapped-low-end=", c.low_end, " releases=", c.releases,
                     " stopped-by-the-bound=", c.bound_stops, " observation-promoted=", c.observed,
                     " (then failed ", c.observed_failed, ") rule2-probe-limited=", c.probe_limited,
+                    " front-cache-hits=", c.cache_hits, " flushes=", c.cache_flushes,
                     " slots-reused=", c.slots_reused, " (frees promoted first ", c.slot_promotions,
                     ")", " after-sync-of-unused-bytes=", c.after_sync_never_used);
     return s;
@@ -143,6 +144,9 @@ TEST_P(PropertyTest, ModelAgreesAfterEveryInstruction) {
   if (mask & 4) {
     EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kInternalDependency)], 0u);
   }
+  // Front caches (half the pools) served allocations and were flushed.
+  EXPECT_GT(c.cache_hits, 0u);
+  EXPECT_GT(c.cache_flushes, 0u);
   if (growth == GrowthChoice::kExpandable) {
     // Released granules mapped again, READY blocks served by their mapped
     // low end, and growth beyond the first reservation (where its address

@@ -57,6 +57,8 @@ void Coverage::Add(const Coverage& o) {
   probe_limited += o.probe_limited;
   slots_reused += o.slots_reused;
   slot_promotions += o.slot_promotions;
+  cache_hits += o.cache_hits;
+  cache_flushes += o.cache_flushes;
   after_sync_never_used += o.after_sync_never_used;
 }
 
@@ -119,6 +121,9 @@ void ReferenceModel::DestroyStream(uint32_t s) {
   // stream defers); only the handle goes, and later the slot.
   streams_[s].destroyed = true;
   retired_.push_back(s);
+  for (Pool& pool : pools_) {
+    if (Pool::Cache* c = CacheOf(pool, s)) FlushCache(pool, *c);
+  }
 }
 
 void ReferenceModel::RecycleSlots() {
@@ -201,6 +206,7 @@ int ReferenceModel::AddPool(const ModelPoolProps& props) {
   p.opportunistic = props.opportunistic;
   p.internal = props.internal;
   p.threshold = props.threshold;
+  p.front_cache = props.front_cache;
   pools_.push_back(std::move(p));
   return static_cast<int>(pools_.size() - 1);
 }
@@ -263,6 +269,7 @@ uint64_t ReferenceModel::AdvancePoint(uint32_t s) {
 void ReferenceModel::AfterCompletion(bool release) {
   ++epoch_;
   for (Pool& pool : pools_) {
+    FlushCaches(pool);
     PromoteIf(pool, /*observed=*/false, [this](const Block& b) { return Proven(b.stream, b.f); });
     if (release) Release(pool, pool.threshold);
   }
@@ -562,8 +569,75 @@ absl::Status ReferenceModel::Grow(Pool& pool, uint32_t t, uint64_t need, Decisio
 
 // ----------------------------------------------------------------- serving
 
+// ------------------------------------------------------------ front caches
+
+ReferenceModel::Pool::Cache* ReferenceModel::CacheOf(Pool& pool, uint32_t s) {
+  for (Pool::Cache& c : pool.caches) {
+    if (c.stream == s) return &c;
+  }
+  return nullptr;
+}
+
+void ReferenceModel::EnsureCache(Pool& pool, uint32_t s) {
+  if (CacheOf(pool, s) == nullptr) pool.caches.push_back(Pool::Cache{s, {}, 0});
+}
+
+bool ReferenceModel::CachePush(Pool::Cache& c, const Pool::CacheEntry& e) {
+  // 8 sizes x 16 blocks, 64 MiB, blocks of at most 1 MiB; a size's bin is
+  // the first holding it, else the first empty one.
+  if (e.size > (uint64_t{1} << 20) || c.bytes + e.size > (uint64_t{64} << 20)) return false;
+  Pool::CacheBin* bin = nullptr;
+  for (Pool::CacheBin& b : c.bins) {
+    if (b.size == e.size && !b.entries.empty()) {
+      if (b.entries.size() == 16) return false;
+      bin = &b;
+      break;
+    }
+    if (b.entries.empty() && bin == nullptr) bin = &b;
+  }
+  if (bin == nullptr) return false;
+  bin->size = e.size;
+  bin->entries.push_back(e);
+  c.bytes += e.size;
+  return true;
+}
+
+void ReferenceModel::MakePendingAt(Pool& pool, uintptr_t addr, uint32_t s, uint64_t f,
+                                   uint64_t end) {
+  const Ref x = LiveBlockAt(pool, addr);
+  Block& b = At(pool, x);
+  b.cached = false;
+  b.state = State::kPending;
+  b.stream = s;
+  b.f = f;
+  b.seq = pool.next_seq++;
+  b.end = end;
+  Coalesce(pool.res[x.r]);
+}
+
+bool ReferenceModel::FlushCache(Pool& pool, Pool::Cache& c) {
+  std::vector<Pool::CacheEntry> all;
+  for (Pool::CacheBin& b : c.bins) {
+    all.insert(all.end(), b.entries.begin(), b.entries.end());
+    b.entries.clear();
+  }
+  c.bytes = 0;
+  if (all.empty()) return false;
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Pool::CacheEntry& a, const Pool::CacheEntry& b) { return a.f < b.f; });
+  for (const Pool::CacheEntry& e : all) MakePendingAt(pool, e.addr, c.stream, e.f, e.end);
+  ++coverage_.cache_flushes;
+  return true;
+}
+
+bool ReferenceModel::FlushCaches(Pool& pool) {
+  bool any = false;
+  for (Pool::Cache& c : pool.caches) any = FlushCache(pool, c) || any;
+  return any;
+}
+
 absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
-                                   const AllocObservation& obs, Decision& d) {
+                                   const AllocObservation& obs, Decision& d, bool retried) {
   auto choose = [&](Ref x, ReuseRule rule) {
     d.ok = true;
     d.ref = x;
@@ -592,6 +666,22 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
     d.low_end = x->has_value();
     return absl::OkStatus();
   };
+  // Rule 0: T's front cache, T's most recent free of exactly the size; a
+  // miss sends T's other cached frees central first.
+  if (Pool::Cache* c = pool.front_cache && !retried ? CacheOf(pool, t) : nullptr) {
+    for (Pool::CacheBin& bin : c->bins) {
+      if (bin.size != need || bin.entries.empty()) continue;
+      const Pool::CacheEntry e = bin.entries.back();
+      bin.entries.pop_back();
+      c->bytes -= e.size;
+      const Ref y = LiveBlockAt(pool, e.addr);
+      d.cache_hit = true;
+      choose(y, ReuseRule::kSameStream);
+      return absl::OkStatus();
+    }
+    FlushCache(pool, *c);
+  }
+  const uint64_t flushes_before = coverage_.cache_flushes;
   // Rule 1: READY (mapped) blocks and T's own pending frees.
   std::optional<Ref> x = BestFit(pool, need, [&](Ref y) {
     const Block& b = At(pool, y);
@@ -668,6 +758,7 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
     for (const Block& b : r.blocks) any_pending |= b.state == State::kPending;
   }
   if (pool.opportunistic && any_pending) {
+    FlushCaches(pool);
     PromoteIf(pool, /*observed=*/true, [&](const Block& b) {
       const bool complete = b.end <= now_ || Proven(b.stream, b.f);
       d.promoted |= complete;
@@ -681,6 +772,11 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
       choose(*x, ReadyRule(pool, *x, t));
       return absl::OkStatus();
     }
+  }
+  // Front caches never make the pool grow: flushed (here or by rule 3's
+  // promotion), rules 1-3 run once more.
+  if (!retried && (FlushCaches(pool) || coverage_.cache_flushes != flushes_before)) {
+    return Serve(pool, t, need, obs, d, /*retried=*/true);
   }
   // Rule 4: growth.
   if (absl::Status st = Grow(pool, t, need, d); !st.ok() || d.ok) return st;
@@ -796,6 +892,8 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
   Charge();
   // Usable when T's next op could start: after the legacy-stream ordering.
   uint64_t end = AdvancePoint(t);
+  // The runtime makes the stream's cache at every central allocation.
+  EnsureCache(pool, t);
   {
     const Stream& st = streams_[t];
     if (st.kind == StreamKind::kLegacy) {
@@ -809,7 +907,12 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
       end = std::max(end, streams_[LegacyStream(st.device)].last_end);
     }
   }
-  Carve(pool, d.ref, need);
+  if (d.cache_hit) {
+    At(pool, d.ref).cached = false;
+    ++coverage_.cache_hits;
+  } else {
+    Carve(pool, d.ref, need);
+  }
   Live a;
   a.pool = p;
   a.stream = t;
@@ -926,14 +1029,18 @@ void ReferenceModel::FreeAsync(int id, uint32_t s) {
   const Live& a = node.mapped();
   Pool& pool = pools_[a.pool];
   live_by_addr_.erase(a.addr);
-  const Ref x = LiveBlockAt(pool, a.addr);
-  Block& b = At(pool, x);
-  b.state = State::kPending;
-  b.stream = s;
-  b.f = streams_[s].pos;
-  b.seq = pool.next_seq++;
-  b.end = end;
-  Coalesce(pool.res[x.r]);
+  // Into s's front cache (flushed first when full), or central where s has
+  // none (which makes one) or the caches are off.
+  const Pool::CacheEntry entry{a.addr, a.size, streams_[s].pos, end};
+  Pool::Cache* c = pool.front_cache ? CacheOf(pool, s) : nullptr;
+  bool cached = c != nullptr && CachePush(*c, entry);
+  if (c != nullptr && !cached && FlushCache(pool, *c)) cached = CachePush(*c, entry);
+  if (cached) {
+    At(pool, LiveBlockAt(pool, a.addr)).cached = true;
+  } else {
+    MakePendingAt(pool, a.addr, s, entry.f, end);
+    EnsureCache(pool, s);
+  }
   Freed f;
   f.id = id;
   f.size = a.size;
@@ -971,6 +1078,7 @@ void ReferenceModel::FreeNow(int id) {
 // ----------------------------------------------------------------- release
 
 void ReferenceModel::Release(Pool& pool, uint64_t bound) {
+  FlushCaches(pool);
   const uint64_t before = pool.reserved;
   if (pool.expandable) {
     ReleaseGranules(pool, bound);
@@ -1105,7 +1213,7 @@ uint64_t ReferenceModel::LargestFree(const Pool& pool) const {
   uint64_t largest = 0;
   for (const Reservation& r : pool.res) {
     for (const Block& b : r.blocks) {
-      if (b.state == State::kLive) continue;
+      if (b.state == State::kLive && !b.cached) continue;
       uint64_t usable = b.size;
       if (b.state == State::kReady && !Backed(r, b)) {
         // What it can serve without growing: its mapped low end.
@@ -1276,6 +1384,10 @@ void ReferenceModel::SetAttr(int p, PoolAttr attr, uint64_t value) {
       break;
     case PoolAttr::kUsedMemHigh:
       pool.used_high = pool.used;
+      break;
+    case PoolAttr::kFrontCache:
+      pool.front_cache = value != 0;
+      if (!pool.front_cache) FlushCaches(pool);
       break;
     case PoolAttr::kReservedMemCurrent:
     case PoolAttr::kUsedMemCurrent:

@@ -130,6 +130,9 @@ struct ModelPoolProps {
   uint64_t threshold = 0;
   // kDefault is expandable: every built-in upstream can reserve.
   PoolGrowth growth = PoolGrowth::kDefault;
+  // spMemPoolAttrFrontCache (src/pool/front_cache.h); the program text says
+  // cache=1 for it, and a program without the key runs with the caches off.
+  bool front_cache = false;
 };
 
 // What the runtime answered to one MallocFromPoolAsync.
@@ -158,6 +161,8 @@ struct Coverage {
   uint64_t probe_limited = 0;     // rule-2 searches the probe bound could cut short
   uint64_t slots_reused = 0;      // streams created in a destroyed stream's slot
   uint64_t slot_promotions = 0;   // ... whose frees a pool promoted first
+  uint64_t cache_hits = 0;        // allocations a front cache served
+  uint64_t cache_flushes = 0;     // front caches flushed with frees in them
   // after-sync allocations none of whose bytes were handed out before (only
   // with strict_fresh off).
   uint64_t after_sync_never_used = 0;
@@ -294,6 +299,9 @@ class ReferenceModel {
     // never), and whose frees they were (kMixed: several streams').
     uint64_t observed_epoch = 0;
     uint32_t observed_stream = kMixed;
+    // LIVE: freed into a front cache (a pending free to the statistics; LIVE
+    // to the central index until flushed).
+    bool cached = false;
   };
   // A chunk (chunked growth: all mapped) or a reservation (expandable).
   struct Reservation {
@@ -331,6 +339,24 @@ class ReferenceModel {
     uint64_t next_id = 1;
     uint64_t next_seq = 1;
     std::map<uintptr_t, Freed> history;
+    // Front caches, in the order the runtime made them (the flush order).
+    bool front_cache = false;
+    struct CacheEntry {
+      uintptr_t addr;
+      uint64_t size;
+      uint64_t f;
+      uint64_t end;
+    };
+    struct CacheBin {
+      uint64_t size = 0;
+      std::vector<CacheEntry> entries;  // oldest first
+    };
+    struct Cache {
+      uint32_t stream = 0;
+      std::array<CacheBin, 8> bins;
+      uint64_t bytes = 0;
+    };
+    std::vector<Cache> caches;
   };
   // What serving decided.
   struct Decision {
@@ -344,9 +370,22 @@ class ReferenceModel {
     bool promoted = false;                              // rule 3 promoted something
     bool remapped = false;                              // the growth mapped bytes handed out before
     bool low_end = false;  // served by the mapped low end of an unbacked block
+    bool cache_hit = false;  // rule 0: a front cache's block of exactly the size
   };
 
   void Charge() { now_ += config_.api_call_ns; }
+  // Front caches (src/pool/front_cache.h, mirrored): the cache of stream s,
+  // made at the runtime's points (a central allocation or free on s).
+  Pool::Cache* CacheOf(Pool& pool, uint32_t s);
+  void EnsureCache(Pool& pool, uint32_t s);
+  // Caches a freed block; false when full.
+  static bool CachePush(Pool::Cache& c, const Pool::CacheEntry& e);
+  // The cache's frees into the central index, oldest free point first;
+  // true when there were any.
+  bool FlushCache(Pool& pool, Pool::Cache& c);
+  bool FlushCaches(Pool& pool);
+  // A free point made PENDING in the central index (and merged).
+  void MakePendingAt(Pool& pool, uintptr_t addr, uint32_t s, uint64_t f, uint64_t end);
   // VC of s's next op: its clock plus the legacy-stream joins that op makes.
   Clock NextClock(uint32_t s) const;
   // Appends an op to s; returns its end. `wait_end`: completion of an
@@ -403,7 +442,7 @@ class ReferenceModel {
   // Rules 1 to 6; may promote (rule 3) and grow (rule 4). Uses obs only where
   // rule 2's probe bound leaves a choice.
   absl::Status Serve(Pool& pool, uint32_t t, uint64_t need, const AllocObservation& obs,
-                     Decision& d);
+                     Decision& d, bool retried = false);
   // Splits x at need: the LIVE block [offset, offset + need) and the rest,
   // which keeps x's state.
   void Carve(Pool& pool, Ref x, uint64_t need);

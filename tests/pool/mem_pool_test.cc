@@ -1853,7 +1853,10 @@ struct RandomGrowth {
   uint64_t reservation_bytes;  // 0: max_size
 };
 
-void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth) {
+// coverage: assert that every path was exercised (true for the fixed seed,
+// whose sequence is known to; a fresh seed may miss a rare one, such as a
+// chunk wholly free at a release, without anything being wrong).
+void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool coverage) {
   SCOPED_TRACE(absl::StrCat("seed=", seed, " growth=", growth.name));
   std::mt19937_64 rng(seed);
   auto uniform = [&](uint64_t lo, uint64_t hi) {
@@ -2111,14 +2114,16 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth) {
             successes);
   EXPECT_EQ(s.waits_inserted, s.reuse_internal_dependency);
   // Every path was exercised, or the sequence proves little.
-  EXPECT_GT(s.fresh_allocs, 0u);
-  EXPECT_GT(s.reuse_same_stream, 0u);
-  EXPECT_GT(s.reuse_event_dependency, 0u);
-  EXPECT_GT(s.reuse_opportunistic, 0u);
-  EXPECT_GT(s.reuse_after_sync, 0u);
-  EXPECT_GT(s.reuse_internal_dependency, 0u);
-  EXPECT_GT(s.upstream_unmaps, 0u);
-  EXPECT_GT(failures, 0u);
+  if (coverage) {
+    EXPECT_GT(s.fresh_allocs, 0u);
+    EXPECT_GT(s.reuse_same_stream, 0u);
+    EXPECT_GT(s.reuse_event_dependency, 0u);
+    EXPECT_GT(s.reuse_opportunistic, 0u);
+    EXPECT_GT(s.reuse_after_sync, 0u);
+    EXPECT_GT(s.reuse_internal_dependency, 0u);
+    EXPECT_GT(s.upstream_unmaps, 0u);
+    EXPECT_GT(failures, 0u);
+  }
 
   // Drain: everything freed and proven complete goes back.
   while (!live.empty()) ASSERT_TRUE(free_one(/*now=*/false));
@@ -2150,9 +2155,11 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth) {
 
 class MemPoolRandomTest : public ::testing::TestWithParam<RandomGrowth> {};
 
-TEST_P(MemPoolRandomTest, FixedSeed) { RunRandomOps(20240601, 60000, GetParam()); }
+TEST_P(MemPoolRandomTest, FixedSeed) { RunRandomOps(20240601, 60000, GetParam(), true); }
 
-TEST_P(MemPoolRandomTest, FreshSeed) { RunRandomOps(std::random_device{}(), 60000, GetParam()); }
+TEST_P(MemPoolRandomTest, FreshSeed) {
+  RunRandomOps(std::random_device{}(), 60000, GetParam(), false);
+}
 
 INSTANTIATE_TEST_SUITE_P(Growth, MemPoolRandomTest,
                          ::testing::Values(RandomGrowth{"Chunked", false, 0},
