@@ -8,6 +8,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/pool/pool_config.h"
 
 namespace streampool {
 
@@ -20,20 +21,10 @@ bool IsValidPoolAlignment(std::size_t a) {
 }  // namespace
 
 std::size_t PoolResource::PoolAlignment(const PoolProps& props) {
-  // Mirrors the granules RuntimeImpl::CreatePool gives each type (DESIGN.md
-  // "Pool variants"): ACL rounding sizes blocks in 32-B steps, so their starts
-  // are only 32-B aligned.
-  if (props.acl_rounding) return 32;
-  switch (props.alloc_type) {
-    case AllocationType::kDevice:
-    case AllocationType::kHugePage:
-      return 256;
-    case AllocationType::kDvpp:
-      return 128;
-    case AllocationType::kPinnedHost:
-      return 64;
-  }
-  return kMinPoolAlignment;
+  // Block starts are multiples of the size rule's granule
+  // (src/pool/pool_config.h, the pools' own table).
+  if (!internal::VariantConfig(props.alloc_type)) return kMinPoolAlignment;
+  return static_cast<std::size_t>(internal::RuleOf(props).granule);
 }
 
 PoolResource::PoolResource(Runtime& runtime, PoolId pool, StreamId stream,

@@ -1416,40 +1416,30 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     }
   }
   const bool touchable = config_.backing == Backing::kHost;
-  const bool pinned = props.alloc_type == AllocationType::kPinnedHost;
+  const bool pinned = !VariantConfig(props.alloc_type)->device_memory;
   std::shared_ptr<PhysicalMemory> upstream = std::move(custom_upstream);
-  SizeRule rule;
-  switch (props.alloc_type) {
-    case AllocationType::kDevice:
-      rule.granule = 256;
-      break;
-    case AllocationType::kPinnedHost:
-      // aclrtMallocHost's alignment: host memory needs no more than a line.
-      rule.granule = 64;
-      break;
-    case AllocationType::kHugePage:
-      rule.granule = 256;
-      if (!upstream) {
+  // The variant's row of src/pool/pool_config.h: size rule, upstream, budget.
+  const PoolVariantConfig& variant = *VariantConfig(props.alloc_type);
+  if (props.acl_rounding && variant.rule.kind != SizeRule::Kind::kRound) {
+    return absl::InvalidArgumentError("the ACL rounding rule applies to device memory only");
+  }
+  if (props.acl_rounding && !variant.device_memory) {
+    return absl::InvalidArgumentError("the ACL rounding rule applies to device memory only");
+  }
+  const SizeRule rule = RuleOf(props);
+  if (!upstream) {
+    switch (variant.upstream) {
+      case UpstreamKind::kRuntime:
+        break;  // upstream_, below
+      case UpstreamKind::kHugePage:
         upstream = NewHugePageUpstream(props.page_policy, touchable,
                                        devices_[props.device].huge_budget.get());
-      }
-      break;
-    case AllocationType::kDvpp:
-      rule.kind = SizeRule::Kind::kDvpp;
-      rule.granule = 128;
-      if (!upstream) {
+        break;
+      case UpstreamKind::kDvpp:
         upstream =
             NewDvppUpstream(props.page_policy, touchable, devices_[props.device].huge_budget.get());
-      }
-      break;
-  }
-  if (props.acl_rounding) {
-    if (props.alloc_type != AllocationType::kDevice &&
-        props.alloc_type != AllocationType::kHugePage) {
-      return absl::InvalidArgumentError("the ACL rounding rule applies to device memory only");
+        break;
     }
-    rule.kind = SizeRule::Kind::kAcl;
-    rule.granule = 32;
   }
   MemfdMemory* memfd = nullptr;
   if (exportable) {
@@ -1467,8 +1457,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   }
   // DVPP pools share one 16 GiB window per process: each reservation takes a
   // sixteenth of it, so several pools (and several reservations of one) fit.
-  const uint64_t reservation =
-      props.alloc_type == AllocationType::kDvpp ? DvppWindow::kSize / 16 : 0;
+  static_assert(kDvppReservationBytes == DvppWindow::kSize / 16);
+  const uint64_t reservation = variant.reservation_bytes;
   DeviceBudget* budget = pinned ? &host_budget_ : devices_[props.device].budget.get();
   const uint64_t limit = pinned ? UINT64_MAX : config_.device_capacity;
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);

@@ -36,6 +36,7 @@
 #include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
 #include "src/pool/page_map.h"
+#include "src/pool/pool_config.h"
 #include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
