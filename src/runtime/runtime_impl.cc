@@ -318,7 +318,7 @@ absl::Status RuntimeImpl::Init() {
     props.device = d;
     absl::StatusOr<uint64_t> pool = CreatePoolLocked(props, nullptr);
     if (!pool.ok()) return pool.status();
-    pools_[*pool].is_default = true;
+    pools_[*pool].attrs.is_default = true;
     dev.default_pool = *pool;
     dev.current_pool.store(*pool, std::memory_order_release);
   }
@@ -478,11 +478,11 @@ Position RuntimeImpl::ExecutedThrough(StreamIndex s) {
 
 void RuntimeImpl::AfterCompletion(bool release) {
   for (auto& [h, rec] : pools_) {
-    if (rec.pool == nullptr) continue;  // imported: retired below
-    rec.pool->Promote(ordering_.done());
+    if (rec.mem() == nullptr) continue;  // imported: retired below
+    rec.mem()->Promote(ordering_.done());
     // Exportable pools never give memory back while they live (CUDA F.11.4):
     // another process may map any of their chunks at any time.
-    if (release && rec.memfd == nullptr) rec.pool->ReleaseAtSync();
+    if (release && rec.memfd() == nullptr) rec.mem()->ReleaseAtSync();
   }
   for (auto& [h, pool] : draining_pools_) pool->Promote(ordering_.done());
   for (auto& [h, imported] : imported_pools_) imported->Retire(ordering_.done());
@@ -689,7 +689,7 @@ bool RuntimeImpl::SlotIdle(StreamIndex s) {
   };
   bool idle = true;
   for (const auto& [h, rec] : pools_) {
-    if (rec.pool != nullptr) idle = settle(*rec.pool) && idle;
+    if (rec.mem() != nullptr) idle = settle(*rec.mem()) && idle;
   }
   for (const auto& [h, pool] : draining_pools_) idle = settle(*pool) && idle;
   return idle;
@@ -1057,7 +1057,7 @@ void RuntimeImpl::UpdateFastPath() {
 template <typename Fn>
 void RuntimeImpl::ForEachMemPool(Fn fn) {
   for (auto& [h, rec] : pools_) {
-    if (rec.pool != nullptr) fn(*rec.pool);
+    if (rec.mem() != nullptr) fn(*rec.mem());
   }
   for (auto& [h, pool] : draining_pools_) fn(*pool);
 }
@@ -1117,12 +1117,12 @@ void RuntimeImpl::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Bloc
   if (page_map_.Set(b->addr(), b)) return;
   // Outside the page map's range (or no memory for a node): the hash map.
   AllocRec r;
-  r.pool = rec.pool.get();
+  r.pool = rec.mem();
   r.pool_handle = pool_handle;
   r.block = b;
-  r.device = rec.pool->props().device;
+  r.device = rec.mem()->props().device;
   r.requested = b->requested;
-  r.memfd = rec.memfd;
+  r.memfd = rec.memfd();
   allocs_.emplace(b->addr(), r);
 }
 
@@ -1148,11 +1148,11 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
       pool != 0 ? pool : devices_[(*rec)->device].current_pool.load(std::memory_order_relaxed);
   absl::StatusOr<PoolRec*> prec = FindPool(pool_handle);
   if (!prec.ok()) return prec.status();
-  if ((*prec)->imported != nullptr) {
+  if ((*prec)->imported() != nullptr) {
     return absl::InvalidArgumentError("an imported pool cannot allocate (CUDA F.11.5)");
   }
   if (size == 0) return AllocInfo{};
-  MemPool& mp = *(*prec)->pool;
+  MemPool& mp = *(*prec)->mem();
   const StreamIndex t = (*rec)->index;
   // The pool judges safety against the clock T's next op would have (on the
   // legacy stream that includes every blocking stream); the allocation's
@@ -1165,7 +1165,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   const Position at = AdvancePoint(t, OpKind::kAllocMarker);
   if (checker_) {
     checker_->OnAlloc(a->block->addr(), a->block->size(), t, at, SimAllocReady(t), &oracle,
-                      (*prec)->access);
+                      (*prec)->attrs.access);
     CheckerAfterEvent();
   }
   RecordPoolAlloc(pool_handle, **prec, a->block);
@@ -1357,7 +1357,7 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
     return true;
   };
   for (auto& [h, rec] : pools_) {
-    if (rec.pool != nullptr && lookup(h, *rec.pool)) return out;
+    if (rec.mem() != nullptr && lookup(h, *rec.mem())) return out;
   }
   for (auto& [h, pool] : draining_pools_) {
     if (lookup(h, *pool)) return out;
@@ -1470,10 +1470,13 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   const uint64_t h = *added;
   pool->set_owner(h, memfd);
   PoolRec rec;
-  rec.pool = std::move(pool);
-  rec.device = pinned ? -1 : props.device;
-  rec.access = NewAccessRights(rec.device, props.alloc_type);
-  rec.memfd = memfd;
+  if (memfd != nullptr) {
+    rec.kind = ExportablePool{std::move(pool), memfd};
+  } else {
+    rec.kind = LocalPool{std::move(pool)};
+  }
+  rec.attrs.device = pinned ? -1 : props.device;
+  rec.attrs.access = NewAccessRights(rec.attrs.device, props.alloc_type);
   pools_.emplace(h, std::move(rec));
   return h;
 }
@@ -1494,9 +1497,9 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->is_default)
+  if ((*rec)->attrs.is_default)
     return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
-  if ((*rec)->imported != nullptr) {
+  if ((*rec)->imported() != nullptr) {
     // Live imports stay valid until freed, as a destroyed pool's allocations do.
     pools_.erase(pool);
     pool_slots_.Remove(pool);
@@ -1509,7 +1512,7 @@ absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
       d.current_pool.store(d.default_pool, std::memory_order_release);
     }
   }
-  std::unique_ptr<MemPool> mp = std::move((*rec)->pool);
+  std::unique_ptr<MemPool> mp = (*rec)->TakeMem();
   pools_.erase(pool);
   pool_slots_.Remove(pool);
   // What its caches hold goes central; a destroyed pool caches nothing more.
@@ -1545,10 +1548,10 @@ absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) {
+  if ((*rec)->imported() != nullptr) {
     return absl::InvalidArgumentError("an imported pool cannot be current (CUDA F.11.5)");
   }
-  const PoolProps& props = (*rec)->pool->props();
+  const PoolProps& props = (*rec)->mem()->props();
   if (props.alloc_type == AllocationType::kPinnedHost || props.device != device) {
     return absl::InvalidArgumentError("pool does not live on this device");
   }
@@ -1560,16 +1563,16 @@ absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) return SetAttribute(*(*rec)->imported, attr, value);
-  return SetAttribute(*(*rec)->pool, attr, value);
+  if ((*rec)->imported() != nullptr) return SetAttribute(**(*rec)->imported(), attr, value);
+  return SetAttribute(*(*rec)->mem(), attr, value);
 }
 
 absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr attr) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) return GetAttribute(*(*rec)->imported, attr);
-  return GetAttribute(*(*rec)->pool, attr);
+  if ((*rec)->imported() != nullptr) return GetAttribute(**(*rec)->imported(), attr);
+  return GetAttribute(*(*rec)->mem(), attr);
 }
 
 absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
@@ -1577,8 +1580,8 @@ absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
   // IPC pools keep their memory (CUDA F.11.4, F.11.5): TrimTo is a no-op.
-  if ((*rec)->imported != nullptr || (*rec)->memfd != nullptr) return absl::OkStatus();
-  (*rec)->pool->Release(min_bytes_to_keep);
+  if ((*rec)->imported() != nullptr || (*rec)->memfd() != nullptr) return absl::OkStatus();
+  (*rec)->mem()->Release(min_bytes_to_keep);
   return absl::OkStatus();
 }
 
@@ -1586,16 +1589,16 @@ absl::StatusOr<PoolStats> RuntimeImpl::GetPoolStats(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) return (*rec)->imported->Stats();
-  return (*rec)->pool->Stats();
+  if ((*rec)->imported() != nullptr) return (*(*rec)->imported())->Stats();
+  return (*rec)->mem()->Stats();
 }
 
 absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported != nullptr) return absl::OkStatus();  // no blocks of its own
-  if (!(*rec)->pool->CheckInvariants()) return absl::InternalError("pool invariants broken");
+  if ((*rec)->imported() != nullptr) return absl::OkStatus();  // no blocks of its own
+  if (!(*rec)->mem()->CheckInvariants()) return absl::InternalError("pool invariants broken");
   return absl::OkStatus();
 }
 
@@ -1635,7 +1638,7 @@ absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAcces
       return absl::InvalidArgumentError("unknown access flags");
     }
     if (d.location.type == MemLocationType::kHost) {
-      if (p.access != nullptr) {
+      if (p.attrs.access != nullptr) {
         return absl::InvalidArgumentError("host access to a device pool is not modelled");
       }
       if (d.flags != MemAccessFlags::kProtReadWrite) {
@@ -1647,13 +1650,13 @@ absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAcces
       return absl::InvalidArgumentError("unknown location type");
     }
     if (absl::Status st = CheckDevice(d.location.id); !st.ok()) return st;
-    if (p.access == nullptr) {
+    if (p.attrs.access == nullptr) {
       if (d.flags != MemAccessFlags::kProtReadWrite) {
         return absl::InvalidArgumentError("pinned host memory is every device's, read-write");
       }
       continue;
     }
-    if (d.location.id == p.device) {
+    if (d.location.id == p.attrs.device) {
       if (d.flags != MemAccessFlags::kProtReadWrite) {
         return absl::InvalidArgumentError("the resident device's access cannot be lowered");
       }
@@ -1662,16 +1665,16 @@ absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAcces
     // Only a grant needs the peer path; revoking never does. A resident
     // device this runtime does not have (an imported pool's) has no peer
     // information to check against.
-    if (d.flags != MemAccessFlags::kProtNone && p.device >= 0 && p.device < config_.device_count &&
-        (peers_[d.location.id] >> p.device & 1) == 0) {
+    if (d.flags != MemAccessFlags::kProtNone && p.attrs.device >= 0 && p.attrs.device < config_.device_count &&
+        (peers_[d.location.id] >> p.attrs.device & 1) == 0) {
       return absl::OutOfRangeError(
-          absl::StrCat("device ", d.location.id, " cannot access memory of device ", p.device));
+          absl::StrCat("device ", d.location.id, " cannot access memory of device ", p.attrs.device));
     }
   }
-  if (p.access == nullptr) return absl::OkStatus();
+  if (p.attrs.access == nullptr) return absl::OkStatus();
   for (const MemAccessDesc& d : descs) {
-    if (d.location.type != MemLocationType::kDevice || d.location.id == p.device) continue;
-    p.access->flags[d.location.id] = static_cast<uint8_t>(d.flags);
+    if (d.location.type != MemLocationType::kDevice || d.location.id == p.attrs.device) continue;
+    p.attrs.access->flags[d.location.id] = static_cast<uint8_t>(d.flags);
   }
   return absl::OkStatus();
 }
@@ -1682,14 +1685,14 @@ absl::StatusOr<MemAccessFlags> RuntimeImpl::GetPoolAccess(uint64_t pool, MemLoca
   if (!rec.ok()) return rec.status();
   const PoolRec& p = **rec;
   if (location.type == MemLocationType::kHost) {
-    return p.access == nullptr ? MemAccessFlags::kProtReadWrite : MemAccessFlags::kProtNone;
+    return p.attrs.access == nullptr ? MemAccessFlags::kProtReadWrite : MemAccessFlags::kProtNone;
   }
   if (location.type != MemLocationType::kDevice) {
     return absl::InvalidArgumentError("unknown location type");
   }
   if (absl::Status st = CheckDevice(location.id); !st.ok()) return st;
-  if (p.access == nullptr) return MemAccessFlags::kProtReadWrite;
-  return static_cast<MemAccessFlags>(p.access->Get(location.id));
+  if (p.attrs.access == nullptr) return MemAccessFlags::kProtReadWrite;
+  return static_cast<MemAccessFlags>(p.attrs.access->Get(location.id));
 }
 
 // -------------------------------------------------------------------- IPC
@@ -1698,12 +1701,12 @@ absl::StatusOr<int> RuntimeImpl::ExportPool(uint64_t pool) {
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->memfd == nullptr) {
+  if ((*rec)->memfd() == nullptr) {
     return absl::InvalidArgumentError(
         "the pool is not exportable (create it with handleTypes = "
         "spMemHandleTypePosixFileDescriptor)");
   }
-  const int fd = fcntl((*rec)->memfd->fd(), F_DUPFD_CLOEXEC, 0);
+  const int fd = fcntl((*rec)->memfd()->fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat("duplicating the pool's descriptor: ", std::strerror(errno)));
@@ -1744,12 +1747,12 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
   SP_CHECK(added.ok());
   const uint64_t h = *added;
   PoolRec rec;
-  rec.device = header->device;
-  rec.access = NewAccessRights(header->device,
+  rec.attrs.device = header->device;
+  rec.attrs.access = NewAccessRights(header->device,
                                header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
                                    ? AllocationType::kPinnedHost
                                    : AllocationType::kDevice);
-  rec.imported = imported;
+  rec.kind = ImportedPoolRef{imported};
   pools_.emplace(h, std::move(rec));
   imported_pools_.emplace(h, std::move(imported));
   return h;
@@ -1797,23 +1800,23 @@ absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportD
   SP_ENTER();
   absl::StatusOr<PoolRec*> rec = FindPool(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->imported == nullptr) {
+  if ((*rec)->imported() == nullptr) {
     return absl::InvalidArgumentError("pointers are imported into an imported pool");
   }
-  absl::StatusOr<ImportedPool::Import> imp = (*rec)->imported->ImportPointer(data);
+  absl::StatusOr<ImportedPool::Import> imp = (*(*rec)->imported())->ImportPointer(data);
   if (!imp.ok()) return imp.status();
   AllocRec r;
   r.pool_handle = pool;
-  r.device = (*rec)->device;
+  r.device = (*rec)->attrs.device;
   r.requested = imp->requested;
-  r.imported = (*rec)->imported;
+  r.imported = *(*rec)->imported();
   allocs_.emplace(imp->base, std::move(r));
   if (checker_) {
     // The exporter's allocation point is in another process: the importer
     // orders its accesses with an interprocess event, which the checker
     // cannot see, so no order-based check applies.
     checker_->OnAlloc(imp->base, imp->block_size, kNoStream, 0, executor_->Now(), nullptr,
-                      (*rec)->access);
+                      (*rec)->attrs.access);
     CheckerAfterEvent();
   }
   return reinterpret_cast<void*>(imp->base);

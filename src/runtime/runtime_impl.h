@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -187,18 +188,51 @@ class RuntimeImpl {
     std::shared_ptr<IpcEventSegment> ipc;
     uint64_t ipc_seq = 0;
   };
-  struct PoolRec {
-    std::unique_ptr<MemPool> pool;  // null for an imported pool
+  // A pool of the table is one of three kinds (what it can do follows from
+  // the kind, not from nullable fields), with the attributes every kind has.
+  struct LocalPool {
+    std::unique_ptr<MemPool> pool;
+  };
+  struct ExportablePool {
+    std::unique_ptr<MemPool> pool;
+    MemfdMemory* memfd = nullptr;  // owned through the pool's upstream
+  };
+  struct ImportedPoolRef {
+    std::shared_ptr<ImportedPool> pool;
+  };
+  struct PoolAttrs {
     bool is_default = false;
     // Which devices may touch its allocations (null: every device, as for
     // pinned host memory). Shared with the checker's records.
     std::shared_ptr<AccessRights> access;
     // The resident device (-1: host).
     int device = 0;
-    // Exportable pools: their memfd (owned through the pool's upstream).
-    MemfdMemory* memfd = nullptr;
-    // Imported pools.
-    std::shared_ptr<ImportedPool> imported;
+  };
+  struct PoolRec {
+    std::variant<LocalPool, ExportablePool, ImportedPoolRef> kind;
+    PoolAttrs attrs;
+    // The pool's blocks: local and exportable pools (null: imported).
+    MemPool* mem() const {
+      if (const auto* l = std::get_if<LocalPool>(&kind)) return l->pool.get();
+      if (const auto* e = std::get_if<ExportablePool>(&kind)) return e->pool.get();
+      return nullptr;
+    }
+    // Exportable pools: their memfd (else null).
+    MemfdMemory* memfd() const {
+      const auto* e = std::get_if<ExportablePool>(&kind);
+      return e != nullptr ? e->memfd : nullptr;
+    }
+    // Imported pools (else null).
+    const std::shared_ptr<ImportedPool>* imported() const {
+      const auto* i = std::get_if<ImportedPoolRef>(&kind);
+      return i != nullptr ? &i->pool : nullptr;
+    }
+    // Moves the MemPool out (a destroyed local or exportable pool).
+    std::unique_ptr<MemPool> TakeMem() {
+      if (auto* l = std::get_if<LocalPool>(&kind)) return std::move(l->pool);
+      if (auto* e = std::get_if<ExportablePool>(&kind)) return std::move(e->pool);
+      return nullptr;
+    }
   };
   // A live allocation, by base address.
   struct AllocRec {
