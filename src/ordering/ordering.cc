@@ -12,7 +12,6 @@ StreamIndex Ordering::AddStream(int device, StreamKind kind) {
   SP_CHECK(device >= 0);
   const StreamIndex s = NextSlot();
   if (s == streams_.size()) {
-    SP_CHECK(streams_.size() < streams_.capacity());  // never moves: see the constructor
     streams_.emplace_back(device, kind);
   } else {
     // A reused slot keeps its position and clock (the epoch tag; see the

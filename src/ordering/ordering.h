@@ -36,6 +36,7 @@
 #include "absl/container/inlined_vector.h"
 #include "src/ordering/vector_clock.h"
 #include "src/util/spin_lock.h"
+#include "src/util/stable_vector.h"
 #include "streampool/executor.h"
 
 namespace streampool::internal {
@@ -48,10 +49,10 @@ enum class StreamKind {
 
 class Ordering {
  public:
-  // Slots are stored in place for the runtime's life (reserved up front), so
+  // Slots are stored in place for the runtime's life (StableVector), so
   // that pos(S) can be read and advanced without the lock that guards the
   // rest: a point (AdvancePoint) touches only pos(S).
-  explicit Ordering(size_t max_streams = 1 << 16) { streams_.reserve(max_streams); }
+  Ordering() = default;
 
   // The slot AddStream will use next: a reusable retired slot, or a new one.
   StreamIndex NextSlot() const;
@@ -123,14 +124,6 @@ class Ordering {
   // with another stream's.
   struct alignas(64) StreamState {
     StreamState(int d, StreamKind k) : device(d), kind(k) {}
-    // Only for vector's requirements: the storage is reserved and never moves.
-    StreamState(StreamState&& o) noexcept
-        : device(o.device),
-          kind(o.kind),
-          pos(o.pos.load(std::memory_order_relaxed)),
-          clock(std::move(o.clock)),
-          legacy_seen(o.legacy_seen),
-          retired(o.retired) {}
     int device;
     StreamKind kind;
     // Advanced under `lock` (ops and points alike); read anywhere.
@@ -154,7 +147,7 @@ class Ordering {
     into.Raise(b, pos(b));
   }
 
-  std::vector<StreamState> streams_;
+  StableVector<StreamState> streams_;
   std::vector<StreamIndex> legacy_by_device_;  // kNoStream where none yet
   VectorClock done_;
   // Retired slots handed back for reuse (last in, first out).

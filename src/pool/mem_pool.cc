@@ -889,33 +889,6 @@ Block* MemPool::LiveBlockContaining(uintptr_t addr) const {
 
 // ------------------------------------------------------------ front caches
 
-Block* MemPool::CacheAllocate(StreamIndex t, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (!front_cache()) return nullptr;
-  FrontCache* c = CacheOf(t);
-  if (c == nullptr) return nullptr;
-  uint64_t need;
-  if (!rule_.ApplyFast(size, &need)) {
-    const std::optional<uint64_t> slow = rule_.ApplySlow(size);
-    if (!slow) return nullptr;
-    need = *slow;
-  }
-  Block* b = c->Pop(need);
-  // Written only when they change: blocks of different streams may share a
-  // cache line, and a steady pair re-pops the same block for the same size.
-  if (b != nullptr) {
-    if (b->stream != t) b->stream = t;
-    if (b->requested != size) b->requested = size;
-  }
-  return b;
-}
-
-bool MemPool::CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (!front_cache()) return false;
-  FrontCache* c = CacheOf(s);
-  if (c == nullptr) return false;
-  return c->Push(b, f);
-}
-
 void MemPool::FreeOverflow(Block* b, StreamIndex s, Position f) {
   // When the cache is full, what it holds goes central first (older frees
   // before this one, so s's central queue stays in free order), then this

@@ -135,10 +135,32 @@ class MemPool {
   // front cache, now LIVE on t and counted as a same-stream reuse; null when
   // the cache is off, absent, holds none or lacks allowance (then Allocate,
   // whose rule 0 settles the allowance).
-  Block* CacheAllocate(StreamIndex t, uint64_t size);
+  Block* CacheAllocate(StreamIndex t, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!front_cache()) return nullptr;
+    FrontCache* c = CacheOf(t);
+    if (c == nullptr) return nullptr;
+    uint64_t need;
+    if (!rule_.ApplyFast(size, &need)) {
+      const std::optional<uint64_t> slow = rule_.ApplySlow(size);
+      if (!slow) return nullptr;
+      need = *slow;
+    }
+    Block* b = c->Pop(need);
+    // Written only when they change: blocks of different streams may share a
+    // cache line, and a steady pair re-pops the same block for the same size.
+    if (b != nullptr) {
+      if (b->stream != t) b->stream = t;
+      if (b->requested != size) b->requested = size;
+    }
+    return b;
+  }
   // Fast path (s's stream lock held): caches LIVE block b freed at (s, f);
   // false when the cache is off, absent or full (then FreeAsync).
-  bool CacheFree(Block* b, StreamIndex s, Position f);
+  bool CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!front_cache()) return false;
+    FrontCache* c = CacheOf(s);
+    return c != nullptr && c->Push(b, f);
+  }
   // Central: a free the fast path could not cache (s's cache full): flushes
   // s's cache, then caches it or frees it centrally.
   void FreeOverflow(Block* b, StreamIndex s, Position f);

@@ -219,7 +219,6 @@ class Oracle final : public OrderOracle {
 RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id)
     : config_(config),
       id_(id),
-      ordering_(kMaxStreamsPerRuntime),
       streams_(HandleKind::kStream, id),
       pool_slots_(HandleKind::kPool, id) {}
 
