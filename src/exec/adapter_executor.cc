@@ -46,7 +46,7 @@ void AdapterExecutor::Poll(Stream& st) {
 }
 
 std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerAtOrBefore(StreamIndex s,
-                                                                             Position p) {
+                                                                              Position p) {
   Stream& st = streams_[s];
   Poll(st);
   if (p <= st.completed) return nullptr;
@@ -67,7 +67,8 @@ TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   SP_CHECK(position > st.last);
   auto wait_on = [&](StreamIndex ws, Position wp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (ws == s) return;
-    if (std::shared_ptr<MarkerRef> m = MarkerAtOrBefore(ws, wp)) adapter_->Wait(st.native, m->get());
+    if (std::shared_ptr<MarkerRef> m = MarkerAtOrBefore(ws, wp))
+      adapter_->Wait(st.native, m->get());
   };
   if (op.wait_stream != kNoStream) wait_on(op.wait_stream, op.wait_position);
   for (const auto& [ws, wp] : op.implicit_waits) wait_on(ws, wp);

@@ -614,39 +614,39 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   ReuseRule how = ReuseRule::kFresh;
   // Rules 1-3; run again after front caches are flushed before growth.
   auto search = [&] {
-  // Rule 1: the stream's own pending frees and READY blocks.
-  if (SizeIndexNode* n = ready_.FindBestFit(need)) chosen = Block::FromNode(n);
-  if (t < frees_.size() && frees_[t] && !frees_[t]->index.empty()) {
-    if (SizeIndexNode* n = frees_[t]->index.FindBestFit(need)) {
-      Block* own = Block::FromNode(n);
-      if (Better(own, chosen)) chosen = own;
+    // Rule 1: the stream's own pending frees and READY blocks.
+    if (SizeIndexNode* n = ready_.FindBestFit(need)) chosen = Block::FromNode(n);
+    if (t < frees_.size() && frees_[t] && !frees_[t]->index.empty()) {
+      if (SizeIndexNode* n = frees_[t]->index.FindBestFit(need)) {
+        Block* own = Block::FromNode(n);
+        if (Better(own, chosen)) chosen = own;
+      }
     }
-  }
-  if (chosen == nullptr && !unbacked_.empty()) chosen = FindMappedLowEnd(need);
-  if (chosen != nullptr) {
-    how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ready_rule(chosen);
-  }
+    if (chosen == nullptr && !unbacked_.empty()) chosen = FindMappedLowEnd(need);
+    if (chosen != nullptr) {
+      how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ready_rule(chosen);
+    }
 
-  // Rule 2: other streams' frees that t is ordered after.
-  if (chosen == nullptr && follow_events_) {
-    for (StreamIndex s : active_) {
-      if (s == t) continue;
-      Block* b = FindEligible(s, need, oracle.OrderedAfter(s));
-      if (Better(b, chosen)) chosen = b;
+    // Rule 2: other streams' frees that t is ordered after.
+    if (chosen == nullptr && follow_events_) {
+      for (StreamIndex s : active_) {
+        if (s == t) continue;
+        Block* b = FindEligible(s, need, oracle.OrderedAfter(s));
+        if (Better(b, chosen)) chosen = b;
+      }
+      how = ReuseRule::kEventDependency;
     }
-    how = ReuseRule::kEventDependency;
-  }
-  // Rule 3: frees observed complete become READY and merge; then READY
-  // blocks again (this is also the promotion before growth).
-  if (chosen == nullptr && opportunistic_ && pending_blocks_ != 0) {
-    PromoteObserved(oracle);
-    if (SizeIndexNode* n = ready_.FindBestFit(need)) {
-      chosen = Block::FromNode(n);
-    } else if (!unbacked_.empty()) {
-      chosen = FindMappedLowEnd(need);
+    // Rule 3: frees observed complete become READY and merge; then READY
+    // blocks again (this is also the promotion before growth).
+    if (chosen == nullptr && opportunistic_ && pending_blocks_ != 0) {
+      PromoteObserved(oracle);
+      if (SizeIndexNode* n = ready_.FindBestFit(need)) {
+        chosen = Block::FromNode(n);
+      } else if (!unbacked_.empty()) {
+        chosen = FindMappedLowEnd(need);
+      }
+      if (chosen != nullptr) how = ready_rule(chosen);
     }
-    if (chosen != nullptr) how = ready_rule(chosen);
-  }
   };
   const uint64_t flushes_before = cache_flushes_;
   search();
@@ -1045,8 +1045,7 @@ PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (const SizeIndexNode* n = frees_[st]->index.Largest()) largest = std::max(largest, n->size);
   }
   s.largest_free_block = std::max(largest, largest_cached);
-  s.fragmentation =
-      reserved_ == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved_;
+  s.fragmentation = reserved_ == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved_;
   return s;
 }
 

@@ -108,8 +108,7 @@ bool PageMap::Set(uintptr_t addr, Block* b) {
   uintptr_t v = e->load(std::memory_order_acquire);
   for (;;) {
     if (v == 0) {
-      if (e->compare_exchange_weak(v, reinterpret_cast<uintptr_t>(b),
-                                   std::memory_order_acq_rel)) {
+      if (e->compare_exchange_weak(v, reinterpret_cast<uintptr_t>(b), std::memory_order_acq_rel)) {
         return true;
       }
       continue;
@@ -150,10 +149,10 @@ void PageMap::Discard(uintptr_t lo, uintptr_t hi) {
     const uintptr_t leaf_end = ((p >> kLeafBits) + 1) << (kLeafBits + kPageShift);
     const uintptr_t end = std::min(last, leaf_end);
     Mid* mid = root_[p >> (kLeafBits + kMidBits)].load(std::memory_order_relaxed);
-    Leaf* leaf = mid == nullptr
-                     ? nullptr
-                     : mid->leaf[(p >> kLeafBits) & (kMidEntries - 1)].load(
-                           std::memory_order_relaxed);
+    Leaf* leaf =
+        mid == nullptr
+            ? nullptr
+            : mid->leaf[(p >> kLeafBits) & (kMidEntries - 1)].load(std::memory_order_relaxed);
     if (leaf != nullptr) {
       // No live block in the range: the entries are empty or Subs with empty
       // slots. Subs go back to the free list first (only pages in memory can

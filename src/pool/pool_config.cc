@@ -10,8 +10,8 @@ constexpr PoolVariantConfig kVariants[] = {
      UpstreamKind::kRuntime, false, 0},
     {AllocationType::kHugePage, "HugePage", SizeRule{SizeRule::Kind::kRound, 256},
      UpstreamKind::kHugePage, true, 0},
-    {AllocationType::kDvpp, "Dvpp", SizeRule{SizeRule::Kind::kDvpp, 128}, UpstreamKind::kDvpp,
-     true, kDvppReservationBytes},
+    {AllocationType::kDvpp, "Dvpp", SizeRule{SizeRule::Kind::kDvpp, 128}, UpstreamKind::kDvpp, true,
+     kDvppReservationBytes},
 };
 
 }  // namespace

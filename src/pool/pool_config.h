@@ -5,10 +5,11 @@
 // and the tests' expectations are checked against the same DESIGN.md table.
 //
 //   type        size rule                                  block start   memory
-//   Device      ALIGN_UP(len, 256)                         256 B         runtime's upstream, device budget
-//   PinnedHost  ALIGN_UP(len, 64) (aclrtMallocHost's)      64 B          runtime's upstream, host (maxSize only)
-//   HugePage    ALIGN_UP(len, 256)                         256 B         huge pages by page policy, device budget
-//   Dvpp        ALIGN_UP(ALIGN_UP(len, 32) + 32, 128)      128 B         the process's 16 GiB DVPP window
+//   Device      ALIGN_UP(len, 256)                         256 B         runtime's upstream, device
+//   budget PinnedHost  ALIGN_UP(len, 64) (aclrtMallocHost's)      64 B          runtime's upstream,
+//   host (maxSize only) HugePage    ALIGN_UP(len, 256)                         256 B         huge
+//   pages by page policy, device budget Dvpp        ALIGN_UP(ALIGN_UP(len, 32) + 32, 128)      128
+//   B         the process's 16 GiB DVPP window
 //
 // PoolProps::acl_rounding (Device and HugePage only) replaces the size rule
 // with aclrtMalloc's ALIGN_UP(len, 32) + 32 and block starts with 32 B.

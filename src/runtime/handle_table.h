@@ -60,8 +60,7 @@ class HandleTable {
       return absl::ResourceExhaustedError("handle table full");
     }
     Slot& s = SlotAt(slot);
-    const uint64_t h = MakeHandle(kind_, runtime_id_,
-                                  (uint64_t{s.generation} << kSlotBits) | slot);
+    const uint64_t h = MakeHandle(kind_, runtime_id_, (uint64_t{s.generation} << kSlotBits) | slot);
     fill(s.value, h);
     s.handle.store(h, std::memory_order_release);
     return h;

@@ -444,7 +444,8 @@ Position RuntimeImpl::EnqueueOp(StreamIndex s, OpDesc op) {
   }
   // Executors wait for ops: a point (allocation, free) is waited for through
   // the op before it.
-  if (op.wait_stream != kNoStream) op.wait_position = OpAtOrBefore(op.wait_stream, op.wait_position);
+  if (op.wait_stream != kNoStream)
+    op.wait_position = OpAtOrBefore(op.wait_stream, op.wait_position);
   for (auto& [ws, wp] : op.implicit_waits) wp = OpAtOrBefore(ws, wp);
   if (s >= last_op_.size()) last_op_.resize(s + 1, 0);
   last_op_[s] = p;
@@ -1061,16 +1062,17 @@ void RuntimeImpl::ForEachMemPool(Fn fn) {
   for (auto& [h, pool] : draining_pools_) fn(*pool);
 }
 
-bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
+                                AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Lock-free reads throughout: the handle tables, the device's current pool
   // (atomics), and the ordering core's pos(T) (see Ordering's constructor).
   if (!fast_path_.load(std::memory_order_acquire) || size == 0 || in_host_callback) return false;
   const StreamRec* rec = streams_.Find(s);
   if (rec == nullptr) return false;
-  const uint64_t ph =
-      pool != 0 ? pool : devices_[rec->device.load(std::memory_order_relaxed)].current_pool.load(
-                             std::memory_order_acquire);
+  const uint64_t ph = pool != 0
+                          ? pool
+                          : devices_[rec->device.load(std::memory_order_relaxed)].current_pool.load(
+                                std::memory_order_acquire);
   const PoolSlot* slot = pool_slots_.Find(ph);
   MemPool* mp = slot == nullptr ? nullptr : slot->pool.load(std::memory_order_acquire);
   if (mp == nullptr) return false;
@@ -1325,8 +1327,7 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
   // The start of an allocation (the common question) without walking blocks.
   if (const Block* b = page_map_.Get(addr)) {
     const MemPool& pool = *static_cast<const MemPool*>(b->chunk->pool);
-    out.device =
-        pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
+    out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
     out.pool = PoolId{pool.owner_handle()};
     out.base = reinterpret_cast<void*>(addr);
     out.size = b->requested;
@@ -1345,8 +1346,7 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
     if (!pool.Owns(addr)) return false;
     const Block* b = pool.LiveBlockContaining(addr);
     // A block in a front cache is LIVE to the central index but freed.
-    if (b == nullptr ||
-        (page_map_.Get(b->addr()) != b && !allocs_.contains(b->addr()))) {
+    if (b == nullptr || (page_map_.Get(b->addr()) != b && !allocs_.contains(b->addr()))) {
       return false;
     }
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
@@ -1664,10 +1664,11 @@ absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAcces
     // Only a grant needs the peer path; revoking never does. A resident
     // device this runtime does not have (an imported pool's) has no peer
     // information to check against.
-    if (d.flags != MemAccessFlags::kProtNone && p.attrs.device >= 0 && p.attrs.device < config_.device_count &&
+    if (d.flags != MemAccessFlags::kProtNone && p.attrs.device >= 0 &&
+        p.attrs.device < config_.device_count &&
         (peers_[d.location.id] >> p.attrs.device & 1) == 0) {
-      return absl::OutOfRangeError(
-          absl::StrCat("device ", d.location.id, " cannot access memory of device ", p.attrs.device));
+      return absl::OutOfRangeError(absl::StrCat(
+          "device ", d.location.id, " cannot access memory of device ", p.attrs.device));
     }
   }
   if (p.attrs.access == nullptr) return absl::OkStatus();
@@ -1747,10 +1748,10 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
   const uint64_t h = *added;
   PoolRec rec;
   rec.attrs.device = header->device;
-  rec.attrs.access = NewAccessRights(header->device,
-                               header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
-                                   ? AllocationType::kPinnedHost
-                                   : AllocationType::kDevice);
+  rec.attrs.access = NewAccessRights(
+      header->device, header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
+                          ? AllocationType::kPinnedHost
+                          : AllocationType::kDevice);
   rec.kind = ImportedPoolRef{imported};
   pools_.emplace(h, std::move(rec));
   imported_pools_.emplace(h, std::move(imported));

@@ -41,9 +41,7 @@ class StableVector {
   size_t size() const { return size_; }
   bool full() const { return size_ == kCapacity; }
 
-  T& operator[](size_t i) {
-    return dir_[i / kChunk].load(std::memory_order_acquire)[i % kChunk];
-  }
+  T& operator[](size_t i) { return dir_[i / kChunk].load(std::memory_order_acquire)[i % kChunk]; }
   const T& operator[](size_t i) const {
     return dir_[i / kChunk].load(std::memory_order_acquire)[i % kChunk];
   }

@@ -477,11 +477,11 @@ TEST_F(PoolCapiTest, FrontCachePopsKeepTheUsedWatermarkExact) {
   spMemPool_t pool = NewPool();
   spStream_t other = NewStream();
   void* a = Alloc(1 << 20, pool);
-  ASSERT_EQ(spFreeAsync(a, s_), spSuccess);        // cached: used 0, high 1 MiB
+  ASSERT_EQ(spFreeAsync(a, s_), spSuccess);  // cached: used 0, high 1 MiB
   // Central, on another stream (a miss on s_ would flush s_'s cache).
-  void* b = Alloc(512 << 10, pool, other);          // used 0.5 MiB
+  void* b = Alloc(512 << 10, pool, other);  // used 0.5 MiB
   EXPECT_EQ(Stats(pool).usedHigh, uint64_t{1} << 20);
-  void* c = Alloc(1 << 20, pool);                   // the cached block: used 1.5 MiB
+  void* c = Alloc(1 << 20, pool);  // the cached block: used 1.5 MiB
   EXPECT_EQ(c, a);
   spMemPoolStats st = Stats(pool);
   EXPECT_EQ(st.usedBytes, uint64_t{3} << 19);
@@ -491,7 +491,7 @@ TEST_F(PoolCapiTest, FrontCachePopsKeepTheUsedWatermarkExact) {
   uint64_t zero = 0;
   ASSERT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrUsedMemHigh, &zero), spSuccess);
   EXPECT_EQ(Stats(pool).usedHigh, 0u);
-  void* d = Alloc(1 << 20, pool);                   // from the cache again
+  void* d = Alloc(1 << 20, pool);  // from the cache again
   EXPECT_EQ(d, a);
   EXPECT_EQ(Stats(pool).usedHigh, uint64_t{1} << 20);
   ASSERT_EQ(spFreeAsync(d, s_), spSuccess);

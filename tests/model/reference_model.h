@@ -369,7 +369,7 @@ class ReferenceModel {
     uint64_t wait_end = 0;                              // ... and when it completes
     bool promoted = false;                              // rule 3 promoted something
     bool remapped = false;                              // the growth mapped bytes handed out before
-    bool low_end = false;  // served by the mapped low end of an unbacked block
+    bool low_end = false;    // served by the mapped low end of an unbacked block
     bool cache_hit = false;  // rule 0: a front cache's block of exactly the size
   };
 

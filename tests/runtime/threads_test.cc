@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <random>
 #include <string>
-#include <tuple>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -225,15 +225,16 @@ TEST_P(FastPathThreadsTest, CachedPairsSyncsAndFlushesInterleaveSafely) {
   EXPECT_EQ(pool_frees, frees.load());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ExecutorsAndPools, FastPathThreadsTest,
-    ::testing::Combine(::testing::Values(ExecutorKind::kSimulator, ExecutorKind::kThreads),
-                       ::testing::Bool()),
-    [](const ::testing::TestParamInfo<std::tuple<ExecutorKind, bool>>& info) {
-      return std::string(std::get<0>(info.param) == ExecutorKind::kThreads ? "Threads"
-                                                                            : "Simulator") +
-             (std::get<1>(info.param) ? "_SharedPool" : "_PoolEach");
-    });
+INSTANTIATE_TEST_SUITE_P(ExecutorsAndPools, FastPathThreadsTest,
+                         ::testing::Combine(::testing::Values(ExecutorKind::kSimulator,
+                                                              ExecutorKind::kThreads),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<ExecutorKind, bool>>& info) {
+                           return std::string(std::get<0>(info.param) == ExecutorKind::kThreads
+                                                  ? "Threads"
+                                                  : "Simulator") +
+                                  (std::get<1>(info.param) ? "_SharedPool" : "_PoolEach");
+                         });
 
 TEST(ThreadsTest, RuntimesCreatedAndDestroyedConcurrentlyStayIsolated) {
   std::atomic<int> failures{0};
