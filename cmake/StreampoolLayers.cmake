@@ -1,7 +1,8 @@
 # The source layers of src/README.md as CMake targets (in the spirit of
 # abseil's absl_cc_library), so that an upward #include fails the build.
 #
-#   streampool_cc_library(NAME <layer> [DEPS <layer>...] [HDRS <layer>/<header>...])
+#   streampool_cc_library(NAME <layer> [DEPS <layer>...] [HDRS <layer>/<header>...]
+#                         [LIBRARY <name>])
 #     The code in src/<layer>/: an OBJECT library streampool_<layer> of its
 #     src/<layer>/*.cc (globbed with CONFIGURE_DEPENDS), or an INTERFACE
 #     library while the layer has headers only. DEPS are the layers whose
@@ -12,7 +13,9 @@
 #     named in DEPS or HDRS must already be declared, which rules out cycles.
 #     Every layer is compiled with streampool_layer_common (an INTERFACE target
 #     the caller defines: public headers, absl, definitions) and hidden
-#     visibility.
+#     visibility. LIBRARY puts the layer in a library of its own (the API
+#     faces above the C API, e.g. cudart) instead of libstreampool:
+#     streampool_library_objects(<name> <var>) lists its layers.
 #
 #     Enforcement: a layer is compiled with an include root of its own,
 #     <build>/layers/<layer>/include/, whose src/ holds symlinks to
@@ -24,7 +27,8 @@
 #     header that no .cc of its own layer includes is checked as well.
 #
 #   streampool_layer_objects(<var>)
-#     Sets <var> to the OBJECT libraries of all declared layers, bottom-up.
+#     Sets <var> to the OBJECT libraries of the declared layers of
+#     libstreampool (those without LIBRARY), bottom-up.
 #     Fails if a directory src/<dir>/ is not a declared layer: its sources
 #     would silently be left out of the library.
 #
@@ -44,7 +48,7 @@ include_guard(GLOBAL)
 set(_SP_LAYERS_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/StreampoolLayeringCheck.cmake")
 
 function(streampool_cc_library)
-  cmake_parse_arguments(PARSE_ARGV 0 SP "" "NAME" "DEPS;HDRS")
+  cmake_parse_arguments(PARSE_ARGV 0 SP "" "NAME;LIBRARY" "DEPS;HDRS")
   if(NOT SP_NAME OR SP_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "streampool_cc_library(NAME <layer> [DEPS <layer>...] [HDRS <layer>/<h>...]): "
                         "bad arguments '${ARGV}'")
@@ -117,7 +121,11 @@ function(streampool_cc_library)
     add_library(${_target} OBJECT ${_srcs})
     streampool_layer_context(${_target} ${SP_NAME})
     set(_scope PRIVATE)
-    set_property(GLOBAL APPEND PROPERTY STREAMPOOL_LAYER_OBJECT_LIBRARIES ${_target})
+    if(SP_LIBRARY)
+      set_property(GLOBAL APPEND PROPERTY STREAMPOOL_LIBRARY_${SP_LIBRARY}_OBJECTS ${_target})
+    else()
+      set_property(GLOBAL APPEND PROPERTY STREAMPOOL_LAYER_OBJECT_LIBRARIES ${_target})
+    endif()
   else()
     add_library(${_target} INTERFACE)
     set(_scope INTERFACE)
@@ -174,6 +182,11 @@ function(streampool_layer_objects var)
     endif()
   endforeach()
   get_property(_objects GLOBAL PROPERTY STREAMPOOL_LAYER_OBJECT_LIBRARIES)
+  set(${var} ${_objects} PARENT_SCOPE)
+endfunction()
+
+function(streampool_library_objects library var)
+  get_property(_objects GLOBAL PROPERTY STREAMPOOL_LIBRARY_${library}_OBJECTS)
   set(${var} ${_objects} PARENT_SCOPE)
 endfunction()
 

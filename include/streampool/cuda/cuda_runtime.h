@@ -1,0 +1,182 @@
+/*
+ * `#include <cuda_runtime.h>` for host code built against streampool
+ * (issue 14; README "CUDA programs"): the runtime API (cuda_runtime_api.h),
+ * CUDA's C++ conveniences (typed allocation templates, the pool and flags
+ * overloads), and kernels emulated on the host.
+ *
+ * Kernels. There is no device compiler: a __global__ function is a host
+ * function, and the launch `kernel<<<grid, block, sharedMem, stream>>>(args...)`
+ * is written
+ *
+ *   spcudaLaunchKernel(kernel, grid, block, sharedMem, stream,
+ *                      {{ptr, bytes, 1}, ...}, args...);
+ *
+ * where the braces list the byte ranges the kernel reads ({p, n, 0}) and
+ * writes ({p, n, 1}) for the stream-order checker. The arguments are copied at
+ * the call, as CUDA copies them; the kernel runs in stream order, once for
+ * every (blockIdx, threadIdx) of the grid, one thread after another, lasting
+ * STREAMPOOL_CUDA_KERNEL_NS of virtual time. A kernel template is launched
+ * through a generic lambda: [](auto... a) { myKernel<float>(a...); }. The
+ * body must not call the CUDA API, and cannot wait for the other threads of
+ * its block (no __syncthreads, no __shared__).
+ */
+#ifndef STREAMPOOL_CUDA_CUDA_RUNTIME_H_
+#define STREAMPOOL_CUDA_CUDA_RUNTIME_H_
+
+#include "cuda_runtime_api.h"
+/* spAccess: the checker's access record. */
+#include "../streampool.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One emulated thread's place, as spcudaLaunchKernel's body receives it. */
+typedef struct spcudaThreadCoords {
+  uint3 gridDim;
+  uint3 blockDim;
+  uint3 blockIdx;
+  uint3 threadIdx;
+} spcudaThreadCoords;
+
+/* The type-erased launch behind spcudaLaunchKernel: run(ctx, coords) once per
+ * thread, then destroy(ctx) once (also when the launch fails). Zero extents
+ * or a block over 1024 threads: cudaErrorInvalidConfiguration. */
+SPCUDA_API cudaError_t spcudaLaunchEmulatedKernel(
+    dim3 grid, dim3 block, size_t sharedMem, cudaStream_t stream, const spAccess* accesses,
+    size_t accessCount, void (*run)(void* ctx, const spcudaThreadCoords* coords), void* ctx,
+    void (*destroy)(void* ctx)) SPCUDA_NOEXCEPT;
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+#include <atomic>
+#include <new>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+/* The built-in variables, per host thread: the thread running a kernel body
+ * sees the coordinates of the emulated thread it is running. */
+inline thread_local uint3 threadIdx;
+inline thread_local uint3 blockIdx;
+inline thread_local dim3 blockDim;
+inline thread_local dim3 gridDim;
+inline constexpr int warpSize = 32;
+
+namespace spcuda_internal {
+
+template <class Kernel, class... Args>
+struct Launch {
+  Kernel kernel;
+  std::tuple<Args...> args;
+
+  static void Run(void* ctx, const spcudaThreadCoords* c) {
+    auto* self = static_cast<Launch*>(ctx);
+    threadIdx = c->threadIdx;
+    blockIdx = c->blockIdx;
+    blockDim = dim3(c->blockDim);
+    gridDim = dim3(c->gridDim);
+    std::apply(self->kernel, self->args);
+  }
+  static void Destroy(void* ctx) { delete static_cast<Launch*>(ctx); }
+};
+
+}  // namespace spcuda_internal
+
+/* Stands for kernel<<<grid, block, sharedMem, stream>>>(args...) (see the
+ * file comment); returns what cudaGetLastError would after the launch. */
+template <class Kernel, class... Args>
+cudaError_t spcudaLaunchKernel(Kernel kernel, dim3 grid, dim3 block, size_t sharedMem,
+                               cudaStream_t stream, std::vector<spAccess> accesses, Args... args) {
+  using L = spcuda_internal::Launch<Kernel, Args...>;
+  L* launch = new (std::nothrow) L{kernel, std::tuple<Args...>(std::move(args)...)};
+  if (launch == nullptr) return cudaErrorMemoryAllocation;
+  return spcudaLaunchEmulatedKernel(grid, block, sharedMem, stream, accesses.data(),
+                                    accesses.size(), &L::Run, launch, &L::Destroy);
+}
+
+/* cudaEventCreate with flags (CUDA's C++ overload). */
+static inline cudaError_t cudaEventCreate(cudaEvent_t* event, unsigned int flags) noexcept {
+  return ::cudaEventCreateWithFlags(event, flags);
+}
+/* cudaMallocHost with flags (CUDA's C++ overload). */
+static inline cudaError_t cudaMallocHost(void** ptr, size_t size, unsigned int flags) noexcept {
+  return ::cudaHostAlloc(ptr, size, flags);
+}
+/* cudaMallocAsync from a pool (CUDA's C++ overload of cudaMallocFromPoolAsync). */
+static inline cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaMemPool_t memPool,
+                                          cudaStream_t stream) noexcept {
+  return ::cudaMallocFromPoolAsync(ptr, size, memPool, stream);
+}
+
+/* Typed pointers, as CUDA's templates. */
+template <class T>
+static inline cudaError_t cudaMalloc(T** devPtr, size_t size) noexcept {
+  return ::cudaMalloc(reinterpret_cast<void**>(devPtr), size);
+}
+template <class T>
+static inline cudaError_t cudaMallocHost(T** ptr, size_t size, unsigned int flags = 0) noexcept {
+  return ::cudaHostAlloc(reinterpret_cast<void**>(ptr), size, flags);
+}
+template <class T>
+static inline cudaError_t cudaHostAlloc(T** ptr, size_t size, unsigned int flags) noexcept {
+  return ::cudaHostAlloc(reinterpret_cast<void**>(ptr), size, flags);
+}
+template <class T>
+static inline cudaError_t cudaMallocAsync(T** ptr, size_t size, cudaStream_t stream) noexcept {
+  return ::cudaMallocAsync(reinterpret_cast<void**>(ptr), size, stream);
+}
+template <class T>
+static inline cudaError_t cudaMallocAsync(T** ptr, size_t size, cudaMemPool_t memPool,
+                                          cudaStream_t stream) noexcept {
+  return ::cudaMallocFromPoolAsync(reinterpret_cast<void**>(ptr), size, memPool, stream);
+}
+template <class T>
+static inline cudaError_t cudaMallocFromPoolAsync(T** ptr, size_t size, cudaMemPool_t memPool,
+                                                  cudaStream_t stream) noexcept {
+  return ::cudaMallocFromPoolAsync(reinterpret_cast<void**>(ptr), size, memPool, stream);
+}
+
+/* Atomics for kernels whose grid runs on one host thread while other
+ * streams' kernels run on others (the threads executor). */
+template <class T>
+static inline T atomicAdd(T* address, T val) {
+  return std::atomic_ref<T>(*address).fetch_add(val);
+}
+template <class T>
+static inline T atomicSub(T* address, T val) {
+  return std::atomic_ref<T>(*address).fetch_sub(val);
+}
+template <class T>
+static inline T atomicExch(T* address, T val) {
+  return std::atomic_ref<T>(*address).exchange(val);
+}
+namespace spcuda_internal {
+// Stores val if `replace(old, val)`; returns the old value.
+template <class T, class Replace>
+T AtomicUpdate(T* address, T val, Replace replace) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load();
+  while (replace(old, val) && !a.compare_exchange_weak(old, val)) {
+  }
+  return old;
+}
+}  // namespace spcuda_internal
+template <class T>
+static inline T atomicMax(T* address, T val) {
+  return spcuda_internal::AtomicUpdate(address, val, [](T old, T v) { return old < v; });
+}
+template <class T>
+static inline T atomicMin(T* address, T val) {
+  return spcuda_internal::AtomicUpdate(address, val, [](T old, T v) { return v < old; });
+}
+template <class T>
+static inline T atomicCAS(T* address, T compare, T val) {
+  std::atomic_ref<T>(*address).compare_exchange_strong(compare, val);
+  return compare;
+}
+
+#endif /* __cplusplus */
+
+#endif /* STREAMPOOL_CUDA_CUDA_RUNTIME_H_ */

@@ -1,0 +1,70 @@
+#include "src/compat/kernel.h"
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+namespace streampool::internal::compat {
+
+namespace {
+
+// Owns the body's context; copies of the work share it, and the last one
+// destroys it.
+class BodyOwner {
+ public:
+  explicit BodyOwner(KernelBody body) : body_(body) {}
+  ~BodyOwner() {
+    if (body_.destroy != nullptr) body_.destroy(body_.ctx);
+  }
+  BodyOwner(const BodyOwner&) = delete;
+  BodyOwner& operator=(const BodyOwner&) = delete;
+  const KernelBody& body() const { return body_; }
+
+ private:
+  KernelBody body_;
+};
+
+bool Empty(const Dim3& d) { return d.x == 0 || d.y == 0 || d.z == 0; }
+
+// Blocks in order of x, then y, then z, as CUDA numbers them; within a block
+// the threads likewise.
+void RunGrid(const KernelBody& body, const Dim3& grid, const Dim3& block) {
+  KernelCoords c;
+  c.grid = grid;
+  c.block = block;
+  for (c.block_idx.z = 0; c.block_idx.z < grid.z; ++c.block_idx.z) {
+    for (c.block_idx.y = 0; c.block_idx.y < grid.y; ++c.block_idx.y) {
+      for (c.block_idx.x = 0; c.block_idx.x < grid.x; ++c.block_idx.x) {
+        for (c.thread_idx.z = 0; c.thread_idx.z < block.z; ++c.thread_idx.z) {
+          for (c.thread_idx.y = 0; c.thread_idx.y < block.y; ++c.thread_idx.y) {
+            for (c.thread_idx.x = 0; c.thread_idx.x < block.x; ++c.thread_idx.x) {
+              body.run(body.ctx, c);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream, Dim3 grid, Dim3 block,
+                                  absl::Span<const Access> accesses, KernelBody body) {
+  auto owner = std::make_shared<BodyOwner>(body);
+  if (body.run == nullptr) return absl::InvalidArgumentError("no kernel body");
+  if (Empty(grid) || Empty(block)) return absl::InvalidArgumentError("an empty grid or block");
+  std::shared_ptr<std::atomic<Fault>> fault = runtime.fault_cell();
+  std::function<void()> work = [owner, fault, grid, block] {
+    // An exception must not unwind into the executor; like a device fault in
+    // CUDA, it poisons the runtime until it is reset.
+    try {
+      RunGrid(owner->body(), grid, block);
+    } catch (...) {
+      fault->store(Fault::kKernelFailed, std::memory_order_release);
+    }
+  };
+  return runtime.cpp().LaunchWork(stream, std::move(work), accesses, runtime.config().kernel_ns);
+}
+
+}  // namespace streampool::internal::compat

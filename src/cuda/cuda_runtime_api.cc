@@ -1,0 +1,729 @@
+// The cuda* functions of include/streampool/cuda/cuda_runtime_api.h over the
+// sp* API. Each checks what CUDA checks before anything changes, so a failed
+// call changes nothing, and answers with CUDA's code.
+#include "streampool/cuda/cuda_runtime_api.h"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "src/cuda/call.h"
+#include "src/cuda/device_attributes.h"
+#include "src/cuda/errors.h"
+#include "streampool/streampool.h"
+
+using streampool::internal::cuda::Api;
+using streampool::internal::cuda::Call;
+using streampool::internal::cuda::CudaContext;
+using streampool::internal::cuda::FromSp;
+using streampool::internal::cuda::FromStatus;
+using streampool::internal::cuda::WithRuntime;
+
+namespace {
+
+spStream_t Sp(cudaStream_t s) { return reinterpret_cast<spStream_t>(s); }
+spEvent_t Sp(cudaEvent_t e) { return reinterpret_cast<spEvent_t>(e); }
+spMemPool_t Sp(cudaMemPool_t p) { return reinterpret_cast<spMemPool_t>(p); }
+
+bool IsSpecialStream(cudaStream_t s) {
+  return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
+
+constexpr unsigned kHostAllocFlags =
+    cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined;
+constexpr unsigned kEventFlags =
+    cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+
+// CUDA's reuse switches are int, its byte counts cuuint64_t: exactly what
+// spMemPoolSetAttribute takes for attributes 1-8. The sp-only attributes
+// beyond them are not CUDA's.
+bool IsCudaPoolAttr(cudaMemPoolAttr attr) {
+  return attr >= cudaMemPoolReuseFollowEventDependencies && attr <= cudaMemPoolAttrUsedMemHigh;
+}
+
+cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
+  switch (in.type) {
+    case cudaMemLocationTypeDevice:
+      *out = spMemLocation{spMemLocationTypeDevice, in.id};
+      return cudaSuccess;
+    case cudaMemLocationTypeHost:
+      *out = spMemLocation{spMemLocationTypeHost, 0};
+      return cudaSuccess;
+    case cudaMemLocationTypeHostNuma:
+    case cudaMemLocationTypeHostNumaCurrent:
+      return cudaErrorNotSupported;
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t NotSupported() {
+  return Api([] { return cudaErrorNotSupported; });
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ errors
+
+cudaError_t cudaGetLastError(void) noexcept {
+  try {
+    auto rt = CudaContext().Current();
+    // A failed kernel is sticky: it is never cleared but by a reset.
+    if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
+      return cudaErrorLaunchFailure;
+    }
+    auto& thread = CudaContext().Thread();
+    const auto e = static_cast<cudaError_t>(thread.last_error);
+    thread.last_error = cudaSuccess;
+    return e;
+  } catch (...) {
+    return cudaErrorUnknown;
+  }
+}
+
+cudaError_t cudaPeekAtLastError(void) noexcept {
+  try {
+    auto rt = CudaContext().Current();
+    if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
+      return cudaErrorLaunchFailure;
+    }
+    return static_cast<cudaError_t>(CudaContext().Thread().last_error);
+  } catch (...) {
+    return cudaErrorUnknown;
+  }
+}
+
+const char* cudaGetErrorName(cudaError_t error) noexcept {
+  const char* name = streampool::internal::cuda::ErrorName(error);
+  return name != nullptr ? name : "unrecognized error code";
+}
+
+const char* cudaGetErrorString(cudaError_t error) noexcept {
+  const char* text = streampool::internal::cuda::ErrorDescription(error);
+  return text != nullptr ? text : "unrecognized error code";
+}
+
+cudaError_t cudaDriverGetVersion(int* driverVersion) noexcept {
+  return Api([&] {
+    if (driverVersion == nullptr) return cudaErrorInvalidValue;
+    *driverVersion = CUDART_VERSION;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) noexcept {
+  return Api([&] {
+    if (runtimeVersion == nullptr) return cudaErrorInvalidValue;
+    *runtimeVersion = CUDART_VERSION;
+    return cudaSuccess;
+  });
+}
+
+// ----------------------------------------------------------------- devices
+
+cudaError_t cudaSetDevice(int device) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (cudaError_t e = call.CheckDevice(device); e != cudaSuccess) return e;
+    call.thread().device = device;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaGetDevice(int* device) noexcept {
+  return Api([&] {
+    if (device == nullptr) return cudaErrorInvalidValue;
+    *device = CudaContext().Thread().device;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaGetDeviceCount(int* count) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (count == nullptr) return cudaErrorInvalidValue;
+    *count = call.rt().device_count();
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaDeviceSynchronize(void) noexcept {
+  return WithRuntime([&](Call& call) {
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    return FromSp(spDeviceSynchronize(call.c(), device));
+  });
+}
+
+cudaError_t cudaDeviceReset(void) noexcept {
+  return Api([] {
+    CudaContext().Reset();
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (value == nullptr) return cudaErrorInvalidValue;
+    if (cudaError_t e = call.CheckDevice(device); e != cudaSuccess) return e;
+    return streampool::internal::cuda::DeviceAttribute(call.rt().config(), device, attr, value);
+  });
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (prop == nullptr) return cudaErrorInvalidValue;
+    if (cudaError_t e = call.CheckDevice(device); e != cudaSuccess) return e;
+    streampool::internal::cuda::DeviceProperties(call.rt().config(), device, prop);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) noexcept {
+  return Api([&] {
+    if (leastPriority != nullptr) *leastPriority = 0;
+    if (greatestPriority != nullptr) *greatestPriority = 0;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (canAccessPeer == nullptr) return cudaErrorInvalidValue;
+    return FromSp(spDeviceCanAccessPeer(canAccessPeer, call.c(), device, peerDevice));
+  });
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (flags != 0) return cudaErrorInvalidValue;
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    if (cudaError_t e = call.CheckDevice(peerDevice); e != cudaSuccess) return e;
+    if (peerDevice == device) return cudaErrorInvalidDevice;
+    int can = 0;
+    if (cudaError_t e = FromSp(spDeviceCanAccessPeer(&can, call.c(), device, peerDevice));
+        e != cudaSuccess) {
+      return e;
+    }
+    if (can == 0) return cudaErrorPeerAccessUnsupported;
+    if (call.rt().SetPeerEnabled(device, peerDevice, true)) {
+      return cudaErrorPeerAccessAlreadyEnabled;
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) noexcept {
+  return WithRuntime([&](Call& call) {
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    if (cudaError_t e = call.CheckDevice(peerDevice); e != cudaSuccess) return e;
+    if (!call.rt().SetPeerEnabled(device, peerDevice, false)) {
+      return cudaErrorPeerAccessNotEnabled;
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (free == nullptr || total == nullptr) return cudaErrorInvalidValue;
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    absl::StatusOr<streampool::DeviceMemInfo> info = call.rt().cpp().MemGetInfo(device);
+    if (!info.ok()) return FromStatus(info.status());
+    *free = info->free;
+    *total = info->total;
+    return cudaSuccess;
+  });
+}
+
+// ----------------------------------------------------------------- streams
+
+cudaError_t cudaStreamCreate(cudaStream_t* pStream) noexcept {
+  return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (pStream == nullptr || (flags & ~unsigned{cudaStreamNonBlocking}) != 0) {
+      return cudaErrorInvalidValue;
+    }
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    spStream_t s = nullptr;
+    if (cudaError_t e = FromSp(spStreamCreate(&s, call.c(), device, flags)); e != cudaSuccess) {
+      return e;
+    }
+    *pStream = reinterpret_cast<cudaStream_t>(s);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags,
+                                         int priority) noexcept {
+  // Streams have no priority; CUDA clamps any value into the range, which
+  // is [0, 0] here.
+  return cudaStreamCreateWithFlags(pStream, flags);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    // The default streams are not the program's to destroy.
+    if (IsSpecialStream(stream)) return cudaErrorInvalidResourceHandle;
+    return FromSp(spStreamDestroy(Sp(stream)));
+  });
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spStreamSynchronize(s));
+  });
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spStreamQuery(s));
+  });
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (flags != 0) return cudaErrorInvalidValue;
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spStreamWaitEvent(s, Sp(event)));
+  });
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (fn == nullptr) return cudaErrorInvalidValue;
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spLaunchHostFunc(s, fn, userData));
+  });
+}
+
+// ------------------------------------------------------------------ events
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) noexcept {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (event == nullptr || (flags & ~kEventFlags) != 0) return cudaErrorInvalidValue;
+    spEvent_t e = nullptr;
+    const unsigned sp_flags = flags & ~unsigned{cudaEventBlockingSync};
+    if (cudaError_t err = FromSp(spEventCreateWithFlags(&e, call.c(), sp_flags));
+        err != cudaSuccess) {
+      return err;
+    }
+    *event = reinterpret_cast<cudaEvent_t>(e);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spEventRecord(Sp(event), s));
+  });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) noexcept {
+  return WithRuntime([&](Call&) { return FromSp(spEventSynchronize(Sp(event))); });
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) noexcept {
+  return WithRuntime([&](Call&) { return FromSp(spEventQuery(Sp(event))); });
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) noexcept {
+  return WithRuntime([&](Call&) {
+    if (ms == nullptr) return cudaErrorInvalidValue;
+    return FromSp(spEventElapsedTime(ms, Sp(start), Sp(end)));
+  });
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) noexcept {
+  return WithRuntime([&](Call&) { return FromSp(spEventDestroy(Sp(event))); });
+}
+
+// ------------------------------------------------------------------ memory
+
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (devPtr == nullptr) return cudaErrorInvalidValue;
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(hStream, &s); e != cudaSuccess) return e;
+    return FromSp(spMallocAsync(devPtr, size, s));
+  });
+}
+
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) noexcept {
+  return WithRuntime([&](Call& call) {
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(hStream, &s); e != cudaSuccess) return e;
+    return FromSp(spFreeAsync(devPtr, s));
+  });
+}
+
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool,
+                                    cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (ptr == nullptr) return cudaErrorInvalidValue;
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spMallocFromPoolAsync(ptr, size, Sp(memPool), s));
+  });
+}
+
+cudaError_t cudaMalloc(void** devPtr, size_t size) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (devPtr == nullptr) return cudaErrorInvalidValue;
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    if (size == 0) {
+      *devPtr = nullptr;
+      return cudaSuccess;
+    }
+    return FromSp(spMalloc(devPtr, size, call.c(), device));
+  });
+}
+
+cudaError_t cudaFree(void* devPtr) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (devPtr == nullptr) return cudaSuccess;
+    spPointerAttributes a{};
+    if (spPointerGetAttributes(&a, devPtr) != spSuccess || a.base != devPtr) {
+      return cudaErrorInvalidValue;
+    }
+    // Pinned host memory is cudaFreeHost's.
+    if (a.device < 0 && a.pool == nullptr) return cudaErrorInvalidValue;
+    if (a.pool == nullptr) {
+      // cudaMalloc memory: CUDA's cudaFree waits for the device first.
+      if (cudaError_t e = FromSp(spDeviceSynchronize(call.c(), a.device)); e != cudaSuccess) {
+        return e;
+      }
+    }
+    return FromSp(spFree(call.c(), devPtr));
+  });
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) noexcept {
+  return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (pHost == nullptr || (flags & ~kHostAllocFlags) != 0) return cudaErrorInvalidValue;
+    return FromSp(spMallocHost(pHost, size, call.c()));
+  });
+}
+
+cudaError_t cudaFreeHost(void* ptr) noexcept {
+  return WithRuntime([&](Call& call) { return FromSp(spFreeHost(call.c(), ptr)); });
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
+      return cudaErrorInvalidMemcpyDirection;
+    }
+    if (count == 0) return cudaSuccess;
+    if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
+    spStream_t legacy = nullptr;
+    if (cudaError_t e = call.Stream(nullptr, &legacy); e != cudaSuccess) return e;
+    if (cudaError_t e = FromSp(spMemcpyAsync(dst, src, count, legacy)); e != cudaSuccess) {
+      return e;
+    }
+    return FromSp(spStreamSynchronize(legacy));
+  });
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
+      return cudaErrorInvalidMemcpyDirection;
+    }
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    if (count == 0) return cudaSuccess;
+    if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
+    return FromSp(spMemcpyAsync(dst, src, count, s));
+  });
+}
+
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (count == 0) return cudaSuccess;
+    if (devPtr == nullptr) return cudaErrorInvalidValue;
+    spStream_t legacy = nullptr;
+    if (cudaError_t e = call.Stream(nullptr, &legacy); e != cudaSuccess) return e;
+    if (cudaError_t e = FromSp(spMemsetAsync(devPtr, value, count, legacy)); e != cudaSuccess) {
+      return e;
+    }
+    // Asynchronous for device memory; the host may read pinned host memory
+    // right after, so CUDA waits for those.
+    spPointerAttributes a{};
+    if (spPointerGetAttributes(&a, devPtr) == spSuccess && a.device >= 0) return cudaSuccess;
+    return FromSp(spStreamSynchronize(legacy));
+  });
+}
+
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) noexcept {
+  return WithRuntime([&](Call& call) {
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    if (count == 0) return cudaSuccess;
+    if (devPtr == nullptr) return cudaErrorInvalidValue;
+    return FromSp(spMemsetAsync(devPtr, value, count, s));
+  });
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) noexcept {
+  return WithRuntime([&](Call&) {
+    if (attributes == nullptr) return cudaErrorInvalidValue;
+    spPointerAttributes a{};
+    void* p = const_cast<void*>(ptr);
+    if (ptr == nullptr || spPointerGetAttributes(&a, ptr) != spSuccess) {
+      *attributes =
+          cudaPointerAttributes{cudaMemoryTypeUnregistered, cudaInvalidDeviceId, nullptr, nullptr};
+    } else if (a.device < 0) {
+      *attributes = cudaPointerAttributes{cudaMemoryTypeHost, cudaCpuDeviceId, p, p};
+    } else {
+      *attributes = cudaPointerAttributes{cudaMemoryTypeDevice, a.device, p, nullptr};
+    }
+    return cudaSuccess;
+  });
+}
+
+// ------------------------------------------------------------------- pools
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (memPool == nullptr) return cudaErrorInvalidValue;
+    return FromSp(
+        spDeviceGetDefaultMemPool(reinterpret_cast<spMemPool_t*>(memPool), call.c(), device));
+  });
+}
+
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (memPool == nullptr) return cudaErrorInvalidValue;
+    return FromSp(spDeviceGetMemPool(reinterpret_cast<spMemPool_t*>(memPool), call.c(), device));
+  });
+}
+
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) noexcept {
+  return WithRuntime(
+      [&](Call& call) { return FromSp(spDeviceSetMemPool(call.c(), device, Sp(memPool))); });
+}
+
+cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* poolProps) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (memPool == nullptr || poolProps == nullptr) return cudaErrorInvalidValue;
+    const cudaMemPoolProps& in = *poolProps;
+    if (in.allocType != cudaMemAllocationTypePinned) return cudaErrorInvalidValue;
+    for (unsigned char byte : in.reserved) {
+      if (byte != 0) return cudaErrorInvalidValue;
+    }
+    // A hardware-decompression pool is not something a simulator has.
+    if (in.usage != 0) return cudaErrorNotSupported;
+    spMemPoolProps props{};
+    props.maxSize = in.maxSize;
+    switch (static_cast<unsigned>(in.handleTypes)) {
+      case cudaMemHandleTypeNone:
+        props.handleTypes = spMemHandleTypeNone;
+        break;
+      case cudaMemHandleTypePosixFileDescriptor:
+        props.handleTypes = spMemHandleTypePosixFileDescriptor;
+        break;
+      default:
+        // Windows and fabric handles: CUDA's types, not this platform's.
+        return (in.handleTypes & ~0xFu) == 0 ? cudaErrorNotSupported : cudaErrorInvalidValue;
+    }
+    switch (in.location.type) {
+      case cudaMemLocationTypeDevice:
+        props.allocType = spMemAllocationTypeDevice;
+        props.device = in.location.id;
+        if (cudaError_t e = call.CheckDevice(in.location.id); e != cudaSuccess) return e;
+        break;
+      case cudaMemLocationTypeHost:
+        props.allocType = spMemAllocationTypePinnedHost;
+        break;
+      case cudaMemLocationTypeHostNuma:
+      case cudaMemLocationTypeHostNumaCurrent:
+        return cudaErrorNotSupported;
+      default:
+        return cudaErrorInvalidValue;
+    }
+    return FromSp(spMemPoolCreate(reinterpret_cast<spMemPool_t*>(memPool), call.c(), &props));
+  });
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) noexcept {
+  return WithRuntime([&](Call&) { return FromSp(spMemPoolDestroy(Sp(memPool))); });
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
+                                    void* value) noexcept {
+  return WithRuntime([&](Call&) {
+    if (value == nullptr || !IsCudaPoolAttr(attr)) return cudaErrorInvalidValue;
+    return FromSp(spMemPoolSetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(attr), value));
+  });
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
+                                    void* value) noexcept {
+  return WithRuntime([&](Call&) {
+    if (value == nullptr || !IsCudaPoolAttr(attr)) return cudaErrorInvalidValue;
+    return FromSp(spMemPoolGetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(attr), value));
+  });
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) noexcept {
+  return WithRuntime([&](Call&) { return FromSp(spMemPoolTrimTo(Sp(memPool), minBytesToKeep)); });
+}
+
+cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const cudaMemAccessDesc* descList,
+                                 size_t count) noexcept {
+  return WithRuntime([&](Call&) {
+    if (descList == nullptr && count != 0) return cudaErrorInvalidValue;
+    std::vector<spMemAccessDesc> descs(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (cudaError_t e = ToSpLocation(descList[i].location, &descs[i].location);
+          e != cudaSuccess) {
+        return e;
+      }
+      switch (descList[i].flags) {
+        case cudaMemAccessFlagsProtNone:
+        case cudaMemAccessFlagsProtRead:
+        case cudaMemAccessFlagsProtReadWrite:
+          descs[i].flags = static_cast<spMemAccessFlags>(descList[i].flags);
+          break;
+        default:
+          return cudaErrorInvalidValue;
+      }
+    }
+    return FromSp(spMemPoolSetAccess(Sp(memPool), descs.data(), count));
+  });
+}
+
+cudaError_t cudaMemPoolGetAccess(cudaMemAccessFlags* flags, cudaMemPool_t memPool,
+                                 cudaMemLocation* location) noexcept {
+  return WithRuntime([&](Call&) {
+    if (flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
+    spMemLocation loc{};
+    if (cudaError_t e = ToSpLocation(*location, &loc); e != cudaSuccess) return e;
+    spMemAccessFlags sp_flags = spMemAccessFlagsProtNone;
+    if (cudaError_t e = FromSp(spMemPoolGetAccess(&sp_flags, Sp(memPool), &loc));
+        e != cudaSuccess) {
+      return e;
+    }
+    *flags = static_cast<cudaMemAccessFlags>(sp_flags);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaMemPoolExportToShareableHandle(void* shareableHandle, cudaMemPool_t memPool,
+                                               cudaMemAllocationHandleType handleType,
+                                               unsigned int flags) noexcept {
+  return WithRuntime([&](Call&) {
+    if (shareableHandle == nullptr) return cudaErrorInvalidValue;
+    if (handleType != cudaMemHandleTypePosixFileDescriptor) return cudaErrorInvalidValue;
+    return FromSp(spMemPoolExportToShareableHandle(shareableHandle, Sp(memPool),
+                                                   spMemHandleTypePosixFileDescriptor, flags));
+  });
+}
+
+cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t* memPool, void* shareableHandle,
+                                                 cudaMemAllocationHandleType handleType,
+                                                 unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (memPool == nullptr) return cudaErrorInvalidValue;
+    if (handleType != cudaMemHandleTypePosixFileDescriptor) return cudaErrorInvalidValue;
+    return FromSp(spMemPoolImportFromShareableHandle(reinterpret_cast<spMemPool_t*>(memPool),
+                                                     call.c(), shareableHandle,
+                                                     spMemHandleTypePosixFileDescriptor, flags));
+  });
+}
+
+static_assert(sizeof(cudaMemPoolPtrExportData) == sizeof(spMemPoolPtrExportData),
+              "export data travels as is between the two APIs");
+static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(spIpcEventHandle),
+              "IPC event handles travel as is between the two APIs");
+
+cudaError_t cudaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr) noexcept {
+  return WithRuntime([&](Call&) {
+    if (exportData == nullptr) return cudaErrorInvalidValue;
+    spMemPoolPtrExportData data{};
+    if (cudaError_t e = FromSp(spMemPoolExportPointer(&data, ptr)); e != cudaSuccess) return e;
+    std::memcpy(exportData, &data, sizeof data);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaMemPoolImportPointer(void** ptr, cudaMemPool_t memPool,
+                                     cudaMemPoolPtrExportData* exportData) noexcept {
+  return WithRuntime([&](Call&) {
+    if (ptr == nullptr || exportData == nullptr) return cudaErrorInvalidValue;
+    spMemPoolPtrExportData data;
+    std::memcpy(&data, exportData, sizeof data);
+    return FromSp(spMemPoolImportPointer(ptr, Sp(memPool), &data));
+  });
+}
+
+// -------------------------------------------------------------- IPC events
+
+cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle, cudaEvent_t event) noexcept {
+  return WithRuntime([&](Call&) {
+    if (handle == nullptr) return cudaErrorInvalidValue;
+    spIpcEventHandle h{};
+    if (cudaError_t e = FromSp(spIpcGetEventHandle(&h, Sp(event))); e != cudaSuccess) return e;
+    std::memcpy(handle, &h, sizeof h);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t handle) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (event == nullptr) return cudaErrorInvalidValue;
+    spIpcEventHandle h;
+    std::memcpy(&h, &handle, sizeof h);
+    return FromSp(spIpcOpenEventHandle(reinterpret_cast<spEvent_t*>(event), call.c(), h));
+  });
+}
+
+// ---------------------------------------------------- cudaErrorNotSupported
+
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) noexcept {
+  return NotSupported();
+}
+cudaError_t cudaMallocManaged(void**, size_t, unsigned int) noexcept { return NotSupported(); }
+cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) noexcept {
+  return NotSupported();
+}
+cudaError_t cudaHostRegister(void*, size_t, unsigned int) noexcept { return NotSupported(); }
+cudaError_t cudaHostUnregister(void*) noexcept { return NotSupported(); }
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) noexcept { return NotSupported(); }
+cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) noexcept {
+  return NotSupported();
+}
+cudaError_t cudaIpcCloseMemHandle(void*) noexcept { return NotSupported(); }
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) noexcept {
+  return NotSupported();
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) noexcept { return NotSupported(); }
+
+}  // extern "C"
