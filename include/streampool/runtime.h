@@ -203,6 +203,12 @@ struct TimelineEntry {
   uint64_t end_ns = 0;                 ///< when it completed
 };
 
+/// A device's memory (Runtime::MemGetInfo).
+struct DeviceMemInfo {
+  uint64_t free = 0;   ///< capacity minus the bytes charged to the device
+  uint64_t total = 0;  ///< the device's capacity
+};
+
 /// The kind's name in lower case with hyphens: "kernel", "host-func",
 /// "internal-wait", "alloc", "free", ...; "unknown" outside the enum.
 STREAMPOOL_EXPORT const char* OpKindName(OpKind kind);
@@ -309,9 +315,17 @@ class STREAMPOOL_EXPORT Runtime {
   /// Synchronous allocation straight from the device's upstream
   /// (ALIGN_UP(size, 4 KiB), counted against the device's capacity).
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
-  /// Synchronous free of either kind; the caller promises all access to it
-  /// has completed.
+  /// Synchronous free of Malloc memory or a pool allocation; the caller
+  /// promises all access to it has completed.
   absl::Status Free(void* ptr);
+  /// Synchronous pinned host memory (C: spMallocHost): the host's pages,
+  /// touchable whatever the backing, 64-B aligned, usable from every device.
+  absl::StatusOr<void*> MallocHost(uint64_t size);
+  /// Frees MallocHost memory at once (C: spFreeHost). Null: a no-op.
+  absl::Status FreeHost(void* ptr);
+  /// A device's capacity and what is not charged to it yet (by pools'
+  /// reserved memory and Malloc): what cudaMemGetInfo reports.
+  absl::StatusOr<DeviceMemInfo> MemGetInfo(int device) const;
   /// The allocation containing any byte `ptr` of it; kInvalidArgument if none.
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr) const;
 

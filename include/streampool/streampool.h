@@ -263,8 +263,17 @@ SP_API spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool
 SP_API spError_t spFreeAsync(void* ptr, spStream_t s) SP_NOEXCEPT;
 /** Synchronous, straight from the device's upstream. */
 SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) SP_NOEXCEPT;
-/** Synchronous free of either kind; the caller promises all access is complete. */
+/** Synchronous free of spMalloc memory or of a pool allocation; the caller
+ * promises all access is complete. Not for spMallocHost memory. */
 SP_API spError_t spFree(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
+/** Synchronous pinned host memory (cudaMallocHost, aclrtMallocHost): the
+ * host's own pages, touchable whatever the runtime's backing, 64-B aligned,
+ * usable from every device's streams; spPointerGetAttributes reports device
+ * -1 and a NULL pool. Counted against no device. size 0: spSuccess, *ptr NULL. */
+SP_API spError_t spMallocHost(void** ptr, size_t size, spRuntime_t rt) SP_NOEXCEPT;
+/** Frees spMallocHost memory at once; the caller promises all access is
+ * complete. NULL: a no-op. Any other pointer: spErrorInvalidValue. */
+SP_API spError_t spFreeHost(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
 
 /** A new pool with `props` over the upstream its type implies. */
 SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt,

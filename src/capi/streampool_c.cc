@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
-#include "src/runtime/registry.h"
+#include "src/runtime/process.h"
 #include "src/runtime/runtime_impl.h"
 #include "streampool/streampool.h"
 
@@ -66,9 +66,16 @@ H ToHandle(uint64_t v) {
 // functions before any lock is taken.
 #define SP_RESOLVE(rt_var, handle)                                  \
   if (InHostCallback()) return spErrorNotSupported;                 \
+  if (Value(handle) == 0) return spErrorInvalidValue;               \
   RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Value(handle)); \
   if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle; \
   RuntimeImpl& rt_var = *rt_var##_ptr
+
+// A runtime handle, before anything else is looked at: NULL is a bad value,
+// any other non-runtime handle an invalid one.
+#define SP_CHECK_RUNTIME_HANDLE(rt)               \
+  if (Value(rt) == 0) return spErrorInvalidValue; \
+  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle
 
 // A C caller may store any int in an enum field or pass one as an enum
 // argument; reading such a value as the enum type is undefined in C++. Enums
@@ -214,7 +221,7 @@ spError_t spRuntimeDestroy(spRuntime_t rt) noexcept try {
 
 spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (s == nullptr) return spErrorInvalidValue;
   if (flags != spStreamDefault && flags != spStreamNonBlocking) return spErrorInvalidValue;
@@ -234,7 +241,7 @@ spError_t spStreamDestroy(spStream_t s) noexcept try {
 }
 
 spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (s == nullptr) return spErrorInvalidValue;
   auto h = r.LegacyStream(device);
@@ -269,7 +276,7 @@ spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept try {
 // ----------------------------------------------------------------- events
 
 spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (e == nullptr) return spErrorInvalidValue;
   auto h = r.CreateEvent();
@@ -281,7 +288,7 @@ spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept try {
 }
 
 spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (e == nullptr) return spErrorInvalidValue;
   auto h = r.CreateEvent(flags);
@@ -321,7 +328,7 @@ spError_t spEventQuery(spEvent_t e) noexcept try {
 }
 
 spError_t spDeviceSynchronize(spRuntime_t rt, int device) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   return ToError(r.DeviceSynchronize(device));
 } catch (...) {
@@ -363,7 +370,7 @@ spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) noex
 }
 
 spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   return ToError(r.HostAdvance(ns));
 } catch (...) {
@@ -371,7 +378,7 @@ spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept try {
 }
 
 spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (ns == nullptr) return spErrorInvalidValue;
   *ns = r.HostNow();
@@ -410,7 +417,7 @@ spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStr
     try {
   SP_RESOLVE(r, s);
   if (ptr == nullptr) return spErrorInvalidValue;
-  if (pool == nullptr) return spErrorInvalidResourceHandle;
+  if (pool == nullptr) return spErrorInvalidValue;
   auto a = r.MallocAsync(size, Value(pool), Value(s));
   *ptr = a.ok() ? a->ptr : nullptr;
   return ToError(a.status());
@@ -426,7 +433,7 @@ spError_t spFreeAsync(void* ptr, spStream_t s) noexcept try {
 }
 
 spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (ptr == nullptr) return spErrorInvalidValue;
   auto p = r.Malloc(size, device);
@@ -437,9 +444,28 @@ spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept
 }
 
 spError_t spFree(spRuntime_t rt, void* ptr) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   return ToError(r.Free(ptr));
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
+}
+
+spError_t spMallocHost(void** ptr, size_t size, spRuntime_t rt) noexcept try {
+  SP_CHECK_RUNTIME_HANDLE(rt);
+  SP_RESOLVE(r, rt);
+  if (ptr == nullptr) return spErrorInvalidValue;
+  auto p = r.MallocHost(size);
+  *ptr = p.ok() ? *p : nullptr;
+  return ToError(p.status());
+} catch (...) {
+  return streampool::internal::CurrentExceptionToError();
+}
+
+spError_t spFreeHost(spRuntime_t rt, void* ptr) noexcept try {
+  SP_CHECK_RUNTIME_HANDLE(rt);
+  SP_RESOLVE(r, rt);
+  return ToError(r.FreeHost(ptr));
 } catch (...) {
   return streampool::internal::CurrentExceptionToError();
 }
@@ -447,10 +473,10 @@ spError_t spFree(spRuntime_t rt, void* ptr) noexcept try {
 spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
   if (attr == nullptr || ptr == nullptr) return spErrorInvalidValue;
-  const uint32_t owner =
-      streampool::internal::Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(ptr));
+  const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
+      reinterpret_cast<uintptr_t>(ptr));
   if (owner == 0) return spErrorInvalidValue;
-  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Registry::Get().Find(owner);
+  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Process::Default().registry().Find(owner);
   if (rt == nullptr) return spErrorInvalidValue;
   auto a = rt->GetPointerAttributes(ptr);
   if (!a.ok()) return ToError(a.status());
@@ -467,7 +493,7 @@ spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noe
 
 spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props) noexcept
     try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
   PoolProps p;
@@ -483,7 +509,7 @@ spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProp
 spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
                                       const spMemPoolProps* props,
                                       const spUpstream* upstream) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr || upstream == nullptr || upstream->map == nullptr ||
       upstream->unmap == nullptr) {
@@ -507,7 +533,7 @@ spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
 spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
                                          const spMemPoolProps* props,
                                          const spUpstreamVmm* up) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (pool == nullptr || props == nullptr || up == nullptr || up->reserve == nullptr ||
       up->map == nullptr || up->unmap == nullptr || up->release == nullptr) {
@@ -534,7 +560,7 @@ spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
 }
 
 spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   return ToError(r.SetHugePageBudget(device, bytes));
 } catch (...) {
@@ -549,7 +575,7 @@ spError_t spMemPoolDestroy(spMemPool_t pool) noexcept try {
 }
 
 spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (pool == nullptr) return spErrorInvalidValue;
   auto h = r.DefaultPool(device);
@@ -561,7 +587,7 @@ spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int devic
 }
 
 spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   return ToError(r.SetCurrentPool(device, Value(pool)));
 } catch (...) {
@@ -569,7 +595,7 @@ spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) noexc
 }
 
 spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (pool == nullptr) return spErrorInvalidValue;
   auto h = r.CurrentPool(device);
@@ -661,7 +687,7 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept tr
 
 spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
                                      int accessible) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   return ToError(r.SetPeerAccessible(device, peerDevice, accessible != 0));
 } catch (...) {
@@ -670,7 +696,7 @@ spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
 
 spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice) noexcept
     try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (canAccess == nullptr) return spErrorInvalidValue;
   auto v = r.CanAccessPeer(device, peerDevice);
@@ -734,7 +760,7 @@ spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int h
 
 spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
                                              int handleType, unsigned flags) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (pool == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
     return spErrorInvalidValue;
@@ -752,10 +778,10 @@ spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, 
 spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) noexcept try {
   if (InHostCallback()) return spErrorNotSupported;
   if (data == nullptr || ptr == nullptr) return spErrorInvalidValue;
-  const uint32_t owner =
-      streampool::internal::Registry::Get().RuntimeOwning(reinterpret_cast<uintptr_t>(ptr));
+  const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
+      reinterpret_cast<uintptr_t>(ptr));
   if (owner == 0) return spErrorInvalidValue;
-  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Registry::Get().Find(owner);
+  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Process::Default().registry().Find(owner);
   if (rt == nullptr) return spErrorInvalidValue;
   auto d = rt->ExportPointer(ptr);
   if (!d.ok()) return ToError(d.status());
@@ -789,7 +815,7 @@ spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) noexcept tr
 }
 
 spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (e == nullptr) return spErrorInvalidValue;
   auto h = r.OpenIpcEvent(handle.reserved);
@@ -803,7 +829,7 @@ spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle ha
 // ------------------------------------------------------------- checker
 
 spError_t spCheckerEnable(spRuntime_t rt, int enable) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   r.EnableChecker(enable != 0, /*fatal=*/false);
   return spSuccess;
@@ -813,7 +839,7 @@ spError_t spCheckerEnable(spRuntime_t rt, int enable) noexcept try {
 
 spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
                               size_t* count) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   if (count == nullptr || (reports == nullptr && capacity != 0)) return spErrorInvalidValue;
   const std::vector<streampool::CheckReport> all = r.CheckReports();
@@ -837,7 +863,7 @@ spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t cap
 }
 
 spError_t spCheckerClearReports(spRuntime_t rt) noexcept try {
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle;
+  SP_CHECK_RUNTIME_HANDLE(rt);
   SP_RESOLVE(r, rt);
   r.ClearCheckReports();
   return spSuccess;

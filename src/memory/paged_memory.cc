@@ -50,14 +50,14 @@ class HugePageMemory final : public PhysicalMemory {
 
 class DvppMemory final : public PhysicalMemory {
  public:
-  DvppMemory(PagePolicy policy, bool touchable, HugePageBudget* budget)
-      : policy_(policy), touchable_(touchable), budget_(budget) {}
+  DvppMemory(PagePolicy policy, bool touchable, HugePageBudget* budget, DvppWindow& window)
+      : policy_(policy), touchable_(touchable), budget_(budget), window_(window) {}
 
   absl::StatusOr<Mapping> Map(uint64_t bytes) override {
     if (bytes == 0 || bytes % DvppWindow::kGranule != 0) {
       return absl::InvalidArgumentError(absl::StrCat(bytes, " is not whole 2 MiB granules"));
     }
-    DvppWindow& window = DvppWindow::Get();
+    DvppWindow& window = window_;
     void* at = window.Take(bytes);
     if (at == nullptr) {
       return absl::ResourceExhaustedError(
@@ -74,7 +74,7 @@ class DvppMemory final : public PhysicalMemory {
     } else if (budget_ != nullptr) {
       budget_->Give(m.huge_page_bytes + m.transparent_huge_page_bytes);
     }
-    DvppWindow::Get().Give(m.base, m.size);
+    window_.Give(m.base, m.size);
   }
   bool touchable() const override { return touchable_; }
   const char* name() const override { return "dvpp"; }
@@ -87,7 +87,7 @@ class DvppMemory final : public PhysicalMemory {
       return absl::InvalidArgumentError(
           absl::StrCat(bytes, " bytes aligned to ", alignment, " is no DVPP window range"));
     }
-    DvppWindow& window = DvppWindow::Get();
+    DvppWindow& window = window_;
     void* at = window.Take(bytes);
     if (at == nullptr) {
       return absl::ResourceExhaustedError(
@@ -106,14 +106,13 @@ class DvppMemory final : public PhysicalMemory {
       budget_->Give(m.huge_page_bytes + m.transparent_huge_page_bytes);
     }
   }
-  void ReleaseReservation(void* base, uint64_t bytes) override {
-    DvppWindow::Get().Give(base, bytes);
-  }
+  void ReleaseReservation(void* base, uint64_t bytes) override { window_.Give(base, bytes); }
 
  private:
   const PagePolicy policy_;
   const bool touchable_;
   HugePageBudget* const budget_;
+  DvppWindow& window_;
 };
 
 }  // namespace
@@ -122,17 +121,21 @@ struct DvppWindow::State {
   mutable absl::Mutex mu;
   std::vector<bool> used ABSL_GUARDED_BY(mu);
   uint64_t free_granules ABSL_GUARDED_BY(mu) = 0;
+  // The whole reservation, unaligned (null until the first Take).
+  void* raw ABSL_GUARDED_BY(mu) = nullptr;
 };
-
-DvppWindow& DvppWindow::Get() {
-  static DvppWindow* const window = new DvppWindow;  // lives as long as the process
-  return *window;
-}
 
 DvppWindow::DvppWindow() : state_(std::make_unique<State>()) {
   absl::MutexLock lock(&state_->mu);
   state_->used.assign(kSize / kGranule, false);
   state_->free_granules = kSize / kGranule;
+}
+
+// The owner outlives every upstream over the window, so nothing is mapped in
+// it by now; the address space goes back with it.
+DvppWindow::~DvppWindow() {
+  absl::MutexLock lock(&state_->mu);
+  if (state_->raw != nullptr) munmap(state_->raw, kSize + kGranule);
 }
 
 bool DvppWindow::ReserveLocked() {
@@ -144,6 +147,7 @@ bool DvppWindow::ReserveLocked() {
   const uint64_t span = kSize + kGranule;
   void* raw = SysMmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return false;
+  state_->raw = raw;
   const auto r = reinterpret_cast<uintptr_t>(raw);
   base_.store((r + kGranule - 1) & ~(kGranule - 1), std::memory_order_release);
   return true;
@@ -189,8 +193,8 @@ std::unique_ptr<PhysicalMemory> NewHugePageUpstream(PagePolicy policy, bool touc
 }
 
 std::unique_ptr<PhysicalMemory> NewDvppUpstream(PagePolicy policy, bool touchable,
-                                                HugePageBudget* budget) {
-  return std::make_unique<DvppMemory>(policy, touchable, budget);
+                                                HugePageBudget* budget, DvppWindow& window) {
+  return std::make_unique<DvppMemory>(policy, touchable, budget, window);
 }
 
 }  // namespace streampool::internal

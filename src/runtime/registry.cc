@@ -7,11 +7,6 @@
 
 namespace streampool::internal {
 
-Registry& Registry::Get() {
-  static Registry* const registry = new Registry;  // never destroyed: used at exit
-  return *registry;
-}
-
 uint32_t Registry::NextRuntimeId() {
   MutexLock lock(&mu_);
   if (next_id_ > kMaxRuntimeId) return 0;
@@ -43,14 +38,18 @@ RuntimeImpl* Registry::FindCached(uint32_t id) {
   // The cached shared_ptr keeps the runtime alive while cached; the epoch
   // check makes a destroyed runtime miss at once.
   struct Cache {
+    const Registry* registry = nullptr;
     uint32_t id = 0;
     uint64_t epoch = 0;
     std::shared_ptr<RuntimeImpl> rt;
   };
   thread_local Cache cache;
   const uint64_t epoch = epoch_.load(std::memory_order_acquire);
-  if (cache.id == id && cache.epoch == epoch && cache.rt != nullptr) return cache.rt.get();
+  if (cache.registry == this && cache.id == id && cache.epoch == epoch && cache.rt != nullptr) {
+    return cache.rt.get();
+  }
   cache.rt = Find(id);
+  cache.registry = this;
   cache.id = id;
   cache.epoch = epoch;
   return cache.rt.get();

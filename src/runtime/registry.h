@@ -17,9 +17,12 @@ namespace streampool::internal {
 
 class RuntimeImpl;
 
+// One per Process (src/runtime/process.h).
 class Registry {
  public:
-  static Registry& Get();
+  Registry() = default;
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
 
   // A fresh runtime id, or 0 when ids are exhausted.
   uint32_t NextRuntimeId();

@@ -151,6 +151,16 @@ absl::StatusOr<void*> Runtime::Malloc(uint64_t size, int device) {
 absl::Status Runtime::Free(void* ptr) {
   return internal::Guarded([&]() -> absl::Status { return impl_->Free(ptr); });
 }
+absl::StatusOr<void*> Runtime::MallocHost(uint64_t size) {
+  return internal::Guarded([&]() -> absl::StatusOr<void*> { return impl_->MallocHost(size); });
+}
+absl::Status Runtime::FreeHost(void* ptr) {
+  return internal::Guarded([&]() -> absl::Status { return impl_->FreeHost(ptr); });
+}
+absl::StatusOr<DeviceMemInfo> Runtime::MemGetInfo(int device) const {
+  return internal::Guarded(
+      [&]() -> absl::StatusOr<DeviceMemInfo> { return impl_->MemGetInfo(device); });
+}
 absl::StatusOr<PointerAttributes> Runtime::GetPointerAttributes(const void* ptr) const {
   return internal::Guarded(
       [&]() -> absl::StatusOr<PointerAttributes> { return impl_->GetPointerAttributes(ptr); });

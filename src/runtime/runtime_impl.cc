@@ -32,12 +32,13 @@ std::function<void()> AsHostCallback(std::function<void()> fn) {
   };
 }
 
-absl::Status InvalidHandle(const char* what) {
+// A NULL handle is a bad argument (CUDA answers a NULL pool or event so); a
+// handle that names nothing live is an invalid handle.
+absl::Status InvalidHandle(const char* what, uint64_t h) {
+  if (h == 0) return absl::InvalidArgumentError(absl::StrCat("NULL ", what, " handle"));
   return absl::NotFoundError(absl::StrCat("invalid or destroyed ", what, " handle"));
 }
 
-// Malloc maps whole pages: it is the upstream alone, as cudaMalloc would be.
-constexpr uint64_t kMallocGranularity = 4096;
 // Streams alive at once (slots): the widest clock we are willing to keep.
 constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
 
@@ -128,12 +129,15 @@ bool InHostCallback() { return in_host_callback; }
 class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
  public:
   RegisteringUpstream(std::shared_ptr<PhysicalMemory> inner, RuntimeImpl* rt)
-      : inner_(std::move(inner)), runtime_id_(rt->id_), rt_(rt) {}
+      : inner_(std::move(inner)),
+        runtime_id_(rt->id_),
+        rt_(rt),
+        registry_(rt->process_.registry()) {}
   absl::StatusOr<Mapping> Map(uint64_t bytes) override {
     absl::StatusOr<Mapping> m = inner_->Map(bytes);
     if (m.ok()) {
-      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
-                               inner_->touchable());
+      registry_.AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
+                         inner_->touchable());
     }
     return m;
   }
@@ -141,7 +145,7 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
     // Pools unmap only under the runtime's lock.
     rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
-    Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    registry_.RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     inner_->Unmap(mapping);
   }
   bool touchable() const override { return inner_->touchable(); }
@@ -153,27 +157,26 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
   absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
     absl::StatusOr<void*> p = inner_->Reserve(bytes, alignment);
     if (p.ok()) {
-      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(*p), bytes, runtime_id_, false);
+      registry_.AddRange(reinterpret_cast<uintptr_t>(*p), bytes, runtime_id_, false);
     }
     return p;
   }
   absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
     absl::StatusOr<Mapping> m = inner_->MapAt(addr, bytes);
     if (m.ok()) {
-      Registry::Get().AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
-                               inner_->touchable());
+      registry_.AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
+                         inner_->touchable());
     }
     return m;
   }
   void UnmapAt(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
-    Registry::Get().AddRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size, runtime_id_,
-                             false);
+    registry_.AddRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size, runtime_id_, false);
     inner_->UnmapAt(mapping);
   }
   void ReleaseReservation(void* base, uint64_t bytes) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(base), bytes);
-    Registry::Get().RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
+    registry_.RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
     inner_->ReleaseReservation(base, bytes);
   }
 
@@ -181,6 +184,7 @@ class RuntimeImpl::RegisteringUpstream final : public PhysicalMemory {
   std::shared_ptr<PhysicalMemory> inner_;
   uint32_t runtime_id_;
   RuntimeImpl* rt_;
+  Registry& registry_;
 };
 
 // Answers the pool's questions for one allocation on stream t.
@@ -216,11 +220,8 @@ class Oracle final : public OrderOracle {
 
 // ------------------------------------------------------------ lifecycle
 
-RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id)
-    : config_(config),
-      id_(id),
-      streams_(HandleKind::kStream, id),
-      pool_slots_(HandleKind::kPool, id) {}
+RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id, Process& process)
+    : config_(config), id_(id), process_(process), streams_(HandleKind::kStream, id), pools_(id) {}
 
 RuntimeImpl::~RuntimeImpl() {
   MutexLock lock(&mu_);
@@ -229,7 +230,8 @@ RuntimeImpl::~RuntimeImpl() {
 
 uint64_t RuntimeImpl::handle() const { return MakeHandle(HandleKind::kRuntime, id_, 0); }
 
-absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeConfig& config) {
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeConfig& config,
+                                                                 Process& process) {
   if (config.device_count < 1 || config.device_count > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("deviceCount must be in [1, 64], got ", config.device_count));
@@ -246,9 +248,9 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
   if (config.executor != ExecutorKind::kSimulator && config.executor != ExecutorKind::kThreads) {
     return absl::InvalidArgumentError("unknown executor");
   }
-  const uint32_t id = Registry::Get().NextRuntimeId();
+  const uint32_t id = process.registry().NextRuntimeId();
   if (id == 0) return absl::ResourceExhaustedError("runtime ids exhausted");
-  std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id));
+  std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id, process));
   {
     MutexLock lock(&rt->mu_);
     absl::Status s = rt->Init();
@@ -257,7 +259,7 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
       return s;
     }
   }
-  Registry::Get().Add(id, rt);
+  process.registry().Add(id, rt);
   return rt;
 }
 
@@ -276,6 +278,8 @@ absl::Status RuntimeImpl::Init() {
   std::unique_ptr<PhysicalMemory> inner =
       config_.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory();
   upstream_ = std::make_shared<RegisteringUpstream>(std::move(inner), this);
+  // Pinned host memory is the host's own, touchable whatever the devices' backing.
+  host_upstream_ = std::make_shared<RegisteringUpstream>(NewHostMemory(), this);
   if (config_.check_stream_order) checker_ = std::make_unique<StreamOrderChecker>();
   if (const char* env = std::getenv("STREAMPOOL_CHECK_STREAM_ORDER")) {
     const std::string mode = env;
@@ -317,7 +321,7 @@ absl::Status RuntimeImpl::Init() {
     props.device = d;
     absl::StatusOr<uint64_t> pool = CreatePoolLocked(props, nullptr);
     if (!pool.ok()) return pool.status();
-    pools_[*pool].attrs.is_default = true;
+    (*pools_.Find(*pool))->attrs.is_default = true;
     dev.default_pool = *pool;
     dev.current_pool.store(*pool, std::memory_order_release);
   }
@@ -330,7 +334,7 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) 
       static_cast<uint8_t>(KindOf(handle)) > static_cast<uint8_t>(HandleKind::kPool)) {
     return absl::NotFoundError("invalid handle");
   }
-  std::shared_ptr<RuntimeImpl> rt = Registry::Get().Find(RuntimeIdOf(handle));
+  std::shared_ptr<RuntimeImpl> rt = Process::Default().registry().Find(RuntimeIdOf(handle));
   if (rt == nullptr) return absl::NotFoundError("handle of a destroyed or unknown runtime");
   return rt;
 }
@@ -338,16 +342,17 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) 
 RuntimeImpl* RuntimeImpl::FindFast(uint64_t handle) {
   const auto kind = static_cast<uint8_t>(KindOf(handle));
   if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kPool)) return nullptr;
-  return Registry::Get().FindCached(RuntimeIdOf(handle));
+  return Process::Default().registry().FindCached(RuntimeIdOf(handle));
 }
 
 absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
   if (KindOf(runtime_handle) != HandleKind::kRuntime || ObjectIdOf(runtime_handle) != 0) {
-    return InvalidHandle("runtime");
+    return InvalidHandle("runtime", runtime_handle);
   }
   if (in_host_callback) return absl::UnimplementedError("API call from a host function");
-  std::shared_ptr<RuntimeImpl> rt = Registry::Get().Remove(RuntimeIdOf(runtime_handle));
-  if (rt == nullptr) return InvalidHandle("runtime");
+  std::shared_ptr<RuntimeImpl> rt =
+      Process::Default().registry().Remove(RuntimeIdOf(runtime_handle));
+  if (rt == nullptr) return InvalidHandle("runtime", runtime_handle);
   MutexLock lock(&rt->mu_);
   rt->TearDown();
   return absl::OkStatus();
@@ -366,14 +371,9 @@ void RuntimeImpl::TearDown() {
     WaitPoints(all);
     executor_->RunDueEffects();
   }
-  for (auto& [base, rec] : allocs_) {
-    if (rec.pool == nullptr && rec.imported == nullptr) UnmapMalloc(rec);
-  }
+  direct_.UnmapAll();
   allocs_.clear();
-  malloc_ranges_.clear();
-  pools_.clear();  // ~MemPool returns every chunk
-  draining_pools_.clear();
-  imported_pools_.clear();  // ~ImportedPool unmaps what it mapped
+  pools_.Clear();
   events_.clear();
   // Worker threads end with the runtime, not with the last reference to this
   // object (a thread's cached lookup may keep it alive a while longer, and a
@@ -418,21 +418,14 @@ uint64_t RuntimeImpl::NewHandle(HandleKind kind) {
 
 absl::StatusOr<RuntimeImpl::StreamRec*> RuntimeImpl::FindStream(uint64_t h) {
   StreamRec* rec = streams_.Find(h);
-  if (rec == nullptr) return InvalidHandle("stream");
+  if (rec == nullptr) return InvalidHandle("stream", h);
   return rec;
 }
 
 absl::StatusOr<RuntimeImpl::EventRec*> RuntimeImpl::FindEvent(uint64_t h) {
-  if (KindOf(h) != HandleKind::kEvent || RuntimeIdOf(h) != id_) return InvalidHandle("event");
+  if (KindOf(h) != HandleKind::kEvent || RuntimeIdOf(h) != id_) return InvalidHandle("event", h);
   auto it = events_.find(h);
-  if (it == events_.end()) return InvalidHandle("event");
-  return &it->second;
-}
-
-absl::StatusOr<RuntimeImpl::PoolRec*> RuntimeImpl::FindPool(uint64_t h) {
-  if (KindOf(h) != HandleKind::kPool || RuntimeIdOf(h) != id_) return InvalidHandle("pool");
-  auto it = pools_.find(h);
-  if (it == pools_.end()) return InvalidHandle("pool");
+  if (it == events_.end()) return InvalidHandle("event", h);
   return &it->second;
 }
 
@@ -476,43 +469,6 @@ Position RuntimeImpl::ExecutedThrough(StreamIndex s) {
   return c >= last ? ordering_.pos(s) : c;
 }
 
-void RuntimeImpl::AfterCompletion(bool release) {
-  for (auto& [h, rec] : pools_) {
-    if (rec.mem() == nullptr) continue;  // imported: retired below
-    rec.mem()->Promote(ordering_.done());
-    // Exportable pools never give memory back while they live (CUDA F.11.4):
-    // another process may map any of their chunks at any time.
-    if (release && rec.memfd() == nullptr) rec.mem()->ReleaseAtSync();
-  }
-  for (auto& [h, pool] : draining_pools_) pool->Promote(ordering_.done());
-  for (auto& [h, imported] : imported_pools_) imported->Retire(ordering_.done());
-  ReapDestroyedPools();
-  ReapImportedPools();
-}
-
-void RuntimeImpl::ReapImportedPools() {
-  for (auto it = imported_pools_.begin(); it != imported_pools_.end();) {
-    if (!pools_.contains(it->first) && it->second->empty()) {
-      imported_pools_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void RuntimeImpl::ReapDestroyedPools() {
-  // A destroyed pool keeps nothing it does not have to: every chunk goes back
-  // as soon as it is wholly free, and the pool itself once nothing is left.
-  for (auto it = draining_pools_.begin(); it != draining_pools_.end();) {
-    it->second->Release(0);
-    if (!it->second->has_live_or_pending() && it->second->reserved() == 0) {
-      draining_pools_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-}
-
 std::vector<StreamIndex> RuntimeImpl::StreamsOfDevice(int device) const {
   std::vector<StreamIndex> out;
   for (StreamIndex s = 0; s < ordering_.stream_count(); ++s) {
@@ -533,7 +489,7 @@ absl::Status RuntimeImpl::SyncStreams(absl::Span<const StreamIndex> streams) {
   WaitPoints(points);
   executor_->RunDueEffects();
   for (const VectorClock& proof : proofs) ordering_.MarkComplete(proof);
-  AfterCompletion(/*release=*/true);
+  pools_.AfterCompletion(ordering_.done(), /*release=*/true);
   return absl::OkStatus();
 }
 
@@ -579,13 +535,12 @@ std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int 
   // Memory of any runtime is touched only while mapped and touchable; a range
   // that was runtime memory at enqueue and is unmapped since is skipped, as it
   // may belong to someone else by now. Other memory is the caller's.
-  const Registry& reg = Registry::Get();
+  const Registry& reg = process_.registry();
   const auto d = reinterpret_cast<uintptr_t>(dst);
   const auto s = reinterpret_cast<uintptr_t>(src);
   const bool dst_managed = reg.Intersects(d, bytes);
   const bool src_managed = src != nullptr && reg.Intersects(s, bytes);
-  return [dst, src, value, bytes, d, s, dst_managed, src_managed]() {
-    const Registry& reg = Registry::Get();
+  return [&reg, dst, src, value, bytes, d, s, dst_managed, src_managed]() {
     const auto ok = [&](uintptr_t p, bool managed) {
       return managed ? reg.Intersects(p, bytes) && reg.SafeToTouch(p, bytes)
                      : reg.SafeToTouch(p, bytes);
@@ -597,11 +552,6 @@ std::function<void()> RuntimeImpl::MemoryEffect(void* dst, const void* src, int 
       std::memset(dst, value, bytes);
     }
   };
-}
-
-void RuntimeImpl::UnmapMalloc(const AllocRec& rec) {
-  devices_[rec.device].budget->Release(rec.mapping.size);
-  upstream_->Unmap(rec.mapping);
 }
 
 // --------------------------------------------------------------- streams
@@ -666,7 +616,7 @@ absl::Status RuntimeImpl::DestroyStream(uint64_t s) {
   streams_.Remove(s);
   // Its frees waiting in front caches go central (where they stay pending on
   // the dead stream until proven or observed complete).
-  ForEachMemPool([idx](MemPool& pool) { pool.RetireCache(idx); });
+  pools_.ForEachMemPool([idx](MemPool& pool) { pool.RetireCache(idx); });
   if (adapter_ == nullptr && (sim_ == nullptr || !sim_->record_timeline())) {
     ordering_.RetireStream(idx);
     retired_slots_.push_back(idx);
@@ -688,10 +638,7 @@ bool RuntimeImpl::SlotIdle(StreamIndex s) {
     return !pool.HasPendingOn(s);
   };
   bool idle = true;
-  for (const auto& [h, rec] : pools_) {
-    if (rec.mem() != nullptr) idle = settle(*rec.mem()) && idle;
-  }
-  for (const auto& [h, pool] : draining_pools_) idle = settle(*pool) && idle;
+  pools_.ForEachMemPool([&](MemPool& pool) { idle = settle(pool) && idle; });
   return idle;
 }
 
@@ -744,7 +691,7 @@ absl::Status RuntimeImpl::StreamQuery(uint64_t s) {
     return absl::UnavailableError("stream has work pending");
   }
   ordering_.MarkComplete(ordering_.clock(idx));
-  AfterCompletion(/*release=*/false);
+  pools_.AfterCompletion(ordering_.done(), /*release=*/false);
   return absl::OkStatus();
 }
 
@@ -878,7 +825,7 @@ absl::Status RuntimeImpl::EventSynchronize(uint64_t e) {
   WaitPoints({&point, 1});
   executor_->RunDueEffects();
   ordering_.MarkComplete(proof);
-  AfterCompletion(/*release=*/true);
+  pools_.AfterCompletion(ordering_.done(), /*release=*/true);
   return absl::OkStatus();
 }
 
@@ -899,7 +846,7 @@ absl::Status RuntimeImpl::EventQuery(uint64_t e) {
     return absl::UnavailableError("event's record has not completed");
   }
   ordering_.MarkComplete((*ev)->snapshot);
-  AfterCompletion(/*release=*/false);
+  pools_.AfterCompletion(ordering_.done(), /*release=*/false);
   return absl::OkStatus();
 }
 
@@ -1054,14 +1001,6 @@ void RuntimeImpl::UpdateFastPath() {
   fast_path_.store(on, std::memory_order_release);
 }
 
-template <typename Fn>
-void RuntimeImpl::ForEachMemPool(Fn fn) {
-  for (auto& [h, rec] : pools_) {
-    if (rec.mem() != nullptr) fn(*rec.mem());
-  }
-  for (auto& [h, pool] : draining_pools_) fn(*pool);
-}
-
 bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
                                 AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Lock-free reads throughout: the handle tables, the device's current pool
@@ -1073,8 +1012,7 @@ bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
                           ? pool
                           : devices_[rec->device.load(std::memory_order_relaxed)].current_pool.load(
                                 std::memory_order_acquire);
-  const PoolSlot* slot = pool_slots_.Find(ph);
-  MemPool* mp = slot == nullptr ? nullptr : slot->pool.load(std::memory_order_acquire);
+  MemPool* mp = pools_.FindFast(ph);
   if (mp == nullptr) return false;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
   Block* b;
@@ -1088,7 +1026,7 @@ bool RuntimeImpl::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
   if (!page_map_.Set(b->addr(), b)) {
     // No memory for a page-map node: the hash map holds it instead.
     MutexLock lock(&mu_);
-    if (absl::StatusOr<PoolRec*> prec = FindPool(mp->owner_handle()); prec.ok()) {
+    if (absl::StatusOr<PoolRec*> prec = pools_.Find(mp->owner_handle()); prec.ok()) {
       RecordPoolAlloc(mp->owner_handle(), **prec, b);
     }
   }
@@ -1147,7 +1085,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   if (!rec.ok()) return rec.status();
   const uint64_t pool_handle =
       pool != 0 ? pool : devices_[(*rec)->device].current_pool.load(std::memory_order_relaxed);
-  absl::StatusOr<PoolRec*> prec = FindPool(pool_handle);
+  absl::StatusOr<PoolRec*> prec = pools_.Find(pool_handle);
   if (!prec.ok()) return prec.status();
   if ((*prec)->imported() != nullptr) {
     return absl::InvalidArgumentError("an imported pool cannot allocate (CUDA F.11.5)");
@@ -1197,6 +1135,34 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
     FreeClaimed(b, idx, AdvancePoint(idx, OpKind::kFreeMarker));
     return absl::OkStatus();
   }
+  if (std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr))) {
+    if (*device < 0) {
+      return absl::InvalidArgumentError("pinned host memory is freed with spFreeHost");
+    }
+    ChargeCall();
+    // Malloc memory goes back to the upstream when the free executes in
+    // stream order, not before: earlier work on the stream may still use it.
+    DirectMemory::Allocation a = *direct_.Take(reinterpret_cast<uintptr_t>(ptr));
+    OpDesc marker;
+    marker.kind = OpKind::kFreeMarker;
+    if (executor_->blocks_host()) {
+      // Runs on a worker thread, outside any API call.
+      marker.effect = [this, a]() {
+        MutexLock lock(&mu_);
+        DirectMemory::Unmap(a);
+      };
+    } else {
+      // Runs inside an API call that already holds the lock.
+      marker.effect = [a]() { DirectMemory::Unmap(a); };
+    }
+    const Position f = EnqueueOp(idx, std::move(marker));
+    if (checker_) {
+      checker_->OnFree(reinterpret_cast<uintptr_t>(ptr), idx, f, ordering_.clock(idx),
+                       SimLastEnd(idx));
+      CheckerAfterEvent();
+    }
+    return absl::OkStatus();
+  }
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) {
     return absl::InvalidArgumentError(
@@ -1219,30 +1185,6 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
     imported->FreeAsync(base, idx, f);
     return absl::OkStatus();
   }
-  if (it->second.pool == nullptr) {
-    // Malloc memory goes back to the upstream when the free executes in
-    // stream order, not before: earlier work on the stream may still use it.
-    AllocRec r = it->second;
-    malloc_ranges_.erase(it->first);
-    allocs_.erase(it);
-    if (executor_->blocks_host()) {
-      // Runs on a worker thread, outside any API call.
-      marker.effect = [this, r]() {
-        MutexLock lock(&mu_);
-        UnmapMalloc(r);
-      };
-    } else {
-      // Runs inside an API call that already holds the lock.
-      marker.effect = [this, r]() ABSL_NO_THREAD_SAFETY_ANALYSIS { UnmapMalloc(r); };
-    }
-    const Position f = EnqueueOp(idx, std::move(marker));
-    if (checker_) {
-      checker_->OnFree(reinterpret_cast<uintptr_t>(ptr), idx, f, ordering_.clock(idx),
-                       SimLastEnd(idx));
-      CheckerAfterEvent();
-    }
-    return absl::OkStatus();
-  }
   // A pool block the page map could not hold.
   Block* block = it->second.block;
   allocs_.erase(it);
@@ -1253,28 +1195,49 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) {
 absl::StatusOr<void*> RuntimeImpl::Malloc(uint64_t size, int device) {
   SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  return AllocateDirect(size, device);
+}
+
+absl::StatusOr<void*> RuntimeImpl::MallocHost(uint64_t size) {
+  SP_ENTER();
+  return AllocateDirect(size, -1);
+}
+
+absl::StatusOr<void*> RuntimeImpl::AllocateDirect(uint64_t size, int device) {
   if (size == 0) return nullptr;
-  const std::optional<uint64_t> bytes = CheckedAlignUp(size, kMallocGranularity);
-  DeviceBudget& budget = *devices_[device].budget;
-  if (!bytes || !budget.TryReserve(*bytes)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("device ", device, " cannot hold ", size, " more bytes"));
+  const bool host = device < 0;
+  absl::StatusOr<void*> p = direct_.Allocate(size, device, host ? *host_upstream_ : *upstream_,
+                                             host ? host_budget_ : *devices_[device].budget);
+  if (!p.ok()) return p.status();
+  ChargeCall();
+  // No access rights: as in CUDA, every device may touch either kind.
+  if (checker_) {
+    checker_->OnAlloc(reinterpret_cast<uintptr_t>(*p), size, kNoStream, 0, executor_->Now(),
+                      nullptr);
   }
-  absl::StatusOr<Mapping> m = upstream_->Map(*bytes);
-  if (!m.ok()) {
-    budget.Release(*bytes);
-    return absl::ResourceExhaustedError(m.status().message());
+  return *p;
+}
+
+absl::Status RuntimeImpl::FreeHost(void* ptr) {
+  SP_ENTER();
+  if (ptr == nullptr) return absl::OkStatus();
+  const std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr));
+  if (!device || *device >= 0) {
+    return absl::InvalidArgumentError(
+        "pointer is not live pinned host memory of this runtime (double free or foreign "
+        "pointer)");
   }
   ChargeCall();
-  AllocRec r;
-  r.mapping = *m;
-  r.device = device;
-  r.requested = size;
-  const auto base = reinterpret_cast<uintptr_t>(m->base);
-  allocs_.emplace(base, r);
-  malloc_ranges_.emplace(base, *bytes);
-  if (checker_) checker_->OnAlloc(base, *bytes, kNoStream, 0, executor_->Now(), nullptr);
-  return m->base;
+  if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
+  DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceMemInfo> RuntimeImpl::MemGetInfo(int device) {
+  SP_ENTER();
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  const DeviceBudget& budget = *devices_[device].budget;
+  return DeviceMemInfo{budget.capacity() - budget.used(), budget.capacity()};
 }
 
 absl::Status RuntimeImpl::Free(void* ptr) {
@@ -1284,6 +1247,15 @@ absl::Status RuntimeImpl::Free(void* ptr) {
     ChargeCall();
     if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
     static_cast<MemPool*>(b->chunk->pool)->FreeNow(b);
+    return absl::OkStatus();
+  }
+  if (std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr))) {
+    if (*device < 0) {
+      return absl::InvalidArgumentError("pinned host memory is freed with spFreeHost");
+    }
+    ChargeCall();
+    if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
+    DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
     return absl::OkStatus();
   }
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
@@ -1297,12 +1269,7 @@ absl::Status RuntimeImpl::Free(void* ptr) {
   if (checker_) checker_->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), executor_->Now());
   if (r.imported != nullptr) {
     r.imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
-    ReapImportedPools();
-    return absl::OkStatus();
-  }
-  if (r.pool == nullptr) {
-    malloc_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
-    UnmapMalloc(r);
+    pools_.ReapImported();
     return absl::OkStatus();
   }
   r.pool->FreeNow(r.block);
@@ -1313,16 +1280,12 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
   SP_ENTER();
   const auto addr = reinterpret_cast<uintptr_t>(ptr);
   PointerAttributes out;
-  auto mit = malloc_ranges_.upper_bound(addr);
-  if (mit != malloc_ranges_.begin()) {
-    --mit;
-    if (addr < mit->first + mit->second) {
-      const AllocRec& r = allocs_.at(mit->first);
-      out.device = r.device;
-      out.base = reinterpret_cast<void*>(mit->first);
-      out.size = r.requested;
-      return out;
-    }
+  uintptr_t direct_base;
+  if (const DirectMemory::Allocation* a = direct_.Containing(addr, &direct_base)) {
+    out.device = a->device;
+    out.base = reinterpret_cast<void*>(direct_base);
+    out.size = a->requested;
+    return out;
   }
   // The start of an allocation (the common question) without walking blocks.
   if (const Block* b = page_map_.Get(addr)) {
@@ -1355,21 +1318,17 @@ absl::StatusOr<PointerAttributes> RuntimeImpl::GetPointerAttributes(const void* 
     out.size = b->requested;
     return true;
   };
-  for (auto& [h, rec] : pools_) {
-    if (rec.mem() != nullptr && lookup(h, *rec.mem())) return out;
-  }
-  for (auto& [h, pool] : draining_pools_) {
-    if (lookup(h, *pool)) return out;
-  }
-  for (auto& [h, imported] : imported_pools_) {
-    const ImportedPool::Import* imp = imported->LiveContaining(addr);
-    if (imp == nullptr) continue;
-    out.device = imported->header().device;
+  if (pools_.AnyMemPool(lookup)) return out;
+  const bool imported = pools_.AnyImported([&](uint64_t h, ImportedPool& pool) {
+    const ImportedPool::Import* imp = pool.LiveContaining(addr);
+    if (imp == nullptr) return false;
+    out.device = pool.header().device;
     out.pool = PoolId{h};
     out.base = reinterpret_cast<void*>(imp->base);
     out.size = imp->requested;
-    return out;
-  }
+    return true;
+  });
+  if (imported) return out;
   return absl::InvalidArgumentError("pointer is not inside a live allocation");
 }
 
@@ -1383,7 +1342,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePool(const PoolProps& props,
 
 absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
     const PoolProps& props, std::shared_ptr<PhysicalMemory> custom_upstream) {
-  if (!pool_slots_.HasRoom()) {
+  if (!pools_.HasRoom()) {
     return absl::ResourceExhaustedError("this runtime's pool handles are used up");
   }
   const int type = static_cast<int>(props.alloc_type);
@@ -1436,7 +1395,8 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
         break;
       case UpstreamKind::kDvpp:
         upstream =
-            NewDvppUpstream(props.page_policy, touchable, devices_[props.device].huge_budget.get());
+            NewDvppUpstream(props.page_policy, touchable, devices_[props.device].huge_budget.get(),
+                            process_.dvpp_window());
         break;
     }
   }
@@ -1463,21 +1423,19 @@ absl::StatusOr<uint64_t> RuntimeImpl::CreatePoolLocked(
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
   auto pool =
       std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget, reservation);
-  absl::StatusOr<uint64_t> added =
-      pool_slots_.Add([&pool](PoolSlot& slot, uint64_t) { slot.pool = pool.get(); });
-  if (!added.ok()) return absl::ResourceExhaustedError("this runtime's pool handles are used up");
-  const uint64_t h = *added;
-  pool->set_owner(h, memfd);
+  MemPool& mp = *pool;
   PoolRec rec;
   if (memfd != nullptr) {
-    rec.kind = ExportablePool{std::move(pool), memfd};
+    rec.kind = PoolTable::ExportablePool{std::move(pool), memfd};
   } else {
-    rec.kind = LocalPool{std::move(pool)};
+    rec.kind = PoolTable::LocalPool{std::move(pool)};
   }
   rec.attrs.device = pinned ? -1 : props.device;
   rec.attrs.access = NewAccessRights(rec.attrs.device, props.alloc_type);
-  pools_.emplace(h, std::move(rec));
-  return h;
+  absl::StatusOr<uint64_t> h = pools_.Add(std::move(rec));
+  if (!h.ok()) return h.status();
+  mp.set_owner(*h, memfd);
+  return *h;
 }
 
 std::shared_ptr<AccessRights> RuntimeImpl::NewAccessRights(int device, AllocationType type) const {
@@ -1494,32 +1452,19 @@ std::shared_ptr<AccessRights> RuntimeImpl::NewAccessRights(int device, Allocatio
 
 absl::Status RuntimeImpl::DestroyPool(uint64_t pool) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->attrs.is_default)
     return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
-  if ((*rec)->imported() != nullptr) {
-    // Live imports stay valid until freed, as a destroyed pool's allocations do.
-    pools_.erase(pool);
-    pool_slots_.Remove(pool);
-    ReapImportedPools();
-    return absl::OkStatus();
-  }
-  for (int i = 0; i < config_.device_count; ++i) {
-    Device& d = devices_[i];
-    if (d.current_pool.load(std::memory_order_relaxed) == pool) {
-      d.current_pool.store(d.default_pool, std::memory_order_release);
+  if ((*rec)->imported() == nullptr) {
+    for (int i = 0; i < config_.device_count; ++i) {
+      Device& d = devices_[i];
+      if (d.current_pool.load(std::memory_order_relaxed) == pool) {
+        d.current_pool.store(d.default_pool, std::memory_order_release);
+      }
     }
   }
-  std::unique_ptr<MemPool> mp = (*rec)->TakeMem();
-  pools_.erase(pool);
-  pool_slots_.Remove(pool);
-  // What its caches hold goes central; a destroyed pool caches nothing more.
-  mp->set_front_cache(false);
-  if (mp->has_live_or_pending()) {
-    draining_pools_.emplace(pool, std::move(mp));
-    ReapDestroyedPools();  // releases what is already wholly free
-  }
+  pools_.Remove(pool);
   return absl::OkStatus();
 }
 
@@ -1545,7 +1490,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::CurrentPool(int device) {
 absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
   SP_ENTER();
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) {
     return absl::InvalidArgumentError("an imported pool cannot be current (CUDA F.11.5)");
@@ -1560,7 +1505,7 @@ absl::Status RuntimeImpl::SetCurrentPool(int device, uint64_t pool) {
 
 absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_t value) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return SetAttribute(**(*rec)->imported(), attr, value);
   return SetAttribute(*(*rec)->mem(), attr, value);
@@ -1568,7 +1513,7 @@ absl::Status RuntimeImpl::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_
 
 absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr attr) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return GetAttribute(**(*rec)->imported(), attr);
   return GetAttribute(*(*rec)->mem(), attr);
@@ -1576,7 +1521,7 @@ absl::StatusOr<uint64_t> RuntimeImpl::GetPoolAttribute(uint64_t pool, PoolAttr a
 
 absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   // IPC pools keep their memory (CUDA F.11.4, F.11.5): TrimTo is a no-op.
   if ((*rec)->imported() != nullptr || (*rec)->memfd() != nullptr) return absl::OkStatus();
@@ -1586,7 +1531,7 @@ absl::Status RuntimeImpl::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
 
 absl::StatusOr<PoolStats> RuntimeImpl::GetPoolStats(uint64_t pool) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return (*(*rec)->imported())->Stats();
   return (*rec)->mem()->Stats();
@@ -1594,7 +1539,7 @@ absl::StatusOr<PoolStats> RuntimeImpl::GetPoolStats(uint64_t pool) {
 
 absl::Status RuntimeImpl::CheckPoolInvariants(uint64_t pool) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return absl::OkStatus();  // no blocks of its own
   if (!(*rec)->mem()->CheckInvariants()) return absl::InternalError("pool invariants broken");
@@ -1626,7 +1571,7 @@ absl::StatusOr<bool> RuntimeImpl::CanAccessPeer(int device, int peer) {
 
 absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc> descs) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   const PoolRec& p = **rec;
   // Every descriptor is checked before any applies: a failed call changes
@@ -1681,7 +1626,7 @@ absl::Status RuntimeImpl::SetPoolAccess(uint64_t pool, absl::Span<const MemAcces
 
 absl::StatusOr<MemAccessFlags> RuntimeImpl::GetPoolAccess(uint64_t pool, MemLocation location) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   const PoolRec& p = **rec;
   if (location.type == MemLocationType::kHost) {
@@ -1699,7 +1644,7 @@ absl::StatusOr<MemAccessFlags> RuntimeImpl::GetPoolAccess(uint64_t pool, MemLoca
 
 absl::StatusOr<int> RuntimeImpl::ExportPool(uint64_t pool) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->memfd() == nullptr) {
     return absl::InvalidArgumentError(
@@ -1729,33 +1674,29 @@ absl::StatusOr<uint64_t> RuntimeImpl::ImportPool(int fd) {
   }
   ImportedPool::Hooks hooks;
   const uint32_t id = id_;
-  hooks.mapped = [id](uintptr_t base, uint64_t size) {
-    Registry::Get().AddRange(base, size, id, /*touchable=*/true);
+  Registry& registry = process_.registry();
+  hooks.mapped = [id, &registry](uintptr_t base, uint64_t size) {
+    registry.AddRange(base, size, id, /*touchable=*/true);
   };
   // Imported pools map and unmap only under the runtime's lock.
-  hooks.unmapped = [this](uintptr_t base, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  hooks.unmapped = [this, &registry](uintptr_t base, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OnUnmapped(base, size);
-    Registry::Get().RemoveRange(base, size);
+    registry.RemoveRange(base, size);
   };
-  if (!pool_slots_.HasRoom()) {
+  if (!pools_.HasRoom()) {
     return absl::ResourceExhaustedError("this runtime's pool handles are used up");
   }
   auto imported = std::make_shared<ImportedPool>(own, *header, std::move(hooks));
-  absl::StatusOr<uint64_t> added = pool_slots_.Add([](PoolSlot& slot, uint64_t) {
-    slot.pool = nullptr;  // imported pools do not allocate
-  });
-  SP_CHECK(added.ok());
-  const uint64_t h = *added;
   PoolRec rec;
   rec.attrs.device = header->device;
   rec.attrs.access = NewAccessRights(
       header->device, header->alloc_type == static_cast<int>(AllocationType::kPinnedHost)
                           ? AllocationType::kPinnedHost
                           : AllocationType::kDevice);
-  rec.kind = ImportedPoolRef{imported};
-  pools_.emplace(h, std::move(rec));
-  imported_pools_.emplace(h, std::move(imported));
-  return h;
+  rec.kind = PoolTable::ImportedPoolRef{std::move(imported)};
+  absl::StatusOr<uint64_t> h = pools_.Add(std::move(rec));
+  SP_CHECK(h.ok());  // HasRoom said so, under the same lock
+  return *h;
 }
 
 absl::StatusOr<PtrExportData> RuntimeImpl::ExportPointer(const void* ptr) {
@@ -1798,7 +1739,7 @@ absl::StatusOr<PtrExportData> RuntimeImpl::ExportPointer(const void* ptr) {
 
 absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportData& data) {
   SP_ENTER();
-  absl::StatusOr<PoolRec*> rec = FindPool(pool);
+  absl::StatusOr<PoolRec*> rec = pools_.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() == nullptr) {
     return absl::InvalidArgumentError("pointers are imported into an imported pool");
@@ -1866,7 +1807,7 @@ void RuntimeImpl::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, ui
   // is the checker's business.
   if (!checker_) return;
   const auto a = reinterpret_cast<uintptr_t>(ptr);
-  if (Registry::Get().RuntimeOwning(a) != id_) return;
+  if (process_.registry().RuntimeOwning(a) != id_) return;
   checker_->OnAccess(s, p, ordering_.clock(s), a, bytes, write);
   CheckerAfterEvent();
 }

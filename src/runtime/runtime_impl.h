@@ -38,9 +38,12 @@
 #include "src/pool/mem_pool.h"
 #include "src/pool/page_map.h"
 #include "src/pool/pool_config.h"
+#include "src/runtime/direct_memory.h"
 #include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
+#include "src/runtime/pool_table.h"
+#include "src/runtime/process.h"
 #include "src/sim/checker.h"
 #include "src/sim/sim_executor.h"
 #include "src/util/mutex.h"
@@ -54,7 +57,10 @@ bool InHostCallback();
 class RuntimeImpl {
  public:
   // Validates the config; registers the runtime in the process registry.
-  static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Create(const RuntimeConfig& config);
+  // Registers the runtime in `process`'s registry; handle lookups (Find,
+  // FindFast, Destroy) look in the default process's.
+  static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Create(const RuntimeConfig& config,
+                                                             Process& process = Process::Default());
   // Unregisters and tears down: synchronizes every device, then frees all.
   static absl::Status Destroy(uint64_t runtime_handle);
   // The live runtime a handle of any kind belongs to.
@@ -99,6 +105,10 @@ class RuntimeImpl {
   absl::Status FreeAsync(void* ptr, uint64_t s);
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
   absl::Status Free(void* ptr);
+  // Pinned host memory (spMallocHost): touchable, 64-B aligned, any device's.
+  absl::StatusOr<void*> MallocHost(uint64_t size);
+  absl::Status FreeHost(void* ptr);
+  absl::StatusOr<DeviceMemInfo> MemGetInfo(int device);
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
 
   // upstream null: the one the pool's type implies.
@@ -170,11 +180,6 @@ class RuntimeImpl {
     std::atomic<int> device{0};
     std::atomic<bool> legacy{false};
   };
-  // A pool handle's slot: the pool the fast path allocates from (null for
-  // imported pools).
-  struct PoolSlot {
-    std::atomic<MemPool*> pool{nullptr};
-  };
   struct EventRec {
     bool recorded = false;
     StreamIndex stream = kNoStream;
@@ -188,58 +193,13 @@ class RuntimeImpl {
     std::shared_ptr<IpcEventSegment> ipc;
     uint64_t ipc_seq = 0;
   };
-  // A pool of the table is one of three kinds (what it can do follows from
-  // the kind, not from nullable fields), with the attributes every kind has.
-  struct LocalPool {
-    std::unique_ptr<MemPool> pool;
-  };
-  struct ExportablePool {
-    std::unique_ptr<MemPool> pool;
-    MemfdMemory* memfd = nullptr;  // owned through the pool's upstream
-  };
-  struct ImportedPoolRef {
-    std::shared_ptr<ImportedPool> pool;
-  };
-  struct PoolAttrs {
-    bool is_default = false;
-    // Which devices may touch its allocations (null: every device, as for
-    // pinned host memory). Shared with the checker's records.
-    std::shared_ptr<AccessRights> access;
-    // The resident device (-1: host).
-    int device = 0;
-  };
-  struct PoolRec {
-    std::variant<LocalPool, ExportablePool, ImportedPoolRef> kind;
-    PoolAttrs attrs;
-    // The pool's blocks: local and exportable pools (null: imported).
-    MemPool* mem() const {
-      if (const auto* l = std::get_if<LocalPool>(&kind)) return l->pool.get();
-      if (const auto* e = std::get_if<ExportablePool>(&kind)) return e->pool.get();
-      return nullptr;
-    }
-    // Exportable pools: their memfd (else null).
-    MemfdMemory* memfd() const {
-      const auto* e = std::get_if<ExportablePool>(&kind);
-      return e != nullptr ? e->memfd : nullptr;
-    }
-    // Imported pools (else null).
-    const std::shared_ptr<ImportedPool>* imported() const {
-      const auto* i = std::get_if<ImportedPoolRef>(&kind);
-      return i != nullptr ? &i->pool : nullptr;
-    }
-    // Moves the MemPool out (a destroyed local or exportable pool).
-    std::unique_ptr<MemPool> TakeMem() {
-      if (auto* l = std::get_if<LocalPool>(&kind)) return std::move(l->pool);
-      if (auto* e = std::get_if<ExportablePool>(&kind)) return std::move(e->pool);
-      return nullptr;
-    }
-  };
-  // A live allocation, by base address.
+  using PoolRec = PoolTable::PoolRec;
+  // A live pool allocation the page map cannot hold, or an imported pointer,
+  // by base address.
   struct AllocRec {
-    MemPool* pool = nullptr;  // null for Malloc memory
+    MemPool* pool = nullptr;  // null for imported pointers
     uint64_t pool_handle = 0;
     Block* block = nullptr;
-    Mapping mapping;  // Malloc memory only
     int device = 0;
     uint64_t requested = 0;
     MemfdMemory* memfd = nullptr;            // allocations of exportable pools
@@ -247,7 +207,7 @@ class RuntimeImpl {
   };
   class RegisteringUpstream;
 
-  explicit RuntimeImpl(const RuntimeConfig& config, uint32_t id);
+  RuntimeImpl(const RuntimeConfig& config, uint32_t id, Process& process);
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Refuses calls on a destroyed runtime.
@@ -258,7 +218,6 @@ class RuntimeImpl {
   absl::Status CheckDevice(int device) const;
   absl::StatusOr<StreamRec*> FindStream(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<EventRec*> FindEvent(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<PoolRec*> FindPool(uint64_t h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t NewHandle(HandleKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ResourceExhausted once the runtime's handle ids are used up; checked by
   // every call that makes a handle, before it changes anything.
@@ -287,9 +246,6 @@ class RuntimeImpl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The central free of a block claimed from the page map.
   void FreeClaimed(Block* b, StreamIndex idx, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every local pool (live or draining), for what applies to all.
-  template <typename Fn>
-  void ForEachMemPool(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Enqueues one op on stream index s in both the ordering core and executor.
   Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -303,10 +259,6 @@ class RuntimeImpl {
   Position OpAtOrBefore(StreamIndex s, Position p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return s < last_op_.size() ? std::min(p, last_op_[s]) : 0;
   }
-  // After completion was proven: PENDING -> READY in every pool, then the
-  // release threshold (sync actions only), then destroyed pools that drained.
-  void AfterCompletion(bool release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReapDestroyedPools() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SyncStreams(absl::Span<const StreamIndex> streams)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Blocks until every (stream, position) has completed. With an executor
@@ -324,12 +276,12 @@ class RuntimeImpl {
   // (address-only memory, or runtime memory unmapped since the enqueue).
   std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // spMalloc (device >= 0) and spMallocHost (device -1) once validated.
+  absl::StatusOr<void*> AllocateDirect(uint64_t size, int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Kernels with or without a body (LaunchKernel, LaunchWork).
   absl::Status EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function<void()> body,
                              bool needs_body, absl::Span<const Access> accesses);
-  void UnmapMalloc(const AllocRec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Imported pools destroyed by the caller go once nothing of them is left.
-  void ReapImportedPools() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Access rights of a new pool resident on `device` (-1: host) of `type`.
   std::shared_ptr<AccessRights> NewAccessRights(int device, AllocationType type) const;
   // The shared record number an interprocess event's queries and waits must
@@ -348,6 +300,8 @@ class RuntimeImpl {
 
   const RuntimeConfig config_;
   const uint32_t id_;
+  // What is process-wide (the registry, the DVPP window), injected at Create.
+  Process& process_;
 
   mutable Mutex mu_;
   bool destroyed_ ABSL_GUARDED_BY(mu_) = false;
@@ -357,6 +311,8 @@ class RuntimeImpl {
   TimeNs last_enqueue_end_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_object_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::shared_ptr<PhysicalMemory> upstream_ ABSL_GUARDED_BY(mu_);
+  // Pinned host memory of spMallocHost: the host's pages, always touchable.
+  std::shared_ptr<PhysicalMemory> host_upstream_ ABSL_GUARDED_BY(mu_);
   // Pinned host pools' bytes: bounded only by their maxSize and the system.
   DeviceBudget host_budget_ ABSL_GUARDED_BY(mu_){UINT64_MAX};
   // The simulator or the threads executor; sim_ points at the former (null
@@ -369,7 +325,6 @@ class RuntimeImpl {
   std::unique_ptr<Device[]> devices_;
   // Writers hold mu_; Find is lock-free.
   HandleTable<StreamRec> streams_;
-  HandleTable<PoolSlot> pool_slots_;
   // Base of every live pool block -> block (src/pool/page_map.h).
   PageMap page_map_;
   std::atomic<bool> fast_path_{false};
@@ -385,17 +340,13 @@ class RuntimeImpl {
   // The stream handles of each checker report, taken when it was made.
   std::vector<std::pair<uint64_t, uint64_t>> report_streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, EventRec> events_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, PoolRec> pools_ ABSL_GUARDED_BY(mu_);
-  // Destroyed pools that still had live allocations or pending frees.
-  absl::flat_hash_map<uint64_t, std::unique_ptr<MemPool>> draining_pools_ ABSL_GUARDED_BY(mu_);
+  // Local, exportable and imported pools; fast-path lookups are lock-free.
+  PoolTable pools_;
   absl::flat_hash_map<uintptr_t, AllocRec> allocs_ ABSL_GUARDED_BY(mu_);
-  // Every imported pool by handle, including destroyed ones that still have
-  // live imports or frees not known complete.
-  absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedPool>> imported_pools_ ABSL_GUARDED_BY(mu_);
   // peers_[d] bit p: device d may access memory resident on device p.
   std::vector<uint64_t> peers_ ABSL_GUARDED_BY(mu_);
-  // Malloc allocations by base, for any-byte lookups.
-  absl::btree_map<uintptr_t, uint64_t> malloc_ranges_ ABSL_GUARDED_BY(mu_);
+  // Synchronous allocations: spMalloc (device) and spMallocHost (host).
+  DirectMemory direct_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace streampool::internal

@@ -324,7 +324,7 @@ TEST_F(IpcTest, ExportRejectsEveryBadArgument) {
   }
   EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, exp_pool_, kFd, 1), spErrorInvalidValue);
   EXPECT_EQ(spMemPoolExportToShareableHandle(nullptr, exp_pool_, kFd, 0), spErrorInvalidValue);
-  EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, nullptr, kFd, 0), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, nullptr, kFd, 0), spErrorInvalidValue);
   SP_ASSERT_OK(spMemPoolDestroy(plain));
   EXPECT_EQ(spMemPoolExportToShareableHandle(&fd, plain, kFd, 0), spErrorInvalidResourceHandle);
   EXPECT_EQ(fd, -7) << "no failed call wrote it";
@@ -428,8 +428,7 @@ TEST_F(IpcTest, ImportRejectsEveryDescriptorThatIsNotAnExportedPool) {
                                                reinterpret_cast<void*>(intptr_t{1} << 40), kFd, 0),
             spErrorInvalidValue)
       << "not an int";
-  EXPECT_EQ(spMemPoolImportFromShareableHandle(&pool, nullptr, h, kFd, 0),
-            spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolImportFromShareableHandle(&pool, nullptr, h, kFd, 0), spErrorInvalidValue);
   const spMemPoolStats after = Stats(imp_pool_);
   EXPECT_EQ(std::memcmp(&before, &after, sizeof before), 0);
   // The real descriptor still imports, and the caller keeps owning it.
@@ -586,7 +585,7 @@ TEST_F(IpcTest, ImportPointerRejectsEveryBadExportData) {
   EXPECT_EQ(spMemPoolImportPointer(&p, dflt, &gd), spErrorInvalidValue);
   EXPECT_EQ(spMemPoolImportPointer(nullptr, imp_pool_, &gd), spErrorInvalidValue);
   EXPECT_EQ(spMemPoolImportPointer(&p, imp_pool_, nullptr), spErrorInvalidValue);
-  EXPECT_EQ(spMemPoolImportPointer(&p, nullptr, &gd), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolImportPointer(&p, nullptr, &gd), spErrorInvalidValue);
   // The good data imports once; again while live is refused; again after the
   // importer's free it works.
   void* ip = nullptr;
@@ -798,7 +797,7 @@ TEST(IpcEventTest, FlagsAreValidated) {
     EXPECT_EQ(spEventCreateWithFlags(&e, rt, flags), spErrorInvalidValue) << flags;
   }
   EXPECT_EQ(spEventCreateWithFlags(nullptr, rt, 0), spErrorInvalidValue);
-  EXPECT_EQ(spEventCreateWithFlags(&e, nullptr, 0), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spEventCreateWithFlags(&e, nullptr, 0), spErrorInvalidValue);
   SP_EXPECT_OK(spRuntimeDestroy(rt));
 }
 
@@ -853,7 +852,7 @@ TEST(IpcEventTest, OpenRejectsEveryBadHandle) {
   h.reserved[8] ^= 1;  // the right name, another token
   EXPECT_EQ(spIpcOpenEventHandle(&opened, rt, h), spErrorInvalidValue) << "token mismatch";
   EXPECT_EQ(spIpcOpenEventHandle(nullptr, rt, good), spErrorInvalidValue);
-  EXPECT_EQ(spIpcOpenEventHandle(&opened, nullptr, good), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spIpcOpenEventHandle(&opened, nullptr, good), spErrorInvalidValue);
   SP_EXPECT_OK(spIpcOpenEventHandle(&opened, rt, good));
   SP_EXPECT_OK(spEventDestroy(opened));
   // A handle can be opened while the creating event lives.

@@ -116,11 +116,11 @@ TEST_F(PeerAccessTest, PeerMatrixCallsRejectBadArguments) {
   EXPECT_EQ(spRuntimeSetPeerAccessible(rt_, 0, 0, 1), spErrorInvalidDevice);
   EXPECT_EQ(spRuntimeSetPeerAccessible(rt_, 3, 0, 1), spErrorInvalidDevice);
   EXPECT_EQ(spRuntimeSetPeerAccessible(rt_, 0, -1, 1), spErrorInvalidDevice);
-  EXPECT_EQ(spRuntimeSetPeerAccessible(nullptr, 0, 1, 1), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spRuntimeSetPeerAccessible(nullptr, 0, 1, 1), spErrorInvalidValue);
   EXPECT_EQ(spDeviceCanAccessPeer(&can, rt_, 0, 3), spErrorInvalidDevice);
   EXPECT_EQ(spDeviceCanAccessPeer(&can, rt_, -1, 0), spErrorInvalidDevice);
   EXPECT_EQ(spDeviceCanAccessPeer(nullptr, rt_, 0, 1), spErrorInvalidValue);
-  EXPECT_EQ(spDeviceCanAccessPeer(&can, nullptr, 0, 1), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spDeviceCanAccessPeer(&can, nullptr, 0, 1), spErrorInvalidValue);
   EXPECT_EQ(can, 7) << "no failed call wrote it";
   EXPECT_EQ(CanAccess(0, 1), 1) << "no failed call changed the matrix";
 }
@@ -240,7 +240,7 @@ TEST_F(PeerAccessTest, BadDescriptorsAreRejectedAndChangeNothing) {
     EXPECT_EQ(Access(pool_, 2), spMemAccessFlagsProtNone);
   }
   EXPECT_EQ(spMemPoolSetAccess(pool_, nullptr, 1), spErrorInvalidValue);
-  EXPECT_EQ(spMemPoolSetAccess(nullptr, &good, 1), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolSetAccess(nullptr, &good, 1), spErrorInvalidValue);
 }
 
 TEST_F(PeerAccessTest, GetAccessRejectsBadArguments) {
@@ -254,7 +254,7 @@ TEST_F(PeerAccessTest, GetAccessRejectsBadArguments) {
   loc.id = 0;
   EXPECT_EQ(spMemPoolGetAccess(nullptr, pool_, &loc), spErrorInvalidValue);
   EXPECT_EQ(spMemPoolGetAccess(&f, pool_, nullptr), spErrorInvalidValue);
-  EXPECT_EQ(spMemPoolGetAccess(&f, nullptr, &loc), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolGetAccess(&f, nullptr, &loc), spErrorInvalidValue);
   int seven = 7;
   std::memcpy(&loc.type, &seven, sizeof seven);
   EXPECT_EQ(spMemPoolGetAccess(&f, pool_, &loc), spErrorInvalidValue);

@@ -654,7 +654,7 @@ TEST_F(PoolCapiTest, PoolSelectionRejectsBadDevicesAndForeignPools) {
   // A pool of another runtime, or no pool, is not a handle of this one.
   spMemPool_t foreign = NewPool(0, 0, OtherRuntime());
   EXPECT_EQ(spDeviceSetMemPool(rt_, 0, foreign), spErrorInvalidResourceHandle);
-  EXPECT_EQ(spDeviceSetMemPool(rt_, 0, nullptr), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spDeviceSetMemPool(rt_, 0, nullptr), spErrorInvalidValue);
 
   spMemPool_t current = nullptr;
   SP_ASSERT_OK(spDeviceGetMemPool(&current, rt_, 0));
@@ -859,7 +859,7 @@ TEST_F(PoolCapiTest, CreateRejectsBadProperties) {
 
   EXPECT_EQ(spMemPoolCreate(&pool, rt_, nullptr), spErrorInvalidValue);
   EXPECT_EQ(spMemPoolCreate(nullptr, rt_, &good), spErrorInvalidValue);
-  EXPECT_EQ(spMemPoolCreate(&pool, nullptr, &good), spErrorInvalidResourceHandle);
+  EXPECT_EQ(spMemPoolCreate(&pool, nullptr, &good), spErrorInvalidValue);
 
   spMemPoolProps props = good;
   for (int type : {0, 5}) {

@@ -382,7 +382,10 @@ TEST_F(RuntimeBadInputTest, BadStreamHandlesAreInvalidResourceHandle) {
     const spStream_t x = bad.s;
     const std::string n = std::string("(") + bad.name + " stream)";
     const auto add = [&](const std::string& call, std::function<spError_t()> fn) {
-      cases.push_back({call + n, std::move(fn), spErrorInvalidResourceHandle});
+      // DESIGN.md: NULL is a bad value; anything else naming nothing live
+      // is an invalid handle.
+      cases.push_back({call + n, std::move(fn),
+                       x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
     };
     add("spStreamDestroy", [=] { return spStreamDestroy(x); });
     add("spStreamSynchronize", [=] { return spStreamSynchronize(x); });
@@ -423,7 +426,10 @@ TEST_F(RuntimeBadInputTest, BadEventHandlesAreInvalidResourceHandle) {
     const spEvent_t x = bad.e;
     const std::string n = std::string("(") + bad.name + " event)";
     const auto add = [&](const std::string& call, std::function<spError_t()> fn) {
-      cases.push_back({call + n, std::move(fn), spErrorInvalidResourceHandle});
+      // DESIGN.md: NULL is a bad value; anything else naming nothing live
+      // is an invalid handle.
+      cases.push_back({call + n, std::move(fn),
+                       x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
     };
     add("spEventDestroy", [=] { return spEventDestroy(x); });
     add("spEventRecord", [=, this] { return spEventRecord(x, s_); });
@@ -459,7 +465,10 @@ TEST_F(RuntimeBadInputTest, BadRuntimeHandlesAreInvalidResourceHandle) {
     const spRuntime_t x = bad.rt;
     const std::string n = std::string("(") + bad.name + " runtime)";
     const auto add = [&](const std::string& call, std::function<spError_t()> fn) {
-      cases.push_back({call + n, std::move(fn), spErrorInvalidResourceHandle});
+      // DESIGN.md: NULL is a bad value; anything else naming nothing live
+      // is an invalid handle.
+      cases.push_back({call + n, std::move(fn),
+                       x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
     };
     add("spRuntimeDestroy", [=] { return spRuntimeDestroy(x); });
     add("spStreamCreate", [=, this] { return spStreamCreate(&out_stream_, x, 0, 0); });
@@ -484,9 +493,8 @@ TEST_F(RuntimeBadInputTest, BadRuntimeHandlesAreInvalidResourceHandle) {
 }
 
 // spMemPoolAttrGrowth goes through the same handle checks as every other
-// attribute: anything that is not a live pool of a live runtime is
-// InvalidResourceHandle. (NULL too, as for streams and events above, although
-// DESIGN.md says a NULL handle is InvalidValue.)
+// attribute: NULL is InvalidValue, anything else that is not a live pool of a
+// live runtime InvalidResourceHandle.
 TEST_F(RuntimeBadInputTest, TheGrowthAttributeOfBadPoolHandles) {
   const struct {
     const char* name;
@@ -510,13 +518,13 @@ TEST_F(RuntimeBadInputTest, TheGrowthAttributeOfBadPoolHandles) {
                        int v = -7;
                        return spMemPoolGetAttribute(x, spMemPoolAttrGrowth, &v);
                      },
-                     spErrorInvalidResourceHandle});
+                     x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
     cases.push_back({"spMemPoolSetAttribute(growth)" + n,
                      [x] {
                        int v = spPoolGrowthChunked;
                        return spMemPoolSetAttribute(x, spMemPoolAttrGrowth, &v);
                      },
-                     spErrorInvalidResourceHandle});
+                     x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
   }
   RunTable(cases);
   int growth = -7;

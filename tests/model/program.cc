@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/ordering/vector_clock.h"
-#include "src/runtime/registry.h"
+#include "src/runtime/process.h"
 #include "src/runtime/runtime_impl.h"
 
 namespace streampool::model {
@@ -1238,7 +1238,7 @@ class Runner {
     }
     const uint32_t id = rt_->impl().id();
     const auto owned = [id](uintptr_t addr) {
-      return internal::Registry::Get().RuntimeOwning(addr) == id;
+      return internal::Process::Default().registry().RuntimeOwning(addr) == id;
     };
     for (size_t i = 0; i < pools_.size(); ++i) {
       if (absl::Status st = rt_->CheckPoolInvariants(pools_[i]); !st.ok()) {

@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "src/memory/upstreams.h"
+#include "src/runtime/process.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
@@ -85,7 +86,7 @@ TEST_P(BackingTest, DvppBlocksStart128AlignedAndUseTheDvppSizeRule) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(*rt->GetPoolAttribute(*pool, PoolAttr::kUsedMemCurrent), expected_used + 256);
   // Inside the process's DVPP window.
-  const uintptr_t base = internal::DvppWindow::Get().base();
+  const uintptr_t base = internal::Process::Default().dvpp_window().base();
   const auto p = reinterpret_cast<uintptr_t>(a->ptr);
   EXPECT_GE(p, base);
   EXPECT_LT(p, base + internal::DvppWindow::kSize);
@@ -253,7 +254,7 @@ TEST_P(DvppWindowTest, SixteenthGiBReservationFailsWhileADevicePoolSucceeds) {
   auto p2 = (*rt)->CreatePool(Props(AllocationType::kDvpp));
   ASSERT_TRUE(p1.ok() && p2.ok());
   auto s = (*rt)->CreateStream(0);
-  const uint64_t window_free = internal::DvppWindow::Get().free_bytes();
+  const uint64_t window_free = internal::Process::Default().dvpp_window().free_bytes();
   ASSERT_EQ(window_free, internal::DvppWindow::kSize) << "another test left DVPP chunks mapped";
   std::vector<void*> live;
   // Each takes 1026 MiB of the window: 15 fit in 16 GiB.
@@ -274,7 +275,7 @@ TEST_P(DvppWindowTest, SixteenthGiBReservationFailsWhileADevicePoolSucceeds) {
   EXPECT_TRUE((*rt)->MallocFromPoolAsync(kGiB, *p2, *s).ok());
   // And a destroyed runtime gives back its whole share.
   rt->reset();
-  EXPECT_EQ(internal::DvppWindow::Get().free_bytes(), internal::DvppWindow::kSize);
+  EXPECT_EQ(internal::Process::Default().dvpp_window().free_bytes(), internal::DvppWindow::kSize);
 }
 
 // Where the modes differ: an expandable DVPP pool takes address space from
@@ -290,7 +291,7 @@ TEST_P(DvppWindowTest, ExpandablePoolsTakeTheWindowAReservationAtATime) {
   cfg.device_capacity = 64 * kGiB;
   auto rt = Runtime::Create(cfg);
   ASSERT_TRUE(rt.ok());
-  const internal::DvppWindow& window = internal::DvppWindow::Get();
+  const internal::DvppWindow& window = internal::Process::Default().dvpp_window();
   ASSERT_EQ(window.free_bytes(), kWindow) << "another test left DVPP memory in the window";
   auto p1 = (*rt)->CreatePool(Props(AllocationType::kDvpp));
   auto p2 = (*rt)->CreatePool(Props(AllocationType::kDvpp));

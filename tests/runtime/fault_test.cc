@@ -18,7 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "src/memory/upstreams.h"
-#include "src/runtime/registry.h"
+#include "src/runtime/process.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
@@ -179,7 +179,7 @@ TEST_P(MmapFaultTest, EveryNthMmapFailureIsACleanErrorAndLeaksNothing) {
   // DVPP memory lives inside the process's window, one mapping whose pieces
   // the kernel may or may not merge back: count the window's free bytes there.
   const int maps_before = MappingCount();
-  const uint64_t window_free_before = internal::DvppWindow::Get().free_bytes();
+  const uint64_t window_free_before = internal::Process::Default().dvpp_window().free_bytes();
   int injected_runs = 0;
   for (uint64_t n = 1; n <= 40; ++n) {
     SCOPED_TRACE(n);
@@ -191,13 +191,13 @@ TEST_P(MmapFaultTest, EveryNthMmapFailureIsACleanErrorAndLeaksNothing) {
     // for most n.
     (void)failures;
     if (dvpp) {
-      EXPECT_EQ(internal::DvppWindow::Get().free_bytes(), window_free_before)
+      EXPECT_EQ(internal::Process::Default().dvpp_window().free_bytes(), window_free_before)
           << "a DVPP range outlived its runtime";
     }
   }
   // Every range a pool reserved or mapped went back with its runtime (the
   // registry records them all, and no other runtime is alive here).
-  EXPECT_FALSE(internal::Registry::Get().Intersects(0, UINTPTR_MAX))
+  EXPECT_FALSE(internal::Process::Default().registry().Intersects(0, UINTPTR_MAX))
       << "a range outlived its runtime";
   // And, counted by the kernel: a leak per failing run would add a mapping
   // per n; the heap may add one or two of its own (a new arena) whatever we

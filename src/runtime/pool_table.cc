@@ -1,0 +1,105 @@
+#include "src/runtime/pool_table.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace streampool::internal {
+
+MemPool* PoolTable::PoolRec::mem() const {
+  if (const auto* l = std::get_if<LocalPool>(&kind)) return l->pool.get();
+  if (const auto* e = std::get_if<ExportablePool>(&kind)) return e->pool.get();
+  return nullptr;
+}
+
+MemfdMemory* PoolTable::PoolRec::memfd() const {
+  const auto* e = std::get_if<ExportablePool>(&kind);
+  return e != nullptr ? e->memfd : nullptr;
+}
+
+const std::shared_ptr<ImportedPool>* PoolTable::PoolRec::imported() const {
+  const auto* i = std::get_if<ImportedPoolRef>(&kind);
+  return i != nullptr ? &i->pool : nullptr;
+}
+
+absl::StatusOr<uint64_t> PoolTable::Add(PoolRec rec) {
+  MemPool* fast = rec.mem();
+  absl::StatusOr<uint64_t> added = slots_.Add([fast](Slot& slot, uint64_t) { slot.pool = fast; });
+  if (!added.ok()) return absl::ResourceExhaustedError("this runtime's pool handles are used up");
+  if (const std::shared_ptr<ImportedPool>* imp = rec.imported()) imported_.emplace(*added, *imp);
+  pools_.emplace(*added, std::move(rec));
+  return *added;
+}
+
+absl::StatusOr<PoolTable::PoolRec*> PoolTable::Find(uint64_t h) {
+  if (h == 0) return absl::InvalidArgumentError("NULL pool handle");
+  auto it = slots_.Find(h) != nullptr ? pools_.find(h) : pools_.end();
+  if (it == pools_.end()) return absl::NotFoundError("invalid or destroyed pool handle");
+  return &it->second;
+}
+
+void PoolTable::Remove(uint64_t h) {
+  auto it = pools_.find(h);
+  if (it == pools_.end()) return;
+  PoolRec rec = std::move(it->second);
+  pools_.erase(it);
+  slots_.Remove(h);
+  if (rec.imported() != nullptr) {
+    // Live imports stay valid until freed, as a destroyed pool's allocations do.
+    ReapImported();
+    return;
+  }
+  std::unique_ptr<MemPool> mp;
+  if (auto* l = std::get_if<LocalPool>(&rec.kind)) mp = std::move(l->pool);
+  if (auto* e = std::get_if<ExportablePool>(&rec.kind)) mp = std::move(e->pool);
+  // What its caches hold goes central; a destroyed pool caches nothing more.
+  mp->set_front_cache(false);
+  if (mp->has_live_or_pending()) {
+    draining_.emplace(h, std::move(mp));
+    ReapDestroyed();  // releases what is already wholly free
+  }
+}
+
+void PoolTable::AfterCompletion(const VectorClock& done, bool release) {
+  for (auto& [h, rec] : pools_) {
+    MemPool* m = rec.mem();
+    if (m == nullptr) continue;  // imported: retired below
+    m->Promote(done);
+    if (release && rec.memfd() == nullptr) m->ReleaseAtSync();
+  }
+  for (auto& [h, pool] : draining_) pool->Promote(done);
+  for (auto& [h, imported] : imported_) imported->Retire(done);
+  ReapDestroyed();
+  ReapImported();
+}
+
+void PoolTable::ReapImported() {
+  for (auto it = imported_.begin(); it != imported_.end();) {
+    if (!pools_.contains(it->first) && it->second->empty()) {
+      imported_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PoolTable::ReapDestroyed() {
+  // A destroyed pool keeps nothing it does not have to: every chunk goes back
+  // as soon as it is wholly free, and the pool itself once nothing is left.
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    it->second->Release(0);
+    if (!it->second->has_live_or_pending() && it->second->reserved() == 0) {
+      draining_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void PoolTable::Clear() {
+  pools_.clear();  // ~MemPool returns every chunk
+  draining_.clear();
+  imported_.clear();  // ~ImportedPool unmaps what it mapped
+}
+
+}  // namespace streampool::internal

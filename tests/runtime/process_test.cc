@@ -1,0 +1,71 @@
+// The Process object: what is process-wide is injected into runtimes, so a
+// Process of one's own isolates its runtimes' registry and DVPP window from
+// the default process's.
+#include "src/runtime/process.h"
+
+#include <cstdint>
+
+#include "gtest/gtest.h"
+#include "src/runtime/runtime_impl.h"
+#include "streampool/runtime.h"
+
+namespace streampool::internal {
+namespace {
+
+// A runtime of `process` (reached through its object only: handles are looked
+// up in the default process).
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> NewRuntime(Process& process) {
+  RuntimeConfig cfg;
+  cfg.device_capacity = uint64_t{256} << 20;
+  return RuntimeImpl::Create(cfg, process);
+}
+
+TEST(ProcessTest, ARuntimeRegistersInTheProcessItWasGiven) {
+  Process own;
+  auto rt = NewRuntime(own);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  EXPECT_EQ(own.registry().Find((*rt)->id()), *rt);
+  // Handles are looked up in the default process: this runtime is not there.
+  EXPECT_EQ(Process::Default().registry().Find((*rt)->id()), nullptr);
+
+  absl::StatusOr<void*> p = (*rt)->Malloc(4096, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const auto addr = reinterpret_cast<uintptr_t>(*p);
+  EXPECT_EQ(own.registry().RuntimeOwning(addr), (*rt)->id());
+  EXPECT_EQ(Process::Default().registry().RuntimeOwning(addr), 0u);
+  ASSERT_TRUE((*rt)->Free(*p).ok());
+  EXPECT_EQ(own.registry().RuntimeOwning(addr), 0u) << "unregistered with the free";
+  own.registry().Remove((*rt)->id());
+}
+
+TEST(ProcessTest, DvppPoolsCarveTheirProcesssWindow) {
+  Process own;
+  auto rt = NewRuntime(own);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const uint64_t default_free = Process::Default().dvpp_window().free_bytes();
+  PoolProps props;
+  props.alloc_type = AllocationType::kDvpp;
+  auto pool = (*rt)->CreatePool(props, nullptr);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  auto s = (*rt)->LegacyStream(0);
+  ASSERT_TRUE(s.ok());
+  auto a = (*rt)->MallocAsync(1000, *pool, *s);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const uintptr_t base = own.dvpp_window().base();
+  ASSERT_NE(base, 0u);
+  const auto addr = reinterpret_cast<uintptr_t>(a->ptr);
+  EXPECT_GE(addr, base);
+  EXPECT_LT(addr, base + DvppWindow::kSize);
+  EXPECT_LT(own.dvpp_window().free_bytes(), DvppWindow::kSize);
+  EXPECT_EQ(Process::Default().dvpp_window().free_bytes(), default_free)
+      << "the default process's window is untouched";
+  ASSERT_TRUE((*rt)->FreeAsync(a->ptr, *s).ok());
+  ASSERT_TRUE((*rt)->DestroyPool(*pool).ok());
+  ASSERT_TRUE((*rt)->DeviceSynchronize(0).ok());
+  own.registry().Remove((*rt)->id());
+  rt->reset();
+  EXPECT_EQ(own.dvpp_window().free_bytes(), DvppWindow::kSize) << "all given back";
+}
+
+}  // namespace
+}  // namespace streampool::internal
