@@ -23,6 +23,13 @@
 /* The CUDA version whose API this mirrors, for programs that test it. */
 #define CUDART_VERSION 12040
 
+/* A default argument in C++, as CUDA's headers give some parameters. */
+#ifdef __cplusplus
+#define __dv(v) = v
+#else
+#define __dv(v)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -84,7 +91,7 @@ SPCUDA_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) SPCUDA_NOEXCEP
 SPCUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) SPCUDA_NOEXCEPT;
 /* flags must be 0 (cudaEventWaitDefault). */
 SPCUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
-                                           unsigned int flags) SPCUDA_NOEXCEPT;
+                                           unsigned int flags __dv(0)) SPCUDA_NOEXCEPT;
 /* fn must not call the CUDA API (as in CUDA). */
 SPCUDA_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
                                           void* userData) SPCUDA_NOEXCEPT;
@@ -95,7 +102,8 @@ SPCUDA_API cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn,
 SPCUDA_API cudaError_t cudaEventCreate(cudaEvent_t* event) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event,
                                                 unsigned int flags) SPCUDA_NOEXCEPT;
-SPCUDA_API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaEventRecord(cudaEvent_t event,
+                                       cudaStream_t stream __dv(0)) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventQuery(cudaEvent_t event) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start,
@@ -124,12 +132,12 @@ SPCUDA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count,
                                   enum cudaMemcpyKind kind) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count,
                                        enum cudaMemcpyKind kind,
-                                       cudaStream_t stream) SPCUDA_NOEXCEPT;
+                                       cudaStream_t stream __dv(0)) SPCUDA_NOEXCEPT;
 /* On the current device's legacy stream; waits for it only when devPtr is
  * pinned host memory, as CUDA. */
 SPCUDA_API cudaError_t cudaMemset(void* devPtr, int value, size_t count) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count,
-                                       cudaStream_t stream) SPCUDA_NOEXCEPT;
+                                       cudaStream_t stream __dv(0)) SPCUDA_NOEXCEPT;
 /* Memory streampool does not know is cudaMemoryTypeUnregistered (success). */
 SPCUDA_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
                                                 const void* ptr) SPCUDA_NOEXCEPT;
