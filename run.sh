@@ -102,6 +102,12 @@ install_check() {
     -o "$consumer/consumer_cpp-pkgconfig"
   "$consumer/consumer_cpp-pkgconfig"
   "$consumer/consumer_cpp"
+  "$consumer/consumer_cudart"
+  # shellcheck disable=SC2086
+  c++ -std=c++20 -Wall -Wextra tests/install/consumer_cudart.cc \
+    $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs --static streampool-cudart) \
+    -o "$consumer/consumer_cudart-pkgconfig"
+  "$consumer/consumer_cudart-pkgconfig"
   log "install check passed"
 }
 
@@ -154,7 +160,7 @@ install_check_shared() {
     -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_SKIP_RPATH=ON
   cmake --build "$consumer"
   local bin ldd_out
-  for bin in consumer consumer_cpp; do
+  for bin in consumer consumer_cpp consumer_cudart; do
     # Linked against the relocated .so, not a static copy.
     ldd_out="$(LD_LIBRARY_PATH="$libdir" ldd "$consumer/$bin")"
     grep -q "$libdir/libstreampool.so" <<<"$ldd_out" \
@@ -172,6 +178,11 @@ install_check_shared() {
     -o "$consumer/consumer_cpp-pkgconfig"
   LD_LIBRARY_PATH="$libdir" "$consumer/consumer-pkgconfig"
   LD_LIBRARY_PATH="$libdir" "$consumer/consumer_cpp-pkgconfig"
+  # shellcheck disable=SC2086
+  c++ -std=c++20 -Wall -Wextra tests/install/consumer_cudart.cc \
+    $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs streampool-cudart) \
+    -o "$consumer/consumer_cudart-pkgconfig"
+  LD_LIBRARY_PATH="$libdir" "$consumer/consumer_cudart-pkgconfig"
   log "shared install check passed"
 }
 
