@@ -24,6 +24,9 @@
 //                      lookup is part of the measured host cost)
 //   --json             print JSON instead of the table
 //   --svg FILE         also write reserved and used over virtual time as SVG
+//   --timeline FILE    also write every run's stream ops, allocation lifetimes
+//                      and pool bytes as Chrome trace-event JSON (Perfetto,
+//                      chrome://tracing), one process per run
 //
 // For each trace and setting: peak reserved, peak used, utilization, reuse by
 // rule, waits inserted, failed allocations, checker reports and the host cost
@@ -47,6 +50,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "tools/replay/report.h"
+#include "tools/replay/timeline.h"
 #include "tools/replay/trace.h"
 
 namespace {
@@ -61,7 +65,7 @@ constexpr char kUsage[] =
     "[--growth=default|chunked|expandable[,...]]\n"
     "                         [--pool=device|dvpp|hugepage|pinned]\n"
     "                         [--backing=address|host] [--capacity=BYTES] [--no-check]\n"
-    "                         [--json] [--svg FILE] TRACE...\n";
+    "                         [--json] [--svg FILE] [--timeline FILE] TRACE...\n";
 
 [[noreturn]] void UsageError(const std::string& what) {
   std::fprintf(stderr, "streampool-replay: %s\n%s", what.c_str(), kUsage);
@@ -115,6 +119,14 @@ class Progress {
   bool dirty_ = false;
 };
 
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) std::fprintf(stderr, "streampool-replay: cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +136,7 @@ int main(int argc, char** argv) {
   std::vector<streampool::PoolGrowth> growths = {streampool::PoolGrowth::kDefault};
   bool json = false;
   std::string svg_path;
+  std::string timeline_path;
   std::vector<std::string> files;
 
   for (int i = 1; i < argc; ++i) {
@@ -214,6 +227,10 @@ int main(int argc, char** argv) {
     } else if (take("--svg")) {
       if (value.empty()) UsageError("--svg needs a file name");
       svg_path = std::string(value);
+    } else if (take("--timeline")) {
+      if (value.empty()) UsageError("--timeline needs a file name");
+      timeline_path = std::string(value);
+      base.record_timeline = true;
     } else if (!arg.empty() && arg[0] == '-') {
       UsageError("unknown option '" + std::string(arg) + "'");
     } else {
@@ -222,20 +239,8 @@ int main(int argc, char** argv) {
   }
   if (files.empty()) UsageError("no trace given");
 
-  std::vector<rp::ReplaySettings> settings;
-  for (uint64_t t : thresholds) {
-    for (streampool::PoolGrowth g : growths) {
-      rp::ReplaySettings s = base;
-      s.release_threshold = t;
-      s.growth = g;
-      s.label_growth = growths.size() > 1;
-      if (all_policies) {
-        for (const rp::ReplaySettings& c : rp::AllReuseCombinations(s)) settings.push_back(c);
-      } else {
-        settings.push_back(s);
-      }
-    }
-  }
+  const std::vector<rp::ReplaySettings> settings =
+      rp::SweepSettings(base, thresholds, growths, all_policies);
 
   // Every trace is parsed before anything runs, so a malformed one costs no
   // replay time.
@@ -270,14 +275,13 @@ int main(int argc, char** argv) {
 
   const std::string text = json ? rp::FormatJson(reports) : rp::FormatText(reports);
   std::fwrite(text.data(), 1, text.size(), stdout);
-  if (!svg_path.empty()) {
-    std::ofstream out(svg_path, std::ios::binary | std::ios::trunc);
-    out << rp::FormatSvg(reports);
-    out.close();
-    if (!out) {
-      std::fprintf(stderr, "streampool-replay: cannot write %s\n", svg_path.c_str());
-      return 1;
+  if (!svg_path.empty() && !WriteFile(svg_path, rp::FormatSvg(reports))) return 1;
+  if (!timeline_path.empty()) {
+    std::vector<rp::TimelineProcess> processes;
+    for (const rp::TraceReport& rep : reports) {
+      for (const rp::ReplayResult& r : rep.runs) processes.push_back(*r.timeline);
     }
+    if (!WriteFile(timeline_path, rp::FormatChromeTrace(processes))) return 1;
   }
   return 0;
 }

@@ -71,6 +71,27 @@ std::vector<ReplaySettings> AllReuseCombinations(const ReplaySettings& base) {
   return out;
 }
 
+std::vector<ReplaySettings> SweepSettings(const ReplaySettings& base,
+                                          const std::vector<uint64_t>& thresholds,
+                                          const std::vector<PoolGrowth>& growths,
+                                          bool all_policies) {
+  std::vector<ReplaySettings> out;
+  for (uint64_t t : thresholds) {
+    for (PoolGrowth g : growths) {
+      ReplaySettings s = base;
+      s.release_threshold = t;
+      s.growth = g;
+      s.label_growth = growths.size() > 1;
+      if (all_policies) {
+        for (const ReplaySettings& c : AllReuseCombinations(s)) out.push_back(c);
+      } else {
+        out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
 HostCost SummarizeCost(std::vector<uint64_t>& samples) {
   HostCost c;
   c.calls = samples.size();
@@ -151,6 +172,13 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   r.growth = static_cast<PoolGrowth>(*growth);
   r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
 
+  TimelineRecorder recorder;
+  const std::string pool_name = absl::StrCat("pool (", AllocationTypeName(settings.pool_type), ")");
+  if (settings.record_timeline) {
+    rt.RecordTimeline(true);
+    recorder.PoolBytes(pool->value, pool_name, rt.HostNow(), 0, 0);
+  }
+
   // Created on first use, like the trace says; blocking streams, as
   // cudaStreamCreate makes them.
   auto stream = [&](const TraceOp& op) -> absl::StatusOr<StreamId> {
@@ -185,6 +213,9 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         alloc_ns.push_back(t1 - t0);
         if (a.ok()) {
           ptrs[op.slot] = a->ptr;
+          if (settings.record_timeline && op.value != 0) {
+            recorder.Allocated(*s, a->ptr, op.value, a->rule, rt.HostNow());
+          }
         } else if (absl::IsResourceExhausted(a.status())) {
           failed[op.slot] = true;
           ++r.failed_allocs;
@@ -205,6 +236,9 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         const uint64_t t1 = NowNs();
         free_ns.push_back(t1 - t0);
         if (!st.ok()) return AtLine(trace, op, "FreeAsync", st);
+        if (settings.record_timeline && ptrs[op.slot] != nullptr) {
+          recorder.Freed(*s, ptrs[op.slot], rt.HostNow());
+        }
         ptrs[op.slot] = nullptr;
         break;
       }
@@ -263,6 +297,10 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
       const SeriesPoint& last = r.series.back();
       if (ps->reserved_bytes != last.reserved || ps->used_bytes != last.used) {
         r.series.push_back(SeriesPoint{rt.HostNow(), ps->reserved_bytes, ps->used_bytes});
+        if (settings.record_timeline) {
+          recorder.PoolBytes(pool->value, pool_name, rt.HostNow(), ps->reserved_bytes,
+                             ps->used_bytes);
+        }
       }
     }
   }
@@ -284,6 +322,12 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   r.alloc_cost = SummarizeCost(alloc_ns);
   r.free_cost = SummarizeCost(free_ns);
   r.end_time_ns = rt.HostNow();
+  if (settings.record_timeline) {
+    TimelineProcess process = recorder.Finish(absl::StrCat(trace.name, ": ", settings.Label()),
+                                              rt.Timeline(), r.end_time_ns);
+    process.stream_labels[legacy->value] = "legacy stream";
+    r.timeline = std::move(process);
+  }
   return r;
 }
 

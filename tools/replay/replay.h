@@ -21,6 +21,7 @@
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
+#include "tools/replay/timeline.h"
 #include "tools/replay/trace.h"
 
 namespace streampool::replay {
@@ -51,6 +52,9 @@ struct ReplaySettings {
   Backing backing = Backing::kAddressOnly;
   uint64_t device_capacity = 80 * kGiB;
   bool check_stream_order = true;
+  // Records the runtime's timeline, allocation lifetimes and pool bytes into
+  // ReplayResult::timeline (memory grows with the trace).
+  bool record_timeline = false;
 
   // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
   // is on, "max" for UINT64_MAX; ", growth chunked" appended when the growth
@@ -63,6 +67,14 @@ struct ReplaySettings {
 // The 8 combinations of the three reuse switches, all-on first, none last.
 std::vector<ReplaySettings> AllReuseCombinations(const ReplaySettings& base);
 
+// A sweep: each threshold with each growth (outer to inner), and each of
+// those with all 8 reuse combinations when `all_policies`, else with base's.
+// Rows name their growth when more than one is swept.
+std::vector<ReplaySettings> SweepSettings(const ReplaySettings& base,
+                                          const std::vector<uint64_t>& thresholds,
+                                          const std::vector<PoolGrowth>& growths,
+                                          bool all_policies);
+
 struct HostCost {
   uint64_t calls = 0;
   double mean_ns = 0;
@@ -72,13 +84,6 @@ struct HostCost {
 };
 // Nearest-rank percentiles over the samples (sorted in place).
 HostCost SummarizeCost(std::vector<uint64_t>& samples_ns);
-
-// Reserved and used bytes of the pool after an op, at a virtual time.
-struct SeriesPoint {
-  uint64_t time_ns = 0;
-  uint64_t reserved = 0;
-  uint64_t used = 0;
-};
 
 struct ReplayResult {
   ReplaySettings settings;
@@ -100,6 +105,8 @@ struct ReplayResult {
   uint64_t end_time_ns = 0;  // host virtual time after the last op
   // Every change of (reserved, used), starting with (0, 0, 0).
   std::vector<SeriesPoint> series;
+  // With settings.record_timeline: the run as one timeline process.
+  std::optional<TimelineProcess> timeline;
 };
 
 // Called every few hundred ops with (ops done, ops total).
