@@ -1,0 +1,130 @@
+"""streampool from Python: stream-ordered memory pools (cudaMallocAsync
+semantics) over a deterministic stream simulator.
+
+    import streampool as sp
+    with sp.Runtime(devices=1, capacity=1 << 30) as rt:
+        s = rt.create_stream()
+        a = rt.malloc_async(2 << 20, s)
+        rt.launch_kernel(s, duration_ns=1000, accesses=[a])
+        rt.free_async(a, s)
+        b = rt.malloc_async(2 << 20, s)
+        assert b.rule == "same_stream"
+
+The classes (Runtime, Stream, Event, Pool, Allocation) come from the compiled
+extension streampool._core, a binding of the C++ API (streampool::Runtime);
+errors raise Error, and OutOfMemoryError (also a MemoryError) when an
+allocation finds no memory. replay() runs the streampool-replay tool's sweep
+and returns its JSON as Python objects.
+"""
+
+import json as _json
+import os as _os
+
+from streampool._errors import Error, OutOfMemoryError
+from streampool import _core
+from streampool._core import Allocation, Event, Pool, Runtime, Stream
+
+__all__ = [
+    "Allocation",
+    "Error",
+    "Event",
+    "MAX",
+    "OutOfMemoryError",
+    "Pool",
+    "Runtime",
+    "Stream",
+    "replay",
+    "REUSE_RULES",
+]
+
+#: A release threshold that never shrinks a pool (UINT64_MAX).
+MAX = (1 << 64) - 1
+
+#: The three reuse switches a pool has, by the names replay() takes.
+REUSE_RULES = ("event", "opportunistic", "internal")
+
+# The replay tool's pool names, and this package's (create_pool's kind).
+_REPLAY_POOLS = {
+    "device": "device",
+    "pinned": "pinned_host",
+    "pinned_host": "pinned_host",
+    "hugepage": "huge_page",
+    "huge_page": "huge_page",
+    "dvpp": "dvpp",
+}
+_BACKINGS = {"address": "address_only", "address_only": "address_only", "host": "host"}
+
+
+def _export_timeline(self, path):
+    """Writes the recorded timeline (record_timeline() or Runtime(timeline=True))
+    as Chrome trace-event JSON, which Perfetto and chrome://tracing open: a
+    track per stream with its ops, an async slice per allocation from its
+    alloc to its free point, and a counter per pool with its reserved and used
+    bytes."""
+    text = self.timeline_json()
+    with open(_os.fspath(path), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+Runtime.export_timeline = _export_timeline
+
+
+def _as_list(value):
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _reuse_switches(reuse):
+    if reuse == "all":
+        return (True, True, True)
+    if reuse in ("none", None):
+        return (False, False, False)
+    names = {reuse} if isinstance(reuse, str) else set(reuse)
+    unknown = names - set(REUSE_RULES)
+    if unknown:
+        raise Error("spErrorInvalidValue",
+                    f"unknown reuse rule(s) {sorted(unknown)} (any of {list(REUSE_RULES)})")
+    return tuple(rule in names for rule in REUSE_RULES)
+
+
+def _threshold(value):
+    if value == "max":
+        return MAX
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX:
+        raise Error("spErrorInvalidValue", f"bad release threshold {value!r} (bytes or 'max')")
+    return value
+
+
+def replay(traces, *, reuse="all", policies=None, threshold=0, growth="default", pool="device",
+           backing="address", capacity=80 << 30, check=True, timeline=None):
+    """Replays trace files (streampool trace v1 or RMM CSV logs) the way
+    ``streampool-replay --json`` does and returns its JSON document as Python
+    objects: ``{"traces": [{"file", "ops", ..., "runs": [{"setting",
+    "peak_reserved_bytes", "reuse_counts", ...}]}]}``.
+
+    reuse: "all", "none" or a set of "event", "opportunistic", "internal".
+    policies: "all" sweeps all 8 reuse combinations instead.
+    threshold, growth: one value or a list; each threshold is combined with
+    each growth and each reuse setting. A threshold is bytes or "max".
+    pool: "device", "pinned", "hugepage" or "dvpp" (or create_pool's names).
+    backing: "address" (nothing touched) or "host". capacity: device bytes.
+    check: the stream-order checker. timeline: a path to also write every
+    run as Chrome trace-event JSON (one process per run).
+    """
+    if policies not in (None, "all"):
+        raise Error("spErrorInvalidValue", "policies takes only 'all'")
+    files = [_os.fspath(t) for t in _as_list(traces)]
+    if not files:
+        raise Error("spErrorInvalidValue", "no trace given")
+    event, opportunistic, internal = _reuse_switches(reuse)
+    if pool not in _REPLAY_POOLS:
+        raise Error("spErrorInvalidValue", f"unknown pool {pool!r} (one of {list(_REPLAY_POOLS)})")
+    if backing not in _BACKINGS:
+        raise Error("spErrorInvalidValue", f"unknown backing {backing!r} (address or host)")
+    text = _core.replay_json(files, event, opportunistic, internal, policies == "all",
+                             [_threshold(t) for t in _as_list(threshold)], _as_list(growth),
+                             _REPLAY_POOLS[pool], _BACKINGS[backing], capacity, check,
+                             _os.fspath(timeline) if timeline is not None else "")
+    return _json.loads(text)
+

@@ -1,0 +1,880 @@
+// streampool._core: the Python binding of the public C++ API
+// (streampool::Runtime) and of the replay library (tools/replay/).
+//
+// The binding owns nothing the library does not already own; it adds what
+// Python users expect: objects for streams, events, pools and allocations
+// that keep their runtime alive, keyword arguments, snake_case names, context
+// managers, and exceptions (streampool._errors) instead of status values.
+//
+// The GIL is held for every call except the ones that can block (synchronize,
+// host time under the threads executor, a replay): the library never calls
+// back into Python, so a call that holds the GIL cannot wait on one that does
+// not. Calls that hold the GIL are therefore also the ones that tell the
+// timeline recorder what they did, in the order the runtime saw them, which
+// is what the recorder needs (tools/replay/timeline.h).
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "streampool/mem_pool.h"
+#include "streampool/pool_props.h"
+#include "streampool/runtime.h"
+#include "streampool/streampool.h"
+#include "tools/replay/replay.h"
+#include "tools/replay/report.h"
+#include "tools/replay/timeline.h"
+#include "tools/replay/trace.h"
+
+namespace py = pybind11;
+
+namespace streampool::python {
+namespace {
+
+// ------------------------------------------------------------------ errors
+
+// The classes of streampool._errors, set once at import. Leaked on purpose:
+// a py::object would be released after the interpreter finalized.
+PyObject* g_error = nullptr;
+PyObject* g_out_of_memory = nullptr;
+
+// runtime.h's table of status codes and C errors, so `.code` names what a C
+// caller would have seen for the same failure. Codes outside it are
+// spErrorInvalidValue, as in the C API.
+// TODO(streampool): the C API's own mapping is internal (src/capi); a public
+// one in runtime.h would let this table go.
+constexpr std::pair<absl::StatusCode, spError_t> kErrors[] = {
+    {absl::StatusCode::kInvalidArgument, spErrorInvalidValue},
+    {absl::StatusCode::kResourceExhausted, spErrorMemoryAllocation},
+    {absl::StatusCode::kOutOfRange, spErrorInvalidDevice},
+    {absl::StatusCode::kPermissionDenied, spErrorPeerAccessUnsupported},
+    {absl::StatusCode::kNotFound, spErrorInvalidResourceHandle},
+    {absl::StatusCode::kUnavailable, spErrorNotReady},
+    {absl::StatusCode::kUnimplemented, spErrorNotSupported},
+    {absl::StatusCode::kInternal, spErrorUnknown},
+};
+
+spError_t ToError(absl::StatusCode code) {
+  for (const auto& [status, error] : kErrors) {
+    if (status == code) return error;
+  }
+  return spErrorInvalidValue;
+}
+
+[[noreturn]] void Raise(spError_t code, const std::string& message) {
+  PyObject* cls = code == spErrorMemoryAllocation ? g_out_of_memory : g_error;
+  py::object exc = py::reinterpret_borrow<py::object>(cls)(spGetErrorName(code), message);
+  PyErr_SetObject(cls, exc.ptr());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void Raise(const absl::Status& st) {
+  Raise(ToError(st.code()), std::string(st.message()));
+}
+
+void Check(const absl::Status& st) {
+  if (!st.ok()) Raise(st);
+}
+
+template <typename T>
+T Check(absl::StatusOr<T> v) {
+  if (!v.ok()) Raise(v.status());
+  return *std::move(v);
+}
+
+// ------------------------------------------------------------------- names
+
+// One table per enum, read both ways, so a name Python accepts is the name it
+// prints back.
+template <typename E>
+struct Names {
+  std::vector<std::pair<E, const char*>> table;
+  const char* what;
+
+  E Parse(const std::string& name) const {
+    std::string known;
+    for (const auto& [value, n] : table) {
+      if (name == n) return value;
+      absl::StrAppend(&known, known.empty() ? "" : ", ", "'", n, "'");
+    }
+    Raise(spErrorInvalidValue,
+          absl::StrCat("unknown ", what, " '", name, "' (one of ", known, ")"));
+  }
+  const char* Name(E value) const {
+    for (const auto& [v, n] : table) {
+      if (v == value) return n;
+    }
+    return "unknown";
+  }
+};
+
+const Names<Backing> kBackings{{{Backing::kHost, "host"}, {Backing::kAddressOnly, "address_only"}},
+                               "backing"};
+const Names<ExecutorKind> kExecutors{
+    {{ExecutorKind::kSimulator, "simulator"}, {ExecutorKind::kThreads, "threads"}}, "executor"};
+const Names<AllocationType> kPoolKinds{{{AllocationType::kDevice, "device"},
+                                        {AllocationType::kPinnedHost, "pinned_host"},
+                                        {AllocationType::kHugePage, "huge_page"},
+                                        {AllocationType::kDvpp, "dvpp"}},
+                                       "pool kind"};
+const Names<PagePolicy> kPagePolicies{{{PagePolicy::kHugeFirst, "huge_first"},
+                                       {PagePolicy::kHugeOnly, "huge_only"},
+                                       {PagePolicy::kNormalOnly, "normal_only"}},
+                                      "page policy"};
+const Names<CheckKind> kCheckKinds{{{CheckKind::kOutOfBounds, "out_of_bounds"},
+                                    {CheckKind::kUseAfterFree, "use_after_free"},
+                                    {CheckKind::kUseBeforeReady, "use_before_ready"},
+                                    {CheckKind::kOverlappingLifetimes, "overlapping_lifetimes"},
+                                    {CheckKind::kNoAccess, "no_access"}},
+                                   "check kind"};
+
+// The library's hyphenated names ("same-stream", "internal-wait") in Python's
+// snake_case.
+std::string Snake(const char* name) {
+  std::string out(name);
+  for (char& c : out) {
+    if (c == '-') c = '_';
+  }
+  return out;
+}
+
+PoolGrowth ParseGrowthName(const std::string& name) {
+  std::optional<PoolGrowth> g = replay::ParseGrowth(name);
+  if (!g) {
+    Raise(spErrorInvalidValue,
+          absl::StrCat("unknown growth '", name, "' (one of 'default', 'chunked', 'expandable')"));
+  }
+  return *g;
+}
+
+// ----------------------------------------------------------------- objects
+
+// What a Python Runtime owns. Streams, events, pools and allocations hold it
+// by shared_ptr, so the runtime lives while any of them does; close() drops
+// the runtime itself, after which every call raises.
+struct State {
+  std::shared_ptr<Runtime> rt;
+  bool recording = false;
+  replay::TimelineRecorder recorder;
+  // Pools whose bytes the timeline counts, with their counter names.
+  std::map<uint64_t, std::string> pool_names;
+  std::map<uint64_t, std::string> stream_labels;
+  // device and kind of every pool this binding has seen, for Pool objects.
+  std::map<uint64_t, std::pair<int, AllocationType>> pool_info;
+
+  Runtime& Get() const {
+    if (!rt) Raise(spErrorInvalidResourceHandle, "the runtime is closed");
+    return *rt;
+  }
+  // A reference for a call made without the GIL, kept alive even if another
+  // thread closes the runtime meanwhile.
+  std::shared_ptr<Runtime> Share() const {
+    Get();
+    return rt;
+  }
+
+  // After a call that may change a pool's bytes.
+  void CountBytes() {
+    if (!recording || !rt) return;
+    for (const auto& [pool, name] : pool_names) {
+      absl::StatusOr<PoolStats> s = rt->GetPoolStats(PoolId{pool});
+      if (s.ok()) recorder.PoolBytes(pool, name, rt->HostNow(), s->reserved_bytes, s->used_bytes);
+    }
+  }
+};
+using StatePtr = std::shared_ptr<State>;
+
+struct Stream {
+  StatePtr st;
+  StreamId id;
+  int device = 0;
+  bool non_blocking = false;
+  bool legacy = false;
+};
+
+struct Event {
+  StatePtr st;
+  EventId id;
+};
+
+struct Pool {
+  StatePtr st;
+  PoolId id;
+  int device = 0;
+  AllocationType kind = AllocationType::kDevice;
+
+  uint64_t Get(PoolAttr attr) const { return Check(st->Get().GetPoolAttribute(id, attr)); }
+  void Set(PoolAttr attr, uint64_t value) const {
+    Check(st->Get().SetPoolAttribute(id, attr, value));
+    // A lower release threshold takes effect at the next synchronize, not now.
+  }
+};
+
+struct Allocation {
+  uintptr_t ptr = 0;
+  uint64_t size = 0;
+  ReuseRule rule = ReuseRule::kFresh;
+  std::optional<Stream> stream;
+  std::optional<Pool> pool;
+};
+
+Pool MakePool(const StatePtr& st, PoolId id) {
+  auto it = st->pool_info.find(id.value);
+  Pool p{st, id};
+  if (it != st->pool_info.end()) std::tie(p.device, p.kind) = it->second;
+  return p;
+}
+
+void TrackPool(State& st, PoolId id, int device, AllocationType kind, const std::string& name) {
+  st.pool_info.emplace(id.value, std::make_pair(device, kind));
+  st.pool_names.emplace(id.value, name);
+}
+
+uint64_t Threshold(const py::object& value) {
+  if (py::isinstance<py::str>(value)) {
+    if (value.cast<std::string>() == "max") return UINT64_MAX;
+    Raise(spErrorInvalidValue, "a release threshold is a number of bytes or 'max'");
+  }
+  return value.cast<uint64_t>();
+}
+
+// A pointer argument: an Allocation or an int.
+uintptr_t PtrOf(const py::handle& h) {
+  if (py::isinstance<Allocation>(h)) return h.cast<const Allocation&>().ptr;
+  return h.cast<uintptr_t>();
+}
+
+void* Ptr(const py::handle& h) { return reinterpret_cast<void*>(PtrOf(h)); }
+
+// launch_kernel's accesses: an Allocation (all of it, written) or a tuple
+// (ptr or Allocation, size, write).
+std::vector<Access> Accesses(const py::iterable& items) {
+  std::vector<Access> out;
+  for (py::handle item : items) {
+    if (py::isinstance<Allocation>(item)) {
+      const Allocation& a = item.cast<const Allocation&>();
+      out.push_back(Access{reinterpret_cast<const void*>(a.ptr), a.size, true});
+      continue;
+    }
+    py::tuple t = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+    if (t.size() != 3) {
+      Raise(spErrorInvalidValue, "an access is an Allocation or a tuple (ptr, size, write)");
+    }
+    out.push_back(Access{Ptr(t[0]), t[1].cast<uint64_t>(), t[2].cast<bool>()});
+  }
+  return out;
+}
+
+py::dict StatsDict(const PoolStats& s) {
+  py::dict d;
+  d["reserved_bytes"] = s.reserved_bytes;
+  d["reserved_high"] = s.reserved_high;
+  d["used_bytes"] = s.used_bytes;
+  d["used_high"] = s.used_high;
+  d["alloc_count"] = s.alloc_count;
+  d["free_count"] = s.free_count;
+  d["failed_alloc_count"] = s.failed_alloc_count;
+  d["reuse_same_stream"] = s.reuse_same_stream;
+  d["reuse_event_dependency"] = s.reuse_event_dependency;
+  d["reuse_opportunistic"] = s.reuse_opportunistic;
+  d["reuse_after_sync"] = s.reuse_after_sync;
+  d["reuse_internal_dependency"] = s.reuse_internal_dependency;
+  d["fresh_allocs"] = s.fresh_allocs;
+  d["waits_inserted"] = s.waits_inserted;
+  d["upstream_maps"] = s.upstream_maps;
+  d["upstream_unmaps"] = s.upstream_unmaps;
+  d["huge_page_bytes"] = s.huge_page_bytes;
+  d["transparent_huge_page_bytes"] = s.transparent_huge_page_bytes;
+  d["normal_page_bytes"] = s.normal_page_bytes;
+  d["largest_free_block"] = s.largest_free_block;
+  d["upstream_bytes_mapped"] = s.upstream_bytes_mapped;
+  d["fragmentation"] = s.fragmentation;
+  return d;
+}
+
+// Runs `call` on a shared reference to the runtime with the GIL released.
+template <typename F>
+auto Unlocked(const State& st, F&& call) {
+  std::shared_ptr<Runtime> rt = st.Share();
+  py::gil_scoped_release release;
+  return call(*rt);
+}
+
+// A query's answer: kUnavailable is "not yet"; any other failure raises.
+bool Ready(const absl::Status& st) {
+  if (absl::IsUnavailable(st)) return false;
+  Check(st);
+  return true;
+}
+
+// A synchronize call without the GIL, then the pools' bytes, which its
+// release thresholds may have changed.
+template <typename F>
+void Synchronize(State& st, F&& call) {
+  Check(Unlocked(st, std::forward<F>(call)));
+  st.CountBytes();
+}
+
+// ----------------------------------------------------------------- runtime
+
+class PyRuntime {
+ public:
+  PyRuntime(int devices, uint64_t capacity, const std::string& backing, const std::string& executor,
+            uint64_t api_call_ns, uint64_t copy_bytes_per_us, bool check_stream_order,
+            bool timeline)
+      : st_(std::make_shared<State>()) {
+    RuntimeConfig config;
+    config.device_count = devices;
+    config.device_capacity = capacity;
+    config.backing = kBackings.Parse(backing);
+    config.executor = kExecutors.Parse(executor);
+    config.api_call_ns = api_call_ns;
+    config.copy_bytes_per_us = copy_bytes_per_us;
+    config.check_stream_order = check_stream_order;
+    st_->rt = Check(Runtime::Create(config));
+    for (int d = 0; d < devices; ++d) {
+      const PoolId pool = Check(st_->rt->DefaultPool(d));
+      TrackPool(*st_, pool, d, AllocationType::kDevice,
+                absl::StrCat("default pool (device ", d, ")"));
+      const StreamId legacy = Check(st_->rt->LegacyStream(d));
+      st_->stream_labels[legacy.value] = "legacy stream";
+    }
+    if (timeline) RecordTimeline(true);
+  }
+
+  const StatePtr& state() const { return st_; }
+  Runtime& rt() const { return st_->Get(); }
+
+  void Close() { st_->rt.reset(); }
+  bool closed() const { return st_->rt == nullptr; }
+
+  Stream CreateStream(int device, bool non_blocking) {
+    return Stream{st_, Check(rt().CreateStream(device, non_blocking)), device, non_blocking, false};
+  }
+  Stream LegacyStream(int device) {
+    return Stream{st_, Check(rt().LegacyStream(device)), device, false, true};
+  }
+  Event CreateEvent(bool disable_timing, bool interprocess) {
+    unsigned flags =
+        (disable_timing ? kEventDisableTiming : 0) | (interprocess ? kEventInterprocess : 0);
+    return Event{st_, Check(rt().CreateEvent(flags))};
+  }
+
+  Pool DefaultPool(int device) { return MakePool(st_, Check(rt().DefaultPool(device))); }
+  Pool CurrentPool(int device) { return MakePool(st_, Check(rt().CurrentPool(device))); }
+  void SetCurrentPool(const Pool& pool, std::optional<int> device) {
+    Check(rt().SetCurrentPool(device.value_or(pool.device), pool.id));
+  }
+
+  Pool CreatePool(const std::string& kind, int device, uint64_t max_size,
+                  const std::string& page_policy, const std::string& growth, bool acl_rounding,
+                  bool exportable, bool reuse_follow_event_dependencies,
+                  bool reuse_allow_opportunistic, bool reuse_allow_internal_dependencies,
+                  const py::object& release_threshold) {
+    PoolProps props;
+    props.alloc_type = kPoolKinds.Parse(kind);
+    props.device = device;
+    props.max_size = max_size;
+    props.page_policy = kPagePolicies.Parse(page_policy);
+    props.growth = ParseGrowthName(growth);
+    props.acl_rounding = acl_rounding;
+    props.handle_types = exportable ? kHandleTypePosixFileDescriptor : 0;
+    props.reuse_follow_event_dependencies = reuse_follow_event_dependencies;
+    props.reuse_allow_opportunistic = reuse_allow_opportunistic;
+    props.reuse_allow_internal_dependencies = reuse_allow_internal_dependencies;
+    props.release_threshold = Threshold(release_threshold);
+    const PoolId id = Check(rt().CreatePool(props));
+    TrackPool(*st_, id, device, props.alloc_type,
+              absl::StrCat("pool ", st_->pool_names.size(), " (", kind, ", device ", device, ")"));
+    st_->CountBytes();
+    return MakePool(st_, id);
+  }
+
+  Allocation MallocAsync(uint64_t size, const Stream& s, const std::optional<Pool>& pool) {
+    Runtime& r = rt();
+    const PoolId pool_id = pool ? pool->id : Check(r.CurrentPool(s.device));
+    const AllocInfo info =
+        Check(pool ? r.MallocFromPoolAsync(size, pool->id, s.id) : r.MallocAsync(size, s.id));
+    if (st_->recording && size != 0) {
+      st_->recorder.Allocated(s.id, info.ptr, size, info.rule, r.HostNow());
+    }
+    st_->CountBytes();
+    return Allocation{reinterpret_cast<uintptr_t>(info.ptr), size, info.rule, s,
+                      MakePool(st_, pool_id)};
+  }
+
+  void FreeAsync(const py::handle& allocation, const Stream& s) {
+    void* ptr = Ptr(allocation);
+    Runtime& r = rt();
+    Check(r.FreeAsync(ptr, s.id));
+    if (st_->recording && ptr != nullptr) st_->recorder.Freed(s.id, ptr, r.HostNow());
+    st_->CountBytes();
+  }
+
+  void LaunchKernel(const Stream& s, uint64_t duration_ns, const py::iterable& accesses) {
+    const std::vector<Access> a = Accesses(accesses);
+    Check(rt().LaunchKernel(s.id, duration_ns, a));
+  }
+
+  void DeviceSynchronize(int device) {
+    Synchronize(*st_, [device](Runtime& r) { return r.DeviceSynchronize(device); });
+  }
+
+  void HostAdvance(uint64_t ns) {
+    Check(Unlocked(*st_, [ns](Runtime& r) { return r.HostAdvance(ns); }));
+  }
+
+  void RecordTimeline(bool on) {
+    rt().RecordTimeline(on);
+    st_->recording = on;
+    st_->CountBytes();
+  }
+
+  std::string TimelineJson() {
+    Runtime& r = rt();
+    replay::TimelineProcess p =
+        st_->recorder.Finish("streampool runtime", r.Timeline(), r.HostNow());
+    p.stream_labels = st_->stream_labels;
+    return replay::FormatChromeTrace({p});
+  }
+
+ private:
+  StatePtr st_;
+};
+
+// ------------------------------------------------------------------ replay
+
+// sp.replay's engine: the command-line tool's sweep and JSON, with the GIL
+// released while traces replay. Arguments come normalized from __init__.py.
+std::string ReplayJson(const std::vector<std::string>& files, bool reuse_event,
+                       bool reuse_opportunistic, bool reuse_internal, bool all_policies,
+                       const std::vector<uint64_t>& thresholds,
+                       const std::vector<std::string>& growth_names, const std::string& pool,
+                       const std::string& backing, uint64_t capacity, bool check,
+                       const std::string& timeline_path) {
+  replay::ReplaySettings base;
+  base.reuse_event = reuse_event;
+  base.reuse_opportunistic = reuse_opportunistic;
+  base.reuse_internal = reuse_internal;
+  base.pool_type = kPoolKinds.Parse(pool);
+  base.backing = kBackings.Parse(backing);
+  base.device_capacity = capacity;
+  base.check_stream_order = check;
+  base.record_timeline = !timeline_path.empty();
+  std::vector<PoolGrowth> growths;
+  for (const std::string& g : growth_names) growths.push_back(ParseGrowthName(g));
+  const std::vector<replay::ReplaySettings> settings =
+      replay::SweepSettings(base, thresholds, growths, all_policies);
+
+  absl::Status failed;
+  std::vector<replay::Trace> traces;
+  std::vector<replay::TraceReport> reports;
+  {
+    py::gil_scoped_release release;
+    for (const std::string& f : files) {
+      absl::StatusOr<replay::Trace> t = replay::LoadTrace(f);
+      if (!t.ok()) {
+        failed = t.status();
+        break;
+      }
+      traces.push_back(*std::move(t));
+    }
+    for (size_t i = 0; failed.ok() && i < traces.size(); ++i) {
+      replay::TraceReport rep;
+      rep.trace = &traces[i];
+      for (const replay::ReplaySettings& s : settings) {
+        absl::StatusOr<replay::ReplayResult> r = replay::Replay(traces[i], s);
+        if (!r.ok()) {
+          failed = r.status();
+          break;
+        }
+        rep.runs.push_back(*std::move(r));
+      }
+      reports.push_back(std::move(rep));
+    }
+  }
+  Check(failed);
+  if (!timeline_path.empty()) {
+    std::vector<replay::TimelineProcess> processes;
+    for (const replay::TraceReport& rep : reports) {
+      for (const replay::ReplayResult& r : rep.runs) processes.push_back(*r.timeline);
+    }
+    std::ofstream out(timeline_path, std::ios::binary | std::ios::trunc);
+    out << replay::FormatChromeTrace(processes);
+    out.close();
+    if (!out) Raise(spErrorInvalidValue, absl::StrCat("cannot write ", timeline_path));
+  }
+  return replay::FormatJson(reports);
+}
+
+// ----------------------------------------------------------------- helpers
+
+template <typename T>
+void AddContextManager(py::class_<T>& cls, void (*close)(T&)) {
+  cls.def(
+      "__enter__", [](T& self) -> T& { return self; }, py::return_value_policy::reference);
+  cls.def("__exit__", [close](T& self, py::args) {
+    close(self);
+    return false;
+  });
+}
+
+// Destroying twice (say, destroy() inside a with block) is not an error.
+void DestroyStream(Stream& s) {
+  if (s.st->rt && s.id.value != 0 && !s.legacy) Check(s.st->rt->DestroyStream(s.id));
+  s.id = StreamId{};
+}
+void DestroyEvent(Event& e) {
+  if (e.st->rt && e.id.value != 0) Check(e.st->rt->DestroyEvent(e.id));
+  e.id = EventId{};
+}
+
+void BindPoolAttribute(py::class_<Pool>& cls, const char* name, PoolAttr attr, bool is_switch,
+                       const char* doc) {
+  if (is_switch) {
+    cls.def_property(
+        name, [attr](const Pool& p) { return p.Get(attr) != 0; },
+        [attr](const Pool& p, bool on) { p.Set(attr, on ? 1 : 0); }, doc);
+  } else {
+    cls.def_property(
+        name, [attr](const Pool& p) { return p.Get(attr); },
+        [attr](const Pool& p, const py::object& v) {
+          p.Set(attr, Threshold(v));
+          p.st->CountBytes();
+        },
+        doc);
+  }
+}
+
+}  // namespace
+
+void Bind(py::module_& m) {
+  m.doc() = "The compiled half of streampool; import streampool instead.";
+  py::module_ errors = py::module_::import("streampool._errors");
+  g_error = py::object(errors.attr("Error")).release().ptr();
+  g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
+
+  py::class_<Stream> stream(m, "Stream", "A stream of a Runtime (cudaStream_t).");
+  stream
+      .def_property_readonly(
+          "id", [](const Stream& s) { return s.id.value; },
+          "The handle's number (the C API's spStream_t).")
+      .def_readonly("device", &Stream::device)
+      .def_readonly("non_blocking", &Stream::non_blocking)
+      .def_readonly("legacy", &Stream::legacy, "The device's legacy default stream.")
+      .def(
+          "synchronize",
+          [](const Stream& s) {
+            const StreamId id = s.id;
+            Synchronize(*s.st, [id](Runtime& r) { return r.StreamSynchronize(id); });
+          },
+          "Waits for the stream's work, then makes what that proves complete reusable and "
+          "applies the pools' release thresholds.")
+      .def(
+          "query", [](const Stream& s) { return Ready(s.st->Get().StreamQuery(s.id)); },
+          "True when all of the stream's work has completed.")
+      .def(
+          "wait_event",
+          [](const Stream& s, const Event& e) { Check(s.st->Get().StreamWaitEvent(s.id, e.id)); },
+          py::arg("event"), "Later work on the stream waits for the event's latest record.")
+      .def("destroy", &DestroyStream, "Destroys the stream; its enqueued work still completes.")
+      .def("__eq__", [](const Stream& a, const Stream& b) { return a.id.value == b.id.value; })
+      .def("__hash__", [](const Stream& s) { return py::hash(py::int_(s.id.value)); })
+      .def("__repr__", [](const Stream& s) {
+        return absl::StrCat("<streampool.Stream ", s.legacy ? "legacy" : absl::StrCat(s.id.value),
+                            " device=", s.device, s.non_blocking ? " non_blocking" : "", ">");
+      });
+  AddContextManager(stream, &DestroyStream);
+
+  py::class_<Event> event(m, "Event", "An event of a Runtime (cudaEvent_t).");
+  event.def_property_readonly("id", [](const Event& e) { return e.id.value; })
+      .def(
+          "record",
+          [](const Event& e, const Stream& s) { Check(e.st->Get().RecordEvent(e.id, s.id)); },
+          py::arg("stream"), "Captures the work enqueued on the stream so far.")
+      .def(
+          "synchronize",
+          [](const Event& e) {
+            const EventId id = e.id;
+            Synchronize(*e.st, [id](Runtime& r) { return r.EventSynchronize(id); });
+          },
+          "Waits for the latest record; a synchronize action like Stream.synchronize.")
+      .def(
+          "query", [](const Event& e) { return Ready(e.st->Get().EventQuery(e.id)); },
+          "True when the latest record completed (or the event was never recorded).")
+      .def(
+          "elapsed_ms",
+          [](const Event& start, const Event& end) {
+            return Check(start.st->Get().EventElapsedMs(start.id, end.id));
+          },
+          py::arg("end"), "Milliseconds from this event's record to end's.")
+      .def("destroy", &DestroyEvent)
+      .def("__repr__",
+           [](const Event& e) { return absl::StrCat("<streampool.Event ", e.id.value, ">"); });
+  AddContextManager(event, &DestroyEvent);
+
+  py::class_<Pool> pool(m, "Pool", "A memory pool of a Runtime (cudaMemPool_t).");
+  pool.def_property_readonly("id", [](const Pool& p) { return p.id.value; })
+      .def_readonly("device", &Pool::device)
+      .def_property_readonly("kind", [](const Pool& p) { return kPoolKinds.Name(p.kind); })
+      .def_property_readonly(
+          "growth",
+          [](const Pool& p) {
+            return replay::GrowthName(static_cast<PoolGrowth>(p.Get(PoolAttr::kGrowth)));
+          },
+          "'chunked' or 'expandable'.");
+  BindPoolAttribute(pool, "reuse_follow_event_dependencies",
+                    PoolAttr::kReuseFollowEventDependencies, true,
+                    "Rule 2: reuse a free this stream is ordered after.");
+  BindPoolAttribute(pool, "reuse_allow_opportunistic", PoolAttr::kReuseAllowOpportunistic, true,
+                    "Rule 3: reuse a free observed complete.");
+  BindPoolAttribute(pool, "reuse_allow_internal_dependencies",
+                    PoolAttr::kReuseAllowInternalDependencies, true,
+                    "Rule 5: reuse a pending free after inserting a wait on it.");
+  BindPoolAttribute(pool, "front_cache", PoolAttr::kFrontCache, true,
+                    "The per-stream front caches.");
+  BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
+                    "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
+  pool.def_property_readonly("reserved_current",
+                             [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); })
+      .def_property_readonly("reserved_high",
+                             [](const Pool& p) { return p.Get(PoolAttr::kReservedMemHigh); })
+      .def_property_readonly("used_current",
+                             [](const Pool& p) { return p.Get(PoolAttr::kUsedMemCurrent); })
+      .def_property_readonly("used_high",
+                             [](const Pool& p) { return p.Get(PoolAttr::kUsedMemHigh); })
+      .def(
+          "reset_high",
+          [](const Pool& p) {
+            p.Set(PoolAttr::kReservedMemHigh, 0);
+            p.Set(PoolAttr::kUsedMemHigh, 0);
+          },
+          "Resets both watermarks to the current values.")
+      .def(
+          "stats", [](const Pool& p) { return StatsDict(Check(p.st->Get().GetPoolStats(p.id))); },
+          "The pool's statistics (spMemPoolStats' fields and more, snake_case).")
+      .def(
+          "trim_to",
+          [](const Pool& p, uint64_t keep) {
+            Check(p.st->Get().TrimTo(p.id, keep));
+            p.st->CountBytes();
+          },
+          py::arg("min_bytes_to_keep"), "Releases free memory while more than this stays reserved.")
+      .def(
+          "check_invariants", [](const Pool& p) { Check(p.st->Get().CheckPoolInvariants(p.id)); },
+          "The pool's O(n) self-check; raises Error naming what broke.")
+      .def(
+          "destroy",
+          [](const Pool& p) {
+            Check(p.st->Get().DestroyPool(p.id));
+            p.st->pool_names.erase(p.id.value);
+          },
+          "Destroys a pool made by create_pool; live allocations stay valid.")
+      .def("__eq__", [](const Pool& a, const Pool& b) { return a.id.value == b.id.value; })
+      .def("__hash__", [](const Pool& p) { return py::hash(py::int_(p.id.value)); })
+      .def("__repr__", [](const Pool& p) {
+        return absl::StrCat("<streampool.Pool ", p.id.value, " ", kPoolKinds.Name(p.kind),
+                            " device=", p.device, ">");
+      });
+
+  py::class_<Allocation>(m, "Allocation",
+                         "Memory from malloc_async: its address, size and the rule that served it.")
+      .def_readonly("ptr", &Allocation::ptr)
+      .def_readonly("size", &Allocation::size)
+      .def_property_readonly(
+          "rule", [](const Allocation& a) { return Snake(ReuseRuleName(a.rule)); },
+          "'same_stream', 'event_dependency', 'opportunistic', 'internal_dependency', "
+          "'after_sync' or 'fresh'.")
+      .def_readonly("stream", &Allocation::stream, "The stream it was allocated on.")
+      .def_readonly("pool", &Allocation::pool, "The pool it came from.")
+      .def("__int__", [](const Allocation& a) { return a.ptr; })
+      .def("__index__", [](const Allocation& a) { return a.ptr; })
+      .def("__repr__", [](const Allocation& a) {
+        return absl::StrCat("<streampool.Allocation ptr=0x", absl::Hex(a.ptr), " size=", a.size,
+                            " rule=", Snake(ReuseRuleName(a.rule)), ">");
+      });
+
+  py::class_<PyRuntime> runtime(m, "Runtime",
+                                "Simulated devices with their streams, events and pools.");
+  runtime
+      .def(py::init<int, uint64_t, const std::string&, const std::string&, uint64_t, uint64_t, bool,
+                    bool>(),
+           py::kw_only(), py::arg("devices") = 1, py::arg("capacity") = uint64_t{1} << 30,
+           py::arg("backing") = "host", py::arg("executor") = "simulator",
+           py::arg("api_call_ns") = 0, py::arg("copy_bytes_per_us") = 1000000,
+           py::arg("check_stream_order") = false, py::arg("timeline") = false)
+      .def("close", &PyRuntime::Close,
+           "Destroys the runtime and everything it owns; later calls raise Error.")
+      .def_property_readonly("closed", &PyRuntime::closed)
+      .def(
+          "__enter__", [](PyRuntime& self) -> PyRuntime& { return self; },
+          py::return_value_policy::reference)
+      .def("__exit__",
+           [](PyRuntime& self, py::args) {
+             self.Close();
+             return false;
+           })
+      .def_property_readonly("devices",
+                             [](const PyRuntime& r) { return r.rt().config().device_count; })
+      .def_property_readonly("capacity",
+                             [](const PyRuntime& r) { return r.rt().config().device_capacity; })
+      .def_property_readonly(
+          "executor", [](const PyRuntime& r) { return kExecutors.Name(r.rt().config().executor); })
+      .def("create_stream", &PyRuntime::CreateStream, py::kw_only(), py::arg("device") = 0,
+           py::arg("non_blocking") = false)
+      .def("legacy_stream", &PyRuntime::LegacyStream, py::kw_only(), py::arg("device") = 0)
+      .def("create_event", &PyRuntime::CreateEvent, py::kw_only(),
+           py::arg("disable_timing") = false, py::arg("interprocess") = false)
+      .def("default_pool", &PyRuntime::DefaultPool, py::kw_only(), py::arg("device") = 0)
+      .def("current_pool", &PyRuntime::CurrentPool, py::kw_only(), py::arg("device") = 0)
+      .def("set_current_pool", &PyRuntime::SetCurrentPool, py::arg("pool"), py::kw_only(),
+           py::arg("device") = py::none())
+      .def("create_pool", &PyRuntime::CreatePool, py::kw_only(), py::arg("kind") = "device",
+           py::arg("device") = 0, py::arg("max_size") = 0, py::arg("page_policy") = "huge_first",
+           py::arg("growth") = "default", py::arg("acl_rounding") = false,
+           py::arg("exportable") = false, py::arg("reuse_follow_event_dependencies") = true,
+           py::arg("reuse_allow_opportunistic") = true,
+           py::arg("reuse_allow_internal_dependencies") = true,
+           py::arg("release_threshold") = py::int_(0))
+      .def("malloc_async", &PyRuntime::MallocAsync, py::arg("size"), py::arg("stream"),
+           py::kw_only(), py::arg("pool") = py::none(),
+           "size bytes in stream order; raises OutOfMemoryError when no memory is found.")
+      .def("free_async", &PyRuntime::FreeAsync, py::arg("allocation"), py::arg("stream"),
+           "Frees an Allocation (or address) in stream order of stream.")
+      .def(
+          "malloc",
+          [](PyRuntime& r, uint64_t size, int device) {
+            return reinterpret_cast<uintptr_t>(Check(r.rt().Malloc(size, device)));
+          },
+          py::arg("size"), py::kw_only(), py::arg("device") = 0)
+      .def(
+          "free", [](PyRuntime& r, const py::handle& ptr) { Check(r.rt().Free(Ptr(ptr))); },
+          py::arg("ptr"))
+      .def(
+          "malloc_host",
+          [](PyRuntime& r, uint64_t size) {
+            return reinterpret_cast<uintptr_t>(Check(r.rt().MallocHost(size)));
+          },
+          py::arg("size"))
+      .def(
+          "free_host",
+          [](PyRuntime& r, const py::handle& ptr) { Check(r.rt().FreeHost(Ptr(ptr))); },
+          py::arg("ptr"))
+      .def("launch_kernel", &PyRuntime::LaunchKernel, py::arg("stream"), py::kw_only(),
+           py::arg("duration_ns") = 0, py::arg("accesses") = py::tuple())
+      .def(
+          "memcpy_async",
+          [](PyRuntime& r, const py::handle& dst, const py::handle& src, uint64_t nbytes,
+             const Stream& s) { Check(r.rt().MemcpyAsync(Ptr(dst), Ptr(src), nbytes, s.id)); },
+          py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream"))
+      .def(
+          "memset_async",
+          [](PyRuntime& r, const py::handle& dst, int value, uint64_t nbytes, const Stream& s) {
+            Check(r.rt().MemsetAsync(Ptr(dst), value, nbytes, s.id));
+          },
+          py::arg("dst"), py::arg("value"), py::arg("nbytes"), py::arg("stream"))
+      .def("device_synchronize", &PyRuntime::DeviceSynchronize, py::kw_only(),
+           py::arg("device") = 0)
+      .def("host_advance", &PyRuntime::HostAdvance, py::arg("ns"))
+      .def_property_readonly(
+          "host_now", [](const PyRuntime& r) { return r.rt().HostNow(); },
+          "Host time in ns (virtual with the simulator).")
+      .def(
+          "mem_get_info",
+          [](const PyRuntime& r, int device) {
+            const DeviceMemInfo info = Check(r.rt().MemGetInfo(device));
+            return std::make_pair(info.free, info.total);
+          },
+          py::kw_only(), py::arg("device") = 0, "(free, total) bytes of the device.")
+      .def(
+          "pointer_attributes",
+          [](const PyRuntime& r, const py::handle& ptr) {
+            const PointerAttributes a = Check(r.rt().GetPointerAttributes(Ptr(ptr)));
+            py::dict d;
+            d["device"] = a.device;
+            d["pool"] =
+                a.pool.value == 0 ? py::object(py::none()) : py::cast(MakePool(r.state(), a.pool));
+            d["base"] = reinterpret_cast<uintptr_t>(a.base);
+            d["size"] = a.size;
+            return d;
+          },
+          py::arg("ptr"))
+      .def(
+          "set_peer_access",
+          [](PyRuntime& r, int device, int peer, bool on) {
+            Check(r.rt().SetPeerAccessible(device, peer, on));
+          },
+          py::arg("device"), py::arg("peer"), py::arg("accessible") = true)
+      .def(
+          "can_access_peer",
+          [](const PyRuntime& r, int device, int peer) {
+            return Check(r.rt().CanAccessPeer(device, peer));
+          },
+          py::arg("device"), py::arg("peer"))
+      .def(
+          "enable_checker", [](PyRuntime& r, bool on) { r.rt().EnableChecker(on); },
+          py::arg("on") = true, "Turns the stream-order checker on (collecting reports) or off.")
+      .def(
+          "checker_reports",
+          [](const PyRuntime& r) {
+            py::list out;
+            for (const CheckReport& c : r.rt().CheckReports()) {
+              py::dict d;
+              d["kind"] = kCheckKinds.Name(c.kind);
+              d["stream"] = c.stream.value;
+              d["op_position"] = c.op_position;
+              d["ptr"] = reinterpret_cast<uintptr_t>(c.ptr);
+              d["size"] = c.size;
+              d["other_stream"] = c.other_stream.value;
+              d["other_position"] = c.other_position;
+              d["message"] = c.message;
+              out.append(d);
+            }
+            return out;
+          },
+          "The checker's findings, oldest first, as dicts.")
+      .def("clear_checker_reports", [](PyRuntime& r) { r.rt().ClearCheckReports(); })
+      .def("record_timeline", &PyRuntime::RecordTimeline, py::arg("on") = true,
+           "Records every op's schedule, allocation lifetimes and pool bytes from now on.")
+      .def(
+          "timeline",
+          [](const PyRuntime& r) {
+            py::list out;
+            for (const TimelineEntry& e : r.rt().Timeline()) {
+              py::dict d;
+              d["stream"] = e.stream.value;
+              d["stream_index"] = e.stream_index;
+              d["device"] = e.device;
+              d["position"] = e.position;
+              d["kind"] = Snake(OpKindName(e.kind));
+              d["enqueued_ns"] = e.enqueued_ns;
+              d["start_ns"] = e.start_ns;
+              d["end_ns"] = e.end_ns;
+              out.append(d);
+            }
+            return out;
+          },
+          "The recorded ops in enqueue order, as dicts.")
+      .def("timeline_json", &PyRuntime::TimelineJson,
+           "The recorded timeline as Chrome trace-event JSON text.");
+
+  m.def("replay_json", &ReplayJson, py::arg("files"), py::arg("reuse_event"),
+        py::arg("reuse_opportunistic"), py::arg("reuse_internal"), py::arg("all_policies"),
+        py::arg("thresholds"), py::arg("growths"), py::arg("pool"), py::arg("backing"),
+        py::arg("capacity"), py::arg("check"), py::arg("timeline_path"));
+}
+
+}  // namespace streampool::python
+
+PYBIND11_MODULE(_core, m) { streampool::python::Bind(m); }
