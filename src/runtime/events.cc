@@ -1,0 +1,200 @@
+#include "src/runtime/events.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+using StreamRec = RuntimeCore::StreamRec;
+
+absl::StatusOr<Events::EventRec*> Events::FindEvent(uint64_t h) {
+  if (KindOf(h) != HandleKind::kEvent || RuntimeIdOf(h) != c_.id) return InvalidHandle("event", h);
+  auto it = events_.find(h);
+  if (it == events_.end()) return InvalidHandle("event", h);
+  return &it->second;
+}
+
+absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  if (const uint64_t target = RemoteTarget(**ev); target != 0) {
+    // Another process's record: nothing of ours to order after, only a point
+    // in time to wait for.
+    std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
+    if (seg->completed() >= target) return absl::OkStatus();
+    if (c_.sim != nullptr || c_.adapter != nullptr) {
+      return absl::UnimplementedError(
+          "a stream of this executor cannot wait for another process's record that has not "
+          "completed (use the threads executor, or synchronize on the event)");
+    }
+    c_.ChargeCall();
+    OpDesc op;
+    op.kind = OpKind::kWait;
+    op.effect = [seg, target] { seg->WaitComplete(target); };
+    c_.EnqueueOp((*rec)->index, std::move(op));
+    return absl::OkStatus();
+  }
+  if (!(*ev)->recorded) return absl::OkStatus();  // CUDA: waiting on nothing
+  c_.ChargeCall();
+  OpDesc op;
+  op.kind = OpKind::kWait;
+  op.wait_stream = (*ev)->stream;
+  op.wait_position = (*ev)->position;
+  c_.EnqueueOp((*rec)->index, std::move(op));
+  c_.ordering.JoinInto((*rec)->index, (*ev)->snapshot);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Events::CreateEvent(unsigned flags) {
+  if (absl::Status st = c_.HandleRoom(); !st.ok()) return st;
+  if ((flags & ~(kEventDisableTiming | kEventInterprocess)) != 0) {
+    return absl::InvalidArgumentError("unknown event flags");
+  }
+  if ((flags & kEventInterprocess) != 0 && (flags & kEventDisableTiming) == 0) {
+    return absl::InvalidArgumentError("an interprocess event needs spEventDisableTiming");
+  }
+  EventRec rec;
+  rec.flags = flags;
+  if ((flags & kEventInterprocess) != 0) {
+    absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Create();
+    if (!seg.ok()) return seg.status();
+    rec.ipc = *std::move(seg);
+  }
+  c_.ChargeCall();
+  const uint64_t h = c_.NewHandle(HandleKind::kEvent);
+  events_.emplace(h, std::move(rec));
+  return h;
+}
+
+uint64_t Events::RemoteTarget(const EventRec& e) {
+  if (e.ipc == nullptr) return 0;
+  const uint64_t latest = e.ipc->recorded();
+  return latest != 0 && latest != e.ipc_seq ? latest : 0;
+}
+
+absl::Status Events::DestroyEvent(uint64_t e) {
+  if (absl::StatusOr<EventRec*> ev = FindEvent(e); !ev.ok()) return ev.status();
+  c_.ChargeCall();
+  events_.erase(e);
+  return absl::OkStatus();
+}
+
+absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const StreamIndex idx = (*rec)->index;
+  c_.ChargeCall();
+  OpDesc op;
+  op.kind = OpKind::kRecord;
+  std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
+  uint64_t seq = 0;
+  if (seg != nullptr) {
+    // The executor marks the shared record complete when the record op
+    // completes: the threads executor as its worker reaches it, the
+    // simulator when the host observes it.
+    seq = seg->BeginRecord();
+    op.effect = [seg, seq] { seg->Complete(seq); };
+  }
+  const Position p = c_.EnqueueOp(idx, std::move(op));
+  const TimeNs end = c_.last_enqueue_end;
+  if (seg != nullptr && c_.executor->CompletedPosition(idx) >= p) seg->Complete(seq);
+  EventRec& r = **ev;
+  r.ipc_seq = seq;
+  r.recorded = true;
+  r.stream = idx;
+  r.position = p;
+  r.end = end;
+  r.snapshot = c_.ordering.clock(idx);
+  return absl::OkStatus();
+}
+
+absl::Status Events::EventSynchronize(uint64_t e) {
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  c_.ChargeCall();
+  if (const uint64_t target = RemoteTarget(**ev); target != 0) {
+    // Proves nothing about our own streams: no pool changes.
+    std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
+    if (seg->completed() < target) sync_.WaitIpc(seg, target);
+    return absl::OkStatus();
+  }
+  if (!(*ev)->recorded) return absl::OkStatus();
+  const std::pair<StreamIndex, Position> point((*ev)->stream, (*ev)->position);
+  const VectorClock proof = (*ev)->snapshot;
+  sync_.SyncPoint(point, proof);
+  return absl::OkStatus();
+}
+
+absl::Status Events::EventQuery(uint64_t e) {
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  c_.ChargeCall();
+  if (const uint64_t target = RemoteTarget(**ev); target != 0) {
+    if ((*ev)->ipc->completed() < target) {
+      return absl::UnavailableError("event's latest record (another process's) has not completed");
+    }
+    return absl::OkStatus();
+  }
+  if (!(*ev)->recorded) return absl::OkStatus();
+  c_.executor->RunDueEffects();
+  if (c_.executor->CompletedPosition((*ev)->stream) < (*ev)->position) {
+    return absl::UnavailableError("event's record has not completed");
+  }
+  sync_.Proven((*ev)->snapshot);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> Events::EventElapsedMs(uint64_t start, uint64_t end) {
+  absl::StatusOr<EventRec*> a = FindEvent(start);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<EventRec*> b = FindEvent(end);
+  if (!b.ok()) return b.status();
+  if ((((*a)->flags | (*b)->flags) & kEventDisableTiming) != 0) {
+    return absl::NotFoundError("elapsed time of an event created without timing");
+  }
+  if (!(*a)->recorded || !(*b)->recorded) {
+    return absl::NotFoundError("elapsed time of an event that was never recorded");
+  }
+  c_.ChargeCall();
+  if (c_.executor->CompletedPosition((*a)->stream) < (*a)->position ||
+      c_.executor->CompletedPosition((*b)->stream) < (*b)->position) {
+    return absl::UnavailableError("event's record has not completed");
+  }
+  const double ns = static_cast<double>((*b)->end) - static_cast<double>((*a)->end);
+  return static_cast<float>(ns / 1e6);
+}
+
+absl::Status Events::GetIpcEventHandle(uint64_t e, unsigned char handle[64]) {
+  absl::StatusOr<EventRec*> ev = FindEvent(e);
+  if (!ev.ok()) return ev.status();
+  if ((*ev)->ipc == nullptr) {
+    return absl::NotFoundError("the event was not created with spEventInterprocess");
+  }
+  (*ev)->ipc->WriteHandle(handle);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Events::OpenIpcEvent(const unsigned char handle[64]) {
+  if (absl::Status st = c_.HandleRoom(); !st.ok()) return st;
+  absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Open(handle);
+  if (!seg.ok()) return seg.status();
+  c_.ChargeCall();
+  EventRec rec;
+  rec.flags = kEventDisableTiming | kEventInterprocess;
+  rec.ipc = *std::move(seg);
+  const uint64_t h = c_.NewHandle(HandleKind::kEvent);
+  events_.emplace(h, std::move(rec));
+  return h;
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,66 @@
+// Events: records, waits, queries and timings, within a process or (IPC
+// events, a shared segment) across processes.
+#ifndef STREAMPOOL_SRC_RUNTIME_EVENTS_H_
+#define STREAMPOOL_SRC_RUNTIME_EVENTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "src/runtime/runtime_core.h"
+#include "src/runtime/sync_protocol.h"
+
+namespace streampool::internal {
+
+class Events {
+ public:
+  Events(RuntimeCore& core, SyncProtocol& sync) : c_(core), sync_(sync) {}
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+
+  absl::StatusOr<uint64_t> CreateEvent(unsigned flags);
+  absl::Status DestroyEvent(uint64_t e);
+  absl::Status RecordEvent(uint64_t e, uint64_t s);
+  absl::Status StreamWaitEvent(uint64_t s, uint64_t e);
+  absl::Status EventSynchronize(uint64_t e);
+  absl::Status EventQuery(uint64_t e);
+  absl::StatusOr<float> EventElapsedMs(uint64_t start, uint64_t end);
+  absl::Status GetIpcEventHandle(uint64_t e, unsigned char handle[64]);
+  absl::StatusOr<uint64_t> OpenIpcEvent(const unsigned char handle[64]);
+  // Drops every event (teardown).
+  void Clear() { events_.clear(); }
+
+ private:
+  struct EventRec {
+    bool recorded = false;
+    StreamIndex stream = kNoStream;
+    Position position = 0;
+    TimeNs end = 0;
+    VectorClock snapshot;
+    unsigned flags = 0;
+    // Interprocess events: the shared segment, and the shared number of this
+    // runtime's latest record of it (0: none). When the segment's latest
+    // record is another's, queries and waits go by the shared counters.
+    std::shared_ptr<IpcEventSegment> ipc;
+    uint64_t ipc_seq = 0;
+  };
+  absl::StatusOr<EventRec*> FindEvent(uint64_t h);
+  // The shared record number an interprocess event's queries and waits must
+  // see complete when its latest record is another runtime's; 0 when the
+  // event's latest record is this runtime's (or it was never recorded).
+  static uint64_t RemoteTarget(const EventRec& e);
+
+  RuntimeCore& c_;
+  SyncProtocol& sync_;
+  absl::flat_hash_map<uint64_t, EventRec> events_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_RUNTIME_EVENTS_H_

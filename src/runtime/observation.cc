@@ -1,0 +1,93 @@
+#include "src/runtime/observation.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+Observation::Introspection Observation::Introspect() {
+  Introspection out;
+  for (StreamIndex s = 0; s < c_.ordering.stream_count(); ++s) {
+    out.clocks.push_back(c_.ordering.clock(s));
+    out.positions.push_back(c_.ordering.pos(s));
+    if (c_.sim != nullptr) out.last_end.push_back(c_.sim->LastEnd(s));
+  }
+  out.done = c_.ordering.done();
+  return out;
+}
+
+void Observation::EnableChecker(bool on, bool fatal) {
+  if (on && !c_.checker) {
+    c_.checker = std::make_unique<StreamOrderChecker>();
+    c_.checker->set_done(&c_.ordering.done());
+  }
+  if (!on) c_.checker.reset();
+  c_.UpdateFastPath();
+  c_.checker_fatal = on && fatal;
+  c_.checker_reported = c_.checker ? c_.checker->reports().size() : 0;
+  if (!c_.checker) c_.report_streams.clear();
+}
+
+std::vector<streampool::CheckReport> Observation::CheckReports() {
+  std::vector<streampool::CheckReport> out;
+  if (!c_.checker) return out;
+  const auto& reports = c_.checker->reports();
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const internal::CheckReport& r = reports[i];
+    const bool named = i < c_.report_streams.size();
+    streampool::CheckReport o;
+    o.kind = static_cast<streampool::CheckKind>(static_cast<int>(r.kind) + 1);
+    o.stream = StreamId{named                                 ? c_.report_streams[i].first
+                        : r.stream < c_.stream_handles.size() ? c_.stream_handles[r.stream]
+                                                              : 0};
+    o.op_position = r.position;
+    o.ptr = reinterpret_cast<const void*>(r.ptr);
+    o.size = r.size;
+    o.other_stream =
+        StreamId{named                                       ? c_.report_streams[i].second
+                 : r.other_stream < c_.stream_handles.size() ? c_.stream_handles[r.other_stream]
+                                                             : 0};
+    o.other_position = r.other_position;
+    o.message = r.message;
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void Observation::ClearCheckReports() {
+  if (c_.checker) c_.checker->ClearReports();
+  c_.checker_reported = 0;
+  c_.report_streams.clear();
+}
+
+void Observation::RecordTimeline(bool on) {
+  if (c_.sim != nullptr) c_.sim->set_record_timeline(on);
+  c_.UpdateFastPath();
+}
+
+std::vector<TimelineEntry> Observation::Timeline() {
+  std::vector<TimelineEntry> out;
+  if (c_.sim == nullptr) return out;
+  out.reserve(c_.sim->timeline().size());
+  for (const SimExecutor::TimelineEntry& e : c_.sim->timeline()) {
+    TimelineEntry t;
+    t.stream = StreamId{c_.stream_handles[e.stream]};
+    t.stream_index = e.stream;
+    t.device = c_.ordering.device(e.stream);
+    t.position = e.position;
+    t.kind = e.kind;
+    t.enqueued_ns = e.enqueued;
+    t.start_ns = e.start;
+    t.end_ns = e.end;
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,258 @@
+#include "src/runtime/runtime_core.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/runtime/registry.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+namespace {
+
+thread_local bool in_host_callback = false;
+
+// Keeps the process registry of address ranges in step with what pools and
+// Malloc map, so a bare pointer finds its runtime.
+class RegisteringUpstream final : public PhysicalMemory {
+ public:
+  RegisteringUpstream(std::shared_ptr<PhysicalMemory> inner, RuntimeCore* rt)
+      : inner_(std::move(inner)), runtime_id_(rt->id), rt_(rt), registry_(rt->process.registry()) {}
+  absl::StatusOr<Mapping> Map(uint64_t bytes) override {
+    absl::StatusOr<Mapping> m = inner_->Map(bytes);
+    if (m.ok()) {
+      registry_.AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
+                         inner_->touchable());
+    }
+    return m;
+  }
+  void Unmap(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    // Pools unmap only under the runtime's lock.
+    rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    registry_.RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    inner_->Unmap(mapping);
+  }
+  bool touchable() const override { return inner_->touchable(); }
+  const char* name() const override { return inner_->name(); }
+
+  // A reservation is the runtime's address space but never touchable; its
+  // granules are touchable while mapped.
+  bool can_reserve() const override { return inner_->can_reserve(); }
+  absl::StatusOr<void*> Reserve(uint64_t bytes, uint64_t alignment) override {
+    absl::StatusOr<void*> p = inner_->Reserve(bytes, alignment);
+    if (p.ok()) {
+      registry_.AddRange(reinterpret_cast<uintptr_t>(*p), bytes, runtime_id_, false);
+    }
+    return p;
+  }
+  absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
+    absl::StatusOr<Mapping> m = inner_->MapAt(addr, bytes);
+    if (m.ok()) {
+      registry_.AddRange(reinterpret_cast<uintptr_t>(m->base), m->size, runtime_id_,
+                         inner_->touchable());
+    }
+    return m;
+  }
+  void UnmapAt(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    registry_.AddRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size, runtime_id_, false);
+    inner_->UnmapAt(mapping);
+  }
+  void ReleaseReservation(void* base, uint64_t bytes) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(base), bytes);
+    registry_.RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
+    inner_->ReleaseReservation(base, bytes);
+  }
+
+ private:
+  std::shared_ptr<PhysicalMemory> inner_;
+  uint32_t runtime_id_;
+  RuntimeCore* rt_;
+  Registry& registry_;
+};
+
+}  // namespace
+
+bool InHostCallback() { return in_host_callback; }
+
+std::function<void()> AsHostCallback(std::function<void()> fn) {
+  return [fn = std::move(fn)]() {
+    in_host_callback = true;
+    fn();
+    in_host_callback = false;
+  };
+}
+
+absl::Status InvalidHandle(const char* what, uint64_t h) {
+  if (h == 0) return absl::InvalidArgumentError(absl::StrCat("NULL ", what, " handle"));
+  return absl::NotFoundError(absl::StrCat("invalid or destroyed ", what, " handle"));
+}
+
+RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu)
+    : config(config),
+      id(id),
+      process(process),
+      mu(mu),
+      streams(HandleKind::kStream, id),
+      pools(id) {}
+
+std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<PhysicalMemory> inner) {
+  return std::make_shared<RegisteringUpstream>(std::move(inner), this);
+}
+
+void RuntimeCore::ChargeCall() {
+  if (config.api_call_ns != 0) executor->HostAdvance(config.api_call_ns);
+}
+
+absl::Status RuntimeCore::CheckDevice(int device) const {
+  if (device < 0 || device >= config.device_count) {
+    return absl::OutOfRangeError(
+        absl::StrCat("device ", device, " out of range [0, ", config.device_count, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeCore::HandleRoom() const {
+  // 2^36 handles per runtime: a runtime making a million objects a second
+  // runs out after 19 hours; it then refuses to make more instead of aborting.
+  if (next_object_id > kMaxObjectId) {
+    return absl::ResourceExhaustedError("this runtime has issued every handle it can");
+  }
+  return absl::OkStatus();
+}
+
+uint64_t RuntimeCore::NewHandle(HandleKind kind) {
+  SP_CHECK(next_object_id <= kMaxObjectId);
+  return MakeHandle(kind, id, next_object_id++);
+}
+
+absl::StatusOr<RuntimeCore::StreamRec*> RuntimeCore::FindStream(uint64_t h) {
+  StreamRec* rec = streams.Find(h);
+  if (rec == nullptr) return InvalidHandle("stream", h);
+  return rec;
+}
+
+Position RuntimeCore::EnqueueOp(StreamIndex s, OpDesc op) {
+  Position p;
+  {
+    SpinLockHolder lock(&ordering.stream_lock(s));
+    p = ordering.Enqueue(s, &op.implicit_waits);
+  }
+  // Executors wait for ops: a point (allocation, free) is waited for through
+  // the op before it.
+  if (op.wait_stream != kNoStream)
+    op.wait_position = OpAtOrBefore(op.wait_stream, op.wait_position);
+  for (auto& [ws, wp] : op.implicit_waits) wp = OpAtOrBefore(ws, wp);
+  if (s >= last_op.size()) last_op.resize(s + 1, 0);
+  last_op[s] = p;
+  last_enqueue_end = executor->Enqueue(s, p, std::move(op));
+  return p;
+}
+
+Position RuntimeCore::AdvancePoint(StreamIndex s, OpKind kind) {
+  if (adapter != nullptr) {
+    // An embedder's native stream runs work we never saw: only a native
+    // marker tells when the stream has reached the point.
+    OpDesc marker;
+    marker.kind = kind;
+    return EnqueueOp(s, std::move(marker));
+  }
+  Position p;
+  {
+    SpinLockHolder lock(&ordering.stream_lock(s));
+    p = ordering.AdvancePoint(s);
+  }
+  if (sim != nullptr) sim->RecordPoint(s, p, kind);
+  return p;
+}
+
+Position RuntimeCore::ExecutedThrough(StreamIndex s) {
+  const Position c = executor->CompletedPosition(s);
+  const Position last = s < last_op.size() ? last_op[s] : 0;
+  return c >= last ? ordering.pos(s) : c;
+}
+
+std::vector<StreamIndex> RuntimeCore::StreamsOfDevice(int device) const {
+  std::vector<StreamIndex> out;
+  for (StreamIndex s = 0; s < ordering.stream_count(); ++s) {
+    if (ordering.device(s) == device) out.push_back(s);
+  }
+  return out;
+}
+
+TimeNs RuntimeCore::SimAllocReady(StreamIndex t) const {
+  if (sim == nullptr) return 0;
+  // T's next op will wait for the legacy-stream ordering too.
+  TimeNs at = SimLastEnd(t);
+  const StreamKind kind = ordering.kind(t);
+  if (kind == StreamKind::kNonBlocking) return at;
+  for (StreamIndex b = 0; b < ordering.stream_count(); ++b) {
+    if (b == t || ordering.device(b) != ordering.device(t)) continue;
+    const StreamKind other = ordering.kind(b);
+    if ((kind == StreamKind::kBlocking && other == StreamKind::kLegacy) ||
+        (kind == StreamKind::kLegacy && other == StreamKind::kBlocking)) {
+      at = std::max(at, sim->LastEnd(b));
+    }
+  }
+  return at;
+}
+
+TimeNs RuntimeCore::SimLastEnd(StreamIndex s) const {
+  // A point on s is reached once the host is past s's last op.
+  return sim != nullptr ? std::max(sim->Now(), sim->LastEnd(s)) : 0;
+}
+
+void RuntimeCore::UpdateFastPath() {
+  // What the fast path skips: the checker's and the timeline's records, the
+  // simulated cost of a call, and the native marker an adapter's points need.
+  const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
+                  adapter == nullptr && (sim == nullptr || !sim->record_timeline());
+  fast_path.store(on, std::memory_order_release);
+}
+
+std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, AllocationType type) const {
+  // Pinned host memory is every device's (as spMallocHost memory is).
+  if (type == AllocationType::kPinnedHost) return nullptr;
+  auto rights = std::make_shared<AccessRights>();
+  rights->flags.assign(config.device_count, AccessRights::kNone);
+  // The resident device always has read-write access (CUDA F.10); a device
+  // this runtime does not have (an imported pool's) gives no one access.
+  if (device >= 0 && device < config.device_count) rights->flags[device] = AccessRights::kReadWrite;
+  return rights;
+}
+
+void RuntimeCore::OnUnmapped(uintptr_t base, uint64_t size) {
+  if (checker) checker->OnUnmap(base, size);
+}
+
+void RuntimeCore::OnAddressSpaceReleased(uintptr_t base, uint64_t size) {
+  // No block lies in address space given back: its page-map pages can go.
+  // (Not at every granule unmap: a pool maps its granules again and again,
+  // and each discard would cost page faults and a TLB flush on the next
+  // allocation there. The page map's memory is bounded by the address space
+  // the runtime holds, at most an eighth of what was ever mapped in it.)
+  page_map.Discard(base, base + size);
+}
+
+void RuntimeCore::CheckerAfterEvent() {
+  const auto& reports = checker->reports();
+  // Name a report's streams now: their slots may later hold other streams.
+  auto handle_of = [this](StreamIndex s) {
+    return s < stream_handles.size() ? stream_handles[s] : 0;
+  };
+  while (report_streams.size() < reports.size()) {
+    const internal::CheckReport& r = reports[report_streams.size()];
+    report_streams.emplace_back(handle_of(r.stream), handle_of(r.other_stream));
+  }
+  if (checker_fatal && reports.size() > checker_reported) {
+    std::fprintf(stderr, "streampool stream-order checker: %s: %s\n",
+                 CheckKindName(reports[checker_reported].kind),
+                 reports[checker_reported].message.c_str());
+    std::abort();
+  }
+  checker_reported = reports.size();
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,176 @@
+// RuntimeCore: what a runtime's parts share, and the few steps they all take.
+//
+// A runtime is a composition (RuntimeImpl) of parts with one job each:
+// Streams, Events, Work, Allocator, Pools, IpcService, SyncProtocol and
+// Observation. They share this core: the ordering core and the executor
+// (positions and time for every op), the devices, the handle tables, the page
+// map, the checker. Every field is guarded by the runtime's one blocking lock
+// (`mu`), but for what the fast path reads without it, marked "lock-free"
+// below (src/README.md, "The two paths").
+#ifndef STREAMPOOL_SRC_RUNTIME_RUNTIME_CORE_H_
+#define STREAMPOOL_SRC_RUNTIME_RUNTIME_CORE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/exec/adapter_executor.h"
+#include "src/memory/memfd_memory.h"
+#include "src/memory/page_backing.h"
+#include "src/ordering/ordering.h"
+#include "src/pool/mem_pool.h"
+#include "src/pool/page_map.h"
+#include "src/runtime/handle_table.h"
+#include "src/runtime/handles.h"
+#include "src/runtime/ipc.h"
+#include "src/runtime/pool_table.h"
+#include "src/runtime/process.h"
+#include "src/sim/checker.h"
+#include "src/sim/sim_executor.h"
+#include "src/util/mutex.h"
+#include "streampool/runtime.h"
+
+namespace streampool::internal {
+
+// True while a host function or a kernel body runs on this thread: API calls
+// are refused then.
+bool InHostCallback();
+// `fn` run with API calls refused on its thread (host functions, work bodies).
+std::function<void()> AsHostCallback(std::function<void()> fn);
+// NULL is a bad argument (CUDA answers a NULL pool or event so); a handle
+// naming nothing live is an invalid handle.
+absl::Status InvalidHandle(const char* what, uint64_t h);
+
+struct RuntimeCore {
+  struct Device {
+    std::unique_ptr<DeviceBudget> budget;
+    std::unique_ptr<HugePageBudget> huge_budget;
+    uint64_t legacy_stream = 0;  // handle
+    uint64_t default_pool = 0;   // handle
+    // Written under the lock, read lock-free by the fast path.
+    std::atomic<uint64_t> current_pool{0};  // handle
+  };
+  // Fields are atomics: the fast path reads them without the lock.
+  struct StreamRec {
+    std::atomic<StreamIndex> index{0};
+    std::atomic<int> device{0};
+    std::atomic<bool> legacy{false};
+  };
+  // A live pool allocation the page map cannot hold, or an imported pointer,
+  // by base address.
+  struct AllocRec {
+    MemPool* pool = nullptr;  // null for imported pointers
+    uint64_t pool_handle = 0;
+    Block* block = nullptr;
+    int device = 0;
+    uint64_t requested = 0;
+    MemfdMemory* memfd = nullptr;            // allocations of exportable pools
+    std::shared_ptr<ImportedPool> imported;  // imported pointers
+  };
+
+  RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu);
+  RuntimeCore(const RuntimeCore&) = delete;
+  RuntimeCore& operator=(const RuntimeCore&) = delete;
+
+  // Charges the per-call host cost; called once a call has passed validation
+  // (a failed call costs nothing) and before it enqueues anything.
+  void ChargeCall();
+  absl::Status CheckDevice(int device) const;
+  absl::StatusOr<StreamRec*> FindStream(uint64_t h);
+  // ResourceExhausted once the runtime's event handle ids are used up; checked
+  // by every call that makes one, before it changes anything.
+  absl::Status HandleRoom() const;
+  uint64_t NewHandle(HandleKind kind);
+  // The handle of the stream in slot s now (0: destroyed), for reports.
+  uint64_t StreamHandleOf(StreamIndex s) const {
+    return s < stream_handles.size() ? stream_handles[s] : 0;
+  }
+
+  // Enqueues one op on stream index s in both the ordering core and executor.
+  Position EnqueueOp(StreamIndex s, OpDesc op);
+  // An allocation or free point on s: a position, not an op (DESIGN.md,
+  // "Performance model"); only the timeline records it.
+  Position AdvancePoint(StreamIndex s, OpKind kind);
+  // The highest position of s whose ops the executor reports complete: up to
+  // pos(s) once the last op is, since the points after it complete with it.
+  Position ExecutedThrough(StreamIndex s);
+  // The op a wait for (s, p) waits for: the last op at or before p (0: none).
+  Position OpAtOrBefore(StreamIndex s, Position p) const {
+    return s < last_op.size() ? std::min(p, last_op[s]) : 0;
+  }
+  // The end time of the op last enqueued on s, when time is virtual.
+  TimeNs SimLastEnd(StreamIndex s) const;
+  // When an allocation point on t is usable: t's next op also waits for the
+  // legacy-stream ordering (virtual time only).
+  TimeNs SimAllocReady(StreamIndex t) const;
+  std::vector<StreamIndex> StreamsOfDevice(int device) const;
+
+  // Access rights of a new pool resident on `device` (-1: host) of `type`.
+  std::shared_ptr<AccessRights> NewAccessRights(int device, AllocationType type) const;
+  // In fatal mode, aborts with the first new report.
+  void CheckerAfterEvent();
+  // Whether the fast path may run: no checker, no recorded timeline, no
+  // per-call host cost, no adapter, not destroyed.
+  void UpdateFastPath();
+  // Called by our upstreams when memory goes back (under the lock) ...
+  void OnUnmapped(uintptr_t base, uint64_t size);
+  // ... and when address space goes back (a chunk, a reservation).
+  void OnAddressSpaceReleased(uintptr_t base, uint64_t size);
+  // `inner` with every mapping recorded in the process's registry, so a bare
+  // pointer finds its runtime.
+  std::shared_ptr<PhysicalMemory> Registering(std::shared_ptr<PhysicalMemory> inner);
+
+  const RuntimeConfig config;
+  const uint32_t id;
+  // What is process-wide (the registry, the DVPP window), injected at Create.
+  Process& process;
+  // The runtime's lock (RuntimeImpl::mu_): the sync protocol drops it while
+  // it blocks, and effects on worker threads take it.
+  Mutex& mu;
+
+  bool destroyed = false;
+  // The ordering core and the executor: the simulator, the threads executor
+  // or an adapter; sim and adapter point at the first and last (else null).
+  Ordering ordering;  // stream locks and pos(S): lock-free
+  std::unique_ptr<Executor> executor;
+  SimExecutor* sim = nullptr;
+  AdapterExecutor* adapter = nullptr;
+  // Position of the last op (not point) enqueued on each stream index.
+  std::vector<Position> last_op;
+  // Completion time of the op EnqueueOp enqueued last.
+  TimeNs last_enqueue_end = 0;
+  uint64_t next_object_id = 1;
+
+  // Fixed at Init; Device fields but current_pool are the lock's.
+  std::unique_ptr<Device[]> devices;
+  HandleTable<StreamRec> streams;  // Find: lock-free
+  // Handle of every stream index (0 once destroyed), for timelines.
+  std::vector<uint64_t> stream_handles;
+  PoolTable pools;  // FindFast: lock-free
+  // Base of every live pool block -> block: lock-free.
+  PageMap page_map;
+  absl::flat_hash_map<uintptr_t, AllocRec> allocs;
+  // What Device pools and Malloc map (host pages or address space only).
+  std::shared_ptr<PhysicalMemory> upstream;
+  // Pinned host pools' bytes: bounded only by their maxSize and the system.
+  DeviceBudget host_budget{UINT64_MAX};
+  std::atomic<bool> fast_path{false};
+
+  // Null while the checker is off.
+  std::unique_ptr<StreamOrderChecker> checker;
+  bool checker_fatal = false;
+  size_t checker_reported = 0;
+  // The stream handles of each checker report, taken when it was made.
+  std::vector<std::pair<uint64_t, uint64_t>> report_streams;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_RUNTIME_RUNTIME_CORE_H_

@@ -1,0 +1,173 @@
+#include "src/runtime/streams.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+using StreamRec = RuntimeCore::StreamRec;
+// Streams alive at once (slots): the widest clock we are willing to keep.
+constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
+
+absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
+  if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
+  if (!c_.streams.HasRoom()) {
+    return absl::ResourceExhaustedError("this runtime's stream handles are used up");
+  }
+  // A destroyed stream's slot once nothing can refer to its positions, else
+  // a new one (src/ordering/ordering.h, "Slot reuse").
+  RecycleSlots();
+  const StreamIndex idx = c_.ordering.NextSlot();
+  if (idx == c_.ordering.stream_count() && idx >= kMaxStreamsPerRuntime) {
+    return absl::ResourceExhaustedError(
+        "too many streams alive (or destroyed with work not yet proven complete) in this runtime");
+  }
+  if (c_.adapter != nullptr) {
+    // The native stream first: if the embedder cannot make one, nothing changes.
+    absl::Status bound = c_.adapter->BindStream(idx, device, /*legacy=*/false, non_blocking);
+    if (!bound.ok()) return bound;
+  }
+  try {
+    c_.executor->AddStream(idx);
+  } catch (const std::system_error& e) {
+    // No thread for the stream's worker: an error, with nothing changed.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the stream's worker thread: ", e.what()));
+  }
+  c_.ChargeCall();
+  SP_CHECK(c_.ordering.AddStream(
+               device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking) == idx);
+  absl::StatusOr<uint64_t> added = c_.streams.Add([&](StreamRec& r, uint64_t) {
+    r.index = idx;
+    r.device = device;
+    r.legacy = false;
+  });
+  SP_CHECK(added.ok());  // room was checked above
+  const uint64_t h = *added;
+  if (idx == c_.stream_handles.size()) {
+    c_.stream_handles.push_back(h);
+  } else {
+    c_.stream_handles[idx] = h;
+  }
+  return h;
+}
+
+absl::Status Streams::DestroyStream(uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
+  c_.ChargeCall();
+  // Enqueued work still completes and pending frees stay valid; the slot is
+  // reused once that work is complete and no pool holds those frees
+  // (RecycleSlots). An embedder's native streams
+  // (adapter) and a recorded timeline name streams by slot for the
+  // runtime's life, so there slots are never reused.
+  const StreamIndex idx = (*rec)->index;
+  c_.stream_handles[idx] = 0;
+  c_.streams.Remove(s);
+  // Its frees waiting in front caches go central (where they stay pending on
+  // the dead stream until proven or observed complete).
+  c_.pools.ForEachMemPool([idx](MemPool& pool) { pool.RetireCache(idx); });
+  if (c_.adapter == nullptr && (c_.sim == nullptr || !c_.sim->record_timeline())) {
+    c_.ordering.RetireStream(idx);
+    retired_slots_.push_back(idx);
+  }
+  c_.executor->RemoveStream(idx);
+  return absl::OkStatus();
+}
+
+bool Streams::SlotIdle(StreamIndex s) {
+  const Position last = c_.ordering.pos(s);
+  if (c_.ExecutedThrough(s) < last) return false;
+  // The dead stream's frees are observed complete: pools whose opportunistic
+  // switch is on promote them, as rule 3 would; a pool in strict mode keeps
+  // them pending (and the slot retired) until a sync proves them.
+  auto settle = [s, last](MemPool& pool) {
+    if (pool.HasPendingOn(s) && pool.reuse_allow_opportunistic()) {
+      pool.PromoteObservedOn(s, last);
+    }
+    return !pool.HasPendingOn(s);
+  };
+  bool idle = true;
+  c_.pools.ForEachMemPool([&](MemPool& pool) { idle = settle(pool) && idle; });
+  return idle;
+}
+
+void Streams::RecycleSlots() {
+  // A few checks per call, round robin: CreateStream stays O(1) however many
+  // destroyed streams still have work running or frees pending.
+  constexpr size_t kChecksPerCall = 4;
+  const size_t checks = std::min(retired_slots_.size(), kChecksPerCall);
+  for (size_t n = 0; n < checks && !retired_slots_.empty(); ++n) {
+    if (recycle_cursor_ >= retired_slots_.size()) recycle_cursor_ = 0;
+    const StreamIndex s = retired_slots_[recycle_cursor_];
+    if (SlotIdle(s)) {
+      // Every position of the old incarnation is complete: say so, since the
+      // executor reports completion by ops and its successor's ops come next.
+      VectorClock proof;
+      proof.Raise(s, c_.ordering.pos(s));
+      c_.ordering.MarkComplete(proof);
+      c_.ordering.ReuseSlot(s);
+      retired_slots_[recycle_cursor_] = retired_slots_.back();
+      retired_slots_.pop_back();
+    } else {
+      ++recycle_cursor_;
+    }
+  }
+}
+
+absl::StatusOr<uint64_t> Streams::LegacyStream(int device) {
+  if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
+  return c_.devices[device].legacy_stream;  // a getter: no host time charged
+}
+
+absl::Status Streams::StreamSynchronize(uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  c_.ChargeCall();
+  const StreamIndex idx = (*rec)->index;
+  return sync_.SyncStreams({&idx, 1});
+}
+
+absl::Status Streams::StreamQuery(uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  c_.ChargeCall();
+  const StreamIndex idx = (*rec)->index;
+  c_.executor->RunDueEffects();
+  if (c_.ExecutedThrough(idx) < c_.ordering.pos(idx)) {
+    return absl::UnavailableError("stream has work pending");
+  }
+  sync_.Proven(c_.ordering.clock(idx));
+  return absl::OkStatus();
+}
+
+absl::Status Streams::DeviceSynchronize(int device) {
+  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  c_.ChargeCall();
+  const std::vector<StreamIndex> streams = c_.StreamsOfDevice(device);
+  return sync_.SyncStreams(streams);
+}
+
+absl::StatusOr<void*> Streams::NativeStream(uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (c_.adapter == nullptr) {
+    return absl::FailedPreconditionError("the runtime has no stream adapter");
+  }
+  return c_.adapter->native((*rec)->index);
+}
+
+absl::StatusOr<StreamIndex> Streams::StreamIndexOf(uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  return (*rec)->index;
+}
+
+}  // namespace streampool::internal

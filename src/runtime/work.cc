@@ -1,0 +1,146 @@
+#include "src/runtime/work.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+
+using StreamRec = RuntimeCore::StreamRec;
+
+std::function<void()> Work::MemoryEffect(void* dst, const void* src, int value, uint64_t bytes) {
+  // Memory of any runtime is touched only while mapped and touchable; a range
+  // that was runtime memory at enqueue and is unmapped since is skipped, as it
+  // may belong to someone else by now. Other memory is the caller's.
+  const Registry& reg = c_.process.registry();
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  const bool dst_managed = reg.Intersects(d, bytes);
+  const bool src_managed = src != nullptr && reg.Intersects(s, bytes);
+  return [&reg, dst, src, value, bytes, d, s, dst_managed, src_managed]() {
+    const auto ok = [&](uintptr_t p, bool managed) {
+      return managed ? reg.Intersects(p, bytes) && reg.SafeToTouch(p, bytes)
+                     : reg.SafeToTouch(p, bytes);
+    };
+    if (!ok(d, dst_managed) || (src != nullptr && !ok(s, src_managed))) return;
+    if (src != nullptr) {
+      std::memmove(dst, src, bytes);
+    } else {
+      std::memset(dst, value, bytes);
+    }
+  };
+}
+
+absl::Status Work::LaunchKernel(uint64_t s, uint64_t duration_ns,
+                                absl::Span<const Access> accesses) {
+  return EnqueueKernel(s, duration_ns, nullptr, /*needs_body=*/false, accesses);
+}
+
+absl::Status Work::LaunchWork(uint64_t s, uint64_t duration_ns, std::function<void()> work,
+                              absl::Span<const Access> accesses) {
+  return EnqueueKernel(s, duration_ns, std::move(work), /*needs_body=*/true, accesses);
+}
+
+absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function<void()> body,
+                                 bool needs_body, absl::Span<const Access> accesses) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (needs_body && !body) return absl::InvalidArgumentError("NULL work function");
+  for (const Access& a : accesses) {
+    if (a.ptr == nullptr && a.size != 0) {
+      return absl::InvalidArgumentError("kernel access with a NULL pointer");
+    }
+  }
+  c_.ChargeCall();
+  OpDesc op;
+  op.kind = OpKind::kKernel;
+  op.duration_ns = duration_ns;
+  if (body) op.effect = AsHostCallback(std::move(body));
+  const StreamIndex idx = (*rec)->index;
+  const Position p = c_.EnqueueOp(idx, std::move(op));
+  if (c_.checker) {
+    for (const Access& a : accesses) {
+      c_.checker->OnAccess(idx, p, c_.ordering.clock(idx), reinterpret_cast<uintptr_t>(a.ptr),
+                           a.size, a.write, (*rec)->device);
+    }
+    c_.CheckerAfterEvent();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Work::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (!fn) return absl::InvalidArgumentError("NULL host function");
+  c_.ChargeCall();
+  OpDesc op;
+  op.kind = OpKind::kHostFunc;
+  op.effect = AsHostCallback(std::move(fn));
+  c_.EnqueueOp((*rec)->index, std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (bytes != 0) {
+    if (dst == nullptr || src == nullptr) return absl::InvalidArgumentError("NULL copy pointer");
+    if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes ||
+        reinterpret_cast<uintptr_t>(src) > UINTPTR_MAX - bytes) {
+      return absl::InvalidArgumentError("copy range wraps the address space");
+    }
+  }
+  c_.ChargeCall();
+  if (bytes == 0) return absl::OkStatus();
+  OpDesc op;
+  op.kind = OpKind::kCopy;
+  op.duration_ns = bytes * 1000 / c_.config.copy_bytes_per_us;
+  op.effect = MemoryEffect(dst, src, 0, bytes);
+  const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
+  CheckCopyAccess((*rec)->index, p, src, bytes, /*write=*/false);
+  CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
+  return absl::OkStatus();
+}
+
+absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  if (bytes != 0) {
+    if (dst == nullptr) return absl::InvalidArgumentError("NULL fill pointer");
+    if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes) {
+      return absl::InvalidArgumentError("fill range wraps the address space");
+    }
+  }
+  c_.ChargeCall();
+  if (bytes == 0) return absl::OkStatus();
+  OpDesc op;
+  op.kind = OpKind::kFill;
+  op.duration_ns = bytes * 1000 / c_.config.copy_bytes_per_us;
+  op.effect = MemoryEffect(dst, nullptr, value, bytes);
+  const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
+  CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
+  return absl::OkStatus();
+}
+
+absl::Status Work::HostAdvance(uint64_t ns) {
+  c_.ChargeCall();
+  c_.executor->HostAdvance(ns);
+  return absl::OkStatus();
+}
+
+void Work::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write) {
+  // Copies also move host memory the runtime never saw; only our own memory
+  // is the checker's business.
+  if (!c_.checker) return;
+  const auto a = reinterpret_cast<uintptr_t>(ptr);
+  if (c_.process.registry().RuntimeOwning(a) != c_.id) return;
+  c_.checker->OnAccess(s, p, c_.ordering.clock(s), a, bytes, write);
+  c_.CheckerAfterEvent();
+}
+
+}  // namespace streampool::internal

@@ -1,0 +1,49 @@
+// Work: what streams run besides allocations — kernels (declared accesses,
+// an optional body), host functions, copies and fills (which really move
+// touchable bytes, and only those) — and the host's own time.
+#ifndef STREAMPOOL_SRC_RUNTIME_WORK_H_
+#define STREAMPOOL_SRC_RUNTIME_WORK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "src/runtime/runtime_core.h"
+
+namespace streampool::internal {
+
+class Work {
+ public:
+  explicit Work(RuntimeCore& core) : c_(core) {}
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  absl::Status LaunchKernel(uint64_t s, uint64_t duration_ns, absl::Span<const Access> accesses);
+  absl::Status LaunchWork(uint64_t s, uint64_t duration_ns, std::function<void()> work,
+                          absl::Span<const Access> accesses);
+  absl::Status LaunchHostFunc(uint64_t s, std::function<void()> fn);
+  absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s);
+  absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s);
+  absl::Status HostAdvance(uint64_t ns);
+
+ private:
+  // Kernels with or without a body (LaunchKernel, LaunchWork).
+  absl::Status EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function<void()> body,
+                             bool needs_body, absl::Span<const Access> accesses);
+  // An effect that copies or fills, skipping bytes that are not touchable
+  // (address-only memory, or runtime memory unmapped since the enqueue).
+  std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes);
+  // Reports of accesses a copy or fill makes to memory of this runtime.
+  void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write);
+
+  RuntimeCore& c_;
+};
+
+}  // namespace streampool::internal
+
+#endif  // STREAMPOOL_SRC_RUNTIME_WORK_H_
