@@ -201,11 +201,15 @@ struct Stream {
   int device = 0;
   bool non_blocking = false;
   bool legacy = false;
+  // The handle stays, so that later use is the runtime's
+  // spErrorInvalidResourceHandle, not a null handle's spErrorInvalidValue.
+  bool destroyed = false;
 };
 
 struct Event {
   StatePtr st;
   EventId id;
+  bool destroyed = false;  // as Stream::destroyed
 };
 
 struct Pool {
@@ -532,12 +536,12 @@ void AddContextManager(py::class_<T>& cls, void (*close)(T&)) {
 
 // Destroying twice (say, destroy() inside a with block) is not an error.
 void DestroyStream(Stream& s) {
-  if (s.st->rt && s.id.value != 0 && !s.legacy) Check(s.st->rt->DestroyStream(s.id));
-  s.id = StreamId{};
+  if (s.st->rt && !s.destroyed && !s.legacy) Check(s.st->rt->DestroyStream(s.id));
+  s.destroyed = true;
 }
 void DestroyEvent(Event& e) {
-  if (e.st->rt && e.id.value != 0) Check(e.st->rt->DestroyEvent(e.id));
-  e.id = EventId{};
+  if (e.st->rt && !e.destroyed) Check(e.st->rt->DestroyEvent(e.id));
+  e.destroyed = true;
 }
 
 void BindPoolAttribute(py::class_<Pool>& cls, const char* name, PoolAttr attr, bool is_switch,

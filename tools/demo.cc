@@ -3,7 +3,8 @@
 //
 //   (a) a producer/consumer program on the default pool: every op of every
 //       stream with its virtual schedule, an ASCII Gantt chart, and the rule
-//       that served each allocation;
+//       that served each allocation; also written as a trace-event timeline
+//       (Perfetto, chrome://tracing) to the third argument's file;
 //   (b) one three-stream program under each combination of reuse policies
 //       that matters, side by side: decisions by rule, peak reserved bytes,
 //       waits the pool inserted, makespan and failed allocations;
@@ -37,6 +38,7 @@
 #include "streampool/runtime.h"
 #include "tools/replay/replay.h"
 #include "tools/replay/report.h"
+#include "tools/replay/timeline.h"
 #include "tools/replay/trace.h"
 
 namespace {
@@ -49,6 +51,7 @@ using streampool::PoolStats;
 using streampool::ReuseRule;
 using streampool::Runtime;
 using streampool::StreamId;
+namespace rp = streampool::replay;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kUs = 1000;  // virtual ns per µs
@@ -171,7 +174,9 @@ void PrintGantt(const std::vector<streampool::TimelineEntry>& timeline,
   std::printf("  A alloc  F free  R record  W event wait  I inserted wait  = kernel  . idle\n");
 }
 
-void ScenarioTimeline() {
+// Also writes the scenario as Chrome trace-event JSON to `timeline_path`
+// (Perfetto, chrome://tracing); returns false if it cannot.
+bool ScenarioTimeline(const std::string& timeline_path) {
   std::printf("== (a) Scenario timeline ==\n");
   std::printf(
       "producer: alloc 8 MiB, 40 us kernel, free, record E. consumer: wait E, alloc 6 MiB,\n"
@@ -195,12 +200,26 @@ void ScenarioTimeline() {
     AllocInfo info;
   };
   std::vector<Decision> decisions;
+  rp::TimelineRecorder recorder;
+  auto count_bytes = [&](const PoolStats& stats) {
+    recorder.PoolBytes(pool.value, "default pool", rt->HostNow(), stats.reserved_bytes,
+                       stats.used_bytes);
+  };
+  count_bytes(MUST(rt->GetPoolStats(pool)));
   auto alloc = [&](uint64_t size, StreamId s, const char* name) {
     const PoolStats before = MUST(rt->GetPoolStats(pool));
     const AllocInfo info = MUST(rt->MallocAsync(size, s));
-    namer.Observe(info, before, MUST(rt->GetPoolStats(pool)));
+    const PoolStats after = MUST(rt->GetPoolStats(pool));
+    namer.Observe(info, before, after);
     decisions.push_back(Decision{name, size, info});
+    recorder.Allocated(s, info.ptr, size, info.rule, rt->HostNow());
+    count_bytes(after);
     return info.ptr;
+  };
+  auto free_async = [&](void* ptr, StreamId s) {
+    MUST(rt->FreeAsync(ptr, s));
+    recorder.Freed(s, ptr, rt->HostNow());
+    count_bytes(MUST(rt->GetPoolStats(pool)));
   };
   auto kernel = [&](StreamId s, uint64_t us, void* p, uint64_t size) {
     const Access access{p, size, /*write=*/true};
@@ -209,26 +228,26 @@ void ScenarioTimeline() {
 
   void* p = alloc(8 * kMiB, producer, "producer");
   kernel(producer, 40, p, 8 * kMiB);
-  MUST(rt->FreeAsync(p, producer));
+  free_async(p, producer);
   MUST(rt->RecordEvent(e, producer));
 
   MUST(rt->StreamWaitEvent(consumer, e));
   void* c = alloc(6 * kMiB, consumer, "consumer");
   kernel(consumer, 30, c, 6 * kMiB);
-  MUST(rt->FreeAsync(c, consumer));
+  free_async(c, consumer);
 
   MUST(rt->HostAdvance(5 * kUs));
   void* l = alloc(1 * kMiB, legacy, "legacy");
   kernel(legacy, 10, l, 1 * kMiB);
-  MUST(rt->FreeAsync(l, legacy));
+  free_async(l, legacy);
   MUST(rt->DeviceSynchronize(0));
 
   void* p2 = alloc(8 * kMiB, producer, "producer");
   kernel(producer, 20, p2, 8 * kMiB);
-  MUST(rt->FreeAsync(p2, producer));
+  free_async(p2, producer);
   void* p3 = alloc(4 * kMiB, producer, "producer");
   kernel(producer, 10, p3, 4 * kMiB);
-  MUST(rt->FreeAsync(p3, producer));
+  free_async(p3, producer);
   MUST(rt->StreamSynchronize(producer));
 
   const std::vector<streampool::TimelineEntry> timeline = rt->Timeline();
@@ -261,6 +280,21 @@ void ScenarioTimeline() {
                 namer.Name(d.info.ptr).c_str(), streampool::ReuseRuleName(d.info.rule));
   }
   MUST(rt->CheckPoolInvariants(pool));
+
+  rp::TimelineProcess process =
+      recorder.Finish("streampool-demo (a) scenario", timeline, rt->HostNow());
+  process.stream_labels = {
+      {producer.value, "producer"}, {consumer.value, "consumer"}, {legacy.value, "legacy stream"}};
+  std::ofstream out(timeline_path, std::ios::binary | std::ios::trunc);
+  out << rp::FormatChromeTrace({process});
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "streampool-demo: cannot write %s\n", timeline_path.c_str());
+    return false;
+  }
+  std::printf("\n  the scenario as a trace-event timeline (Perfetto, chrome://tracing): %s\n",
+              timeline_path.c_str());
+  return true;
 }
 
 // ------------------------------------------- part (b): policies side by side
@@ -504,7 +538,6 @@ GrowthFigures FiguresOf(const streampool::replay::ReplayResult& r,
 }
 
 int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_path) {
-  namespace rp = streampool::replay;
   std::printf("\n== (d) Real PyTorch allocation traces (traces/, replayed in virtual time) ==\n");
   std::vector<std::string> files;
   std::error_code ec;
@@ -605,11 +638,12 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_pa
 
 }  // namespace
 
-// Usage: streampool-demo [traces-dir [svg-path]]
+// Usage: streampool-demo [traces-dir [svg-path [timeline-path]]]
 int main(int argc, char** argv) {
   const std::string traces_dir = argc > 1 ? argv[1] : STREAMPOOL_TRACES_DIR;
   const std::string svg_path = argc > 2 ? argv[2] : "streampool-demo-traces.svg";
-  ScenarioTimeline();
+  const std::string timeline_path = argc > 3 ? argv[3] : "streampool-demo-timeline.json";
+  if (!ScenarioTimeline(timeline_path)) return 1;
   PoliciesSideBySide();
   PoolVariants();
   return ReplayBundledTraces(traces_dir, svg_path);

@@ -1,0 +1,71 @@
+"""sp.replay against the command-line tool: the same trace under the same
+settings gives the same JSON document, but for the host cost (wall-clock
+time of each call, different on every run)."""
+
+import json
+import subprocess
+
+import pytest
+
+import streampool as sp
+from conftest import INFERENCE_TRACE, tool
+
+
+def without_host_cost(doc):
+    for trace in doc["traces"]:
+        for run in trace["runs"]:
+            cost = run.pop("host_cost")
+            # What is left of it is the same: the number of calls.
+            run["calls"] = (cost["alloc"]["calls"], cost["free"]["calls"])
+    return doc
+
+
+def cli_json(*args):
+    r = subprocess.run([tool("STREAMPOOL_REPLAY"), "--json", *args], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_replay_matches_the_command_line_tool():
+    ours = sp.replay([INFERENCE_TRACE], reuse={"event", "opportunistic"}, threshold=[0, "max"])
+    theirs = cli_json("--reuse=event,opportunistic", "--threshold=0,max", INFERENCE_TRACE)
+    assert without_host_cost(ours) == without_host_cost(theirs)
+    runs = ours["traces"][0]["runs"]
+    assert [r["release_threshold"] for r in runs] == [0, "max"]
+    assert all(r["reuse"] == {"event": True, "opportunistic": True, "internal": False}
+               for r in runs)
+
+
+def test_policy_and_growth_sweep_matches_the_command_line_tool():
+    ours = sp.replay(INFERENCE_TRACE, policies="all", growth=["chunked", "expandable"],
+                     backing="host", capacity=4 << 30)
+    theirs = cli_json("--policies=all", "--growth=chunked,expandable", "--backing=host",
+                      "--capacity=4GiB", INFERENCE_TRACE)
+    assert without_host_cost(ours) == without_host_cost(theirs)
+    assert len(ours["traces"][0]["runs"]) == 16
+
+
+def test_replay_reports_pytorchs_figures_and_ours():
+    (trace,) = sp.replay(INFERENCE_TRACE)["traces"]
+    (run,) = trace["runs"]
+    assert trace["torch"]["peak_reserved_bytes"] > 0
+    assert run["failed_allocs"] == 0 and run["checker_reports"] == 0
+    assert sum(run["reuse_counts"].values()) == run["alloc_count"] == trace["allocs"]
+    assert run["peak_used_bytes"] <= run["peak_reserved_bytes"]
+
+
+def test_bad_arguments_and_bad_traces_raise(tmp_path):
+    with pytest.raises(sp.Error, match="reuse"):
+        sp.replay(INFERENCE_TRACE, reuse={"eventual"})
+    with pytest.raises(sp.Error, match="threshold"):
+        sp.replay(INFERENCE_TRACE, threshold=-1)
+    with pytest.raises(sp.Error, match="growth"):
+        sp.replay(INFERENCE_TRACE, growth="sideways")
+    bad = tmp_path / "bad.trace"
+    bad.write_text("alloc 1 100 0\nfree 2 0\n")
+    with pytest.raises(sp.Error) as err:
+        sp.replay(bad)
+    assert "bad.trace:2" in err.value.message
+    with pytest.raises(sp.Error):
+        sp.replay(tmp_path / "missing.trace")
