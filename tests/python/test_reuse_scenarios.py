@@ -15,6 +15,21 @@ def kernel(rt, stream, ns, alloc):
     rt.launch_kernel(stream, duration_ns=ns, accesses=[alloc])
 
 
+def used_then_freed(rt, stream, pool=None):
+    """A whole chunk used by a 1000-ns kernel and freed, all on `stream`."""
+    a = rt.malloc_async(CHUNK, stream, pool=pool)
+    kernel(rt, stream, 1000, a)
+    rt.free_async(a, stream)
+    return a
+
+
+def ordered_after(rt, other, original):
+    """other waits for an event recorded on original (the guide's F.9.1)."""
+    e = rt.create_event()
+    e.record(original)
+    other.wait_event(e)
+
+
 def test_f3_same_stream_reuses_its_own_free_at_once(rt):
     s = rt.create_stream()
     pool = rt.default_pool()
@@ -31,12 +46,8 @@ def test_f3_same_stream_reuses_its_own_free_at_once(rt):
 
 def test_f91_event_dependency_reuses_before_the_kernel_ends(rt):
     original, other = rt.create_stream(), rt.create_stream()
-    a = rt.malloc_async(CHUNK, original)
-    kernel(rt, original, 1000, a)
-    rt.free_async(a, original)
-    e = rt.create_event()
-    e.record(original)
-    other.wait_event(e)
+    a = used_then_freed(rt, original)
+    ordered_after(rt, other, original)
     # Host time 0: only the event order can justify the reuse.
     assert rt.host_now == 0
     b = rt.malloc_async(CHUNK, other)
@@ -54,12 +65,8 @@ def test_f91_policy_off_grows_despite_the_wait(rt):
     pool.reuse_follow_event_dependencies = False
     assert pool.reuse_follow_event_dependencies is False
     original, other = rt.create_stream(), rt.create_stream()
-    a = rt.malloc_async(CHUNK, original)
-    kernel(rt, original, 1000, a)
-    rt.free_async(a, original)
-    e = rt.create_event()
-    e.record(original)
-    other.wait_event(e)
+    a = used_then_freed(rt, original)
+    ordered_after(rt, other, original)
     b = rt.malloc_async(CHUNK, other)
     assert b.ptr != a.ptr and b.rule == "fresh"
     assert pool.reserved_current == 2 * CHUNK
@@ -68,9 +75,7 @@ def test_f91_policy_off_grows_despite_the_wait(rt):
 
 def test_f92_opportunistic_once_the_kernel_has_finished(rt):
     original, other = rt.create_stream(), rt.create_stream()
-    a = rt.malloc_async(CHUNK, original)
-    kernel(rt, original, 1000, a)
-    rt.free_async(a, original)
+    a = used_then_freed(rt, original)
     rt.host_advance(999)
     assert not original.query()  # one nanosecond early: still running
     rt.host_advance(1)
@@ -88,9 +93,7 @@ def test_f92_policy_off_grows_until_a_sync(rt):
     pool.release_threshold = "max"  # keep what the sync makes free
     assert pool.release_threshold == sp.MAX
     original, other = rt.create_stream(), rt.create_stream()
-    a = rt.malloc_async(CHUNK, original)
-    kernel(rt, original, 1000, a)
-    rt.free_async(a, original)
+    a = used_then_freed(rt, original)
     rt.host_advance(2000)
     b = rt.malloc_async(CHUNK, other)
     assert b.ptr != a.ptr and b.rule == "fresh"
@@ -121,9 +124,7 @@ def test_f93_internal_dependency_when_max_size_blocks_growth(rt):
 def test_f93_policy_off_fails_with_out_of_memory(rt):
     pool = rt.create_pool(max_size=CHUNK, reuse_allow_internal_dependencies=False)
     original, other = rt.create_stream(), rt.create_stream()
-    a = rt.malloc_async(CHUNK, original, pool=pool)
-    kernel(rt, original, 1000, a)
-    rt.free_async(a, original)
+    a = used_then_freed(rt, original, pool=pool)
     with pytest.raises(sp.OutOfMemoryError) as err:
         rt.malloc_async(CHUNK, other, pool=pool)
     assert err.value.code == "spErrorMemoryAllocation"
@@ -171,9 +172,7 @@ def test_f12_device_synchronize_makes_frees_reusable_regardless_of_policies(rt):
     pool = rt.create_pool(reuse_follow_event_dependencies=False, reuse_allow_opportunistic=False,
                           reuse_allow_internal_dependencies=False, release_threshold="max")
     original, other = rt.create_stream(), rt.create_stream()
-    a = rt.malloc_async(CHUNK, original, pool=pool)
-    kernel(rt, original, 1000, a)
-    rt.free_async(a, original)
+    a = used_then_freed(rt, original, pool=pool)
     rt.device_synchronize()
     b = rt.malloc_async(CHUNK, other, pool=pool)
     assert (b.ptr, b.rule) == (a.ptr, "after_sync")
