@@ -7,7 +7,8 @@ cd "$ROOT"
 
 # Debian packages the build needs.
 PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
-          cmake ninja-build g++ clang pkg-config)
+          cmake ninja-build g++ clang pkg-config
+          python3-dev python3-pybind11 python3-pytest)
 
 JOBS="$(nproc)"
 
@@ -19,8 +20,9 @@ usage: ./run.sh <command> [args]
   build [type]         configure and build into build/<type> (default Release)
   demo [args...]       build Release and run build/release/tools/streampool-demo
   test                 build Release, run ctest, then check the installed package
-                       (find_package and pkg-config consumers, C and C++), static
-                       and shared (relocated prefix, exported symbols)
+                       (find_package and pkg-config consumers, C and C++, and
+                       `import streampool` from the prefix), static and shared
+                       (relocated prefix, exported symbols)
   docs                 API reference of include/streampool with Doxygen into
                        build/docs (installs doxygen if missing; fails on warnings)
   sanitize [which]     ASan+UBSan build in build/asan and TSan build in build/tsan,
@@ -73,7 +75,7 @@ cmd_demo() {
   cmd_build Release >&2
   mkdir -p "$ROOT/build/demo"
   exec "$ROOT/build/release/tools/streampool-demo" "${1:-$ROOT/traces}" \
-    "${2:-$ROOT/build/demo/traces.svg}"
+    "${2:-$ROOT/build/demo/traces.svg}" "${3:-$ROOT/build/demo/timeline.json}"
 }
 
 install_check() {
@@ -108,6 +110,21 @@ install_check() {
     $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs --static streampool-cudart) \
     -o "$consumer/consumer_cudart-pkgconfig"
   "$consumer/consumer_cudart-pkgconfig"
+
+  # The Python package, with the PYTHONPATH the README gives, under Debian's
+  # interpreter and under the python3 on PATH when it is the same minor
+  # version (the extension's ABI).
+  log "import streampool from the prefix"
+  local site py
+  site="$(find "$prefix" -type d -path '*/site-packages/streampool' -print -quit)"
+  [[ -n "$site" ]] || { echo "the Python package is not installed under $prefix" >&2; exit 1; }
+  site="$(dirname "$site")"
+  for py in /usr/bin/python3 "$(command -v python3)"; do
+    if [[ "$("$py" -c 'import sys; print(sys.version_info[:2])')" \
+          == "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])')" ]]; then
+      PYTHONPATH="$site" "$py" tests/install/consumer.py "$site"
+    fi
+  done
   log "install check passed"
 }
 
