@@ -21,7 +21,7 @@ usage: ./run.sh <command> [args]
   demo [args...]       build Release and run build/release/tools/streampool-demo
   test                 build Release, run ctest, then check the installed package
                        (find_package and pkg-config consumers, C and C++, and
-                       `import streampool` from the prefix), static and shared
+                       import streampool from the prefix), static and shared
                        (relocated prefix, exported symbols)
   docs                 API reference of include/streampool with Doxygen into
                        build/docs (installs doxygen if missing; fails on warnings)
