@@ -446,21 +446,25 @@ void PoolVariants() {
     const char* name;
     streampool::AllocationType type;
     streampool::PagePolicy policy;
-    bool acl;
+    bool acl;      // aclrtMalloc's rule: ALIGN_UP(ALIGN_UP(len, 32) + 32, 64)
+    bool align32;  // aclrtMallocAlign32's: ALIGN_UP(len, 64)
   };
   const Variant variants[] = {
-      {"device", streampool::AllocationType::kDevice, streampool::PagePolicy::kHugeFirst, false},
-      {"device, ACL rounding", streampool::AllocationType::kDevice,
-       streampool::PagePolicy::kHugeFirst, true},
-      {"pinned host", streampool::AllocationType::kPinnedHost, streampool::PagePolicy::kHugeFirst,
+      {"device", streampool::AllocationType::kDevice, streampool::PagePolicy::kHugeFirst, false,
        false},
+      {"device, aclrtMalloc", streampool::AllocationType::kDevice,
+       streampool::PagePolicy::kHugeFirst, true, false},
+      {"device, Align32", streampool::AllocationType::kDevice, streampool::PagePolicy::kHugeFirst,
+       true, true},
+      {"pinned host", streampool::AllocationType::kPinnedHost, streampool::PagePolicy::kHugeFirst,
+       false, false},
       {"huge page, HugeFirst", streampool::AllocationType::kHugePage,
-       streampool::PagePolicy::kHugeFirst, false},
+       streampool::PagePolicy::kHugeFirst, false, false},
       {"huge page, HugeOnly", streampool::AllocationType::kHugePage,
-       streampool::PagePolicy::kHugeOnly, false},
+       streampool::PagePolicy::kHugeOnly, false, false},
       {"huge page, NormalOnly", streampool::AllocationType::kHugePage,
-       streampool::PagePolicy::kNormalOnly, false},
-      {"dvpp", streampool::AllocationType::kDvpp, streampool::PagePolicy::kHugeFirst, false},
+       streampool::PagePolicy::kNormalOnly, false, false},
+      {"dvpp", streampool::AllocationType::kDvpp, streampool::PagePolicy::kHugeFirst, false, false},
   };
   streampool::RuntimeConfig config;  // Host backing: page kinds are real
   std::unique_ptr<Runtime> rt = MUST(Runtime::Create(config));
@@ -470,6 +474,7 @@ void PoolVariants() {
     props.alloc_type = v.type;
     props.page_policy = v.policy;
     props.acl_rounding = v.acl;
+    props.acl_align32 = v.align32;
     const streampool::PoolId pool = MUST(rt->CreatePool(props));
     // Bytes used by each request size, measured as the UsedMem step it causes;
     // alignment as the largest power of two dividing every distance between

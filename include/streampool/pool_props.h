@@ -57,9 +57,14 @@ struct PoolProps {
   PagePolicy page_policy = PagePolicy::kHugeFirst;
   /// IPC handle types the pool can be exported as; 0 = not exportable.
   unsigned handle_types = 0;
-  /// Size blocks by aclrtMalloc's rule, ALIGN_UP(len, 32) + 32 bytes, instead
-  /// of the type's own (Device and HugePage pools).
+  /// Size blocks by aclrtMalloc's rule instead of the type's own (Device and
+  /// HugePage pools): ALIGN_UP(ALIGN_UP(len, 32) + 32, 64) bytes, starting
+  /// 64-B aligned.
   bool acl_rounding = false;
+  /// With acl_rounding, aclrtMallocAlign32's rule instead: without the 32
+  /// extra bytes, ALIGN_UP(len, 64) bytes starting 64-B aligned. Ignored
+  /// without acl_rounding.
+  bool acl_align32 = false;
   /// How the pool grows; expandable needs an upstream that can reserve.
   PoolGrowth growth = PoolGrowth::kDefault;
 

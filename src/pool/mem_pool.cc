@@ -48,14 +48,13 @@ std::optional<uint64_t> SizeRule::ApplySlow(uint64_t len) const {
   switch (kind) {
     case Kind::kRound:
       return CheckedAlignUp(len, granule);
-    case Kind::kAcl: {
-      auto a = CheckedAlignUp(len, 32);
-      return a ? CheckedAdd(*a, 32) : std::nullopt;
-    }
+    case Kind::kAcl:
     case Kind::kDvpp: {
+      // The 32 bytes past the rounded length are CANN's; rounding the sum up
+      // to the granule keeps the next block's start aligned.
       auto a = CheckedAlignUp(len, 32);
       auto b = a ? CheckedAdd(*a, 32) : std::nullopt;
-      return b ? CheckedAlignUp(*b, 128) : std::nullopt;
+      return b ? CheckedAlignUp(*b, granule) : std::nullopt;
     }
   }
   return std::nullopt;

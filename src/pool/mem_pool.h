@@ -75,8 +75,8 @@ class DeviceBudget {
 struct SizeRule {
   enum class Kind {
     kRound,  // ALIGN_UP(len, granule)
-    kAcl,    // ALIGN_UP(len, 32) + 32, aclrtMalloc's rule
-    kDvpp,   // ALIGN_UP(ALIGN_UP(len, 32) + 32, 128)
+    kAcl,    // ALIGN_UP(ALIGN_UP(len, 32) + 32, granule): aclrtMalloc's rule (64)
+    kDvpp,   // ALIGN_UP(ALIGN_UP(len, 32) + 32, 128): acldvppMalloc's
   };
   Kind kind = Kind::kRound;
   // Block starts and sizes are multiples of it (a power of two >= 32).

@@ -24,7 +24,12 @@ const PoolVariantConfig* VariantConfig(AllocationType type) {
 }
 
 SizeRule RuleOf(const PoolProps& props) {
-  if (props.acl_rounding) return SizeRule{SizeRule::Kind::kAcl, 32};
+  // 64: aclrtMalloc's blocks start 64-B aligned. aclrtMallocAlign32 rounds
+  // the length to 32 only, but the next block must still start at 64.
+  if (props.acl_rounding) {
+    return props.acl_align32 ? SizeRule{SizeRule::Kind::kRound, 64}
+                             : SizeRule{SizeRule::Kind::kAcl, 64};
+  }
   const PoolVariantConfig* v = VariantConfig(props.alloc_type);
   return v != nullptr ? v->rule : SizeRule{};
 }

@@ -4,15 +4,21 @@
 // runtime builds pools from it, PoolResource derives its alignment from it,
 // and the tests' expectations are checked against the same DESIGN.md table.
 //
-//   type        size rule                                  block start   memory
-//   Device      ALIGN_UP(len, 256)                         256 B         runtime's upstream, device
-//   budget PinnedHost  ALIGN_UP(len, 64) (aclrtMallocHost's)      64 B          runtime's upstream,
-//   host (maxSize only) HugePage    ALIGN_UP(len, 256)                         256 B         huge
-//   pages by page policy, device budget Dvpp        ALIGN_UP(ALIGN_UP(len, 32) + 32, 128)      128
-//   B         the process's 16 GiB DVPP window
+//   type        size rule                                  block start  memory
+//   Device      ALIGN_UP(len, 256)                         256 B        runtime's upstream, device
+//                                                                       budget
+//   PinnedHost  ALIGN_UP(len, 64) (aclrtMallocHost's)      64 B         runtime's upstream, host
+//                                                                       (maxSize only)
+//   HugePage    ALIGN_UP(len, 256)                         256 B        huge pages by page policy,
+//                                                                       device budget
+//   Dvpp        ALIGN_UP(ALIGN_UP(len, 32) + 32, 128)      128 B        the process's 16 GiB DVPP
+//                                                                       window
 //
 // PoolProps::acl_rounding (Device and HugePage only) replaces the size rule
-// with aclrtMalloc's ALIGN_UP(len, 32) + 32 and block starts with 32 B.
+// with aclrtMalloc's, ALIGN_UP(ALIGN_UP(len, 32) + 32, 64) in blocks that
+// start 64-B aligned (CANN's rule for carving a large block: m =
+// ALIGN_UP(len, 32) + 32, start ALIGN_UP(m, 64)); with acl_align32 as well,
+// aclrtMallocAlign32's, which drops the 32 extra bytes: ALIGN_UP(len, 64).
 // Every variant maps memory in 2 MiB granules (Chunk::kGranule).
 #ifndef STREAMPOOL_SRC_POOL_POOL_CONFIG_H_
 #define STREAMPOOL_SRC_POOL_POOL_CONFIG_H_
@@ -50,7 +56,7 @@ inline constexpr uint64_t kDvppReservationBytes = (uint64_t{16} << 30) / 16;
 // The row of a valid allocation type (1..4); null otherwise.
 const PoolVariantConfig* VariantConfig(AllocationType type);
 
-// The size rule a pool with these props uses: its variant's, or the ACL rule
+// The size rule a pool with these props uses: its variant's, or an ACL rule
 // where props.acl_rounding asks for it (callers check that it applies).
 SizeRule RuleOf(const PoolProps& props);
 

@@ -113,7 +113,9 @@ TEST_P(BackingTest, PinnedHostPoolIs64ByteAlignedAndReportsDeviceMinusOne) {
   EXPECT_EQ(rt->SetCurrentPool(0, *pool).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_P(BackingTest, AclRoundingRuleSizesBlocksAlignUp32Plus32) {
+// CANN's rule for carving aclrtMalloc memory: m = ALIGN_UP(len, 32) + 32,
+// each block starting ALIGN_UP(m, 64) after the one before.
+TEST_P(BackingTest, AclRoundingRuleSizesBlocksAlignUp32Plus32To64) {
   auto rt = MakeRuntime(backing());
   PoolProps props = Props();
   props.acl_rounding = true;
@@ -122,14 +124,38 @@ TEST_P(BackingTest, AclRoundingRuleSizesBlocksAlignUp32Plus32) {
   auto s = rt->CreateStream(0);
   uint64_t used = 0;
   for (uint64_t len : {1, 32, 33, 100, 4096}) {
-    ASSERT_TRUE(rt->MallocFromPoolAsync(len, *pool, *s).ok());
-    used += AlignUp(len, 32) + 32;
+    auto a = rt->MallocFromPoolAsync(len, *pool, *s);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a->ptr) % 64, 0u) << len;
+    used += AlignUp(AlignUp(len, 32) + 32, 64);
     EXPECT_EQ(*rt->GetPoolAttribute(*pool, PoolAttr::kUsedMemCurrent), used) << len;
   }
-  EXPECT_EQ(used, 64u + 64 + 96 + 160 + 4128);
+  EXPECT_EQ(used, 64u + 64 + 128 + 192 + 4160);
   PoolProps pinned = Props(AllocationType::kPinnedHost);
   pinned.acl_rounding = true;
   EXPECT_EQ(rt->CreatePool(pinned).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// aclrtMallocAlign32 drops the extra 32 bytes; blocks still start 64-B
+// aligned, so a 32-byte request occupies 64.
+TEST_P(BackingTest, AclAlign32RuleDropsTheExtra32Bytes) {
+  auto rt = MakeRuntime(backing());
+  PoolProps props = Props(AllocationType::kHugePage);
+  props.page_policy = PagePolicy::kNormalOnly;
+  props.acl_rounding = true;
+  props.acl_align32 = true;
+  auto pool = rt->CreatePool(props);
+  ASSERT_TRUE(pool.ok());
+  auto s = rt->CreateStream(0);
+  uint64_t used = 0;
+  for (uint64_t len : {1, 32, 33, 64, 100, 4096}) {
+    auto a = rt->MallocFromPoolAsync(len, *pool, *s);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a->ptr) % 64, 0u) << len;
+    used += AlignUp(len, 64);
+    EXPECT_EQ(*rt->GetPoolAttribute(*pool, PoolAttr::kUsedMemCurrent), used) << len;
+  }
+  EXPECT_EQ(used, 64u + 64 + 64 + 64 + 128 + 4096);
 }
 
 TEST_P(BackingTest, HugePageBytesByKindSumToReserved) {

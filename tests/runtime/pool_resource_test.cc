@@ -213,19 +213,22 @@ TEST_F(PoolResourceTest, PoolAlignmentIsTheBlockStartGranuleOfEachType) {
     uint64_t first;     // a request whose block is an odd multiple of the granule
     uint64_t expected;  // PoolAlignment(props)
   };
-  PoolProps device, pinned, huge, dvpp, acl;
+  PoolProps device, pinned, huge, dvpp, acl, acl32;
   pinned.alloc_type = AllocationType::kPinnedHost;
   huge.alloc_type = AllocationType::kHugePage;
   huge.page_policy = PagePolicy::kNormalOnly;
   dvpp.alloc_type = AllocationType::kDvpp;
   dvpp.page_policy = PagePolicy::kNormalOnly;
   acl.acl_rounding = true;
+  acl32.acl_rounding = true;
+  acl32.acl_align32 = true;
   const Case cases[] = {
       {"device", device, 1, 256},  // 256
       {"pinned", pinned, 1, 64},   // 64
       {"huge", huge, 1, 256},      // 256
       {"dvpp", dvpp, 1, 128},      // ALIGN_UP(32 + 32, 128) = 128
-      {"acl", acl, 33, 32},        // ALIGN_UP(33, 32) + 32 = 96
+      {"acl", acl, 1, 64},         // ALIGN_UP(ALIGN_UP(1, 32) + 32, 64) = 64
+      {"acl32", acl32, 1, 64},     // ALIGN_UP(1, 64) = 64
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
