@@ -221,7 +221,6 @@ struct Pool {
   uint64_t Get(PoolAttr attr) const { return Check(st->Get().GetPoolAttribute(id, attr)); }
   void Set(PoolAttr attr, uint64_t value) const {
     Check(st->Get().SetPoolAttribute(id, attr, value));
-    // A lower release threshold takes effect at the next synchronize, not now.
   }
 };
 
@@ -534,9 +533,10 @@ void AddContextManager(py::class_<T>& cls, void (*close)(T&)) {
   });
 }
 
-// Destroying twice (say, destroy() inside a with block) is not an error.
+// Destroying twice (say, destroy() inside a with block) is not an error; the
+// legacy stream's refusal is the runtime's.
 void DestroyStream(Stream& s) {
-  if (s.st->rt && !s.destroyed && !s.legacy) Check(s.st->rt->DestroyStream(s.id));
+  if (s.st->rt && !s.destroyed) Check(s.st->rt->DestroyStream(s.id));
   s.destroyed = true;
 }
 void DestroyEvent(Event& e) {

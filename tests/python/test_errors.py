@@ -73,6 +73,9 @@ def test_destroyed_handles_are_invalid_resource_handles(rt):
     with pytest.raises(sp.Error) as err:
         rt.default_pool().destroy()  # a default pool cannot be destroyed
     assert err.value.code == "spErrorInvalidValue"
+    with pytest.raises(sp.Error):
+        rt.legacy_stream().destroy()  # nor can the legacy stream
+    rt.legacy_stream().synchronize()
 
 
 def test_context_managers_destroy_and_close():
