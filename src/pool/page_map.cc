@@ -80,7 +80,7 @@ std::atomic<uintptr_t>* PageMap::MakeEntry(uintptr_t addr) {
   return &leaf->e[p & (kLeafEntries - 1)];
 }
 
-Block* PageMap::Claim(uintptr_t addr) {
+Block* PageMap::ClaimSlow(uintptr_t addr) {
   std::atomic<uintptr_t>* e = Entry(addr);
   if (e == nullptr) return nullptr;
   uintptr_t v = e->load(std::memory_order_acquire);
@@ -102,7 +102,7 @@ Block* PageMap::Claim(uintptr_t addr) {
   }
 }
 
-bool PageMap::Set(uintptr_t addr, Block* b) {
+bool PageMap::SetSlow(uintptr_t addr, Block* b) {
   std::atomic<uintptr_t>* e = MakeEntry(addr);
   if (e == nullptr) return false;
   uintptr_t v = e->load(std::memory_order_acquire);

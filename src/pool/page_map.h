@@ -63,11 +63,31 @@ class PageMap {
   }
   // Takes the entry out: the block, or null when there was none (a double
   // free, an interior or a foreign pointer). Lock-free.
-  Block* Claim(uintptr_t addr);
+  // Inline for the common case, a page holding one block's base.
+  Block* Claim(uintptr_t addr) {
+    if (std::atomic<uintptr_t>* e = Entry(addr)) {
+      uintptr_t v = e->load(std::memory_order_acquire);
+      if (v != 0 && !IsSub(v) && reinterpret_cast<Block*>(v)->addr() == addr &&
+          e->compare_exchange_strong(v, 0, std::memory_order_acq_rel)) {
+        return reinterpret_cast<Block*>(v);
+      }
+    }
+    return ClaimSlow(addr);
+  }
   // Sets the entry of a base (a new allocation, or a block back from a front
   // cache); false when the address is not covered or memory for a node
-  // cannot be had. Lock-free unless a node must be made.
-  bool Set(uintptr_t addr, Block* b);
+  // cannot be had. Lock-free unless a node must be made. Inline for the
+  // common case, an empty entry of an existing node.
+  bool Set(uintptr_t addr, Block* b) {
+    if (std::atomic<uintptr_t>* e = Entry(addr)) {
+      uintptr_t v = 0;
+      if (e->compare_exchange_strong(v, reinterpret_cast<uintptr_t>(b),
+                                     std::memory_order_acq_rel)) {
+        return true;
+      }
+    }
+    return SetSlow(addr, b);
+  }
   // Gives back the entry pages lying wholly inside [lo, hi) (the range must
   // hold no live block).
   void Discard(uintptr_t lo, uintptr_t hi);
@@ -106,6 +126,9 @@ class PageMap {
   }
   // The entry of addr, making its nodes; null when memory cannot be had.
   std::atomic<uintptr_t>* MakeEntry(uintptr_t addr);
+  // Claim and Set in general: a Sub, a race, or a node to make.
+  Block* ClaimSlow(uintptr_t addr);
+  bool SetSlow(uintptr_t addr, Block* b);
   Leaf* NewLeaf();  // under grow_mu_
   Sub* NewSub();    // under grow_mu_
 

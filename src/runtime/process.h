@@ -18,7 +18,10 @@ class Process {
  public:
   // Never destroyed: runtimes and their memory may outlive static destructors
   // (a runtime destroyed from an atexit handler still unregisters here).
-  static Process& Default();
+  static Process& Default() {
+    static Process* const process = new Process;
+    return *process;
+  }
 
   Process() = default;
   Process(const Process&) = delete;

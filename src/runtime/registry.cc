@@ -34,25 +34,13 @@ std::shared_ptr<RuntimeImpl> Registry::Find(uint32_t id) const {
   return it == runtimes_.end() ? nullptr : it->second;
 }
 
-RuntimeImpl* Registry::FindCached(uint32_t id) {
-  // The cached shared_ptr keeps the runtime alive while cached; the epoch
-  // check makes a destroyed runtime miss at once.
-  struct Cache {
-    const Registry* registry = nullptr;
-    uint32_t id = 0;
-    uint64_t epoch = 0;
-    std::shared_ptr<RuntimeImpl> rt;
-  };
-  thread_local Cache cache;
-  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
-  if (cache.registry == this && cache.id == id && cache.epoch == epoch && cache.rt != nullptr) {
-    return cache.rt.get();
-  }
-  cache.rt = Find(id);
-  cache.registry = this;
-  cache.id = id;
-  cache.epoch = epoch;
-  return cache.rt.get();
+RuntimeImpl* Registry::FindCachedSlow(uint32_t id, uint64_t epoch) {
+  // The held reference keeps the cached runtime alive; the epoch check makes
+  // a destroyed runtime miss at once.
+  thread_local std::shared_ptr<RuntimeImpl> held;
+  held = Find(id);
+  fast_cache_ = FastCache{this, id, epoch, held.get()};
+  return held.get();
 }
 
 void Registry::CutLocked(uintptr_t base, uintptr_t end) {

@@ -33,7 +33,12 @@ class Registry {
   // Like Find, but answers repeated lookups of one runtime from a per-thread
   // cache, so the hot path takes no lock and touches no reference count. The
   // cache is dropped whenever any runtime is removed.
-  RuntimeImpl* FindCached(uint32_t id);
+  RuntimeImpl* FindCached(uint32_t id) {
+    const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+    const FastCache& c = fast_cache_;
+    if (c.registry == this && c.id == id && c.epoch == epoch && c.rt != nullptr) return c.rt;
+    return FindCachedSlow(id, epoch);
+  }
 
   // Makes [base, base + size) the runtime's, replacing whatever was recorded
   // for any part of it (an expandable pool's reservation is recorded
@@ -56,6 +61,18 @@ class Registry {
     bool touchable;
   };
   void CutLocked(uintptr_t base, uintptr_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A miss of FindCached: looks up, and keeps a reference in a second
+  // per-thread slot so the runtime outlives the cached raw pointer.
+  RuntimeImpl* FindCachedSlow(uint32_t id, uint64_t epoch);
+
+  // Trivially destructible, so reading it needs no per-thread init check.
+  struct FastCache {
+    const Registry* registry;
+    uint32_t id;
+    uint64_t epoch;
+    RuntimeImpl* rt;
+  };
+  static inline thread_local FastCache fast_cache_{};
 
   mutable Mutex mu_;
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

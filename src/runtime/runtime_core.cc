@@ -11,8 +11,6 @@
 namespace streampool::internal {
 namespace {
 
-thread_local bool in_host_callback = false;
-
 // Keeps the process registry of address ranges in step with what pools and
 // Malloc map, so a bare pointer finds its runtime.
 class RegisteringUpstream final : public PhysicalMemory {
@@ -74,8 +72,6 @@ class RegisteringUpstream final : public PhysicalMemory {
 };
 
 }  // namespace
-
-bool InHostCallback() { return in_host_callback; }
 
 std::function<void()> AsHostCallback(std::function<void()> fn) {
   return [fn = std::move(fn)]() {

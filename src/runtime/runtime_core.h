@@ -40,8 +40,9 @@
 namespace streampool::internal {
 
 // True while a host function or a kernel body runs on this thread: API calls
-// are refused then.
-bool InHostCallback();
+// are refused then. Inline, constant-initialized: every call reads it twice.
+inline thread_local bool in_host_callback = false;
+inline bool InHostCallback() { return in_host_callback; }
 // `fn` run with API calls refused on its thread (host functions, work bodies).
 std::function<void()> AsHostCallback(std::function<void()> fn);
 // NULL is a bad argument (CUDA answers a NULL pool or event so); a handle
