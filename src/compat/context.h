@@ -76,7 +76,10 @@ class ProcessRuntime {
 
 // A host thread's state in one face.
 struct ThreadState {
-  int device = 0;      // the current device (cudaSetDevice)
+  int device = 0;  // the current device (cudaSetDevice)
+  // Whether the thread chose `device` itself: faces whose "current device"
+  // query fails until then (aclrtGetDevice) read it.
+  bool device_set = false;
   int last_error = 0;  // the face's code of the last failed call; 0 = none
   // The thread's own default stream per device, made on first use for the
   // runtime of this generation.

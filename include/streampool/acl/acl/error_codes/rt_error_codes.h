@@ -1,0 +1,38 @@
+/*
+ * The runtime's aclError codes, CANN 9.x's names and numbers: what an
+ * aclrt* call returns when the runtime below the acl layer refuses. The
+ * subset streampool can return, and a few neighbours programs test for.
+ */
+#ifndef STREAMPOOL_ACL_ERROR_CODES_RT_ERROR_CODES_H_
+#define STREAMPOOL_ACL_ERROR_CODES_RT_ERROR_CODES_H_
+
+#define ACL_RT_SUCCESS 0
+
+/* 1070xx: the call's arguments or the caller's state. */
+#define ACL_ERROR_RT_PARAM_INVALID 107000
+#define ACL_ERROR_RT_INVALID_DEVICEID 107001
+#define ACL_ERROR_RT_CONTEXT_NULL 107002
+#define ACL_ERROR_RT_STREAM_CONTEXT 107003
+#define ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID 107006
+#define ACL_ERROR_RT_ADDR_UNALIGNED 107008
+#define ACL_ERROR_RT_INVALID_MEMORY_TYPE 107016
+#define ACL_ERROR_RT_INVALID_HANDLE 107017
+#define ACL_ERROR_RT_INVALID_MALLOC_TYPE 107018
+
+/* 2070xx: resources and features. */
+#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+#define ACL_ERROR_RT_MEMORY_FREE 207002
+#define ACL_ERROR_RT_NO_DEVICE 207004
+#define ACL_ERROR_RT_RESOURCE_ALLOC_FAIL 207005
+#define ACL_ERROR_RT_NO_PERMISSION 207006
+#define ACL_ERROR_RT_OVER_LIMIT 207012
+
+/* 5070xx: failures inside the runtime or on the device. */
+#define ACL_ERROR_RT_INTERNAL_ERROR 507000
+#define ACL_ERROR_RT_STREAM_NOT_COMPLETE 507004
+#define ACL_ERROR_RT_EVENT_NOT_COMPLETE 507006
+#define ACL_ERROR_RT_AICORE_EXCEPTION 507015
+#define ACL_ERROR_RT_DEV_SETUP_ERROR 507033
+
+#endif /* STREAMPOOL_ACL_ERROR_CODES_RT_ERROR_CODES_H_ */
