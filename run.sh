@@ -110,6 +110,12 @@ install_check() {
     $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs --static streampool-cudart) \
     -o "$consumer/consumer_cudart-pkgconfig"
   "$consumer/consumer_cudart-pkgconfig"
+  "$consumer/consumer_acl"
+  # shellcheck disable=SC2086
+  c++ -std=c++20 -Wall -Wextra tests/install/consumer_acl.cc \
+    $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs --static streampool-acl) \
+    -o "$consumer/consumer_acl-pkgconfig"
+  "$consumer/consumer_acl-pkgconfig"
 
   # The Python package, with the PYTHONPATH the README gives, under Debian's
   # interpreter and under the python3 on PATH when it is the same minor
