@@ -49,28 +49,8 @@ namespace {
 PyObject* g_error = nullptr;
 PyObject* g_out_of_memory = nullptr;
 
-// runtime.h's table of status codes and C errors, so `.code` names what a C
-// caller would have seen for the same failure. Codes outside it are
-// spErrorInvalidValue, as in the C API.
-// TODO(streampool): the C API's own mapping is internal (src/capi); a public
-// one in runtime.h would let this table go.
-constexpr std::pair<absl::StatusCode, spError_t> kErrors[] = {
-    {absl::StatusCode::kInvalidArgument, spErrorInvalidValue},
-    {absl::StatusCode::kResourceExhausted, spErrorMemoryAllocation},
-    {absl::StatusCode::kOutOfRange, spErrorInvalidDevice},
-    {absl::StatusCode::kPermissionDenied, spErrorPeerAccessUnsupported},
-    {absl::StatusCode::kNotFound, spErrorInvalidResourceHandle},
-    {absl::StatusCode::kUnavailable, spErrorNotReady},
-    {absl::StatusCode::kUnimplemented, spErrorNotSupported},
-    {absl::StatusCode::kInternal, spErrorUnknown},
-};
-
-spError_t ToError(absl::StatusCode code) {
-  for (const auto& [status, error] : kErrors) {
-    if (status == code) return error;
-  }
-  return spErrorInvalidValue;
-}
+// `.code` names what a C caller would have seen for the same failure.
+spError_t ToError(absl::StatusCode code) { return streampool::ToCError(absl::Status(code, "")); }
 
 [[noreturn]] void Raise(spError_t code, const std::string& message) {
   PyObject* cls = code == spErrorMemoryAllocation ? g_out_of_memory : g_error;

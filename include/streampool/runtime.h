@@ -209,6 +209,15 @@ struct DeviceMemInfo {
   uint64_t total = 0;  ///< the device's capacity
 };
 
+/// The C API's error for a status this API returned — what the sp* function
+/// of the same name returns for the same failure: kInvalidArgument is
+/// spErrorInvalidValue, kResourceExhausted spErrorMemoryAllocation,
+/// kOutOfRange spErrorInvalidDevice, kPermissionDenied
+/// spErrorPeerAccessUnsupported, kNotFound spErrorInvalidResourceHandle,
+/// kUnavailable spErrorNotReady, kUnimplemented spErrorNotSupported, kInternal
+/// spErrorUnknown; any other code spErrorInvalidValue; OK spSuccess.
+STREAMPOOL_EXPORT spError_t ToCError(const absl::Status& status);
+
 /// The kind's name in lower case with hyphens: "kernel", "host-func",
 /// "internal-wait", "alloc", "free", ...; "unknown" outside the enum.
 STREAMPOOL_EXPORT const char* OpKindName(OpKind kind);

@@ -18,30 +18,8 @@ namespace streampool::internal {
 namespace {
 
 spError_t ToError(const absl::Status& s) {
-  // ok() is inline; code() is a call into Abseil's library.
-  if (s.ok()) return spSuccess;
-  switch (s.code()) {
-    case absl::StatusCode::kOk:
-      return spSuccess;
-    case absl::StatusCode::kInvalidArgument:
-      return spErrorInvalidValue;
-    case absl::StatusCode::kResourceExhausted:
-      return spErrorMemoryAllocation;
-    case absl::StatusCode::kOutOfRange:
-      return spErrorInvalidDevice;
-    case absl::StatusCode::kPermissionDenied:
-      return spErrorPeerAccessUnsupported;
-    case absl::StatusCode::kNotFound:
-      return spErrorInvalidResourceHandle;
-    case absl::StatusCode::kUnavailable:
-      return spErrorNotReady;
-    case absl::StatusCode::kUnimplemented:
-      return spErrorNotSupported;
-    case absl::StatusCode::kInternal:
-      return spErrorUnknown;
-    default:
-      return spErrorInvalidValue;
-  }
+  // ok() is inline; the table is streampool::ToCError (runtime.h).
+  return s.ok() ? spSuccess : streampool::ToCError(s);
 }
 
 }  // namespace

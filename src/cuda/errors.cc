@@ -1,5 +1,7 @@
 #include "src/cuda/errors.h"
 
+#include "streampool/runtime.h"
+
 namespace streampool::internal::cuda {
 
 namespace {
@@ -103,26 +105,8 @@ cudaError_t FromSp(spError_t e) {
 }
 
 cudaError_t FromStatus(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return cudaSuccess;
-    case absl::StatusCode::kInvalidArgument:
-      return cudaErrorInvalidValue;
-    case absl::StatusCode::kResourceExhausted:
-      return cudaErrorMemoryAllocation;
-    case absl::StatusCode::kOutOfRange:
-      return cudaErrorInvalidDevice;
-    case absl::StatusCode::kPermissionDenied:
-      return cudaErrorPeerAccessUnsupported;
-    case absl::StatusCode::kNotFound:
-      return cudaErrorInvalidResourceHandle;
-    case absl::StatusCode::kUnavailable:
-      return cudaErrorNotReady;
-    case absl::StatusCode::kUnimplemented:
-      return cudaErrorNotSupported;
-    default:
-      return cudaErrorUnknown;
-  }
+  // Through the C API's error, so both faces answer a failure alike.
+  return FromSp(streampool::ToCError(status));
 }
 
 const char* ErrorName(cudaError_t e) {

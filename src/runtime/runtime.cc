@@ -11,6 +11,31 @@
 
 namespace streampool {
 
+spError_t ToCError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return spSuccess;
+    case absl::StatusCode::kInvalidArgument:
+      return spErrorInvalidValue;
+    case absl::StatusCode::kResourceExhausted:
+      return spErrorMemoryAllocation;
+    case absl::StatusCode::kOutOfRange:
+      return spErrorInvalidDevice;
+    case absl::StatusCode::kPermissionDenied:
+      return spErrorPeerAccessUnsupported;
+    case absl::StatusCode::kNotFound:
+      return spErrorInvalidResourceHandle;
+    case absl::StatusCode::kUnavailable:
+      return spErrorNotReady;
+    case absl::StatusCode::kUnimplemented:
+      return spErrorNotSupported;
+    case absl::StatusCode::kInternal:
+      return spErrorUnknown;
+    default:
+      return spErrorInvalidValue;
+  }
+}
+
 using internal::RuntimeImpl;
 
 Runtime::Runtime(std::shared_ptr<RuntimeImpl> impl, bool owns)
