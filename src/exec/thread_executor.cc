@@ -27,15 +27,15 @@ ThreadExecutor::ThreadExecutor() : start_(std::chrono::steady_clock::now()) {}
 ThreadExecutor::~ThreadExecutor() {
   std::vector<Worker*> all;
   {
-    std::lock_guard<std::mutex> lock(workers_mu_);
+    MutexLock lock(&workers_mu_);
     for (auto& w : workers_) all.push_back(w.get());
   }
   for (Worker* w : all) {
     {
-      std::lock_guard<std::mutex> lock(w->mu);
+      MutexLock lock(&w->mu);
       w->stop = true;
     }
-    w->cv.notify_all();
+    w->cv.SignalAll();
   }
   for (Worker* w : all) {
     if (w->thread.joinable()) w->thread.join();
@@ -43,7 +43,7 @@ ThreadExecutor::~ThreadExecutor() {
 }
 
 ThreadExecutor::Worker& ThreadExecutor::worker(StreamIndex s) {
-  std::lock_guard<std::mutex> lock(workers_mu_);
+  MutexLock lock(&workers_mu_);
   SP_CHECK(s < workers_.size());
   return *workers_[s];
 }
@@ -62,7 +62,7 @@ void ThreadExecutor::ReapLocked() {
 }
 
 void ThreadExecutor::AddStream(StreamIndex s) {
-  std::lock_guard<std::mutex> lock(workers_mu_);
+  MutexLock lock(&workers_mu_);
   ReapLocked();
   SP_CHECK(s <= workers_.size());
   if (s == workers_.size()) {
@@ -87,7 +87,7 @@ void ThreadExecutor::AddStream(StreamIndex s) {
     }
   }
   {
-    std::lock_guard<std::mutex> wl(w.mu);
+    MutexLock wl(&w.mu);
     SP_CHECK(w.queue.empty());
     w.stop = false;
   }
@@ -97,7 +97,7 @@ void ThreadExecutor::AddStream(StreamIndex s) {
     w.thread = StartThread([this, raw] { Run(raw); });
   } catch (...) {
     // Leave the slot as a removed stream's: stopped, exited, nothing to join.
-    std::lock_guard<std::mutex> wl(w.mu);
+    MutexLock wl(&w.mu);
     w.stop = true;
     w.exited.store(true, std::memory_order_release);
     throw;
@@ -105,13 +105,13 @@ void ThreadExecutor::AddStream(StreamIndex s) {
 }
 
 void ThreadExecutor::RemoveStream(StreamIndex s) {
-  std::lock_guard<std::mutex> lock(workers_mu_);
+  MutexLock lock(&workers_mu_);
   Worker& w = *workers_[s];
   {
-    std::lock_guard<std::mutex> wl(w.mu);
+    MutexLock wl(&w.mu);
     w.stop = true;
   }
-  w.cv.notify_all();
+  w.cv.SignalAll();
   retiring_.push_back(s);
   ReapLocked();
 }
@@ -120,17 +120,17 @@ TimeNs ThreadExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   Worker& w = worker(s);
   bool advanced = false;
   {
-    std::lock_guard<std::mutex> lock(w.mu);
+    MutexLock lock(&w.mu);
     if (w.queue.empty() && !w.busy && w.completed.load(std::memory_order_relaxed) < position - 1) {
       // The worker is idle: the points since its last op are complete.
-      std::lock_guard<std::mutex> done(done_mu_);
+      MutexLock done(&done_mu_);
       w.completed.store(position - 1, std::memory_order_release);
       advanced = true;
     }
     w.queue.push_back(Item{position, std::move(op)});
   }
-  w.cv.notify_one();
-  if (advanced) done_cv_.notify_all();
+  w.cv.Signal();
+  if (advanced) done_cv_.SignalAll();
   return 0;  // unknown until it runs
 }
 
@@ -141,8 +141,8 @@ Position ThreadExecutor::CompletedPosition(StreamIndex s) {
 void ThreadExecutor::AwaitPoint(StreamIndex s, Position p) {
   Worker& w = worker(s);
   if (w.completed.load(std::memory_order_acquire) >= p) return;
-  std::unique_lock<std::mutex> lock(done_mu_);
-  done_cv_.wait(lock, [&] { return w.completed.load(std::memory_order_acquire) >= p; });
+  MutexLock lock(&done_mu_);
+  while (w.completed.load(std::memory_order_acquire) < p) done_cv_.Wait(&done_mu_);
 }
 
 void ThreadExecutor::WaitFor(StreamIndex s, Position position) { AwaitPoint(s, position); }
@@ -162,8 +162,8 @@ void ThreadExecutor::Run(Worker* wp) {
   for (;;) {
     Item item;
     {
-      std::unique_lock<std::mutex> lock(w.mu);
-      w.cv.wait(lock, [&] { return w.stop || !w.queue.empty(); });
+      MutexLock lock(&w.mu);
+      while (!w.stop && w.queue.empty()) w.cv.Wait(&w.mu);
       // Stop only once the queue is drained: enqueued work always completes.
       if (w.queue.empty()) {
         w.exited.store(true, std::memory_order_release);
@@ -183,15 +183,15 @@ void ThreadExecutor::Run(Worker* wp) {
     {
       // Positions skip points that are not ops (allocations, frees): those
       // before the next queued op are complete with this one.
-      std::lock_guard<std::mutex> wl(w.mu);
+      MutexLock wl(&w.mu);
       w.busy = false;
       const Position through = w.queue.empty() ? item.position : w.queue.front().position - 1;
       // Publish under done_mu_ so a waiter cannot miss the notification
       // between its check and its wait.
-      std::lock_guard<std::mutex> lock(done_mu_);
+      MutexLock lock(&done_mu_);
       w.completed.store(through, std::memory_order_release);
     }
-    done_cv_.notify_all();
+    done_cv_.SignalAll();
   }
 }
 

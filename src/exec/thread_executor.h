@@ -19,14 +19,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "src/util/mutex.h"
 #include "streampool/executor.h"
 
 namespace streampool::internal {
@@ -55,12 +55,12 @@ class ThreadExecutor final : public Executor {
     OpDesc op;
   };
   struct Worker {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Item> queue;
-    bool stop = false;
+    Mutex mu;
+    CondVar cv;
+    std::deque<Item> queue ABSL_GUARDED_BY(mu);
+    bool stop ABSL_GUARDED_BY(mu) = false;
     // An item is popped and running.
-    bool busy = false;
+    bool busy ABSL_GUARDED_BY(mu) = false;
     std::atomic<Position> completed{0};
     // Set by the worker as it returns; the thread is then joinable at once.
     std::atomic<bool> exited{false};
@@ -71,18 +71,19 @@ class ThreadExecutor final : public Executor {
   void Run(Worker* w);
   void AwaitPoint(StreamIndex s, Position p);
   // Joins the workers of destroyed streams that have exited.
-  void ReapLocked();
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_);
 
   const std::chrono::steady_clock::time_point start_;
   // Workers are created under workers_mu_ and never removed before the
   // destructor, so a pointer read under the lock stays valid.
-  std::mutex workers_mu_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  Mutex workers_mu_;
+  std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(workers_mu_);
   // Slots whose stream was destroyed and whose thread is not yet joined.
-  std::vector<StreamIndex> retiring_;
-  // Completion of any op, for waits across streams.
-  std::mutex done_mu_;
-  std::condition_variable done_cv_;
+  std::vector<StreamIndex> retiring_ ABSL_GUARDED_BY(workers_mu_);
+  // Completion of any op, for waits across streams (completions are
+  // published under it so a waiter cannot miss one).
+  Mutex done_mu_;
+  CondVar done_cv_;
 };
 
 }  // namespace streampool::internal

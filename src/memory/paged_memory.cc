@@ -7,10 +7,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "src/memory/sys_mmap.h"
 #include "src/memory/upstreams.h"
 #include "src/util/check.h"
+#include "src/util/mutex.h"
 
 namespace streampool::internal {
 namespace {
@@ -118,7 +118,7 @@ class DvppMemory final : public PhysicalMemory {
 }  // namespace
 
 struct DvppWindow::State {
-  mutable absl::Mutex mu;
+  mutable Mutex mu;
   std::vector<bool> used ABSL_GUARDED_BY(mu);
   uint64_t free_granules ABSL_GUARDED_BY(mu) = 0;
   // The whole reservation, unaligned (null until the first Take).
@@ -126,7 +126,7 @@ struct DvppWindow::State {
 };
 
 DvppWindow::DvppWindow() : state_(std::make_unique<State>()) {
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   state_->used.assign(kSize / kGranule, false);
   state_->free_granules = kSize / kGranule;
 }
@@ -134,11 +134,13 @@ DvppWindow::DvppWindow() : state_(std::make_unique<State>()) {
 // The owner outlives every upstream over the window, so nothing is mapped in
 // it by now; the address space goes back with it.
 DvppWindow::~DvppWindow() {
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   if (state_->raw != nullptr) munmap(state_->raw, kSize + kGranule);
 }
 
-bool DvppWindow::ReserveLocked() {
+// Called by Take with state_->mu held (State is private to this file, so the
+// header cannot name the lock).
+bool DvppWindow::ReserveLocked() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (base_.load(std::memory_order_relaxed) != 0) return true;
   // Address space only: reserving costs no memory, and what is mapped into
   // it later replaces parts of this reservation in place. Reserved on first
@@ -155,7 +157,7 @@ bool DvppWindow::ReserveLocked() {
 
 void* DvppWindow::Take(uint64_t bytes) {
   const uint64_t n = bytes / kGranule;
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   if (n == 0 || !ReserveLocked()) return nullptr;
   std::vector<bool>& used = state_->used;
   uint64_t run = 0;
@@ -174,7 +176,7 @@ void* DvppWindow::Take(uint64_t bytes) {
 void DvppWindow::Give(void* p, uint64_t bytes) {
   const uint64_t first = (reinterpret_cast<uintptr_t>(p) - base()) / kGranule;
   const uint64_t n = bytes / kGranule;
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   for (uint64_t j = first; j < first + n; ++j) {
     SP_CHECK(state_->used[j]);
     state_->used[j] = false;
@@ -183,7 +185,7 @@ void DvppWindow::Give(void* p, uint64_t bytes) {
 }
 
 uint64_t DvppWindow::free_bytes() const {
-  absl::MutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   return state_->free_granules * kGranule;
 }
 

@@ -271,7 +271,7 @@ class MemPool {
     return chunk == nullptr ? nullptr : chunk[s % kCacheChunk].load(std::memory_order_acquire);
   }
   // c's blocks into the central index (c's lock held).
-  void FlushInto(FrontCache& c);
+  void FlushInto(FrontCache& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu());
   // Settles UsedMemHigh exactly (true used = used_ - Σ cached bytes) and
   // revokes every cache's allowance, restoring
   //   used_ + cache_slack_ <= used_high   (see front_cache.h).

@@ -60,7 +60,7 @@ PageMap::Sub* PageMap::NewSub() {
 std::atomic<uintptr_t>* PageMap::MakeEntry(uintptr_t addr) {
   if (std::atomic<uintptr_t>* e = Entry(addr)) return e;
   if (!Covers(addr)) return nullptr;
-  std::lock_guard<std::mutex> lock(grow_mu_);
+  MutexLock lock(&grow_mu_);
   const uintptr_t p = addr >> kPageShift;
   std::atomic<Mid*>& mid_slot = root_[p >> (kLeafBits + kMidBits)];
   Mid* mid = mid_slot.load(std::memory_order_relaxed);
@@ -121,7 +121,7 @@ bool PageMap::SetSlow(uintptr_t addr, Block* b) {
     // both. It is published by one CAS; if the other block is claimed first,
     // the entry is empty again and the loop takes the plain path.
     Block* other = reinterpret_cast<Block*>(v);
-    std::lock_guard<std::mutex> lock(grow_mu_);
+    MutexLock lock(&grow_mu_);
     Sub* sub = NewSub();
     for (std::atomic<Block*>& slot : sub->slot) slot.store(nullptr, std::memory_order_relaxed);
     sub->slot[UnitOf(other->addr())].store(other, std::memory_order_relaxed);
@@ -143,7 +143,7 @@ void PageMap::Discard(uintptr_t lo, uintptr_t hi) {
   hi = std::min<uintptr_t>(hi, uintptr_t{1} << kAddressBits);
   const uintptr_t first = (lo + span - 1) / span * span;
   const uintptr_t last = hi / span * span;
-  std::lock_guard<std::mutex> lock(grow_mu_);
+  MutexLock lock(&grow_mu_);
   for (uintptr_t a = first; a < last;) {
     const uintptr_t p = a >> kPageShift;
     const uintptr_t leaf_end = ((p >> kLeafBits) + 1) << (kLeafBits + kPageShift);

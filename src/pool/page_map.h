@@ -29,10 +29,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "src/pool/block.h"
+#include "src/util/mutex.h"
 
 namespace streampool::internal {
 
@@ -129,12 +130,12 @@ class PageMap {
   // Claim and Set in general: a Sub, a race, or a node to make.
   Block* ClaimSlow(uintptr_t addr);
   bool SetSlow(uintptr_t addr, Block* b);
-  Leaf* NewLeaf();  // under grow_mu_
-  Sub* NewSub();    // under grow_mu_
+  Leaf* NewLeaf() ABSL_EXCLUSIVE_LOCKS_REQUIRED(grow_mu_);
+  Sub* NewSub() ABSL_EXCLUSIVE_LOCKS_REQUIRED(grow_mu_);
 
   std::unique_ptr<std::atomic<Mid*>[]> root_;
   // Makes nodes and Subs; readers never take it.
-  std::mutex grow_mu_;
+  Mutex grow_mu_;
   std::vector<std::unique_ptr<Mid>> mids_;
   std::vector<std::pair<void*, size_t>> slabs_;
   char* slab_next_ = nullptr;

@@ -1,6 +1,6 @@
 #include "src/util/fault.h"
 
-#include <mutex>
+#include "src/util/mutex.h"
 
 namespace streampool::internal {
 namespace {
@@ -11,8 +11,8 @@ struct Counter {
   uint64_t injected = 0;
 };
 
-std::mutex& Mu() {
-  static std::mutex* mu = new std::mutex;  // lives as long as the process
+Mutex& Mu() {
+  static Mutex* mu = new Mutex;  // lives as long as the process
   return *mu;
 }
 
@@ -26,7 +26,7 @@ Counter& CounterOf(Fault f) {
 std::atomic<bool> FaultInjection::armed_{false};
 
 void FaultInjection::Arm(Fault f, uint64_t n, uint64_t every) {
-  std::lock_guard<std::mutex> lock(Mu());
+  MutexLock lock(&Mu());
   Counter& c = CounterOf(f);
   c.countdown = n;
   c.every = every;
@@ -39,7 +39,7 @@ void FaultInjection::Arm(Fault f, uint64_t n, uint64_t every) {
 }
 
 void FaultInjection::DisarmAll() {
-  std::lock_guard<std::mutex> lock(Mu());
+  MutexLock lock(&Mu());
   for (int i = 0; i < static_cast<int>(Fault::kCount); ++i) {
     CounterOf(static_cast<Fault>(i)).countdown = 0;
   }
@@ -47,12 +47,12 @@ void FaultInjection::DisarmAll() {
 }
 
 uint64_t FaultInjection::injected(Fault f) {
-  std::lock_guard<std::mutex> lock(Mu());
+  MutexLock lock(&Mu());
   return CounterOf(f).injected;
 }
 
 bool FaultInjection::Next(Fault f) {
-  std::lock_guard<std::mutex> lock(Mu());
+  MutexLock lock(&Mu());
   Counter& c = CounterOf(f);
   if (c.countdown == 0) return false;
   if (--c.countdown != 0) return false;

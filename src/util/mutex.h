@@ -8,6 +8,7 @@
 #ifndef STREAMPOOL_SRC_UTIL_MUTEX_H_
 #define STREAMPOOL_SRC_UTIL_MUTEX_H_
 
+#include <condition_variable>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
@@ -20,7 +21,26 @@ class ABSL_LOCKABLE Mutex {
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
 
  private:
+  friend class CondVar;
   std::mutex mu_;
+};
+
+// Waits for a condition guarded by a Mutex (the one blocking lock type: the
+// threads executor's queues and completion waits use it too).
+class CondVar {
+ public:
+  // Releases *mu while waiting; holds it again on return. Spurious wakeups
+  // happen: callers loop on their condition.
+  void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
+    cv_.wait(lock);
+    lock.release();  // still held: the caller's MutexLock unlocks it
+  }
+  void Signal() { cv_.notify_one(); }
+  void SignalAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
 };
 
 class ABSL_SCOPED_LOCKABLE MutexLock {
