@@ -80,6 +80,9 @@ bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
   {
     // The stream's lock: its cache and its position, one atomic instruction.
     SpinLockHolder lock(&c_.ordering.stream_lock(t));
+    // Still the pool's: a pool destroyed meanwhile is freed only once every
+    // stream lock has been passed (PoolTable::set_quiesce).
+    if (c_.pools.FindFast(ph) != mp) return false;
     b = mp->CacheAllocate(t, size);
     if (b == nullptr) return false;
     c_.ordering.AdvancePoint(t);

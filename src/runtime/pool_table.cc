@@ -57,7 +57,14 @@ void PoolTable::Remove(uint64_t h) {
   if (mp->has_live_or_pending()) {
     draining_.emplace(h, std::move(mp));
     ReapDestroyed();  // releases what is already wholly free
+  } else {
+    Free(std::move(mp));
   }
+}
+
+void PoolTable::Free(std::unique_ptr<MemPool> pool) {
+  if (quiesce_) quiesce_();
+  pool.reset();
 }
 
 void PoolTable::AfterCompletion(const VectorClock& done, bool release) {
@@ -89,6 +96,7 @@ void PoolTable::ReapDestroyed() {
   for (auto it = draining_.begin(); it != draining_.end();) {
     it->second->Release(0);
     if (!it->second->has_live_or_pending() && it->second->reserved() == 0) {
+      Free(std::move(it->second));
       draining_.erase(it++);
     } else {
       ++it;

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <variant>
 
@@ -60,6 +61,13 @@ class PoolTable {
   };
 
   explicit PoolTable(uint32_t runtime_id) : slots_(HandleKind::kPool, runtime_id) {}
+
+  // Runs before a destroyed pool's MemPool is freed. The fast path finds a
+  // pool without the owner's lock and uses it under a stream lock, after
+  // checking the handle still names it; the owner passes every stream lock,
+  // so no fast path that found the pool before it was unpublished is still
+  // inside.
+  void set_quiesce(std::function<void()> fn) { quiesce_ = std::move(fn); }
   PoolTable(const PoolTable&) = delete;
   PoolTable& operator=(const PoolTable&) = delete;
 
@@ -127,7 +135,10 @@ class PoolTable {
     std::atomic<MemPool*> pool{nullptr};
   };
   void ReapDestroyed();
+  // Frees a MemPool nobody can reach any more (after quiesce_).
+  void Free(std::unique_ptr<MemPool> pool);
 
+  std::function<void()> quiesce_;
   HandleTable<Slot> slots_;
   absl::flat_hash_map<uint64_t, PoolRec> pools_;
   // Destroyed local pools that still had live allocations or pending frees.

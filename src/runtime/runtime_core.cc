@@ -92,7 +92,14 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       process(process),
       mu(mu),
       streams(HandleKind::kStream, id),
-      pools(id) {}
+      pools(id) {
+  // Called under the runtime's lock: the slots are those made so far.
+  pools.set_quiesce([this] {
+    for (StreamIndex s = 0; s < ordering.stream_count(); ++s) {
+      SpinLockHolder pass(&ordering.stream_lock(s));
+    }
+  });
+}
 
 std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<PhysicalMemory> inner) {
   return std::make_shared<RegisteringUpstream>(std::move(inner), this);
