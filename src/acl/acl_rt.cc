@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 
 #include "src/acl/call.h"
 #include "src/acl/memory.h"
@@ -34,12 +35,21 @@ spMemPool_t SpPool(aclrtMemPool p) { return reinterpret_cast<spMemPool_t>(p); }
 
 std::atomic<bool> initialized{false};
 
+// An enumerator as the integer a C caller stored: in C++ a load of an enum
+// outside its range is undefined, and C callers may pass anything.
+template <class E>
+std::underlying_type_t<E> Raw(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // The page policy an aclrtMalloc policy asks for. The low byte is the policy
 // (the P2P variants are the same pages: every simulated device is a peer);
 // the bandwidth bits choose nothing here. 1 GiB pages and read-only mappings
 // are not simulated.
 aclError ToPagePolicy(aclrtMemMallocPolicy policy, PagePolicy* out) {
-  const uint32_t bits = static_cast<uint32_t>(policy);
+  const auto bits = static_cast<uint32_t>(Raw(policy));
   constexpr uint32_t kBandwidth = ACL_MEM_TYPE_LOW_BAND_WIDTH | ACL_MEM_TYPE_HIGH_BAND_WIDTH;
   if ((bits & ACL_MEM_ACCESS_USER_SPACE_READONLY) != 0) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
   if ((bits & ~(kBandwidth | 0xFFu)) != 0) return ACL_ERROR_INVALID_PARAM;
@@ -73,8 +83,9 @@ aclError Malloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy, SyncKin
   });
 }
 
-bool ValidCopyKind(aclrtMemcpyKind kind) {
-  return kind >= ACL_MEMCPY_HOST_TO_HOST && kind <= ACL_MEMCPY_INTER_DEVICE_TO_DEVICE;
+bool ValidCopyKind(const aclrtMemcpyKind& kind) {
+  const auto k = Raw(kind);
+  return k >= ACL_MEMCPY_HOST_TO_HOST && k <= ACL_MEMCPY_INTER_DEVICE_TO_DEVICE;
 }
 
 // The checks aclrtMemcpy and aclrtMemcpyAsync share.
@@ -84,12 +95,14 @@ aclError CheckCopy(void* dst, size_t destMax, const void* src, size_t count, acl
   return ACL_SUCCESS;
 }
 
-bool IsPoolAttr(aclrtMemPoolAttr attr) {
-  return attr >= ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
-         attr <= ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH;
+bool IsPoolAttr(const aclrtMemPoolAttr& attr) {
+  const auto a = Raw(attr);
+  return a >= ACL_RT_MEM_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+         a <= ACL_RT_MEM_POOL_ATTR_USED_MEM_HIGH;
 }
-bool IsSwitch(aclrtMemPoolAttr attr) {
-  return attr <= ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+bool IsMemAttr(const aclrtMemAttr& attr) {
+  const auto a = Raw(attr);
+  return a >= ACL_DDR_MEM && a <= ACL_MEM_P2P_HUGE1G;
 }
 
 aclError NotSupported() {
@@ -185,7 +198,7 @@ aclError aclrtSynchronizeDevice(void) noexcept {
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total) noexcept {
   return WithRuntime([&](Call& call) {
     if (free == nullptr || total == nullptr) return ACL_ERROR_INVALID_PARAM;
-    if (attr < ACL_DDR_MEM || attr > ACL_MEM_P2P_HUGE1G) return ACL_ERROR_INVALID_PARAM;
+    if (!IsMemAttr(attr)) return ACL_ERROR_INVALID_PARAM;
     int device = 0;
     if (aclError e = call.Device(&device); e != ACL_SUCCESS) return e;
     absl::StatusOr<streampool::DeviceMemInfo> info = call.rt().cpp().MemGetInfo(device);
@@ -418,14 +431,14 @@ aclError aclrtMemPoolCreate(aclrtMemPool* memPool, const aclrtMemPoolProps* pool
   return WithRuntime([&](Call& call) {
     if (memPool == nullptr || poolProps == nullptr) return ACL_ERROR_INVALID_PARAM;
     const aclrtMemPoolProps& in = *poolProps;
-    if (in.allocType != ACL_MEM_ALLOCATION_TYPE_PINNED) return ACL_ERROR_INVALID_PARAM;
-    if (in.location.type != ACL_MEM_LOCATION_TYPE_DEVICE) return ACL_ERROR_INVALID_PARAM;
+    if (Raw(in.allocType) != ACL_MEM_ALLOCATION_TYPE_PINNED) return ACL_ERROR_INVALID_PARAM;
+    if (Raw(in.location.type) != ACL_MEM_LOCATION_TYPE_DEVICE) return ACL_ERROR_INVALID_PARAM;
     for (unsigned char byte : in.reserved) {
       if (byte != 0) return ACL_ERROR_INVALID_PARAM;
     }
     // Shareable pools need CANN's export functions, which this layer lacks.
-    if (in.handleType == ACL_MEM_HANDLE_TYPE_POSIX) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
-    if (in.handleType != ACL_MEM_HANDLE_TYPE_NONE) return ACL_ERROR_RT_PARAM_INVALID;
+    if (Raw(in.handleType) == ACL_MEM_HANDLE_TYPE_POSIX) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+    if (Raw(in.handleType) != ACL_MEM_HANDLE_TYPE_NONE) return ACL_ERROR_RT_PARAM_INVALID;
     if (in.location.id > static_cast<uint32_t>(INT32_MAX)) return ACL_ERROR_RT_INVALID_DEVICEID;
     const int device = static_cast<int>(in.location.id);
     if (aclError e = call.CheckDevice(device); e != ACL_SUCCESS) return e;
@@ -454,7 +467,7 @@ aclError aclrtMemPoolSetAttr(aclrtMemPool memPool, aclrtMemPoolAttr attr, void* 
     if (memPool == nullptr) return ACL_ERROR_INVALID_PARAM;
     if (value == nullptr || !IsPoolAttr(attr)) return ACL_ERROR_RT_PARAM_INVALID;
     const auto sp_attr = static_cast<spMemPoolAttr>(attr);
-    if (IsSwitch(attr)) {
+    if (Raw(attr) <= ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
       uint32_t v = 0;
       std::memcpy(&v, value, sizeof v);
       if (v > 1) return ACL_ERROR_RT_PARAM_INVALID;
@@ -472,7 +485,7 @@ aclError aclrtMemPoolGetAttr(aclrtMemPool memPool, aclrtMemPoolAttr attr, void* 
     if (memPool == nullptr) return ACL_ERROR_INVALID_PARAM;
     if (value == nullptr || !IsPoolAttr(attr)) return ACL_ERROR_RT_PARAM_INVALID;
     const auto sp_attr = static_cast<spMemPoolAttr>(attr);
-    if (IsSwitch(attr)) {
+    if (Raw(attr) <= ACL_RT_MEM_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
       int sp_value = 0;
       if (aclError e = FromSp(spMemPoolGetAttribute(SpPool(memPool), sp_attr, &sp_value));
           e != ACL_SUCCESS) {
@@ -529,8 +542,8 @@ aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp* prop,
                                           size_t* granularity) noexcept {
   return Api([&] {
     if (prop == nullptr || granularity == nullptr) return ACL_ERROR_INVALID_PARAM;
-    if (option != ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM &&
-        option != ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    if (Raw(option) != ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM &&
+        Raw(option) != ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
       return ACL_ERROR_INVALID_PARAM;
     }
     *granularity = vmm::kGranularity;
@@ -567,12 +580,12 @@ aclError aclrtMallocPhysical(aclrtDrvMemHandle* handle, size_t size,
     if (handle == nullptr || prop == nullptr || size == 0 || flags != 0) {
       return ACL_ERROR_INVALID_PARAM;
     }
-    if (prop->allocationType != ACL_MEM_ALLOCATION_TYPE_PINNED ||
-        prop->location.type != ACL_MEM_LOCATION_TYPE_DEVICE || prop->memAttr < ACL_DDR_MEM ||
-        prop->memAttr > ACL_MEM_P2P_HUGE1G || prop->reserve != 0) {
+    if (Raw(prop->allocationType) != ACL_MEM_ALLOCATION_TYPE_PINNED ||
+        Raw(prop->location.type) != ACL_MEM_LOCATION_TYPE_DEVICE || !IsMemAttr(prop->memAttr) ||
+        prop->reserve != 0) {
       return ACL_ERROR_INVALID_PARAM;
     }
-    if (prop->handleType != ACL_MEM_HANDLE_TYPE_NONE) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+    if (Raw(prop->handleType) != ACL_MEM_HANDLE_TYPE_NONE) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
     if (size % vmm::kGranularity != 0) return ACL_ERROR_RT_PARAM_INVALID;
     Call call;
     if (aclError e = call.Begin(); e != ACL_SUCCESS) return e;
@@ -612,7 +625,7 @@ aclError aclrtUnmapMem(void* virPtr) noexcept {
 
 aclError aclrtGetLastError(aclrtLastErrLevel level) noexcept {
   try {
-    if (level != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
+    if (Raw(level) != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
     auto rt = AclContext().Current();
     // A failed kernel is sticky: only a reset clears it.
     if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
@@ -629,7 +642,7 @@ aclError aclrtGetLastError(aclrtLastErrLevel level) noexcept {
 
 aclError aclrtPeekAtLastError(aclrtLastErrLevel level) noexcept {
   try {
-    if (level != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
+    if (Raw(level) != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
     auto rt = AclContext().Current();
     if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
       return ACL_ERROR_RT_AICORE_EXCEPTION;

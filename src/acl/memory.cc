@@ -36,7 +36,10 @@ std::map<int, int>& DeviceRefs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(StateMutex()) {
 
 RuntimeState& StateFor(compat::ProcessRuntime& rt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(StateMutex()) {
   RuntimeState& state = State();
-  if (state.generation != rt.generation()) state = RuntimeState{rt.generation()};
+  if (state.generation != rt.generation()) {
+    state = RuntimeState();
+    state.generation = rt.generation();
+  }
   return state;
 }
 

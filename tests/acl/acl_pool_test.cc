@@ -34,7 +34,7 @@ TEST_F(AclTest, PoolCreateErrorCases) {
   props = Props();
   props.handleType = ACL_MEM_HANDLE_TYPE_POSIX;
   EXPECT_EQ(aclrtMemPoolCreate(&pool, &props), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
-  props.handleType = static_cast<aclrtMemHandleType>(5);
+  props.handleType = static_cast<aclrtMemHandleType>(3);  // in the enum's range, not CANN's
   EXPECT_EQ(aclrtMemPoolCreate(&pool, &props), ACL_ERROR_RT_PARAM_INVALID);
   EXPECT_EQ(pool, nullptr);  // nothing made
   props = Props();

