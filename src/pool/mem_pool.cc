@@ -563,6 +563,72 @@ Block* MemPool::GrowExpandable(uint64_t size) {
   return b;
 }
 
+ReuseRule MemPool::ReadyRule(const Block* b, StreamIndex t) const {
+  // Fresh when its bytes were never handed out; else, while its promotion by
+  // observation is unproven, same-stream if only t's frees were promoted into
+  // it, opportunistic otherwise; else after-sync.
+  if (b->addr() >= b->chunk->handed_out_end) return ReuseRule::kFresh;
+  if (Observed(b)) {
+    return b->observed_stream == t ? ReuseRule::kSameStream : ReuseRule::kOpportunistic;
+  }
+  return ReuseRule::kAfterSync;
+}
+
+std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_t need,
+                                                          uint64_t size) {
+  // Rule 0: t's front cache, when the fast path turned the block down for
+  // want of allowance (the watermark is settled here, exactly).
+  FrontCache* c = front_cache() ? CacheOf(t) : nullptr;
+  if (c == nullptr) return std::nullopt;
+  Block* b;
+  {
+    SpinLockHolder lock(&c->mu());
+    b = c->Take(need);
+    if (b != nullptr) {
+      b->stream = t;
+      b->requested = size;
+    }
+  }
+  if (b != nullptr) {
+    Reconcile(/*reset_high=*/false);
+    return Allocation{b, ReuseRule::kSameStream};
+  }
+  // A miss: t's other cached frees go central, where rule 1 finds them by
+  // best fit (split, or merged with their neighbours) as it would have
+  // without the cache; otherwise a workload of varied sizes would grow
+  // beside its own frees.
+  FlushCache(t);
+  return std::nullopt;
+}
+
+Block* MemPool::FindOwn(StreamIndex t, uint64_t need, ReuseRule* how) {
+  Block* chosen = nullptr;
+  if (SizeIndexNode* n = ready_.FindBestFit(need)) chosen = Block::FromNode(n);
+  if (t < frees_.size() && frees_[t] && !frees_[t]->index.empty()) {
+    if (SizeIndexNode* n = frees_[t]->index.FindBestFit(need)) {
+      Block* own = Block::FromNode(n);
+      if (Better(own, chosen)) chosen = own;
+    }
+  }
+  if (chosen == nullptr && !unbacked_.empty()) chosen = FindMappedLowEnd(need);
+  if (chosen != nullptr) {
+    *how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ReadyRule(chosen, t);
+  }
+  return chosen;
+}
+
+std::optional<MemPool::Allocation> MemPool::AllocateOwn(uint64_t size, StreamIndex t) {
+  SP_DCHECK(size > 0);
+  const std::optional<uint64_t> rule_size = rule_.Apply(size);
+  if (!rule_size || *rule_size > max_size_) return std::nullopt;  // Allocate reports it
+  const uint64_t need = *rule_size;
+  if (std::optional<Allocation> cached = TakeFromCache(t, need, size)) return cached;
+  ReuseRule how = ReuseRule::kFresh;
+  Block* chosen = FindOwn(t, need, &how);
+  if (chosen == nullptr) return std::nullopt;
+  return Finish(chosen, how, t, need, size);
+}
+
 absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle& oracle) {
   SP_DCHECK(size > 0);
   const std::optional<uint64_t> rule_size = rule_.Apply(size);
@@ -573,59 +639,15 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   }
   const uint64_t need = *rule_size;
   const StreamIndex t = oracle.stream();
-
-  // Rule 0: t's front cache, when the fast path turned the block down for
-  // want of allowance (the watermark is settled here, exactly).
-  if (FrontCache* c = front_cache() ? CacheOf(t) : nullptr) {
-    Block* b;
-    {
-      SpinLockHolder lock(&c->mu());
-      b = c->Take(need);
-      if (b != nullptr) {
-        b->stream = t;
-        b->requested = size;
-      }
-    }
-    if (b != nullptr) {
-      Reconcile(/*reset_high=*/false);
-      return Allocation{b, ReuseRule::kSameStream};
-    }
-    // A miss: t's other cached frees go central, where rule 1 finds them by
-    // best fit (split, or merged with their neighbours) as it would have
-    // without the cache; otherwise a workload of varied sizes would grow
-    // beside its own frees.
-    FlushCache(t);
-  }
-
-  // How a READY block's reuse counts: fresh when its bytes were never handed
-  // out; else, while its promotion by observation is unproven, same-stream
-  // if only t's frees were promoted into it, opportunistic otherwise; else
-  // after-sync.
-  auto ready_rule = [this, t](const Block* b) {
-    if (b->addr() >= b->chunk->handed_out_end) return ReuseRule::kFresh;  // never handed out
-    if (Observed(b)) {
-      return b->observed_stream == t ? ReuseRule::kSameStream : ReuseRule::kOpportunistic;
-    }
-    return ReuseRule::kAfterSync;
-  };
+  if (std::optional<Allocation> cached = TakeFromCache(t, need, size)) return *cached;
 
   Block* chosen = nullptr;
   ReuseRule how = ReuseRule::kFresh;
   // Rules 1-3; run again after front caches are flushed before growth.
-  auto search = [&] {
+  // (The lambda runs within this call, under the pool's lock.)
+  auto search = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     // Rule 1: the stream's own pending frees and READY blocks.
-    if (SizeIndexNode* n = ready_.FindBestFit(need)) chosen = Block::FromNode(n);
-    if (t < frees_.size() && frees_[t] && !frees_[t]->index.empty()) {
-      if (SizeIndexNode* n = frees_[t]->index.FindBestFit(need)) {
-        Block* own = Block::FromNode(n);
-        if (Better(own, chosen)) chosen = own;
-      }
-    }
-    if (chosen == nullptr && !unbacked_.empty()) chosen = FindMappedLowEnd(need);
-    if (chosen != nullptr) {
-      how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ready_rule(chosen);
-    }
-
+    chosen = FindOwn(t, need, &how);
     // Rule 2: other streams' frees that t is ordered after.
     if (chosen == nullptr && follow_events_) {
       for (StreamIndex s : active_) {
@@ -644,7 +666,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
       } else if (!unbacked_.empty()) {
         chosen = FindMappedLowEnd(need);
       }
-      if (chosen != nullptr) how = ready_rule(chosen);
+      if (chosen != nullptr) how = ReadyRule(chosen, t);
     }
   };
   const uint64_t flushes_before = cache_flushes_;
@@ -656,7 +678,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   // Rule 4: growth.
   if (chosen == nullptr) {
     chosen = Grow(need);
-    if (chosen != nullptr) how = ready_rule(chosen);
+    if (chosen != nullptr) how = ReadyRule(chosen, t);
   }
   // Rule 5: wait for another stream's free.
   if (chosen == nullptr && internal_deps_) {
@@ -673,7 +695,11 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
         "out of memory: ", need, " bytes with ", reserved_, " reserved of ", max_size_,
         " allowed and ", budget_->capacity() - budget_->used(), " left on the device"));
   }
+  return Finish(chosen, how, t, need, size);
+}
 
+MemPool::Allocation MemPool::Finish(Block* chosen, ReuseRule how, StreamIndex t, uint64_t need,
+                                    uint64_t size) {
   Block* live = Carve(chosen, need);
   live->stream = t;
   live->requested = size;

@@ -46,6 +46,7 @@
 #include "src/pool/block.h"
 #include "src/pool/front_cache.h"
 #include "src/pool/size_index.h"
+#include "src/util/mutex.h"
 #include "src/util/ring.h"
 #include "streampool/mem_pool.h"
 #include "streampool/physical_memory.h"
@@ -128,7 +129,20 @@ class MemPool {
   MemPool& operator=(const MemPool&) = delete;
 
   // size > 0. On failure nothing changes except failed_alloc_count.
-  absl::StatusOr<Allocation> Allocate(uint64_t size, OrderOracle& oracle);
+  absl::StatusOr<Allocation> Allocate(uint64_t size, OrderOracle& oracle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  // Rules 0 and 1 only, which ask no ordering question: t's front cache,
+  // then (after flushing t's cache) t's own pending frees and READY blocks.
+  // Null when they hold nothing fitting; then nothing changed but the flush,
+  // which Allocate would have made first, and Allocate decides. size > 0.
+  std::optional<Allocation> AllocateOwn(uint64_t size, StreamIndex t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+
+  // The central index's lock (DESIGN.md, "Performance model": the central
+  // index, growth and release take the pool's lock). Every member but the
+  // Cache* fast functions, front_cache() and the fixed properties needs it.
+  // Order: the runtime's lock, then this, then a stream lock.
+  Mutex& central_mu() const ABSL_LOCK_RETURNED(central_mu_) { return central_mu_; }
 
   // Fast path (any thread, no pool lock; the caller holds t's stream lock,
   // the lock EnsureCache was given): a block of size's rule size from t's
@@ -163,43 +177,45 @@ class MemPool {
   }
   // Central: a free the fast path could not cache (s's cache full): flushes
   // s's cache, then caches it or frees it centrally.
-  void FreeOverflow(Block* b, StreamIndex s, Position f);
+  void FreeOverflow(Block* b, StreamIndex s, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Makes s's front cache, guarded by s's stream lock, so that s's next frees
   // can be cached.
-  void EnsureCache(StreamIndex s, SpinLock* stream_lock);
+  void EnsureCache(StreamIndex s, SpinLock* stream_lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Moves s's cached blocks (every stream's) into the central index, where
   // they coalesce; true when there were any.
-  bool FlushCache(StreamIndex s);
-  bool FlushCaches();
+  bool FlushCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  bool FlushCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // s is destroyed: flushes its cache and takes back its allowance.
-  void RetireCache(StreamIndex s);
+  void RetireCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
-  void set_front_cache(bool on);
+  void set_front_cache(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // The rule size `size` would occupy (for callers that check before acting).
   std::optional<uint64_t> RuleSize(uint64_t size) const { return rule_.Apply(size); }
   // LIVE -> PENDING(s, f), in the central index.
-  void FreeAsync(Block* block, StreamIndex s, Position f);
+  void FreeAsync(Block* block, StreamIndex s, Position f)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // LIVE -> READY at once (spFree: the caller promises all access completed).
-  void FreeNow(Block* block);
+  void FreeNow(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Every PENDING(S, f) with f <= done[S] becomes READY (a proof: it ends the
   // opportunistic count of blocks promoted by observation).
-  void Promote(const VectorClock& done);
+  void Promote(const VectorClock& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Every PENDING(S, f) the oracle reports observed complete becomes READY,
   // marked as promoted by observation (rule 3; the caller checks the switch).
-  void PromoteObserved(const OrderOracle& oracle);
+  void PromoteObserved(const OrderOracle& oracle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Observation of one stream: its frees up to `complete` become READY, as
   // PromoteObserved would make them (the caller checks the switch).
-  void PromoteObservedOn(StreamIndex s, Position complete);
+  void PromoteObservedOn(StreamIndex s, Position complete)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // The release rule: unmaps whole granules inside READY blocks (chunked:
   // wholly free chunks), largest free range first, while reserved > bound,
   // skipping any whose release would take reserved below bound.
-  void Release(uint64_t bound);
-  void ReleaseAtSync() { Release(release_threshold_); }
+  void Release(uint64_t bound) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  void ReleaseAtSync() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { Release(release_threshold_); }
 
   // The LIVE block containing addr, or nullptr.
-  Block* LiveBlockContaining(uintptr_t addr) const;
+  Block* LiveBlockContaining(uintptr_t addr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Whether addr lies in any chunk of this pool.
-  bool Owns(uintptr_t addr) const;
+  bool Owns(uintptr_t addr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
   // What the owner (the runtime) names this pool by, and data of its own
   // (an exportable pool's memfd), for pointers found by address.
@@ -216,35 +232,74 @@ class MemPool {
   PoolGrowth growth() const { return expandable_ ? PoolGrowth::kExpandable : PoolGrowth::kChunked; }
   uint64_t granule() const { return rule_.granule; }
   bool touchable() const { return upstream_->touchable(); }
-  uint64_t reserved() const { return reserved_; }
+  uint64_t reserved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { return reserved_; }
   // UsedMemCurrent: the central count less what front caches hold.
-  uint64_t used() const;
-  bool has_live_or_pending() const { return live_blocks_ > 0 || pending_blocks_ > 0; }
+  uint64_t used() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  bool has_live_or_pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return live_blocks_ > 0 || pending_blocks_ > 0;
+  }
   // Whether a free of stream s is still pending here, cached or central (its
   // slot may not be reused meanwhile).
-  bool HasPendingOn(StreamIndex s) const;
+  bool HasPendingOn(StreamIndex s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
   // Attributes.
-  bool reuse_follow_event_dependencies() const { return follow_events_; }
-  bool reuse_allow_opportunistic() const { return opportunistic_; }
-  bool reuse_allow_internal_dependencies() const { return internal_deps_; }
-  void set_reuse_follow_event_dependencies(bool on) { follow_events_ = on; }
-  void set_reuse_allow_opportunistic(bool on) { opportunistic_ = on; }
-  void set_reuse_allow_internal_dependencies(bool on) { internal_deps_ = on; }
-  uint64_t release_threshold() const { return release_threshold_; }
-  void set_release_threshold(uint64_t v) { release_threshold_ = v; }
-  uint64_t reserved_high() const { return stats_.reserved_high; }
-  uint64_t used_high() const { return stats_.used_high; }
-  void ResetReservedHigh() { stats_.reserved_high = reserved_; }
-  void ResetUsedHigh() { Reconcile(/*reset_high=*/true); }
+  bool reuse_follow_event_dependencies() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return follow_events_;
+  }
+  bool reuse_allow_opportunistic() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return opportunistic_;
+  }
+  bool reuse_allow_internal_dependencies() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return internal_deps_;
+  }
+  void set_reuse_follow_event_dependencies(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    follow_events_ = on;
+  }
+  void set_reuse_allow_opportunistic(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    opportunistic_ = on;
+  }
+  void set_reuse_allow_internal_dependencies(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    internal_deps_ = on;
+  }
+  uint64_t release_threshold() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return release_threshold_;
+  }
+  void set_release_threshold(uint64_t v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    release_threshold_ = v;
+  }
+  uint64_t reserved_high() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return stats_.reserved_high;
+  }
+  uint64_t used_high() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { return stats_.used_high; }
+  void ResetReservedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    stats_.reserved_high = reserved_;
+  }
+  void ResetUsedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    Reconcile(/*reset_high=*/true);
+  }
 
-  PoolStats Stats() const;
+  PoolStats Stats() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // O(blocks) walk of every invariant in block.h plus
   //   reserved == Σ chunk sizes, used == Σ LIVE block sizes,
   //   every free block in exactly the index its state names.
-  bool CheckInvariants() const;
+  bool CheckInvariants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
  private:
+  mutable Mutex central_mu_;
+
+  // How a READY block's reuse counts for t (see Allocate).
+  ReuseRule ReadyRule(const Block* b, StreamIndex t) const;
+  // Rule 0 for t: a cached block (settling the watermark), else t's cache is
+  // flushed; nullopt when the cache held none of need.
+  std::optional<Allocation> TakeFromCache(StreamIndex t, uint64_t need, uint64_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  // Rule 1: t's own pending frees and READY blocks, best fit.
+  Block* FindOwn(StreamIndex t, uint64_t need, ReuseRule* how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  // Hands out `chosen` (need bytes of it) to t, counting the rule.
+  Allocation Finish(Block* chosen, ReuseRule how, StreamIndex t, uint64_t need, uint64_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+
   struct QueueEntry {
     Position f;
     uint64_t stamp;

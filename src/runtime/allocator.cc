@@ -62,20 +62,28 @@ Allocator::Allocator(RuntimeCore& core)
       // Pinned host memory is the host's own, touchable whatever the devices' backing.
       host_upstream_(core.Registering(NewHostMemory())) {}
 
-bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
-                              AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool Allocator::FindTarget(uint64_t size, uint64_t pool, uint64_t s, uint64_t* ph, MemPool** mp,
+                           StreamIndex* t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Lock-free reads throughout: the handle tables, the device's current pool
   // (atomics), and the ordering core's pos(T) (see Ordering's constructor).
   if (!c_.fast_path.load(std::memory_order_acquire) || size == 0 || InHostCallback()) return false;
   const StreamRec* rec = c_.streams.Find(s);
   if (rec == nullptr) return false;
-  const uint64_t ph =
-      pool != 0 ? pool
-                : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
-                      std::memory_order_acquire);
-  MemPool* mp = c_.pools.FindFast(ph);
-  if (mp == nullptr) return false;
-  const StreamIndex t = rec->index.load(std::memory_order_relaxed);
+  *ph = pool != 0 ? pool
+                  : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
+                        std::memory_order_acquire);
+  *mp = c_.pools.FindFast(*ph);
+  if (*mp == nullptr) return false;
+  *t = rec->index.load(std::memory_order_relaxed);
+  return true;
+}
+
+bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
+                              AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t ph;
+  MemPool* mp;
+  StreamIndex t;
+  if (!FindTarget(size, pool, s, &ph, &mp, &t)) return false;
   Block* b;
   {
     // The stream's lock: its cache and its position, one atomic instruction.
@@ -95,6 +103,43 @@ bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
     }
   }
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
+  return true;
+}
+
+bool Allocator::TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s,
+                             AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
+  // them: a stream reusing its own frees of other sizes, or READY memory,
+  // takes no runtime-wide lock either.
+  uint64_t ph;
+  MemPool* mp;
+  StreamIndex t;
+  if (!FindTarget(size, pool, s, &ph, &mp, &t)) return false;
+  Block* b;
+  ReuseRule rule;
+  {
+    MutexLock pool_lock(&mp->central_mu());
+    // Still the pool's: a destroyed pool is freed only once its lock has been
+    // passed after the handle died (PoolTable::Free).
+    if (c_.pools.FindFast(ph) != mp) return false;
+    std::optional<MemPool::Allocation> a = mp->AllocateOwn(size, t);
+    if (!a) return false;
+    b = a->block;
+    rule = a->rule;
+    {
+      SpinLockHolder lock(&c_.ordering.stream_lock(t));
+      c_.ordering.AdvancePoint(t);
+    }
+    mp->EnsureCache(t, &c_.ordering.stream_lock(t));
+  }
+  if (!c_.page_map.Set(b->addr(), b)) {
+    // No memory for a page-map node: the hash map holds it instead.
+    MutexLock lock(&c_.mu);
+    if (absl::StatusOr<PoolRec*> prec = c_.pools.Find(mp->owner_handle()); prec.ok()) {
+      RecordPoolAlloc(mp->owner_handle(), **prec, b);
+    }
+  }
+  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
   return true;
 }
 
@@ -137,13 +182,12 @@ void Allocator::FreeClaimed(Block* b, StreamIndex idx, Position f) {
   }
   // Through the cache (flushed first when full), or central where there is
   // none yet; later frees of this stream in this pool then take the fast path.
+  MutexLock pool_lock(&pool.central_mu());
   pool.FreeOverflow(b, idx, f);
   pool.EnsureCache(idx, &c_.ordering.stream_lock(idx));
 }
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
-  AllocInfo fast;
-  if (TryMallocFast(size, pool, s, &fast)) return fast;
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const uint64_t pool_handle =
@@ -161,6 +205,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, u
   // point is taken only once it succeeded, so a failure leaves the stream as
   // it was.
   Oracle oracle(c_, t);
+  MutexLock pool_lock(&mp.central_mu());
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   if (!a.ok()) return a.status();
   c_.ChargeCall();
@@ -299,7 +344,9 @@ absl::Status Allocator::Free(void* ptr) {
   if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
     c_.ChargeCall();
     if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
-    static_cast<MemPool*>(b->chunk->pool)->FreeNow(b);
+    MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
+    MutexLock pool_lock(&pool.central_mu());
+    pool.FreeNow(b);
     return absl::OkStatus();
   }
   if (std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr))) {
@@ -323,6 +370,7 @@ absl::Status Allocator::Free(void* ptr) {
     c_.pools.ReapImported();
     return absl::OkStatus();
   }
+  MutexLock pool_lock(&r.pool->central_mu());
   r.pool->FreeNow(r.block);
   return absl::OkStatus();
 }
@@ -356,6 +404,7 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     return out;
   }
   auto lookup = [&](uint64_t h, MemPool& pool) -> bool {
+    MutexLock pool_lock(&pool.central_mu());
     if (!pool.Owns(addr)) return false;
     const Block* b = pool.LiveBlockContaining(addr);
     // A block in a front cache is LIVE to the central index but freed.

@@ -32,6 +32,15 @@ class Allocator {
   // The fast paths, without the runtime's lock: true when served (result in
   // *out / done), false when the call must take the slow path.
   bool TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
+  // What the paths without the runtime's lock allocate from: the pool handle
+  // (pool, or the device's current one), its MemPool and the stream's slot;
+  // false when those paths may not run (checker, timeline, host cost,
+  // adapter, a destroyed runtime, a host callback) or a handle is not live.
+  bool FindTarget(uint64_t size, uint64_t pool, uint64_t s, uint64_t* ph, MemPool** mp,
+                  StreamIndex* t);
+  // Rules 0 and 1 under the pool's lock only (MemPool::AllocateOwn): true
+  // when served, false when the allocation needs the runtime's lock.
+  bool TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
   // Claims the pointer's page-map entry when it names a live block of this
   // runtime: *claimed then owns the free, whichever path finishes it.
   bool TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx, Position* f);

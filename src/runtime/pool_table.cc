@@ -53,8 +53,13 @@ void PoolTable::Remove(uint64_t h) {
   if (auto* l = std::get_if<LocalPool>(&rec.kind)) mp = std::move(l->pool);
   if (auto* e = std::get_if<ExportablePool>(&rec.kind)) mp = std::move(e->pool);
   // What its caches hold goes central; a destroyed pool caches nothing more.
-  mp->set_front_cache(false);
-  if (mp->has_live_or_pending()) {
+  bool drains;
+  {
+    MutexLock pool_lock(&mp->central_mu());
+    mp->set_front_cache(false);
+    drains = mp->has_live_or_pending();
+  }
+  if (drains) {
     draining_.emplace(h, std::move(mp));
     ReapDestroyed();  // releases what is already wholly free
   } else {
@@ -64,6 +69,8 @@ void PoolTable::Remove(uint64_t h) {
 
 void PoolTable::Free(std::unique_ptr<MemPool> pool) {
   if (quiesce_) quiesce_();
+  // Lock-free finders that got past the handle check hold the pool's lock.
+  { MutexLock pass(&pool->central_mu()); }
   pool.reset();
 }
 
@@ -71,10 +78,14 @@ void PoolTable::AfterCompletion(const VectorClock& done, bool release) {
   for (auto& [h, rec] : pools_) {
     MemPool* m = rec.mem();
     if (m == nullptr) continue;  // imported: retired below
+    MutexLock pool_lock(&m->central_mu());
     m->Promote(done);
     if (release && rec.memfd() == nullptr) m->ReleaseAtSync();
   }
-  for (auto& [h, pool] : draining_) pool->Promote(done);
+  for (auto& [h, pool] : draining_) {
+    MutexLock pool_lock(&pool->central_mu());
+    pool->Promote(done);
+  }
   for (auto& [h, imported] : imported_) imported->Retire(done);
   ReapDestroyed();
   ReapImported();
@@ -94,8 +105,13 @@ void PoolTable::ReapDestroyed() {
   // A destroyed pool keeps nothing it does not have to: every chunk goes back
   // as soon as it is wholly free, and the pool itself once nothing is left.
   for (auto it = draining_.begin(); it != draining_.end();) {
-    it->second->Release(0);
-    if (!it->second->has_live_or_pending() && it->second->reserved() == 0) {
+    bool empty;
+    {
+      MutexLock pool_lock(&it->second->central_mu());
+      it->second->Release(0);
+      empty = !it->second->has_live_or_pending() && it->second->reserved() == 0;
+    }
+    if (empty) {
       Free(std::move(it->second));
       draining_.erase(it++);
     } else {

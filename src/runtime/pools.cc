@@ -21,8 +21,9 @@ namespace {
 // One attribute switch for MemPool and ImportedPool (which share accessor
 // names). An imported pool cannot allocate or release, so its reuse switches
 // and threshold mean nothing (CUDA F.11.5); it keeps them so they read back.
+// A MemPool's caller holds its central lock (an ImportedPool has none).
 template <typename Pool>
-absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) {
+absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
       p.set_reuse_follow_event_dependencies(value != 0);
@@ -61,7 +62,7 @@ absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) {
 }
 
 template <typename Pool>
-absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) {
+absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
       return p.reuse_follow_event_dependencies() ? 1 : 0;
@@ -243,14 +244,18 @@ absl::Status Pools::SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_t valu
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return SetAttribute(**(*rec)->imported(), attr, value);
-  return SetAttribute(*(*rec)->mem(), attr, value);
+  MemPool& mp = *(*rec)->mem();
+  MutexLock pool_lock(&mp.central_mu());
+  return SetAttribute(mp, attr, value);
 }
 
 absl::StatusOr<uint64_t> Pools::GetPoolAttribute(uint64_t pool, PoolAttr attr) {
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return GetAttribute(**(*rec)->imported(), attr);
-  return GetAttribute(*(*rec)->mem(), attr);
+  MemPool& mp = *(*rec)->mem();
+  MutexLock pool_lock(&mp.central_mu());
+  return GetAttribute(mp, attr);
 }
 
 absl::Status Pools::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
@@ -258,7 +263,9 @@ absl::Status Pools::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
   if (!rec.ok()) return rec.status();
   // IPC pools keep their memory (CUDA F.11.4, F.11.5): TrimTo is a no-op.
   if ((*rec)->imported() != nullptr || (*rec)->memfd() != nullptr) return absl::OkStatus();
-  (*rec)->mem()->Release(min_bytes_to_keep);
+  MemPool& mp = *(*rec)->mem();
+  MutexLock pool_lock(&mp.central_mu());
+  mp.Release(min_bytes_to_keep);
   return absl::OkStatus();
 }
 
@@ -266,14 +273,18 @@ absl::StatusOr<PoolStats> Pools::GetPoolStats(uint64_t pool) {
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return (*(*rec)->imported())->Stats();
-  return (*rec)->mem()->Stats();
+  MemPool& mp = *(*rec)->mem();
+  MutexLock pool_lock(&mp.central_mu());
+  return mp.Stats();
 }
 
 absl::Status Pools::CheckPoolInvariants(uint64_t pool) {
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) return absl::OkStatus();  // no blocks of its own
-  if (!(*rec)->mem()->CheckInvariants()) return absl::InternalError("pool invariants broken");
+  MemPool& mp = *(*rec)->mem();
+  MutexLock pool_lock(&mp.central_mu());
+  if (!mp.CheckInvariants()) return absl::InternalError("pool invariants broken");
   return absl::OkStatus();
 }
 

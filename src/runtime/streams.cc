@@ -73,7 +73,10 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   c_.streams.Remove(s);
   // Its frees waiting in front caches go central (where they stay pending on
   // the dead stream until proven or observed complete).
-  c_.pools.ForEachMemPool([idx](MemPool& pool) { pool.RetireCache(idx); });
+  c_.pools.ForEachMemPool([idx](MemPool& pool) {
+    MutexLock pool_lock(&pool.central_mu());
+    pool.RetireCache(idx);
+  });
   if (c_.adapter == nullptr && (c_.sim == nullptr || !c_.sim->record_timeline())) {
     c_.ordering.RetireStream(idx);
     retired_slots_.push_back(idx);
@@ -89,6 +92,7 @@ bool Streams::SlotIdle(StreamIndex s) {
   // switch is on promote them, as rule 3 would; a pool in strict mode keeps
   // them pending (and the slot retired) until a sync proves them.
   auto settle = [s, last](MemPool& pool) {
+    MutexLock pool_lock(&pool.central_mu());
     if (pool.HasPendingOn(s) && pool.reuse_allow_opportunistic()) {
       pool.PromoteObservedOn(s, last);
     }

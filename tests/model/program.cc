@@ -136,10 +136,10 @@ std::string ToString(const Instruction& ins) {
 }
 
 std::string ToString(const Program& p) {
-  std::string out =
-      absl::StrCat("config devices=", p.device_count, " capacity=", p.device_capacity,
-                   " backing=", p.backing == Backing::kHost ? "host" : "address",
-                   " api-ns=", p.api_call_ns, " copy-bytes-per-us=", p.copy_bytes_per_us, "\n");
+  std::string out = absl::StrCat(
+      "config devices=", p.device_count, " capacity=", p.device_capacity,
+      " backing=", p.backing == Backing::kHost ? "host" : "address", " api-ns=", p.api_call_ns,
+      " copy-bytes-per-us=", p.copy_bytes_per_us, p.checker ? "" : " checker=0", "\n");
   for (size_t i = 0; i < p.pools.size(); ++i) {
     const ModelPoolProps& q = p.pools[i].props;
     absl::StrAppend(&out, "pool p", i, " ", AllocationTypeName(q.type), " device=", q.device,
@@ -215,7 +215,7 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
     auto bad = [&](absl::string_view why) { return ParseError(line_no, raw, why); };
     auto want = [&](size_t n) { return t.size() == n; };
     if (op == "config") {
-      if (!want(6)) return bad("config takes 5 settings");
+      if (!want(6) && !want(7)) return bad("config takes 5 settings (and checker=0)");
       uint64_t devices;
       absl::string_view backing;
       if (!ParseKeyU64(t[1], "devices", &devices) || devices < 1 || devices > 64 ||
@@ -225,6 +225,11 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
         return bad("expected devices= capacity= backing= api-ns= copy-bytes-per-us=");
       }
       if (backing != "host" && backing != "address") return bad("backing is host or address");
+      if (t.size() == 7) {
+        uint64_t checker;
+        if (!ParseKeyU64(t[6], "checker", &checker) || checker > 1) return bad("checker=0 or 1");
+        p.checker = checker == 1;
+      }
       p.device_count = static_cast<int>(devices);
       p.backing = backing == "host" ? Backing::kHost : Backing::kAddressOnly;
       have_config = true;
@@ -472,6 +477,7 @@ class Generator {
   void Header() {
     p_.device_count = Chance(0.4) ? 2 : 1;
     p_.backing = options_.backing;
+    p_.checker = options_.checker;
     // Small devices, so pools of one device compete for its capacity.
     p_.device_capacity = Uniform(5, 20) * 2 * kMiB;
     p_.api_call_ns = Chance(0.3) ? Uniform(1, 40) : 0;
@@ -862,8 +868,8 @@ class Runner {
     if (!rt.ok()) return Fail("setup", rt.status().ToString());
     rt_ = std::move(*rt);
     // Non-fatal even under STREAMPOOL_CHECK_STREAM_ORDER=fatal: a report is
-    // a discrepancy to minimise, not a crash.
-    rt_->EnableChecker(true);
+    // a discrepancy to minimise, not a crash. Off when the program says so.
+    rt_->EnableChecker(p_.checker);
     for (int d = 0; d < p_.device_count; ++d) {
       absl::StatusOr<StreamId> s = rt_->LegacyStream(d);
       if (!s.ok()) return Fail("setup", s.status().ToString());

@@ -154,6 +154,11 @@ struct Program {
   Backing backing = Backing::kAddressOnly;
   uint64_t api_call_ns = 0;
   uint64_t copy_bytes_per_us = 1000000;
+  // The stream-order checker. Off, the runtime serves allocations and frees
+  // on its lock-free fast path and its pool-lock path (no runtime lock), which
+  // the checker's records otherwise turn off: the model then pins those
+  // paths' decisions too.
+  bool checker = true;
   std::vector<PoolDecl> pools;
   std::vector<StreamDecl> streams;
   int events = 0;
@@ -188,6 +193,7 @@ struct GeneratorOptions {
   bool threshold_max = false;
   Backing backing = Backing::kAddressOnly;
   GrowthChoice growth = GrowthChoice::kExpandable;
+  bool checker = true;  // Program::checker
 };
 
 // A random program; the same options give the same program. Besides single

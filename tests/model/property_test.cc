@@ -46,14 +46,18 @@ GeneratorOptions OptionsFor(uint64_t seed, int policy_mask, GrowthChoice growth)
   // semantics, with mmap'd chunks and reservations and fills that really
   // write.
   o.backing = seed % 16 == 3 || seed % 16 == 6 ? Backing::kHost : Backing::kAddressOnly;
+  // One program in four without the checker, so the runtime's lock-free fast
+  // path and its pool-lock path serve what they can, against the same model.
+  o.checker = seed % 4 != 2;
   return o;
 }
 
 std::string Describe(const GeneratorOptions& o) {
-  return absl::StrCat(
-      "seed=", o.seed, " policy_mask=", o.policy_mask, " growth=", GrowthChoiceName(o.growth),
-      " threshold=", o.threshold_max ? "max" : "mostly 0",
-      " backing=", o.backing == Backing::kHost ? "host" : "address", " length=", o.length);
+  return absl::StrCat("seed=", o.seed, " policy_mask=", o.policy_mask,
+                      " growth=", GrowthChoiceName(o.growth),
+                      " threshold=", o.threshold_max ? "max" : "mostly 0",
+                      " backing=", o.backing == Backing::kHost ? "host" : "address",
+                      " length=", o.length, o.checker ? "" : " checker=off");
 }
 
 // Runs one generated program; on failure reports the seed and the minimised
