@@ -62,28 +62,38 @@ Allocator::Allocator(RuntimeCore& core)
       // Pinned host memory is the host's own, touchable whatever the devices' backing.
       host_upstream_(core.Registering(NewHostMemory())) {}
 
-bool Allocator::FindTarget(uint64_t size, uint64_t pool, uint64_t s, uint64_t* ph, MemPool** mp,
-                           StreamIndex* t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+std::optional<Allocator::Target> Allocator::FindTarget(uint64_t size, uint64_t pool,
+                                                       uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Lock-free reads throughout: the handle tables, the device's current pool
   // (atomics), and the ordering core's pos(T) (see Ordering's constructor).
-  if (!c_.fast_path.load(std::memory_order_acquire) || size == 0 || InHostCallback()) return false;
+  if (!c_.fast_path.load(std::memory_order_acquire) || size == 0 || InHostCallback()) {
+    return std::nullopt;
+  }
   const StreamRec* rec = c_.streams.Find(s);
-  if (rec == nullptr) return false;
-  *ph = pool != 0 ? pool
-                  : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
-                        std::memory_order_acquire);
-  *mp = c_.pools.FindFast(*ph);
-  if (*mp == nullptr) return false;
-  *t = rec->index.load(std::memory_order_relaxed);
-  return true;
+  if (rec == nullptr) return std::nullopt;
+  const uint64_t ph =
+      pool != 0 ? pool
+                : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
+                      std::memory_order_acquire);
+  MemPool* mp = c_.pools.FindFast(ph);
+  if (mp == nullptr) return std::nullopt;
+  return Target{ph, mp, rec->index.load(std::memory_order_relaxed)};
+}
+
+void Allocator::Publish(MemPool& mp, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (c_.page_map.Set(b->addr(), b)) return;
+  // No memory for a page-map node: the hash map holds it instead.
+  MutexLock lock(&c_.mu);
+  if (absl::StatusOr<PoolRec*> prec = c_.pools.Find(mp.owner_handle()); prec.ok()) {
+    RecordPoolAlloc(mp.owner_handle(), **prec, b);
+  }
 }
 
 bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
                               AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t ph;
-  MemPool* mp;
-  StreamIndex t;
-  if (!FindTarget(size, pool, s, &ph, &mp, &t)) return false;
+  std::optional<Target> target = FindTarget(size, pool, s);
+  if (!target) return false;
+  const auto [ph, mp, t] = *target;
   Block* b;
   {
     // The stream's lock: its cache and its position, one atomic instruction.
@@ -95,13 +105,7 @@ bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
     if (b == nullptr) return false;
     c_.ordering.AdvancePoint(t);
   }
-  if (!c_.page_map.Set(b->addr(), b)) {
-    // No memory for a page-map node: the hash map holds it instead.
-    MutexLock lock(&c_.mu);
-    if (absl::StatusOr<PoolRec*> prec = c_.pools.Find(mp->owner_handle()); prec.ok()) {
-      RecordPoolAlloc(mp->owner_handle(), **prec, b);
-    }
-  }
+  Publish(*mp, b);
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
   return true;
 }
@@ -111,10 +115,9 @@ bool Allocator::TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s,
   // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
   // them: a stream reusing its own frees of other sizes, or READY memory,
   // takes no runtime-wide lock either.
-  uint64_t ph;
-  MemPool* mp;
-  StreamIndex t;
-  if (!FindTarget(size, pool, s, &ph, &mp, &t)) return false;
+  std::optional<Target> target = FindTarget(size, pool, s);
+  if (!target) return false;
+  const auto [ph, mp, t] = *target;
   Block* b;
   ReuseRule rule;
   {
@@ -132,13 +135,7 @@ bool Allocator::TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s,
     }
     mp->EnsureCache(t, &c_.ordering.stream_lock(t));
   }
-  if (!c_.page_map.Set(b->addr(), b)) {
-    // No memory for a page-map node: the hash map holds it instead.
-    MutexLock lock(&c_.mu);
-    if (absl::StatusOr<PoolRec*> prec = c_.pools.Find(mp->owner_handle()); prec.ok()) {
-      RecordPoolAlloc(mp->owner_handle(), **prec, b);
-    }
-  }
+  Publish(*mp, b);
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
   return true;
 }

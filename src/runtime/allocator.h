@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -32,12 +33,6 @@ class Allocator {
   // The fast paths, without the runtime's lock: true when served (result in
   // *out / done), false when the call must take the slow path.
   bool TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
-  // What the paths without the runtime's lock allocate from: the pool handle
-  // (pool, or the device's current one), its MemPool and the stream's slot;
-  // false when those paths may not run (checker, timeline, host cost,
-  // adapter, a destroyed runtime, a host callback) or a handle is not live.
-  bool FindTarget(uint64_t size, uint64_t pool, uint64_t s, uint64_t* ph, MemPool** mp,
-                  StreamIndex* t);
   // Rules 0 and 1 under the pool's lock only (MemPool::AllocateOwn): true
   // when served, false when the allocation needs the runtime's lock.
   bool TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
@@ -61,6 +56,19 @@ class Allocator {
   void UnmapAll() { direct_.UnmapAll(); }
 
  private:
+  // What the paths without the runtime's lock allocate from: the pool handle
+  // (the given one, or the device's current one), its MemPool and the
+  // stream's slot.
+  struct Target {
+    uint64_t ph;
+    MemPool* mp;
+    StreamIndex t;
+  };
+  // Nullopt when those paths may not run (checker, timeline, host cost,
+  // adapter, a destroyed runtime, a host callback) or a handle is not live.
+  std::optional<Target> FindTarget(uint64_t size, uint64_t pool, uint64_t s);
+  // Makes a block handed out without the runtime's lock findable by its base.
+  void Publish(MemPool& mp, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in
   // the core's allocs where the map cannot hold it.
   void RecordPoolAlloc(uint64_t pool_handle, const PoolTable::PoolRec& rec, Block* b);
