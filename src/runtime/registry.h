@@ -72,7 +72,8 @@ class Registry {
     uint64_t epoch;
     RuntimeImpl* rt;
   };
-  static inline thread_local FastCache fast_cache_{};
+  // Initial-exec, as in_host_callback (runtime_core.h): read on every call.
+  static inline thread_local FastCache fast_cache_ __attribute__((tls_model("initial-exec"))){};
 
   mutable Mutex mu_;
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -41,7 +41,10 @@ namespace streampool::internal {
 
 // True while a host function or a kernel body runs on this thread: API calls
 // are refused then. Inline, constant-initialized: every call reads it twice.
-inline thread_local bool in_host_callback = false;
+// Initial-exec: the library is compiled position independent when the Python
+// extension embeds it, and the default model would then call
+// __tls_get_addr on every read (~10 ns a C-API call).
+inline thread_local bool in_host_callback __attribute__((tls_model("initial-exec"))) = false;
 inline bool InHostCallback() { return in_host_callback; }
 // `fn` run with API calls refused on its thread (host functions, work bodies).
 std::function<void()> AsHostCallback(std::function<void()> fn);
