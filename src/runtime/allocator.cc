@@ -89,11 +89,15 @@ void Allocator::Publish(MemPool& mp, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
-bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
-                              AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  std::optional<Target> target = FindTarget(size, pool, s);
-  if (!target) return false;
-  const auto [ph, mp, t] = *target;
+bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out) {
+  // One lookup for both tries: a cache miss goes on to the pool's lock.
+  const std::optional<Target> target = FindTarget(size, pool, s);
+  return target && (FromCache(*target, size, out) || FromOwn(*target, size, out));
+}
+
+bool Allocator::FromCache(const Target& target, uint64_t size,
+                          AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const auto [ph, mp, t] = target;
   Block* b;
   {
     // The stream's lock: its cache and its position, one atomic instruction.
@@ -110,14 +114,12 @@ bool Allocator::TryMallocFast(uint64_t size, uint64_t pool, uint64_t s,
   return true;
 }
 
-bool Allocator::TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s,
-                             AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool Allocator::FromOwn(const Target& target, uint64_t size,
+                        AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
   // them: a stream reusing its own frees of other sizes, or READY memory,
   // takes no runtime-wide lock either.
-  std::optional<Target> target = FindTarget(size, pool, s);
-  if (!target) return false;
-  const auto [ph, mp, t] = *target;
+  const auto [ph, mp, t] = target;
   Block* b;
   ReuseRule rule;
   {

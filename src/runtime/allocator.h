@@ -32,10 +32,10 @@ class Allocator {
 
   // The fast paths, without the runtime's lock: true when served (result in
   // *out / done), false when the call must take the slow path.
-  bool TryMallocFast(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
-  // Rules 0 and 1 under the pool's lock only (MemPool::AllocateOwn): true
-  // when served, false when the allocation needs the runtime's lock.
-  bool TryMallocOwn(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
+  // An allocation first tries the stream's front cache under its stream
+  // lock, then rules 0 and 1 under the pool's lock only
+  // (MemPool::AllocateOwn); false when it needs the runtime's lock.
+  bool TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
   // Claims the pointer's page-map entry when it names a live block of this
   // runtime: *claimed then owns the free, whichever path finishes it.
   bool TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx, Position* f);
@@ -67,6 +67,9 @@ class Allocator {
   // Nullopt when those paths may not run (checker, timeline, host cost,
   // adapter, a destroyed runtime, a host callback) or a handle is not live.
   std::optional<Target> FindTarget(uint64_t size, uint64_t pool, uint64_t s);
+  // The two tries of TryMallocUnlocked.
+  bool FromCache(const Target& target, uint64_t size, AllocInfo* out);
+  bool FromOwn(const Target& target, uint64_t size, AllocInfo* out);
   // Makes a block handed out without the runtime's lock findable by its base.
   void Publish(MemPool& mp, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in

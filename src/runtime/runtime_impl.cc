@@ -454,8 +454,7 @@ absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportD
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
                                                    uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   AllocInfo fast;
-  if (alloc_.TryMallocFast(size, pool, s, &fast)) return fast;
-  if (alloc_.TryMallocOwn(size, pool, s, &fast)) return fast;
+  if (alloc_.TryMallocUnlocked(size, pool, s, &fast)) return fast;
   SP_ENTER();
   return alloc_.MallocAsync(size, pool, s);
 }
