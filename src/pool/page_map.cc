@@ -81,24 +81,18 @@ std::atomic<uintptr_t>* PageMap::MakeEntry(uintptr_t addr) {
 }
 
 Block* PageMap::ClaimSlow(uintptr_t addr) {
-  std::atomic<uintptr_t>* e = Entry(addr);
+  std::atomic<uintptr_t>* e = IsBase(addr) ? Entry(addr) : nullptr;
   if (e == nullptr) return nullptr;
   uintptr_t v = e->load(std::memory_order_acquire);
   for (;;) {
     if (v == 0) return nullptr;
     if (IsSub(v)) {
       // A Sub never goes back to a single entry, so the slot decides.
-      std::atomic<Block*>& slot = AsSub(v)->slot[UnitOf(addr)];
-      Block* b = slot.load(std::memory_order_acquire);
-      while (b != nullptr && b->addr() == addr) {
-        if (slot.compare_exchange_weak(b, nullptr, std::memory_order_acq_rel)) return b;
-      }
-      return nullptr;
+      return AsSub(v)->slot[UnitOf(addr)].exchange(nullptr, std::memory_order_acq_rel);
     }
-    Block* b = reinterpret_cast<Block*>(v);
-    if (b->addr() != addr) return nullptr;
+    if (UnitTag(v) != UnitOf(addr)) return nullptr;
     // Fails if the entry was emptied or became a Sub meanwhile: look again.
-    if (e->compare_exchange_weak(v, 0, std::memory_order_acq_rel)) return b;
+    if (e->compare_exchange_weak(v, 0, std::memory_order_acq_rel)) return AsBlock(v);
   }
 }
 
@@ -108,9 +102,7 @@ bool PageMap::SetSlow(uintptr_t addr, Block* b) {
   uintptr_t v = e->load(std::memory_order_acquire);
   for (;;) {
     if (v == 0) {
-      if (e->compare_exchange_weak(v, reinterpret_cast<uintptr_t>(b), std::memory_order_acq_rel)) {
-        return true;
-      }
+      if (e->compare_exchange_weak(v, Single(b, addr), std::memory_order_acq_rel)) return true;
       continue;
     }
     if (IsSub(v)) {
@@ -120,11 +112,10 @@ bool PageMap::SetSlow(uintptr_t addr, Block* b) {
     // Another live block starts in this page: the page becomes a Sub holding
     // both. It is published by one CAS; if the other block is claimed first,
     // the entry is empty again and the loop takes the plain path.
-    Block* other = reinterpret_cast<Block*>(v);
     MutexLock lock(&grow_mu_);
     Sub* sub = NewSub();
     for (std::atomic<Block*>& slot : sub->slot) slot.store(nullptr, std::memory_order_relaxed);
-    sub->slot[UnitOf(other->addr())].store(other, std::memory_order_relaxed);
+    sub->slot[UnitTag(v)].store(AsBlock(v), std::memory_order_relaxed);
     sub->slot[UnitOf(addr)].store(b, std::memory_order_relaxed);
     if (e->compare_exchange_strong(v, reinterpret_cast<uintptr_t>(sub) | 1,
                                    std::memory_order_acq_rel)) {

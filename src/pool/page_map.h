@@ -8,11 +8,17 @@
 // two frees of one pointer racing on different threads exactly one wins and
 // the other sees a double free. A page's entry is
 //   0                       no live block starts in the page;
-//   a Block*                the one block that starts in it (most pages:
-//                           blocks are rarely smaller than a page);
+//   a Block* | unit << 56   the one block that starts in it (most pages:
+//                           blocks are rarely smaller than a page), with the
+//                           64-byte unit of its base in the page;
 //   a Sub* (low bit set)    64 slots, one per 64-byte unit of the page (the
 //                           smallest alignment of any pool variant), once two
 //                           bases have shared the page; it stays a Sub.
+//
+// Every base is 64-byte aligned, so an entry or slot names its base exactly
+// (page, unit) and a reader never dereferences a block: one it finds may be
+// claimed and recycled by another thread (its address rewritten under its
+// pool's lock) at any moment.
 //
 // Space: the root is fixed; interior nodes and leaves are made on first use
 // and kept for the map's life, leaves in 2 MiB slabs (a transparent huge page
@@ -55,35 +61,35 @@ class PageMap {
 
   // The block whose base is addr, or null. Lock-free.
   Block* Get(uintptr_t addr) const {
-    std::atomic<uintptr_t>* e = Entry(addr);
+    std::atomic<uintptr_t>* e = IsBase(addr) ? Entry(addr) : nullptr;
     if (e == nullptr) return nullptr;
     const uintptr_t v = e->load(std::memory_order_acquire);
-    Block* b = IsSub(v) ? AsSub(v)->slot[UnitOf(addr)].load(std::memory_order_acquire)
-                        : reinterpret_cast<Block*>(v);
-    return b != nullptr && b->addr() == addr ? b : nullptr;
+    if (IsSub(v)) return AsSub(v)->slot[UnitOf(addr)].load(std::memory_order_acquire);
+    return v != 0 && UnitTag(v) == UnitOf(addr) ? AsBlock(v) : nullptr;
   }
   // Takes the entry out: the block, or null when there was none (a double
   // free, an interior or a foreign pointer). Lock-free.
   // Inline for the common case, a page holding one block's base.
   Block* Claim(uintptr_t addr) {
-    if (std::atomic<uintptr_t>* e = Entry(addr)) {
+    if (std::atomic<uintptr_t>* e = IsBase(addr) ? Entry(addr) : nullptr) {
       uintptr_t v = e->load(std::memory_order_acquire);
-      if (v != 0 && !IsSub(v) && reinterpret_cast<Block*>(v)->addr() == addr &&
+      if (v != 0 && !IsSub(v) && UnitTag(v) == UnitOf(addr) &&
           e->compare_exchange_strong(v, 0, std::memory_order_acq_rel)) {
-        return reinterpret_cast<Block*>(v);
+        return AsBlock(v);
       }
     }
     return ClaimSlow(addr);
   }
   // Sets the entry of a base (a new allocation, or a block back from a front
-  // cache); false when the address is not covered or memory for a node
-  // cannot be had. Lock-free unless a node must be made. Inline for the
-  // common case, an empty entry of an existing node.
+  // cache); false when the address is not a covered 64-byte aligned base, the
+  // block's own address does not fit an entry, or memory for a node cannot be
+  // had. Lock-free unless a node must be made. Inline for the common case, an
+  // empty entry of an existing node.
   bool Set(uintptr_t addr, Block* b) {
+    if (!IsBase(addr) || !Fits(b)) return false;
     if (std::atomic<uintptr_t>* e = Entry(addr)) {
       uintptr_t v = 0;
-      if (e->compare_exchange_strong(v, reinterpret_cast<uintptr_t>(b),
-                                     std::memory_order_acq_rel)) {
+      if (e->compare_exchange_strong(v, Single(b, addr), std::memory_order_acq_rel)) {
         return true;
       }
     }
@@ -112,6 +118,21 @@ class PageMap {
   };
   static_assert(alignof(Block) >= 2 && alignof(Sub) >= 2, "the low bit tags a Sub");
 
+  // A single entry keeps its base's unit in the bits above any user-space
+  // pointer (2^56 even with 5-level paging). A block whose own address has
+  // them set (a tagged heap) is kept outside the map: Set says no.
+  static constexpr int kUnitTagShift = 56;
+  static constexpr uintptr_t kBlockBits = (uintptr_t{1} << kUnitTagShift) - 1;
+
+  static bool IsBase(uintptr_t addr) {
+    return Covers(addr) && (addr & ((uintptr_t{1} << kUnitShift) - 1)) == 0;
+  }
+  static bool Fits(const Block* b) { return (reinterpret_cast<uintptr_t>(b) & ~kBlockBits) == 0; }
+  static uintptr_t Single(Block* b, uintptr_t addr) {
+    return reinterpret_cast<uintptr_t>(b) | (uintptr_t{UnitOf(addr)} << kUnitTagShift);
+  }
+  static size_t UnitTag(uintptr_t v) { return v >> kUnitTagShift; }
+  static Block* AsBlock(uintptr_t v) { return reinterpret_cast<Block*>(v & kBlockBits); }
   static bool IsSub(uintptr_t v) { return (v & 1) != 0; }
   static Sub* AsSub(uintptr_t v) { return reinterpret_cast<Sub*>(v & ~uintptr_t{1}); }
   static size_t UnitOf(uintptr_t addr) { return (addr >> kUnitShift) & (kUnits - 1); }

@@ -124,5 +124,50 @@ TEST(PageMapTest, OfTwoRacingClaimsExactlyOneWins) {
   EXPECT_EQ(won.load(), kBlocks);
 }
 
+// Only 64-byte aligned bases have entries, and a block whose own address
+// would not fit an entry is refused (its caller keeps it elsewhere).
+TEST(PageMapTest, UnalignedBasesAndUnfitBlocksAreRefused) {
+  PageMap map;
+  const uintptr_t base = uintptr_t{0x7a0000000000};
+  Block b = MakeBlock(base + 32, 64);
+  EXPECT_FALSE(map.Set(base + 32, &b));
+  EXPECT_EQ(map.Get(base), nullptr);
+  // Never dereferenced: the map only stores it.
+  Block* tagged = reinterpret_cast<Block*>(uintptr_t{0x5a} << 56);
+  EXPECT_FALSE(map.Set(base, tagged));
+  EXPECT_EQ(map.Get(base), nullptr);
+}
+
+// A block another thread claims may be recycled at once: its pool rewrites
+// its address for a new base in the same page. A thread setting a neighbour
+// meanwhile must not read that address, and every base still finds exactly
+// its own block. (TSan reported the read before entries carried the unit.)
+TEST(PageMapTest, ARecycledNeighbourIsNeverRead) {
+  PageMap map;
+  const uintptr_t page = uintptr_t{0x790000000000};
+  constexpr int kRounds = 20000;
+  Block moving = MakeBlock(page, 64);
+  std::atomic<bool> wrong{false};
+  std::thread recycler([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      const uintptr_t at = page + uint64_t(i % 32) * 64;
+      moving.node.addr = at;  // as a pool recycling a claimed block would
+      if (!map.Set(at, &moving) || map.Claim(at) != &moving) wrong = true;
+    }
+  });
+  std::vector<Block> still;
+  still.reserve(32);
+  for (int i = 0; i < 32; ++i) still.push_back(MakeBlock(page + 2048 + uint64_t(i) * 64, 64));
+  for (int i = 0; i < kRounds; ++i) {
+    Block& b = still[i % 32];
+    if (!map.Set(b.addr(), &b) || map.Get(b.addr()) != &b || map.Claim(b.addr()) != &b) {
+      wrong = true;
+    }
+  }
+  recycler.join();
+  EXPECT_FALSE(wrong.load());
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(map.Get(page + uint64_t(i) * 64), nullptr) << i;
+}
+
 }  // namespace
 }  // namespace streampool::internal
