@@ -144,8 +144,13 @@ uint64_t TransparentHugeBytes(const void* base, uint64_t bytes) {
 
 absl::StatusOr<Mapping> MapPages(const PageRequest& req) {
   SP_CHECK(req.bytes > 0 && req.bytes % kHugePageSize == 0);
+  // Huge pages are taken from the budget up front, so that two pools of a
+  // device mapping at once cannot both pass; what was not used goes back.
   const bool huge_allowed = req.policy != PagePolicy::kNormalOnly &&
-                            (req.budget == nullptr || req.budget->Fits(req.bytes));
+                            (req.budget == nullptr || req.budget->TryTake(req.bytes));
+  auto settle = [&](uint64_t huge_used) {
+    if (req.budget != nullptr && huge_allowed) req.budget->Give(req.bytes - huge_used);
+  };
   if (req.policy == PagePolicy::kHugeOnly && !huge_allowed) {
     return absl::ResourceExhaustedError("huge-page budget of the device exhausted");
   }
@@ -156,14 +161,17 @@ absl::StatusOr<Mapping> MapPages(const PageRequest& req) {
     // Address space only: the reservation is the mapping, counted under the
     // first kind the policy and budget allow.
     void* p = req.fixed != nullptr ? req.fixed : MapAligned(req.bytes, PROT_NONE, MAP_NORESERVE);
-    if (p == nullptr) return absl::ResourceExhaustedError("address-space reservation failed");
+    if (p == nullptr) {
+      settle(0);
+      return absl::ResourceExhaustedError("address-space reservation failed");
+    }
     m.base = p;
     if (huge_allowed) {
       m.huge_page_bytes = req.bytes;
     } else {
       m.normal_page_bytes = req.bytes;
     }
-    if (req.budget != nullptr) req.budget->Take(m.huge_page_bytes);
+    settle(m.huge_page_bytes);
     return m;
   }
 
@@ -171,28 +179,31 @@ absl::StatusOr<Mapping> MapPages(const PageRequest& req) {
     if (void* p = MapHugeTlb(req)) {
       m.base = p;
       m.huge_page_bytes = req.bytes;
-      if (req.budget != nullptr) req.budget->Take(m.huge_page_bytes);
+      settle(m.huge_page_bytes);
       return m;
     }
     if (req.policy == PagePolicy::kHugeOnly) {
+      settle(0);
       return absl::ResourceExhaustedError(absl::StrCat(
           "no explicit huge pages for ", req.bytes, " bytes (HugeOnly): ", std::strerror(errno)));
     }
   }
   void* p = MapNormal(req);
   if (p == nullptr) {
+    settle(0);
     return absl::ResourceExhaustedError(
         absl::StrCat("mmap of ", req.bytes, " bytes failed: ", std::strerror(errno)));
   }
   madvise(p, req.bytes, huge_allowed ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   if (!Prefault(p, req.bytes)) {
     ReleaseRange(p, req.bytes, req.fixed != nullptr);
+    settle(0);
     return absl::ResourceExhaustedError(absl::StrCat("cannot fault in ", req.bytes, " bytes"));
   }
   m.base = p;
   m.transparent_huge_page_bytes = huge_allowed ? TransparentHugeBytes(p, req.bytes) : 0;
   m.normal_page_bytes = req.bytes - m.transparent_huge_page_bytes;
-  if (req.budget != nullptr) req.budget->Take(m.transparent_huge_page_bytes);
+  settle(m.transparent_huge_page_bytes);
   return m;
 }
 

@@ -4,6 +4,7 @@
 #ifndef STREAMPOOL_SRC_MEMORY_PAGE_BACKING_H_
 #define STREAMPOOL_SRC_MEMORY_PAGE_BACKING_H_
 
+#include <atomic>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -17,18 +18,26 @@ inline constexpr uint64_t kHugePageSize = uint64_t{2} << 20;
 // Huge-page bytes a device may hold (models the reserve an Ascend device sets
 // aside for huge pages, about 1940 MB on Atlas 200/300/500). Reservations
 // beyond it fall back as their policy allows. Unlimited by default.
+// Atomic: pools of a device grow under their own locks.
 class HugePageBudget {
  public:
-  void set_limit(uint64_t limit) { limit_ = limit; }
-  uint64_t limit() const { return limit_; }
-  uint64_t used() const { return used_; }
-  bool Fits(uint64_t bytes) const { return bytes <= limit_ && used_ <= limit_ - bytes; }
-  void Take(uint64_t bytes) { used_ += bytes; }
-  void Give(uint64_t bytes) { used_ -= bytes; }
+  void set_limit(uint64_t limit) { limit_.store(limit, std::memory_order_relaxed); }
+  uint64_t limit() const { return limit_.load(std::memory_order_relaxed); }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  // Takes `bytes` if they fit under the limit.
+  bool TryTake(uint64_t bytes) {
+    const uint64_t limit = this->limit();
+    uint64_t used = this->used();
+    do {
+      if (bytes > limit || used > limit - bytes) return false;
+    } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    return true;
+  }
+  void Give(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
 
  private:
-  uint64_t limit_ = UINT64_MAX;
-  uint64_t used_ = 0;
+  std::atomic<uint64_t> limit_{UINT64_MAX};
+  std::atomic<uint64_t> used_{0};
 };
 
 struct PageRequest {

@@ -17,16 +17,19 @@ using PoolRec = PoolTable::PoolRec;
 
 namespace {
 
-// Answers the pool's questions for one allocation on stream t.
+// Answers the pool's questions for one allocation on stream t, while its
+// maker holds the ordering core's lock.
 class Oracle final : public OrderOracle {
  public:
   Oracle(RuntimeCore& rt, StreamIndex t) : rt_(rt), t_(t) {}
   StreamIndex stream() const override { return t_; }
-  Position OrderedAfter(StreamIndex s) const override { return rt_.ordering.OrderedAfter(t_, s); }
-  Position ObservedComplete(StreamIndex s) const override {
+  Position OrderedAfter(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return rt_.ordering.OrderedAfter(t_, s);
+  }
+  Position ObservedComplete(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return std::max(rt_.ordering.done(s), rt_.ExecutedThrough(s));
   }
-  void InsertWait(StreamIndex s, Position f) override {
+  void InsertWait(StreamIndex s, Position f) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OpDesc op;
     op.kind = OpKind::kInternalWait;
     op.wait_stream = s;
@@ -89,10 +92,18 @@ void Allocator::Publish(MemPool& mp, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
-bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out) {
-  // One lookup for both tries: a cache miss goes on to the pool's lock.
+bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s,
+                                  absl::StatusOr<AllocInfo>* out) {
+  // One lookup for every try: a cache miss goes on to the pool's lock, then
+  // to the pool's lock and the ordering core's.
   const std::optional<Target> target = FindTarget(size, pool, s);
-  return target && (FromCache(*target, size, out) || FromOwn(*target, size, out));
+  if (!target) return false;
+  AllocInfo info;
+  if (FromCache(*target, size, &info) || FromOwn(*target, size, &info)) {
+    *out = info;
+    return true;
+  }
+  return FromCentral(*target, size, out);
 }
 
 bool Allocator::FromCache(const Target& target, uint64_t size,
@@ -142,6 +153,47 @@ bool Allocator::FromOwn(const Target& target, uint64_t size,
   return true;
 }
 
+bool Allocator::FromCentral(const Target& target, uint64_t size,
+                            absl::StatusOr<AllocInfo>* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Every rule, growth included: the pool's lock and the ordering core's
+  // (the pool asks about other streams, and rule 5 inserts a wait), not the
+  // runtime's. An exportable pool's memfd is the runtime lock's (IPC reads
+  // it), so its growth goes there.
+  const auto [ph, mp, t] = target;
+  if (mp->owner_data() != nullptr) return false;
+  Block* b;
+  ReuseRule rule;
+  {
+    MutexLock pool_lock(&mp->central_mu());
+    if (c_.pools.FindFast(ph) != mp) return false;
+    MutexLock order_lock(&c_.order_mu);
+    Oracle oracle(c_, t);
+    absl::StatusOr<MemPool::Allocation> a = mp->Allocate(size, oracle);
+    if (!a.ok()) {
+      *out = a.status();
+      return true;
+    }
+    b = a->block;
+    rule = a->rule;
+    c_.AdvancePoint(t, OpKind::kAllocMarker);
+    mp->EnsureCache(t, &c_.ordering.stream_lock(t));
+  }
+  Publish(*mp, b);
+  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
+  return true;
+}
+
+bool Allocator::TryFreeClaimed(Block* b, StreamIndex idx, Position f) {
+  // The checker's records need the runtime's lock; without it only the
+  // pool's is taken.
+  if (!c_.fast_path.load(std::memory_order_acquire)) return false;
+  MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
+  MutexLock pool_lock(&pool.central_mu());
+  pool.FreeOverflow(b, idx, f);
+  pool.EnsureCache(idx, &c_.stream_lock(idx));
+  return true;
+}
+
 bool Allocator::TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx,
                             Position* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   *claimed = nullptr;
@@ -176,6 +228,7 @@ void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block*
 void Allocator::FreeClaimed(Block* b, StreamIndex idx, Position f) {
   MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
   if (c_.checker) {
+    MutexLock order_lock(&c_.order_mu);
     c_.checker->OnFree(b->addr(), idx, f, c_.ordering.PointClock(idx), c_.SimLastEnd(idx));
     c_.CheckerAfterEvent();
   }
@@ -183,7 +236,7 @@ void Allocator::FreeClaimed(Block* b, StreamIndex idx, Position f) {
   // none yet; later frees of this stream in this pool then take the fast path.
   MutexLock pool_lock(&pool.central_mu());
   pool.FreeOverflow(b, idx, f);
-  pool.EnsureCache(idx, &c_.ordering.stream_lock(idx));
+  pool.EnsureCache(idx, &c_.stream_lock(idx));
 }
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
@@ -205,9 +258,10 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, u
   // it was.
   Oracle oracle(c_, t);
   MutexLock pool_lock(&mp.central_mu());
+  MutexLock order_lock(&c_.order_mu);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   if (!a.ok()) return a.status();
-  c_.ChargeCall();
+  c_.ChargeCallLocked();
   const Position at = c_.AdvancePoint(t, OpKind::kAllocMarker);
   if (c_.checker) {
     c_.checker->OnAlloc(a->block->addr(), a->block->size(), t, at, c_.SimAllocReady(t), &oracle,
@@ -216,36 +270,32 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, u
   }
   RecordPoolAlloc(pool_handle, **prec, a->block);
   // The stream's frees of this pool can now take the fast path.
-  mp.EnsureCache(t, &c_.ordering.stream_lock(t));
+  mp.EnsureCache(t, &c_.stream_lock(t));
   return AllocInfo{reinterpret_cast<void*>(a->block->addr()), a->rule};
 }
 
 absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) {
-  Block* claimed;
-  StreamIndex claimed_idx;
-  Position claimed_f;
-  if (TryFreeFast(ptr, s, &claimed, &claimed_idx, &claimed_f)) return absl::OkStatus();
-  if (claimed != nullptr) {
-    // Ours already, at its point: only the central free is left, which no
-    // check can refuse now.
-    MutexLock lock(&c_.mu);
-    FreeClaimed(claimed, claimed_idx, claimed_f);
-    return absl::OkStatus();
-  }
+  // RuntimeImpl::FreeAsync tried the paths without the runtime's lock first.
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
   const StreamIndex idx = (*rec)->index;
   if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
-    c_.ChargeCall();
-    FreeClaimed(b, idx, c_.AdvancePoint(idx, OpKind::kFreeMarker));
+    Position f;
+    {
+      MutexLock order_lock(&c_.order_mu);
+      c_.ChargeCallLocked();
+      f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
+    }
+    FreeClaimed(b, idx, f);
     return absl::OkStatus();
   }
   if (std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr))) {
     if (*device < 0) {
       return absl::InvalidArgumentError("pinned host memory is freed with spFreeHost");
     }
-    c_.ChargeCall();
+    MutexLock order_lock(&c_.order_mu);
+    c_.ChargeCallLocked();
     // Malloc memory goes back to the upstream when the free executes in
     // stream order, not before: earlier work on the stream may still use it.
     DirectMemory::Allocation a = *direct_.Take(reinterpret_cast<uintptr_t>(ptr));
@@ -272,19 +322,21 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) {
   auto found = LiveAlloc(ptr);
   if (!found.ok()) return found.status();
   auto it = *found;
-  c_.ChargeCall();
-  OpDesc marker;
-  marker.kind = OpKind::kFreeMarker;
   if (it->second.imported != nullptr) {
     // The importer's free ends its own use only: the exporter's allocation
     // lives on. The mapping stays until the free is known complete.
     std::shared_ptr<ImportedPool> imported = std::move(it->second.imported);
     const uintptr_t base = it->first;
     c_.allocs.erase(it);
-    const Position f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
-    if (c_.checker) {
-      c_.checker->OnFree(base, idx, f, c_.ordering.PointClock(idx), c_.SimLastEnd(idx));
-      c_.CheckerAfterEvent();
+    Position f;
+    {
+      MutexLock order_lock(&c_.order_mu);
+      c_.ChargeCallLocked();
+      f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
+      if (c_.checker) {
+        c_.checker->OnFree(base, idx, f, c_.ordering.PointClock(idx), c_.SimLastEnd(idx));
+        c_.CheckerAfterEvent();
+      }
     }
     imported->FreeAsync(base, idx, f);
     return absl::OkStatus();
@@ -292,7 +344,13 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) {
   // A pool block the page map could not hold.
   Block* block = it->second.block;
   c_.allocs.erase(it);
-  FreeClaimed(block, idx, c_.AdvancePoint(idx, OpKind::kFreeMarker));
+  Position f;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    c_.ChargeCallLocked();
+    f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
+  }
+  FreeClaimed(block, idx, f);
   return absl::OkStatus();
 }
 
@@ -309,7 +367,8 @@ absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
   absl::StatusOr<void*> p = direct_.Allocate(size, device, host ? *host_upstream_ : *c_.upstream,
                                              host ? c_.host_budget : *c_.devices[device].budget);
   if (!p.ok()) return p.status();
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   // No access rights: as in CUDA, every device may touch either kind.
   if (c_.checker) {
     c_.checker->OnAlloc(reinterpret_cast<uintptr_t>(*p), size, kNoStream, 0, c_.executor->Now(),
@@ -326,10 +385,15 @@ absl::Status Allocator::FreeHost(void* ptr) {
         "pointer is not live pinned host memory of this runtime (double free or foreign "
         "pointer)");
   }
-  c_.ChargeCall();
-  if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
+  NoteFreeNow(ptr);
   DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
   return absl::OkStatus();
+}
+
+void Allocator::NoteFreeNow(const void* ptr) {
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
+  if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
 }
 
 absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {
@@ -341,8 +405,7 @@ absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {
 absl::Status Allocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
-    c_.ChargeCall();
-    if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
+    NoteFreeNow(ptr);
     MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
     MutexLock pool_lock(&pool.central_mu());
     pool.FreeNow(b);
@@ -352,18 +415,16 @@ absl::Status Allocator::Free(void* ptr) {
     if (*device < 0) {
       return absl::InvalidArgumentError("pinned host memory is freed with spFreeHost");
     }
-    c_.ChargeCall();
-    if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
+    NoteFreeNow(ptr);
     DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
     return absl::OkStatus();
   }
   auto found = LiveAlloc(ptr);
   if (!found.ok()) return found.status();
   auto it = *found;
-  c_.ChargeCall();
   AllocRec r = it->second;
   c_.allocs.erase(it);
-  if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
+  NoteFreeNow(ptr);
   if (r.imported != nullptr) {
     r.imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
     c_.pools.ReapImported();

@@ -35,11 +35,16 @@ class Allocator {
   // An allocation first tries the stream's front cache under its stream
   // lock, then rules 0 and 1 under the pool's lock only
   // (MemPool::AllocateOwn); false when it needs the runtime's lock.
-  bool TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out);
+  // Then, when its own frees and READY memory cannot serve it, every rule
+  // (other streams' frees, growth) under the pool's lock and the ordering
+  // core's; an error there (out of memory) is the call's answer.
+  bool TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, absl::StatusOr<AllocInfo>* out);
   // Claims the pointer's page-map entry when it names a live block of this
   // runtime: *claimed then owns the free, whichever path finishes it.
   bool TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx, Position* f);
-  // The central free of a block claimed from the page map.
+  // The central free of a block claimed from the page map: without the
+  // runtime's lock (false when the checker needs it), or under it.
+  bool TryFreeClaimed(Block* b, StreamIndex idx, Position f);
   void FreeClaimed(Block* b, StreamIndex idx, Position f);
 
   // The slow paths, under the runtime's lock.
@@ -70,6 +75,7 @@ class Allocator {
   // The two tries of TryMallocUnlocked.
   bool FromCache(const Target& target, uint64_t size, AllocInfo* out);
   bool FromOwn(const Target& target, uint64_t size, AllocInfo* out);
+  bool FromCentral(const Target& target, uint64_t size, absl::StatusOr<AllocInfo>* out);
   // Makes a block handed out without the runtime's lock findable by its base.
   void Publish(MemPool& mp, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in
@@ -79,6 +85,8 @@ class Allocator {
   // The core's record of a live allocation starting at ptr (one the page map
   // could not hold, or an imported pointer); InvalidArgument if none.
   absl::StatusOr<AllocIterator> LiveAlloc(const void* ptr);
+  // A synchronous free, charged and told to the checker.
+  void NoteFreeNow(const void* ptr);
   // spMalloc (device >= 0) and spMallocHost (device -1) once validated.
   absl::StatusOr<void*> AllocateDirect(uint64_t size, int device);
 

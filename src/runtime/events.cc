@@ -30,12 +30,13 @@ absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
     // in time to wait for.
     std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
     if (seg->completed() >= target) return absl::OkStatus();
+    MutexLock order_lock(&c_.order_mu);
     if (c_.sim != nullptr || c_.adapter != nullptr) {
       return absl::UnimplementedError(
           "a stream of this executor cannot wait for another process's record that has not "
           "completed (use the threads executor, or synchronize on the event)");
     }
-    c_.ChargeCall();
+    c_.ChargeCallLocked();
     OpDesc op;
     op.kind = OpKind::kWait;
     op.effect = [seg, target] { seg->WaitComplete(target); };
@@ -43,7 +44,8 @@ absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
     return absl::OkStatus();
   }
   if (!(*ev)->recorded) return absl::OkStatus();  // CUDA: waiting on nothing
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kWait;
   op.wait_stream = (*ev)->stream;
@@ -93,7 +95,8 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const StreamIndex idx = (*rec)->index;
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kRecord;
   std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
@@ -146,9 +149,12 @@ absl::Status Events::EventQuery(uint64_t e) {
     return absl::OkStatus();
   }
   if (!(*ev)->recorded) return absl::OkStatus();
-  c_.executor->RunDueEffects();
-  if (c_.executor->CompletedPosition((*ev)->stream) < (*ev)->position) {
-    return absl::UnavailableError("event's record has not completed");
+  {
+    MutexLock order_lock(&c_.order_mu);
+    c_.executor->RunDueEffects();
+    if (c_.executor->CompletedPosition((*ev)->stream) < (*ev)->position) {
+      return absl::UnavailableError("event's record has not completed");
+    }
   }
   sync_.Proven((*ev)->snapshot);
   return absl::OkStatus();
@@ -165,7 +171,8 @@ absl::StatusOr<float> Events::EventElapsedMs(uint64_t start, uint64_t end) {
   if (!(*a)->recorded || !(*b)->recorded) {
     return absl::NotFoundError("elapsed time of an event that was never recorded");
   }
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   if (c_.executor->CompletedPosition((*a)->stream) < (*a)->position ||
       c_.executor->CompletedPosition((*b)->stream) < (*b)->position) {
     return absl::UnavailableError("event's record has not completed");

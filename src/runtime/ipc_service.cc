@@ -125,6 +125,7 @@ absl::StatusOr<void*> IpcService::ImportPointer(uint64_t pool, const PtrExportDa
   r.imported = *(*rec)->imported();
   c_.allocs.emplace(imp->base, std::move(r));
   if (c_.checker) {
+    MutexLock order_lock(&c_.order_mu);
     // The exporter's allocation point is in another process: the importer
     // orders its accesses with an interprocess event, which the checker
     // cannot see, so no order-based check applies.

@@ -12,6 +12,7 @@
 namespace streampool::internal {
 
 Observation::Introspection Observation::Introspect() {
+  MutexLock order_lock(&c_.order_mu);
   Introspection out;
   for (StreamIndex s = 0; s < c_.ordering.stream_count(); ++s) {
     out.clocks.push_back(c_.ordering.clock(s));
@@ -23,6 +24,7 @@ Observation::Introspection Observation::Introspect() {
 }
 
 void Observation::EnableChecker(bool on, bool fatal) {
+  MutexLock order_lock(&c_.order_mu);
   if (on && !c_.checker) {
     c_.checker = std::make_unique<StreamOrderChecker>();
     c_.checker->set_done(&c_.ordering.done());
@@ -67,11 +69,13 @@ void Observation::ClearCheckReports() {
 }
 
 void Observation::RecordTimeline(bool on) {
+  MutexLock order_lock(&c_.order_mu);
   if (c_.sim != nullptr) c_.sim->set_record_timeline(on);
   c_.UpdateFastPath();
 }
 
 std::vector<TimelineEntry> Observation::Timeline() {
+  MutexLock order_lock(&c_.order_mu);
   std::vector<TimelineEntry> out;
   if (c_.sim == nullptr) return out;
   out.reserve(c_.sim->timeline().size());

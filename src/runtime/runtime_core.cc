@@ -95,8 +95,8 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       pools(id) {
   // Called under the runtime's lock: the slots are those made so far.
   pools.set_quiesce([this] {
-    for (StreamIndex s = 0; s < ordering.stream_count(); ++s) {
-      SpinLockHolder pass(&ordering.stream_lock(s));
+    for (StreamIndex s = 0; s < stream_slots(); ++s) {
+      SpinLockHolder pass(&stream_lock(s));
     }
   });
 }
@@ -106,6 +106,12 @@ std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<Physica
 }
 
 void RuntimeCore::ChargeCall() {
+  if (config.api_call_ns == 0) return;
+  MutexLock order_lock(&order_mu);
+  ChargeCallLocked();
+}
+
+void RuntimeCore::ChargeCallLocked() {
   if (config.api_call_ns != 0) executor->HostAdvance(config.api_call_ns);
 }
 

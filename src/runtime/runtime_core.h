@@ -85,7 +85,8 @@ struct RuntimeCore {
 
   // Charges the per-call host cost; called once a call has passed validation
   // (a failed call costs nothing) and before it enqueues anything.
-  void ChargeCall();
+  void ChargeCall() ABSL_LOCKS_EXCLUDED(order_mu);
+  void ChargeCallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   absl::Status CheckDevice(int device) const;
   absl::StatusOr<StreamRec*> FindStream(uint64_t h);
   // ResourceExhausted once the runtime's event handle ids are used up; checked
@@ -98,23 +99,24 @@ struct RuntimeCore {
   }
 
   // Enqueues one op on stream index s in both the ordering core and executor.
-  Position EnqueueOp(StreamIndex s, OpDesc op);
+  Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // An allocation or free point on s: a position, not an op (DESIGN.md,
   // "Performance model"); only the timeline records it.
-  Position AdvancePoint(StreamIndex s, OpKind kind);
+  Position AdvancePoint(StreamIndex s, OpKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // The highest position of s whose ops the executor reports complete: up to
   // pos(s) once the last op is, since the points after it complete with it.
-  Position ExecutedThrough(StreamIndex s);
+  Position ExecutedThrough(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // The op a wait for (s, p) waits for: the last op at or before p (0: none).
-  Position OpAtOrBefore(StreamIndex s, Position p) const {
+  Position OpAtOrBefore(StreamIndex s, Position p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu) {
     return s < last_op.size() ? std::min(p, last_op[s]) : 0;
   }
   // The end time of the op last enqueued on s, when time is virtual.
-  TimeNs SimLastEnd(StreamIndex s) const;
+  TimeNs SimLastEnd(StreamIndex s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // When an allocation point on t is usable: t's next op also waits for the
   // legacy-stream ordering (virtual time only).
-  TimeNs SimAllocReady(StreamIndex t) const;
-  std::vector<StreamIndex> StreamsOfDevice(int device) const;
+  TimeNs SimAllocReady(StreamIndex t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
+  std::vector<StreamIndex> StreamsOfDevice(int device) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
 
   // Access rights of a new pool resident on `device` (-1: host) of `type`.
   std::shared_ptr<AccessRights> NewAccessRights(int device, AllocationType type) const;
@@ -122,7 +124,7 @@ struct RuntimeCore {
   void CheckerAfterEvent();
   // Whether the fast path may run: no checker, no recorded timeline, no
   // per-call host cost, no adapter, not destroyed.
-  void UpdateFastPath();
+  void UpdateFastPath() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // Called by our upstreams when memory goes back (under the lock) ...
   void OnUnmapped(uintptr_t base, uint64_t size);
   // ... and when address space goes back (a chunk, a reservation).
@@ -140,16 +142,33 @@ struct RuntimeCore {
   Mutex& mu;
 
   bool destroyed = false;
+  // The ordering core's own lock (DESIGN.md, "Performance model"): it guards
+  // the ordering core and the executor, so that an allocation the pool must
+  // judge against other streams (reuse rules 2, 3 and 5) or grow for takes
+  // its pool's lock and this, not the runtime's. Order: the runtime's lock,
+  // a pool's lock, this, a stream lock. Nothing is taken under it but stream
+  // locks and the executor's own; nothing blocks under it but the simulator's
+  // virtual waits.
+  Mutex order_mu;
+  // What is lock-free in the ordering core: a stream's lock, and pos(S).
+  SpinLock& stream_lock(StreamIndex s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return ordering.stream_lock(s);
+  }
+  Position pos(StreamIndex s) const ABSL_NO_THREAD_SAFETY_ANALYSIS { return ordering.pos(s); }
+  // Slots made so far. Slots are made under the runtime's lock and this one,
+  // so either lock suffices to read it (a pool's destruction, under the
+  // runtime's, must not wait for another pool's growth under this one).
+  size_t stream_slots() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return ordering.stream_count(); }
   // The ordering core and the executor: the simulator, the threads executor
   // or an adapter; sim and adapter point at the first and last (else null).
-  Ordering ordering;  // stream locks and pos(S): lock-free
-  std::unique_ptr<Executor> executor;
-  SimExecutor* sim = nullptr;
-  AdapterExecutor* adapter = nullptr;
+  Ordering ordering ABSL_GUARDED_BY(order_mu);  // stream locks and pos(S): lock-free
+  std::unique_ptr<Executor> executor ABSL_GUARDED_BY(order_mu);
+  SimExecutor* sim ABSL_GUARDED_BY(order_mu) = nullptr;
+  AdapterExecutor* adapter ABSL_GUARDED_BY(order_mu) = nullptr;
   // Position of the last op (not point) enqueued on each stream index.
-  std::vector<Position> last_op;
+  std::vector<Position> last_op ABSL_GUARDED_BY(order_mu);
   // Completion time of the op EnqueueOp enqueued last.
-  TimeNs last_enqueue_end = 0;
+  TimeNs last_enqueue_end ABSL_GUARDED_BY(order_mu) = 0;
   uint64_t next_object_id = 1;
 
   // Fixed at Init; Device fields but current_pool are the lock's.

@@ -79,16 +79,19 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
 absl::Status RuntimeImpl::Init() {
   RuntimeCore& c = core_;
   const RuntimeConfig& config = c.config;
-  if (config.adapter != nullptr) {
-    auto adapter = std::make_unique<AdapterExecutor>(config.adapter);
-    c.adapter = adapter.get();
-    c.executor = std::move(adapter);
-  } else if (config.executor == ExecutorKind::kThreads) {
-    c.executor = std::make_unique<ThreadExecutor>();
-  } else {
-    auto sim = std::make_unique<SimExecutor>();
-    c.sim = sim.get();
-    c.executor = std::move(sim);
+  {
+    MutexLock order_lock(&c.order_mu);
+    if (config.adapter != nullptr) {
+      auto adapter = std::make_unique<AdapterExecutor>(config.adapter);
+      c.adapter = adapter.get();
+      c.executor = std::move(adapter);
+    } else if (config.executor == ExecutorKind::kThreads) {
+      c.executor = std::make_unique<ThreadExecutor>();
+    } else {
+      auto sim = std::make_unique<SimExecutor>();
+      c.sim = sim.get();
+      c.executor = std::move(sim);
+    }
   }
   c.upstream =
       c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory());
@@ -98,27 +101,30 @@ absl::Status RuntimeImpl::Init() {
     if (mode == "1" || mode == "fatal") c.checker = std::make_unique<StreamOrderChecker>();
     c.checker_fatal = mode == "fatal";
   }
-  if (c.checker) c.checker->set_done(&c.ordering.done());
   c.devices = std::make_unique<RuntimeCore::Device[]>(config.device_count);
   for (int d = 0; d < config.device_count; ++d) {
     RuntimeCore::Device& dev = c.devices[d];
     dev.budget = std::make_unique<DeviceBudget>(config.device_capacity);
     dev.huge_budget = std::make_unique<HugePageBudget>();
-    if (c.adapter != nullptr) {
-      absl::Status bound = c.adapter->BindStream(
-          static_cast<StreamIndex>(c.ordering.stream_count()), d, /*legacy=*/true, false);
-      if (!bound.ok()) return bound;
+    StreamIndex legacy;
+    {
+      MutexLock order_lock(&c.order_mu);
+      if (c.adapter != nullptr) {
+        absl::Status bound = c.adapter->BindStream(
+            static_cast<StreamIndex>(c.ordering.stream_count()), d, /*legacy=*/true, false);
+        if (!bound.ok()) return bound;
+      }
+      // The executor first: if it cannot run the stream, the ordering core
+      // has nothing the teardown would wait for.
+      legacy = c.ordering.NextSlot();
+      try {
+        c.executor->AddStream(legacy);
+      } catch (const std::system_error& e) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot start the legacy stream's worker thread: ", e.what()));
+      }
+      SP_CHECK(c.ordering.AddStream(d, StreamKind::kLegacy) == legacy);
     }
-    // The executor first: if it cannot run the stream, the ordering core
-    // has nothing the teardown would wait for.
-    const StreamIndex legacy = c.ordering.NextSlot();
-    try {
-      c.executor->AddStream(legacy);
-    } catch (const std::system_error& e) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot start the legacy stream's worker thread: ", e.what()));
-    }
-    SP_CHECK(c.ordering.AddStream(d, StreamKind::kLegacy) == legacy);
     absl::StatusOr<uint64_t> lh = c.streams.Add([&](RuntimeCore::StreamRec& r, uint64_t) {
       r.index = legacy;
       r.device = d;
@@ -135,6 +141,8 @@ absl::Status RuntimeImpl::Init() {
     dev.default_pool = *pool;
     dev.current_pool.store(*pool, std::memory_order_release);
   }
+  MutexLock order_lock(&c.order_mu);
+  if (c.checker) c.checker->set_done(&c.ordering.done());
   c.UpdateFastPath();
   return absl::OkStatus();
 }
@@ -172,14 +180,21 @@ void RuntimeImpl::TearDown() {
   RuntimeCore& c = core_;
   if (c.destroyed) return;
   c.destroyed = true;
-  c.UpdateFastPath();
+  std::vector<std::pair<StreamIndex, Position>> all;
+  bool running;
+  {
+    MutexLock order_lock(&c.order_mu);
+    c.UpdateFastPath();
+    running = c.executor != nullptr;
+    for (StreamIndex s = 0; running && s < c.ordering.stream_count(); ++s) {
+      all.emplace_back(s, c.ordering.pos(s));
+    }
+  }
   // Work already enqueued completes (host functions run, Malloc frees
   // unmap), as a device reset would let it.
-  if (c.executor != nullptr) {
-    std::vector<std::pair<StreamIndex, Position>> all;
-    for (StreamIndex s = 0; s < c.ordering.stream_count(); ++s)
-      all.emplace_back(s, c.ordering.pos(s));
+  if (running) {
     sync_.WaitPoints(all);
+    MutexLock order_lock(&c.order_mu);
     c.executor->RunDueEffects();
   }
   alloc_.UnmapAll();
@@ -189,6 +204,7 @@ void RuntimeImpl::TearDown() {
   // Worker threads end with the runtime, not with the last reference to this
   // object (a thread's cached lookup may keep it alive a while longer, and a
   // process that forks meanwhile must not inherit live workers).
+  MutexLock order_lock(&c.order_mu);
   c.executor.reset();
   c.sim = nullptr;
   c.adapter = nullptr;
@@ -453,8 +469,8 @@ absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportD
 
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
                                                    uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  AllocInfo fast;
-  if (alloc_.TryMallocUnlocked(size, pool, s, &fast)) return fast;
+  absl::StatusOr<AllocInfo> unlocked;
+  if (alloc_.TryMallocUnlocked(size, pool, s, &unlocked)) return unlocked;
   SP_ENTER();
   return alloc_.MallocAsync(size, pool, s);
 }
@@ -467,6 +483,7 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY
   if (claimed != nullptr) {
     // Ours already, at its point: only the central free is left, which no
     // check can refuse now.
+    if (alloc_.TryFreeClaimed(claimed, claimed_idx, claimed_f)) return absl::OkStatus();
     MutexLock lock(&mu_);
     alloc_.FreeClaimed(claimed, claimed_idx, claimed_f);
     return absl::OkStatus();
@@ -479,6 +496,7 @@ uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // From a host function this thread already holds the lock.
   if (InHostCallback()) return core_.executor->Now();
   MutexLock lock(&mu_);
+  MutexLock order_lock(&core_.order_mu);
   return core_.executor != nullptr ? core_.executor->Now() : 0;  // null once destroyed
 }
 

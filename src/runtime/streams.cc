@@ -23,6 +23,7 @@ absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
   // A destroyed stream's slot once nothing can refer to its positions, else
   // a new one (src/ordering/ordering.h, "Slot reuse").
   RecycleSlots();
+  MutexLock order_lock(&c_.order_mu);
   const StreamIndex idx = c_.ordering.NextSlot();
   if (idx == c_.ordering.stream_count() && idx >= kMaxStreamsPerRuntime) {
     return absl::ResourceExhaustedError(
@@ -40,7 +41,7 @@ absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot start the stream's worker thread: ", e.what()));
   }
-  c_.ChargeCall();
+  c_.ChargeCallLocked();
   SP_CHECK(c_.ordering.AddStream(
                device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking) == idx);
   absl::StatusOr<uint64_t> added = c_.streams.Add([&](StreamRec& r, uint64_t) {
@@ -77,6 +78,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
     MutexLock pool_lock(&pool.central_mu());
     pool.RetireCache(idx);
   });
+  MutexLock order_lock(&c_.order_mu);
   if (c_.adapter == nullptr && (c_.sim == nullptr || !c_.sim->record_timeline())) {
     c_.ordering.RetireStream(idx);
     retired_slots_.push_back(idx);
@@ -86,8 +88,12 @@ absl::Status Streams::DestroyStream(uint64_t s) {
 }
 
 bool Streams::SlotIdle(StreamIndex s) {
-  const Position last = c_.ordering.pos(s);
-  if (c_.ExecutedThrough(s) < last) return false;
+  Position last;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    last = c_.ordering.pos(s);
+    if (c_.ExecutedThrough(s) < last) return false;
+  }
   // The dead stream's frees are observed complete: pools whose opportunistic
   // switch is on promote them, as rule 3 would; a pool in strict mode keeps
   // them pending (and the slot retired) until a sync proves them.
@@ -114,6 +120,7 @@ void Streams::RecycleSlots() {
     if (SlotIdle(s)) {
       // Every position of the old incarnation is complete: say so, since the
       // executor reports completion by ops and its successor's ops come next.
+      MutexLock order_lock(&c_.order_mu);
       VectorClock proof;
       proof.Raise(s, c_.ordering.pos(s));
       c_.ordering.MarkComplete(proof);
@@ -144,24 +151,34 @@ absl::Status Streams::StreamQuery(uint64_t s) {
   if (!rec.ok()) return rec.status();
   c_.ChargeCall();
   const StreamIndex idx = (*rec)->index;
-  c_.executor->RunDueEffects();
-  if (c_.ExecutedThrough(idx) < c_.ordering.pos(idx)) {
-    return absl::UnavailableError("stream has work pending");
+  VectorClock proof;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    c_.executor->RunDueEffects();
+    if (c_.ExecutedThrough(idx) < c_.ordering.pos(idx)) {
+      return absl::UnavailableError("stream has work pending");
+    }
+    proof = c_.ordering.clock(idx);
   }
-  sync_.Proven(c_.ordering.clock(idx));
+  sync_.Proven(proof);
   return absl::OkStatus();
 }
 
 absl::Status Streams::DeviceSynchronize(int device) {
   if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
   c_.ChargeCall();
-  const std::vector<StreamIndex> streams = c_.StreamsOfDevice(device);
+  std::vector<StreamIndex> streams;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    streams = c_.StreamsOfDevice(device);
+  }
   return sync_.SyncStreams(streams);
 }
 
 absl::StatusOr<void*> Streams::NativeStream(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
+  MutexLock order_lock(&c_.order_mu);
   if (c_.adapter == nullptr) {
     return absl::FailedPreconditionError("the runtime has no stream adapter");
   }

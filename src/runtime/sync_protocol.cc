@@ -7,27 +7,48 @@ absl::Status SyncProtocol::SyncStreams(absl::Span<const StreamIndex> streams) {
   // threads may enqueue while we wait) is not covered.
   std::vector<std::pair<StreamIndex, Position>> points;
   std::vector<VectorClock> proofs;
-  for (StreamIndex s : streams) {
-    points.emplace_back(s, c_.ordering.pos(s));
-    proofs.push_back(c_.ordering.clock(s));
+  {
+    MutexLock order_lock(&c_.order_mu);
+    for (StreamIndex s : streams) {
+      points.emplace_back(s, c_.ordering.pos(s));
+      proofs.push_back(c_.ordering.clock(s));
+    }
   }
   WaitPoints(points);
-  c_.executor->RunDueEffects();
-  for (const VectorClock& proof : proofs) c_.ordering.MarkComplete(proof);
-  c_.pools.AfterCompletion(c_.ordering.done(), /*release=*/true);
+  Complete(proofs, /*release=*/true);
   return absl::OkStatus();
+}
+
+void SyncProtocol::Complete(absl::Span<const VectorClock> proofs, bool release) {
+  // The ordering core first, then the pools: a pool's lock comes before the
+  // ordering core's, so the proof is copied out rather than held.
+  VectorClock done;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    if (release) c_.executor->RunDueEffects();
+    for (const VectorClock& proof : proofs) c_.ordering.MarkComplete(proof);
+    done = c_.ordering.done();
+  }
+  c_.pools.AfterCompletion(done, release);
 }
 
 void SyncProtocol::WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (!c_.executor->blocks_host()) {
-    for (const auto& [s, p] : points) c_.executor->WaitFor(s, c_.OpAtOrBefore(s, p));
-    return;
-  }
-  // Workers run effects that take this lock (Malloc memory going back).
   std::vector<std::pair<StreamIndex, Position>> ops;
-  for (const auto& [s, p] : points) ops.emplace_back(s, c_.OpAtOrBefore(s, p));
-  Executor* executor = c_.executor.get();
+  Executor* executor;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    executor = c_.executor.get();
+    if (!executor->blocks_host()) {
+      // Virtual time: the simulator runs to the points under the ordering
+      // core's lock (it is not thread safe); nothing really blocks.
+      for (const auto& [s, p] : points) executor->WaitFor(s, c_.OpAtOrBefore(s, p));
+      return;
+    }
+    for (const auto& [s, p] : points) ops.emplace_back(s, c_.OpAtOrBefore(s, p));
+  }
+  // Workers run effects that take the runtime's lock (Malloc memory going
+  // back), and other host threads go on meanwhile.
   c_.mu.Unlock();
   for (const auto& [s, p] : ops) executor->WaitFor(s, p);
   c_.mu.Lock();
@@ -44,14 +65,9 @@ void SyncProtocol::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg,
 
 void SyncProtocol::SyncPoint(std::pair<StreamIndex, Position> point, const VectorClock& proof) {
   WaitPoints({&point, 1});
-  c_.executor->RunDueEffects();
-  c_.ordering.MarkComplete(proof);
-  c_.pools.AfterCompletion(c_.ordering.done(), /*release=*/true);
+  Complete({&proof, 1}, /*release=*/true);
 }
 
-void SyncProtocol::Proven(const VectorClock& proof) {
-  c_.ordering.MarkComplete(proof);
-  c_.pools.AfterCompletion(c_.ordering.done(), /*release=*/false);
-}
+void SyncProtocol::Proven(const VectorClock& proof) { Complete({&proof, 1}, /*release=*/false); }
 
 }  // namespace streampool::internal

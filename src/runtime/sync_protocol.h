@@ -45,6 +45,10 @@ class SyncProtocol {
   void WaitIpc(const std::shared_ptr<IpcEventSegment>& seg, uint64_t seq);
 
  private:
+  // Marks the proofs complete in the ordering core, then promotes (and, for
+  // a sync action, runs due effects first and releases after) in the pools.
+  void Complete(absl::Span<const VectorClock> proofs, bool release);
+
   RuntimeCore& c_;
 };
 

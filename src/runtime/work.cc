@@ -56,7 +56,8 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
       return absl::InvalidArgumentError("kernel access with a NULL pointer");
     }
   }
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kKernel;
   op.duration_ns = duration_ns;
@@ -77,7 +78,8 @@ absl::Status Work::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kHostFunc;
   op.effect = AsHostCallback(std::move(fn));
@@ -95,7 +97,8 @@ absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint6
       return absl::InvalidArgumentError("copy range wraps the address space");
     }
   }
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kCopy;
@@ -116,7 +119,8 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
       return absl::InvalidArgumentError("fill range wraps the address space");
     }
   }
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kFill;
@@ -128,7 +132,8 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
 }
 
 absl::Status Work::HostAdvance(uint64_t ns) {
-  c_.ChargeCall();
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
   c_.executor->HostAdvance(ns);
   return absl::OkStatus();
 }

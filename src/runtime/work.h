@@ -39,7 +39,8 @@ class Work {
   // (address-only memory, or runtime memory unmapped since the enqueue).
   std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes);
   // Reports of accesses a copy or fill makes to memory of this runtime.
-  void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write);
+  void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.order_mu);
 
   RuntimeCore& c_;
 };
