@@ -47,7 +47,8 @@ class Allocator {
   bool TryFreeClaimed(Block* b, StreamIndex idx, Position f);
   void FreeClaimed(Block* b, StreamIndex idx, Position f);
 
-  // The slow paths, under the runtime's lock.
+  // The paths under the runtime's lock (the checker's records, spMalloc and
+  // imported memory, exportable pools).
   // pool == 0: the stream's device's current pool.
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
   absl::Status FreeAsync(void* ptr, uint64_t s);

@@ -4,9 +4,10 @@
 // Streams, Events, Work, Allocator, Pools, IpcService, SyncProtocol and
 // Observation. They share this core: the ordering core and the executor
 // (positions and time for every op), the devices, the handle tables, the page
-// map, the checker. Every field is guarded by the runtime's one blocking lock
-// (`mu`), but for what the fast path reads without it, marked "lock-free"
-// below (src/README.md, "The two paths").
+// map, the checker. Every field is guarded by the runtime's lock (`mu`), but
+// the ordering core and the executor, which have their own (`order_mu`), and
+// what the fast path reads without either, marked "lock-free" below
+// (src/README.md, "The two paths").
 #ifndef STREAMPOOL_SRC_RUNTIME_RUNTIME_CORE_H_
 #define STREAMPOOL_SRC_RUNTIME_RUNTIME_CORE_H_
 

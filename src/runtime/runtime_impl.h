@@ -161,8 +161,9 @@ class RuntimeImpl {
   // Lets enqueued work complete, then frees everything (idempotent).
   void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The one blocking lock (Mutex; the other lock type, SpinLock, is a
-  // stream's, for the fast path's few instructions). It guards every part.
+  // The runtime's lock. It guards every part; the ordering core and the
+  // executor inside the core have a lock of their own (RuntimeCore::order_mu),
+  // pools theirs, streams a SpinLock each (src/README.md, "Locks").
   const uint32_t id_;
   mutable Mutex mu_;
   RuntimeCore core_ ABSL_GUARDED_BY(mu_);
@@ -170,7 +171,8 @@ class RuntimeImpl {
   Streams streams_ ABSL_GUARDED_BY(mu_);
   Events events_ ABSL_GUARDED_BY(mu_);
   Work work_ ABSL_GUARDED_BY(mu_);
-  // Its fast path runs without mu_ (ABSL_NO_THREAD_SAFETY_ANALYSIS there).
+  // Its paths for pool memory run without mu_ (ABSL_NO_THREAD_SAFETY_ANALYSIS
+  // there).
   Allocator alloc_ ABSL_GUARDED_BY(mu_);
   Pools pools_ ABSL_GUARDED_BY(mu_);
   IpcService ipc_ ABSL_GUARDED_BY(mu_);
