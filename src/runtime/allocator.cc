@@ -92,18 +92,13 @@ void Allocator::Publish(MemPool& mp, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
-bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s,
-                                  absl::StatusOr<AllocInfo>* out) {
+bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out,
+                                  absl::Status* error) {
   // One lookup for every try: a cache miss goes on to the pool's lock, then
   // to the pool's lock and the ordering core's.
   const std::optional<Target> target = FindTarget(size, pool, s);
-  if (!target) return false;
-  AllocInfo info;
-  if (FromCache(*target, size, &info) || FromOwn(*target, size, &info)) {
-    *out = info;
-    return true;
-  }
-  return FromCentral(*target, size, out);
+  return target && (FromCache(*target, size, out) || FromOwn(*target, size, out) ||
+                    FromCentral(*target, size, out, error));
 }
 
 bool Allocator::FromCache(const Target& target, uint64_t size,
@@ -153,8 +148,8 @@ bool Allocator::FromOwn(const Target& target, uint64_t size,
   return true;
 }
 
-bool Allocator::FromCentral(const Target& target, uint64_t size,
-                            absl::StatusOr<AllocInfo>* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool Allocator::FromCentral(const Target& target, uint64_t size, AllocInfo* out,
+                            absl::Status* error) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Every rule, growth included: the pool's lock and the ordering core's
   // (the pool asks about other streams, and rule 5 inserts a wait), not the
   // runtime's. An exportable pool's memfd is the runtime lock's (IPC reads
@@ -170,7 +165,7 @@ bool Allocator::FromCentral(const Target& target, uint64_t size,
     Oracle oracle(c_, t);
     absl::StatusOr<MemPool::Allocation> a = mp->Allocate(size, oracle);
     if (!a.ok()) {
-      *out = a.status();
+      *error = a.status();
       return true;
     }
     b = a->block;

@@ -37,8 +37,9 @@ class Allocator {
   // (MemPool::AllocateOwn); false when it needs the runtime's lock.
   // Then, when its own frees and READY memory cannot serve it, every rule
   // (other streams' frees, growth) under the pool's lock and the ordering
-  // core's; an error there (out of memory) is the call's answer.
-  bool TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, absl::StatusOr<AllocInfo>* out);
+  // core's; an error there (out of memory) is the call's answer, in *error.
+  bool TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out,
+                         absl::Status* error);
   // Claims the pointer's page-map entry when it names a live block of this
   // runtime: *claimed then owns the free, whichever path finishes it.
   bool TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx, Position* f);
@@ -76,7 +77,7 @@ class Allocator {
   // The two tries of TryMallocUnlocked.
   bool FromCache(const Target& target, uint64_t size, AllocInfo* out);
   bool FromOwn(const Target& target, uint64_t size, AllocInfo* out);
-  bool FromCentral(const Target& target, uint64_t size, absl::StatusOr<AllocInfo>* out);
+  bool FromCentral(const Target& target, uint64_t size, AllocInfo* out, absl::Status* error);
   // Makes a block handed out without the runtime's lock findable by its base.
   void Publish(MemPool& mp, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in

@@ -469,8 +469,12 @@ absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportD
 
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
                                                    uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  absl::StatusOr<AllocInfo> unlocked;
-  if (alloc_.TryMallocUnlocked(size, pool, s, &unlocked)) return unlocked;
+  AllocInfo info;
+  absl::Status error;
+  if (alloc_.TryMallocUnlocked(size, pool, s, &info, &error)) {
+    if (!error.ok()) return error;
+    return info;
+  }
   SP_ENTER();
   return alloc_.MallocAsync(size, pool, s);
 }
