@@ -75,44 +75,42 @@ class FrontCache {
   // The most recent block of exactly `size` bytes, spending its bytes of
   // allowance; null when there is none or the allowance is short.
   Block* Pop(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (Bin& bin : bins_) {
-      if (bin.size != size || bin.count == 0) continue;
-      if (allowance_ < size) return nullptr;
-      allowance_ -= size;
-      bytes_ -= size;
-      ++allocs_;
-      return bin.entries[--bin.count].block;
-    }
-    return nullptr;
+    Bin* bin = Find(size);
+    if (bin == nullptr || bin->count == 0 || allowance_ < size) return nullptr;
+    allowance_ -= size;
+    bytes_ -= size;
+    ++allocs_;
+    return bin->entries[--bin->count].block;
   }
   // Pops the most recent block of `size` regardless of allowance (the pool's
   // slow path, which settles the watermark itself); null when there is none.
   Block* Take(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (Bin& bin : bins_) {
-      if (bin.size != size || bin.count == 0) continue;
-      bytes_ -= size;
-      allowance_ = allowance_ >= size ? allowance_ - size : 0;
-      ++allocs_;
-      return bin.entries[--bin.count].block;
-    }
-    return nullptr;
+    Bin* bin = Find(size);
+    if (bin == nullptr || bin->count == 0) return nullptr;
+    bytes_ -= size;
+    allowance_ = allowance_ >= size ? allowance_ - size : 0;
+    ++allocs_;
+    return bin->entries[--bin->count].block;
   }
   // Caches a LIVE block freed at (stream, f); false when full.
   bool Push(Block* b, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t size = b->size();
     if (size > kMaxBlock || bytes_ + size > kMaxBytes) return false;
-    Bin* free_bin = nullptr;
-    for (Bin& bin : bins_) {
-      if (bin.size == size && bin.count != 0) {
-        if (bin.count == kDepth) return false;
-        free_bin = &bin;
-        break;
+    Bin* bin = Find(size);
+    if (bin == nullptr) {
+      // A size not held yet takes an empty bin (its old size goes).
+      for (Bin& other : bins_) {
+        if (other.count == 0) {
+          bin = &other;
+          break;
+        }
       }
-      if (bin.count == 0 && free_bin == nullptr) free_bin = &bin;
+      if (bin == nullptr) return false;
+      bin->size = size;
+      hint_ = static_cast<uint8_t>(bin - bins_);
     }
-    if (free_bin == nullptr) return false;
-    free_bin->size = size;
-    free_bin->entries[free_bin->count++] = Entry{b, f};
+    if (bin->count == kDepth) return false;
+    bin->entries[bin->count++] = Entry{b, f};
     bytes_ += size;
     allowance_ += size;
     ++frees_;
@@ -145,10 +143,24 @@ class FrontCache {
 
  private:
   struct Bin {
-    uint64_t size = 0;
+    uint64_t size = 0;  // kept when the bin empties, until another size takes it
     uint32_t count = 0;
     Entry entries[kDepth];
   };
+
+  // The bin of `size` (empty or not), or null. A size is in one bin at most,
+  // so a steady same-size pair finds it at the hint, the bin last found,
+  // without walking the others.
+  Bin* Find(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (bins_[hint_].size == size) return &bins_[hint_];
+    for (Bin& bin : bins_) {
+      if (bin.size == size) {
+        hint_ = static_cast<uint8_t>(&bin - bins_);
+        return &bin;
+      }
+    }
+    return nullptr;
+  }
 
   const StreamIndex stream_;
   SpinLock& mu_;
@@ -157,6 +169,7 @@ class FrontCache {
   uint64_t allowance_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t allocs_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t frees_ ABSL_GUARDED_BY(mu_) = 0;
+  uint8_t hint_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace streampool::internal

@@ -88,7 +88,7 @@ Block* PageMap::ClaimSlow(uintptr_t addr) {
     if (v == 0) return nullptr;
     if (IsSub(v)) {
       // A Sub never goes back to a single entry, so the slot decides.
-      return AsSub(v)->slot[UnitOf(addr)].exchange(nullptr, std::memory_order_acq_rel);
+      return AsSub(v)->At(UnitOf(addr)).exchange(nullptr, std::memory_order_acq_rel);
     }
     if (UnitTag(v) != UnitOf(addr)) return nullptr;
     // Fails if the entry was emptied or became a Sub meanwhile: look again.
@@ -106,7 +106,7 @@ bool PageMap::SetSlow(uintptr_t addr, Block* b) {
       continue;
     }
     if (IsSub(v)) {
-      AsSub(v)->slot[UnitOf(addr)].store(b, std::memory_order_release);
+      AsSub(v)->At(UnitOf(addr)).store(b, std::memory_order_release);
       return true;
     }
     // Another live block starts in this page: the page becomes a Sub holding
@@ -115,8 +115,8 @@ bool PageMap::SetSlow(uintptr_t addr, Block* b) {
     MutexLock lock(&grow_mu_);
     Sub* sub = NewSub();
     for (std::atomic<Block*>& slot : sub->slot) slot.store(nullptr, std::memory_order_relaxed);
-    sub->slot[UnitTag(v)].store(AsBlock(v), std::memory_order_relaxed);
-    sub->slot[UnitOf(addr)].store(b, std::memory_order_relaxed);
+    sub->At(UnitTag(v)).store(AsBlock(v), std::memory_order_relaxed);
+    sub->At(UnitOf(addr)).store(b, std::memory_order_relaxed);
     if (e->compare_exchange_strong(v, reinterpret_cast<uintptr_t>(sub) | 1,
                                    std::memory_order_acq_rel)) {
       return true;

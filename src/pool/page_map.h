@@ -64,7 +64,7 @@ class PageMap {
     std::atomic<uintptr_t>* e = IsBase(addr) ? Entry(addr) : nullptr;
     if (e == nullptr) return nullptr;
     const uintptr_t v = e->load(std::memory_order_acquire);
-    if (IsSub(v)) return AsSub(v)->slot[UnitOf(addr)].load(std::memory_order_acquire);
+    if (IsSub(v)) return AsSub(v)->At(UnitOf(addr)).load(std::memory_order_acquire);
     return v != 0 && UnitTag(v) == UnitOf(addr) ? AsBlock(v) : nullptr;
   }
   // Takes the entry out: the block, or null when there was none (a double
@@ -88,8 +88,15 @@ class PageMap {
   bool Set(uintptr_t addr, Block* b) {
     if (!IsBase(addr) || !Fits(b)) return false;
     if (std::atomic<uintptr_t>* e = Entry(addr)) {
-      uintptr_t v = 0;
-      if (e->compare_exchange_strong(v, Single(b, addr), std::memory_order_acq_rel)) {
+      // Read first: a compare-and-swap takes the entry's cache line even
+      // when it fails, and threads whose blocks share a page (a Sub) would
+      // pass that line back and forth at every store.
+      uintptr_t v = e->load(std::memory_order_acquire);
+      if (IsSub(v)) {
+        AsSub(v)->At(UnitOf(addr)).store(b, std::memory_order_release);
+        return true;
+      }
+      if (v == 0 && e->compare_exchange_strong(v, Single(b, addr), std::memory_order_acq_rel)) {
         return true;
       }
     }
@@ -114,6 +121,10 @@ class PageMap {
     std::atomic<Leaf*> leaf[kMidEntries];
   };
   struct Sub {
+    // Unit u's slot: neighbouring units lie on different cache lines (eight
+    // slots a line), so two threads working on adjacent small blocks do not
+    // write one line.
+    std::atomic<Block*>& At(size_t u) { return slot[(u & 7) << 3 | u >> 3]; }
     std::atomic<Block*> slot[kUnits];
   };
   static_assert(alignof(Block) >= 2 && alignof(Sub) >= 2, "the low bit tags a Sub");

@@ -79,5 +79,31 @@ TEST_F(FrontCacheTest, BoundedBySizesDepthAndBytes) {
   EXPECT_FALSE(cache_.Push(NewBlock(FrontCache::kMaxBlock + 256), 302));
 }
 
+// A size emptied by pops keeps its bin: pushes of it land there again, and
+// never in a second bin beside one that refilled (each size in one bin, so a
+// pop finds every block of its size).
+TEST_F(FrontCacheTest, AnEmptiedSizeKeepsOneBin) {
+  SpinLockHolder hold(&lock_);
+  std::vector<Block*> small;
+  for (int i = 0; i < 3; ++i) small.push_back(NewBlock(256));
+  ASSERT_TRUE(cache_.Push(small[0], 1));
+  EXPECT_EQ(cache_.Pop(256), small[0]);
+  // Every other bin taken by another size, the 256 bin empty.
+  for (int i = 1; i < FrontCache::kSizes; ++i) {
+    ASSERT_TRUE(cache_.Push(NewBlock(256 * (i + 1)), 2)) << i;
+  }
+  ASSERT_TRUE(cache_.Push(small[1], 3));
+  ASSERT_TRUE(cache_.Push(small[2], 4));
+  EXPECT_EQ(cache_.Pop(256), small[2]);
+  EXPECT_EQ(cache_.Pop(256), small[1]);
+  EXPECT_EQ(cache_.Pop(256), nullptr);
+  // A ninth size finds no empty bin but the 256 one, which it takes over.
+  Block* big = NewBlock(256 * 9);
+  ASSERT_TRUE(cache_.Push(big, 5));
+  EXPECT_EQ(cache_.Pop(256 * 9), big);
+  ASSERT_TRUE(cache_.Push(small[0], 6));
+  EXPECT_EQ(cache_.Pop(256), small[0]);
+}
+
 }  // namespace
 }  // namespace streampool::internal
