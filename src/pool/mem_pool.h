@@ -31,6 +31,8 @@
 #ifndef STREAMPOOL_SRC_POOL_MEM_POOL_H_
 #define STREAMPOOL_SRC_POOL_MEM_POOL_H_
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -147,6 +149,18 @@ class MemPool {
   // Cache* fast functions, front_cache() and the fixed properties needs it.
   // Order: the runtime's lock, then this, then a stream lock.
   Mutex& central_mu() const ABSL_LOCK_RETURNED(central_mu_) { return central_mu_; }
+
+  // Pins for lock-free finders. A finder that checked the pool's handle
+  // under a stream lock (so the owner has not yet passed that lock on its
+  // way to freeing the pool) pins it before letting the stream lock go, and
+  // may then take the pool's lock; the owner frees the pool only once it is
+  // unpinned. A finder holds no lock the owner waits for: it unpins before
+  // it could need the runtime's.
+  void Pin() { pins_.fetch_add(1, std::memory_order_relaxed); }
+  void Unpin() { pins_.fetch_sub(1, std::memory_order_release); }
+  void WaitUnpinned() const {
+    while (pins_.load(std::memory_order_acquire) != 0) sched_yield();
+  }
 
   // Fast path (any thread, no pool lock; the caller holds t's stream lock,
   // the lock EnsureCache was given): a block of size's rule size from t's
@@ -290,6 +304,7 @@ class MemPool {
 
  private:
   mutable Mutex central_mu_;
+  std::atomic<int> pins_{0};
 
   // How a READY block's reuse counts for t (see Allocate).
   ReuseRule ReadyRule(const Block* b, StreamIndex t) const;

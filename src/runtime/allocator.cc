@@ -83,12 +83,13 @@ std::optional<Allocator::Target> Allocator::FindTarget(uint64_t size, uint64_t p
   return Target{ph, mp, rec->index.load(std::memory_order_relaxed)};
 }
 
-void Allocator::Publish(MemPool& mp, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void Allocator::Publish(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (c_.page_map.Set(b->addr(), b)) return;
-  // No memory for a page-map node: the hash map holds it instead.
+  // No memory for a page-map node: the hash map holds it instead. The block
+  // is LIVE, so its pool, even if destroyed meanwhile, is draining, not freed.
   MutexLock lock(&c_.mu);
-  if (absl::StatusOr<PoolRec*> prec = c_.pools.Find(mp.owner_handle()); prec.ok()) {
-    RecordPoolAlloc(mp.owner_handle(), **prec, b);
+  if (absl::StatusOr<PoolRec*> prec = c_.pools.Find(ph); prec.ok()) {
+    RecordPoolAlloc(ph, **prec, b);
   }
 }
 
@@ -97,58 +98,70 @@ bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, Allo
   // One lookup for every try: a cache miss goes on to the pool's lock, then
   // to the pool's lock and the ordering core's.
   const std::optional<Target> target = FindTarget(size, pool, s);
-  return target && (FromCache(*target, size, out) || FromOwn(*target, size, out) ||
-                    FromCentral(*target, size, out, error));
+  if (!target) return false;
+  switch (FromCache(*target, size, out)) {
+    case CacheTry::kHit:
+      return true;
+    case CacheTry::kGone:
+      return false;
+    case CacheTry::kPinned:
+      break;
+  }
+  Block* b = nullptr;
+  ReuseRule rule = ReuseRule::kFresh;
+  const bool served = FromOwn(*target, size, &b, &rule) ||
+                      FromCentral(*target, size, &b, &rule, error);
+  target->mp->Unpin();
+  if (!served || b == nullptr) return served;  // not served, or served an error
+  Publish(target->ph, b);
+  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
+  return true;
 }
 
-bool Allocator::FromCache(const Target& target, uint64_t size,
-                          AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+Allocator::CacheTry Allocator::FromCache(const Target& target, uint64_t size,
+                                         AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const auto [ph, mp, t] = target;
   Block* b;
   {
     // The stream's lock: its cache and its position, one atomic instruction.
     SpinLockHolder lock(&c_.ordering.stream_lock(t));
     // Still the pool's: a pool destroyed meanwhile is freed only once every
-    // stream lock has been passed (PoolTable::set_quiesce).
-    if (c_.pools.FindFast(ph) != mp) return false;
+    // stream lock has been passed (PoolTable::Free).
+    if (c_.pools.FindFast(ph) != mp) return CacheTry::kGone;
     b = mp->CacheAllocate(t, size);
-    if (b == nullptr) return false;
+    if (b == nullptr) {
+      mp->Pin();
+      return CacheTry::kPinned;
+    }
     c_.ordering.AdvancePoint(t);
   }
-  Publish(*mp, b);
+  Publish(ph, b);
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
-  return true;
+  return CacheTry::kHit;
 }
 
-bool Allocator::FromOwn(const Target& target, uint64_t size,
-                        AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+bool Allocator::FromOwn(const Target& target, uint64_t size, Block** b,
+                        ReuseRule* rule) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
   // them: a stream reusing its own frees of other sizes, or READY memory,
   // takes no runtime-wide lock either.
   const auto [ph, mp, t] = target;
-  Block* b;
-  ReuseRule rule;
+  MutexLock pool_lock(&mp->central_mu());
+  // Still the pool's: pinned, so not freed, but perhaps destroyed.
+  if (c_.pools.FindFast(ph) != mp) return false;
+  std::optional<MemPool::Allocation> a = mp->AllocateOwn(size, t);
+  if (!a) return false;
+  *b = a->block;
+  *rule = a->rule;
   {
-    MutexLock pool_lock(&mp->central_mu());
-    // Still the pool's: a destroyed pool is freed only once its lock has been
-    // passed after the handle died (PoolTable::Free).
-    if (c_.pools.FindFast(ph) != mp) return false;
-    std::optional<MemPool::Allocation> a = mp->AllocateOwn(size, t);
-    if (!a) return false;
-    b = a->block;
-    rule = a->rule;
-    {
-      SpinLockHolder lock(&c_.ordering.stream_lock(t));
-      c_.ordering.AdvancePoint(t);
-    }
-    mp->EnsureCache(t, &c_.ordering.stream_lock(t));
+    SpinLockHolder lock(&c_.ordering.stream_lock(t));
+    c_.ordering.AdvancePoint(t);
   }
-  Publish(*mp, b);
-  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
+  mp->EnsureCache(t, &c_.ordering.stream_lock(t));
   return true;
 }
 
-bool Allocator::FromCentral(const Target& target, uint64_t size, AllocInfo* out,
+bool Allocator::FromCentral(const Target& target, uint64_t size, Block** b, ReuseRule* rule,
                             absl::Status* error) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Every rule, growth included: the pool's lock and the ordering core's
   // (the pool asks about other streams, and rule 5 inserts a wait), not the
@@ -156,25 +169,19 @@ bool Allocator::FromCentral(const Target& target, uint64_t size, AllocInfo* out,
   // it), so its growth goes there.
   const auto [ph, mp, t] = target;
   if (mp->owner_data() != nullptr) return false;
-  Block* b;
-  ReuseRule rule;
-  {
-    MutexLock pool_lock(&mp->central_mu());
-    if (c_.pools.FindFast(ph) != mp) return false;
-    MutexLock order_lock(&c_.order_mu);
-    Oracle oracle(c_, t);
-    absl::StatusOr<MemPool::Allocation> a = mp->Allocate(size, oracle);
-    if (!a.ok()) {
-      *error = a.status();
-      return true;
-    }
-    b = a->block;
-    rule = a->rule;
-    c_.AdvancePoint(t, OpKind::kAllocMarker);
-    mp->EnsureCache(t, &c_.ordering.stream_lock(t));
+  MutexLock pool_lock(&mp->central_mu());
+  if (c_.pools.FindFast(ph) != mp) return false;
+  MutexLock order_lock(&c_.order_mu);
+  Oracle oracle(c_, t);
+  absl::StatusOr<MemPool::Allocation> a = mp->Allocate(size, oracle);
+  if (!a.ok()) {
+    *error = a.status();
+    return true;
   }
-  Publish(*mp, b);
-  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
+  *b = a->block;
+  *rule = a->rule;
+  c_.AdvancePoint(t, OpKind::kAllocMarker);
+  mp->EnsureCache(t, &c_.ordering.stream_lock(t));
   return true;
 }
 

@@ -74,12 +74,19 @@ class Allocator {
   // Nullopt when those paths may not run (checker, timeline, host cost,
   // adapter, a destroyed runtime, a host callback) or a handle is not live.
   std::optional<Target> FindTarget(uint64_t size, uint64_t pool, uint64_t s);
-  // The two tries of TryMallocUnlocked.
-  bool FromCache(const Target& target, uint64_t size, AllocInfo* out);
-  bool FromOwn(const Target& target, uint64_t size, AllocInfo* out);
-  bool FromCentral(const Target& target, uint64_t size, AllocInfo* out, absl::Status* error);
-  // Makes a block handed out without the runtime's lock findable by its base.
-  void Publish(MemPool& mp, Block* b);
+  // The tries of TryMallocUnlocked. FromCache pops the front cache under the
+  // stream's lock; on a miss it pins the pool (MemPool::Pin) if the handle
+  // still names it, so FromOwn and FromCentral, which run under the pool's
+  // lock, never touch a pool freed meanwhile; the caller unpins.
+  enum class CacheTry { kHit, kPinned, kGone };
+  CacheTry FromCache(const Target& target, uint64_t size, AllocInfo* out);
+  bool FromOwn(const Target& target, uint64_t size, Block** b, ReuseRule* rule);
+  bool FromCentral(const Target& target, uint64_t size, Block** b, ReuseRule* rule,
+                   absl::Status* error);
+  // Makes a block handed out without the runtime's lock findable by its base
+  // (pool handle ph). Reads nothing of the pool: the caller may have
+  // unpinned it.
+  void Publish(uint64_t ph, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in
   // the core's allocs where the map cannot hold it.
   void RecordPoolAlloc(uint64_t pool_handle, const PoolTable::PoolRec& rec, Block* b);

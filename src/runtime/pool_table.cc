@@ -24,7 +24,14 @@ const std::shared_ptr<ImportedPool>* PoolTable::PoolRec::imported() const {
 
 absl::StatusOr<uint64_t> PoolTable::Add(PoolRec rec) {
   MemPool* fast = rec.mem();
-  absl::StatusOr<uint64_t> added = slots_.Add([fast](Slot& slot, uint64_t) { slot.pool = fast; });
+  MemfdMemory* memfd = rec.memfd();
+  // The owner is set before the handle is published: a lock-free finder that
+  // sees the handle reads it (an exportable pool's memfd sends its
+  // allocations to the runtime's lock).
+  absl::StatusOr<uint64_t> added = slots_.Add([fast, memfd](Slot& slot, uint64_t h) {
+    if (fast != nullptr) fast->set_owner(h, memfd);
+    slot.pool = fast;
+  });
   if (!added.ok()) return absl::ResourceExhaustedError("this runtime's pool handles are used up");
   if (const std::shared_ptr<ImportedPool>* imp = rec.imported()) imported_.emplace(*added, *imp);
   pools_.emplace(*added, std::move(rec));
@@ -68,8 +75,12 @@ void PoolTable::Remove(uint64_t h) {
 }
 
 void PoolTable::Free(std::unique_ptr<MemPool> pool) {
+  // Lock-free finders check the handle under a stream lock: once every
+  // stream lock is passed, none can newly find or pin the pool. Those that
+  // pinned it before (to go on to its lock) let go without waiting for
+  // anything this thread holds.
   if (quiesce_) quiesce_();
-  // Lock-free finders that got past the handle check hold the pool's lock.
+  pool->WaitUnpinned();
   { MutexLock pass(&pool->central_mu()); }
   pool.reset();
 }

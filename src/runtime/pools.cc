@@ -177,7 +177,6 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
   auto pool =
       std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget, reservation);
-  MemPool& mp = *pool;
   PoolRec rec;
   if (memfd != nullptr) {
     rec.kind = PoolTable::ExportablePool{std::move(pool), memfd};
@@ -188,7 +187,6 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   rec.attrs.access = c_.NewAccessRights(rec.attrs.device, props.alloc_type);
   absl::StatusOr<uint64_t> h = c_.pools.Add(std::move(rec));
   if (!h.ok()) return h.status();
-  mp.set_owner(*h, memfd);
   return *h;
 }
 
