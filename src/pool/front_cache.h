@@ -45,7 +45,10 @@
 
 namespace streampool::internal {
 
-class FrontCache {
+// On cache lines of its own: the caches of one pool are made one after
+// another for streams that run on different host threads, and each writes its
+// bins and counters on every call.
+class alignas(64) FrontCache {
  public:
   // Sizes held at once, blocks per size, and bytes in all. Eight sizes and
   // sixteen deep cover the steady state of a training step's same-stream

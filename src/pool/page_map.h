@@ -121,10 +121,11 @@ class PageMap {
     std::atomic<Leaf*> leaf[kMidEntries];
   };
   struct Sub {
-    // Unit u's slot: neighbouring units lie on different cache lines (eight
-    // slots a line), so two threads working on adjacent small blocks do not
-    // write one line.
-    std::atomic<Block*>& At(size_t u) { return slot[(u & 7) << 3 | u >> 3]; }
+    // Unit u's slot: a line (eight slots) per u ^ (u >> 3) mod 8, a place in
+    // it per u >> 3. Neighbouring blocks of any power-of-two size up to half a
+    // page (1 KiB blocks: units 0, 16, 32, 48) then lie on different lines,
+    // so two threads working on neighbouring blocks do not write one line.
+    std::atomic<Block*>& At(size_t u) { return slot[((u ^ (u >> 3)) & 7) << 3 | u >> 3]; }
     std::atomic<Block*> slot[kUnits];
   };
   static_assert(alignof(Block) >= 2 && alignof(Sub) >= 2, "the low bit tags a Sub");
