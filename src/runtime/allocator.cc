@@ -99,44 +99,40 @@ bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, Allo
   // to the pool's lock and the ordering core's.
   const std::optional<Target> target = FindTarget(size, pool, s);
   if (!target) return false;
-  switch (FromCache(*target, size, out)) {
+  Block* b = nullptr;
+  ReuseRule rule = ReuseRule::kSameStream;
+  switch (FromCache(*target, size, &b)) {
     case CacheTry::kHit:
-      return true;
+      break;
     case CacheTry::kGone:
       return false;
-    case CacheTry::kPinned:
+    case CacheTry::kPinned: {
+      const bool served =
+          FromOwn(*target, size, &b, &rule) || FromCentral(*target, size, &b, &rule, error);
+      target->mp->Unpin();
+      if (!served || b == nullptr) return served;  // not served, or served an error
       break;
+    }
   }
-  Block* b = nullptr;
-  ReuseRule rule = ReuseRule::kFresh;
-  const bool served = FromOwn(*target, size, &b, &rule) ||
-                      FromCentral(*target, size, &b, &rule, error);
-  target->mp->Unpin();
-  if (!served || b == nullptr) return served;  // not served, or served an error
   Publish(target->ph, b);
   *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
   return true;
 }
 
 Allocator::CacheTry Allocator::FromCache(const Target& target, uint64_t size,
-                                         AllocInfo* out) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                         Block** b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const auto [ph, mp, t] = target;
-  Block* b;
-  {
-    // The stream's lock: its cache and its position, one atomic instruction.
-    SpinLockHolder lock(&c_.ordering.stream_lock(t));
-    // Still the pool's: a pool destroyed meanwhile is freed only once every
-    // stream lock has been passed (PoolTable::Free).
-    if (c_.pools.FindFast(ph) != mp) return CacheTry::kGone;
-    b = mp->CacheAllocate(t, size);
-    if (b == nullptr) {
-      mp->Pin();
-      return CacheTry::kPinned;
-    }
-    c_.ordering.AdvancePoint(t);
+  // The stream's lock: its cache and its position, one atomic instruction.
+  SpinLockHolder lock(&c_.ordering.stream_lock(t));
+  // Still the pool's: a pool destroyed meanwhile is freed only once every
+  // stream lock has been passed (PoolTable::Free).
+  if (c_.pools.FindFast(ph) != mp) return CacheTry::kGone;
+  *b = mp->CacheAllocate(t, size);
+  if (*b == nullptr) {
+    mp->Pin();
+    return CacheTry::kPinned;
   }
-  Publish(ph, b);
-  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
+  c_.ordering.AdvancePoint(t);
   return CacheTry::kHit;
 }
 

@@ -79,7 +79,7 @@ class Allocator {
   // still names it, so FromOwn and FromCentral, which run under the pool's
   // lock, never touch a pool freed meanwhile; the caller unpins.
   enum class CacheTry { kHit, kPinned, kGone };
-  CacheTry FromCache(const Target& target, uint64_t size, AllocInfo* out);
+  CacheTry FromCache(const Target& target, uint64_t size, Block** b);
   bool FromOwn(const Target& target, uint64_t size, Block** b, ReuseRule* rule);
   bool FromCentral(const Target& target, uint64_t size, Block** b, ReuseRule* rule,
                    absl::Status* error);
