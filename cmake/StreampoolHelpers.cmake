@@ -1,12 +1,15 @@
 # One-call declarations of streampool tests and benchmarks (in the spirit of
 # abseil's absl_cc_test).
 #
-#   streampool_cc_test(NAME <name> SRCS <files...> [DEPS <targets...>])
+#   streampool_cc_test(NAME <name> SRCS <files...> [DEPS <targets...>] [NO_SHIPPED_PASS])
 #     An executable <name> linked to streampool, GTest::gmock and
 #     GTest::gtest_main (plus DEPS), with the repository root on the include
 #     path so tests may include internal headers ("src/pool/size_index.h").
 #     Each TEST() is registered with CTest by gtest_discover_tests, with
-#     STREAMPOOL_CHECK_STREAM_ORDER=fatal in its environment.
+#     STREAMPOOL_CHECK_STREAM_ORDER=fatal in its environment, and the whole
+#     executable once more as shipped.<name> with the checker off (label
+#     "shipped"), unless NO_SHIPPED_PASS (a test that turns the checker off
+#     itself).
 #
 #   streampool_cc_benchmark(NAME <name> SRCS <files...> [DEPS <targets...>])
 #     An executable <name> linked to streampool and benchmark::benchmark_main
@@ -20,7 +23,7 @@ include_guard(GLOBAL)
 include(GoogleTest)
 
 function(streampool_cc_test)
-  cmake_parse_arguments(PARSE_ARGV 0 SP "" "NAME" "SRCS;DEPS")
+  cmake_parse_arguments(PARSE_ARGV 0 SP "NO_SHIPPED_PASS" "NAME" "SRCS;DEPS")
   if(NOT SP_NAME OR NOT SP_SRCS)
     message(FATAL_ERROR "streampool_cc_test: NAME and SRCS are required")
   endif()
@@ -32,6 +35,14 @@ function(streampool_cc_test)
   # their runtime collect reports instead.
   gtest_discover_tests(${SP_NAME} DISCOVERY_TIMEOUT 60
     PROPERTIES ENVIRONMENT "STREAMPOOL_CHECK_STREAM_ORDER=fatal")
+  # And once more as shipped: the checker off, so the fast path runs (the
+  # checker switches it off). One process for the whole executable: the same
+  # tests, without a process per test.
+  if(NOT SP_NO_SHIPPED_PASS)
+    add_test(NAME shipped.${SP_NAME} COMMAND ${SP_NAME})
+    set_tests_properties(shipped.${SP_NAME} PROPERTIES
+      ENVIRONMENT "STREAMPOOL_CHECK_STREAM_ORDER=0" LABELS shipped)
+  endif()
 endfunction()
 
 function(streampool_cc_benchmark)

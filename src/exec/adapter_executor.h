@@ -76,7 +76,7 @@ class AdapterExecutor final : public Executor {
 
   const std::shared_ptr<StreamAdapter> adapter_;
   const std::chrono::steady_clock::time_point start_;
-  Mutex mu_;
+  Mutex mu_{LockRank::kExecQueue};
   std::vector<Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::deque<Effect> effects_ ABSL_GUARDED_BY(mu_);  // in enqueue order
 };

@@ -138,14 +138,30 @@ Position ThreadExecutor::CompletedPosition(StreamIndex s) {
   return worker(s).completed.load(std::memory_order_acquire);
 }
 
-void ThreadExecutor::AwaitPoint(StreamIndex s, Position p) {
+bool ThreadExecutor::AwaitPoint(StreamIndex s, Position p, bool interruptible) {
   Worker& w = worker(s);
-  if (w.completed.load(std::memory_order_acquire) >= p) return;
+  if (w.completed.load(std::memory_order_acquire) >= p) return true;
   MutexLock lock(&done_mu_);
-  while (w.completed.load(std::memory_order_acquire) < p) done_cv_.Wait(&done_mu_);
+  while (w.completed.load(std::memory_order_acquire) < p) {
+    if (interruptible && host_waits_interrupted_) return false;
+    done_cv_.Wait(&done_mu_);
+  }
+  return true;
 }
 
 void ThreadExecutor::WaitFor(StreamIndex s, Position position) { AwaitPoint(s, position); }
+
+bool ThreadExecutor::HostWaitFor(StreamIndex s, Position position) {
+  return AwaitPoint(s, position, /*interruptible=*/true);
+}
+
+void ThreadExecutor::InterruptHostWaits(bool on) {
+  {
+    MutexLock lock(&done_mu_);
+    host_waits_interrupted_ = on;
+  }
+  done_cv_.SignalAll();
+}
 
 TimeNs ThreadExecutor::Now() const {
   return static_cast<TimeNs>(std::chrono::duration_cast<std::chrono::nanoseconds>(

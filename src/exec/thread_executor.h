@@ -49,13 +49,21 @@ class ThreadExecutor final : public Executor {
   void RunDueEffects() override {}  // effects run on the workers, in stream order
   bool blocks_host() const override { return true; }
 
+  // A host thread's wait (a synchronize call), which returns early, false,
+  // while host waits are interrupted; true once the position is complete.
+  bool HostWaitFor(StreamIndex s, Position position);
+  // on: wakes every host wait and makes new ones return at once (the
+  // runtime is being destroyed); off: host waits wait again. Workers' own
+  // waits for other streams are never interrupted: enqueued work completes.
+  void InterruptHostWaits(bool on);
+
  private:
   struct Item {
     Position position;
     OpDesc op;
   };
   struct Worker {
-    Mutex mu;
+    Mutex mu{LockRank::kExecQueue};
     CondVar cv;
     std::deque<Item> queue ABSL_GUARDED_BY(mu);
     bool stop ABSL_GUARDED_BY(mu) = false;
@@ -69,21 +77,23 @@ class ThreadExecutor final : public Executor {
 
   Worker& worker(StreamIndex s);
   void Run(Worker* w);
-  void AwaitPoint(StreamIndex s, Position p);
+  // False when interrupted (interruptible waits only) before p completed.
+  bool AwaitPoint(StreamIndex s, Position p, bool interruptible = false);
   // Joins the workers of destroyed streams that have exited.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(workers_mu_);
 
   const std::chrono::steady_clock::time_point start_;
   // Workers are created under workers_mu_ and never removed before the
   // destructor, so a pointer read under the lock stays valid.
-  Mutex workers_mu_;
+  Mutex workers_mu_{LockRank::kExecWorkers};
   std::vector<std::unique_ptr<Worker>> workers_ ABSL_GUARDED_BY(workers_mu_);
   // Slots whose stream was destroyed and whose thread is not yet joined.
   std::vector<StreamIndex> retiring_ ABSL_GUARDED_BY(workers_mu_);
   // Completion of any op, for waits across streams (completions are
   // published under it so a waiter cannot miss one).
-  Mutex done_mu_;
+  Mutex done_mu_{LockRank::kExecDone};
   CondVar done_cv_;
+  bool host_waits_interrupted_ ABSL_GUARDED_BY(done_mu_) = false;
 };
 
 }  // namespace streampool::internal

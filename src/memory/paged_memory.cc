@@ -118,7 +118,7 @@ class DvppMemory final : public PhysicalMemory {
 }  // namespace
 
 struct DvppWindow::State {
-  mutable Mutex mu;
+  mutable Mutex mu{LockRank::kDvppWindow};
   std::vector<bool> used ABSL_GUARDED_BY(mu);
   uint64_t free_granules ABSL_GUARDED_BY(mu) = 0;
   // The whole reservation, unaligned (null until the first Take).

@@ -29,13 +29,22 @@
 // and a pop raises the true count; so a pop spends `allowance`, bytes the
 // pool has granted this cache to hand out without passing the high watermark:
 //     true used + Σ allowance <= used_high            (the pool's invariant)
-// A push earns back what it frees; the pool revokes allowances (under every
-// cache's lock) whenever a central allocation would break the invariant, and a
-// pop without enough allowance goes the slow way, which settles the watermark
-// exactly.
+// A push earns back what it frees; the pool revokes allowances (one cache's
+// lock at a time: allowance - bytes is constant under pushes and pops, so the
+// sum stays exact though the caches keep running) whenever a central
+// allocation would break the invariant, and a pop without enough allowance
+// goes the slow way, which settles the watermark exactly.
+//
+// Counters for readers without the lock. Statistics sum every cache of a
+// pool; locking each in turn under the pool's lock is what a stream's owner
+// would then wait for, so the cache publishes its byte count, its counters
+// and its bins' sizes as relaxed atomics, written only by the lock holder
+// (plain stores on the hot path, no read-modify-write) and read by anyone.
 #ifndef STREAMPOOL_SRC_POOL_FRONT_CACHE_H_
 #define STREAMPOOL_SRC_POOL_FRONT_CACHE_H_
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
@@ -81,19 +90,23 @@ class alignas(64) FrontCache {
     Bin* bin = Find(size);
     if (bin == nullptr || bin->count == 0 || allowance_ < size) return nullptr;
     allowance_ -= size;
-    bytes_ -= size;
-    ++allocs_;
-    return bin->entries[--bin->count].block;
+    bytes_ = bytes_ - size;
+    allocs_ = allocs_ + 1;
+    const uint32_t n = bin->count - 1;
+    bin->count = n;
+    return bin->entries[n].block;
   }
   // Pops the most recent block of `size` regardless of allowance (the pool's
   // slow path, which settles the watermark itself); null when there is none.
   Block* Take(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Bin* bin = Find(size);
     if (bin == nullptr || bin->count == 0) return nullptr;
-    bytes_ -= size;
+    bytes_ = bytes_ - size;
     allowance_ = allowance_ >= size ? allowance_ - size : 0;
-    ++allocs_;
-    return bin->entries[--bin->count].block;
+    allocs_ = allocs_ + 1;
+    const uint32_t n = bin->count - 1;
+    bin->count = n;
+    return bin->entries[n].block;
   }
   // Caches a LIVE block freed at (stream, f); false when full.
   bool Push(Block* b, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -112,11 +125,13 @@ class alignas(64) FrontCache {
       bin->size = size;
       hint_ = static_cast<uint8_t>(bin - bins_);
     }
-    if (bin->count == kDepth) return false;
-    bin->entries[bin->count++] = Entry{b, f};
-    bytes_ += size;
+    const uint32_t n = bin->count;
+    if (n == kDepth) return false;
+    bin->entries[n] = Entry{b, f};
+    bin->count = n + 1;
+    bytes_ = bytes_ + size;
     allowance_ += size;
-    ++frees_;
+    frees_ = frees_ + 1;
     return true;
   }
 
@@ -124,7 +139,8 @@ class alignas(64) FrontCache {
   template <typename Fn>
   void Drain(Fn fn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (Bin& bin : bins_) {
-      for (uint32_t i = 0; i < bin.count; ++i) fn(bin.entries[i]);
+      const uint32_t n = bin.count;
+      for (uint32_t i = 0; i < n; ++i) fn(bin.entries[i]);
       bin.count = 0;
     }
     bytes_ = 0;
@@ -132,22 +148,54 @@ class alignas(64) FrontCache {
   template <typename Fn>
   void ForEach(Fn fn) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const Bin& bin : bins_) {
-      for (uint32_t i = 0; i < bin.count; ++i) fn(bin.entries[i]);
+      const uint32_t n = bin.count;
+      for (uint32_t i = 0; i < n; ++i) fn(bin.entries[i]);
     }
   }
 
   uint64_t bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return bytes_; }
   uint64_t allowance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return allowance_; }
   void set_allowance(uint64_t a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { allowance_ = a; }
-  // Allocations served and frees taken here, since the cache was made.
-  uint64_t allocs() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return allocs_; }
-  uint64_t frees() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return frees_; }
   bool empty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return bytes_ == 0; }
 
+  // Without the lock: each value was true at some moment, not necessarily
+  // the same one (statistics).
+  uint64_t published_bytes() const { return bytes_; }
+  // Allocations served and frees taken here, since the cache was made.
+  uint64_t published_allocs() const { return allocs_; }
+  uint64_t published_frees() const { return frees_; }
+  // The largest size with a block in it.
+  uint64_t published_largest() const {
+    uint64_t largest = 0;
+    for (const Bin& bin : bins_) {
+      if (bin.count != 0) largest = std::max<uint64_t>(largest, bin.size);
+    }
+    return largest;
+  }
+
  private:
+  // A value the lock holder writes and anyone may read: a relaxed atomic
+  // that reads and assigns like the plain field it replaces (one writer, so
+  // x = x + 1 is a load and a store, never a locked instruction).
+  template <typename T>
+  class Published {
+   public:
+    Published() = default;
+    Published(T v) : v_(v) {}  // NOLINT: reads as the plain field it replaces
+    operator T() const { return v_.load(std::memory_order_relaxed); }  // NOLINT
+    Published& operator=(T v) {
+      v_.store(v, std::memory_order_relaxed);
+      return *this;
+    }
+
+   private:
+    std::atomic<T> v_{};
+  };
+
   struct Bin {
-    uint64_t size = 0;  // kept when the bin empties, until another size takes it
-    uint32_t count = 0;
+    // Kept when the bin empties, until another size takes it.
+    Published<uint64_t> size = 0;
+    Published<uint32_t> count = 0;
     Entry entries[kDepth];
   };
 
@@ -167,11 +215,12 @@ class alignas(64) FrontCache {
 
   const StreamIndex stream_;
   SpinLock& mu_;
-  Bin bins_[kSizes] ABSL_GUARDED_BY(mu_);
-  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Entries are the lock holder's; sizes and counts are published.
+  Bin bins_[kSizes];
+  Published<uint64_t> bytes_ = 0;
   uint64_t allowance_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t allocs_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t frees_ ABSL_GUARDED_BY(mu_) = 0;
+  Published<uint64_t> allocs_ = 0;
+  Published<uint64_t> frees_ = 0;
   uint8_t hint_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

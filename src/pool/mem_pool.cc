@@ -995,60 +995,51 @@ void MemPool::set_front_cache(bool on) {
   if (!on) FlushCaches();
 }
 
-void MemPool::LockCaches() const {
-  for (const std::unique_ptr<FrontCache>& c : caches_) c->mu().Lock();
-}
-
-void MemPool::UnlockCaches() const {
-  for (const std::unique_ptr<FrontCache>& c : caches_) c->mu().Unlock();
-}
-
 void MemPool::Reconcile(bool reset_high) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  LockCaches();
-  uint64_t cached = 0;
+  // One cache's lock at a time, never two (lock_rank.h): each revocation
+  // sets that cache's allowance - bytes to -bytes, and pushes and pops keep
+  // it there, so once every cache is done, used_ + cache_slack_ is the true
+  // used plus what caches took back since: the watermark never undercounts.
+  int64_t slack = 0;
   for (const std::unique_ptr<FrontCache>& c : caches_) {
-    cached += c->bytes();
+    SpinLockHolder lock(&c->mu());
     c->set_allowance(0);
+    slack -= static_cast<int64_t>(c->bytes());
   }
-  const uint64_t used = used_ - cached;
+  cache_slack_ = slack;
+  const uint64_t used = static_cast<uint64_t>(static_cast<int64_t>(used_) + slack);
   stats_.used_high = reset_high ? used : std::max(stats_.used_high, used);
-  cache_slack_ = -static_cast<int64_t>(cached);
-  UnlockCaches();
 }
 
-uint64_t MemPool::used() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+uint64_t MemPool::used() const {
+  // The caches' published counts, without their locks.
   uint64_t cached = 0;
-  LockCaches();
-  for (const std::unique_ptr<FrontCache>& c : caches_) cached += c->bytes();
-  UnlockCaches();
-  return used_ - cached;
+  for (const std::unique_ptr<FrontCache>& c : caches_) cached += c->published_bytes();
+  return used_ > cached ? used_ - cached : 0;
 }
 
 bool MemPool::HasPendingOn(StreamIndex s) const {
   if (s < frees_.size() && frees_[s] && !frees_[s]->index.empty()) return true;
   FrontCache* c = CacheOf(s);
-  if (c == nullptr) return false;
-  SpinLockHolder lock(&c->mu());
-  return !c->empty();
+  return c != nullptr && c->published_bytes() != 0;
 }
 
 PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   PoolStats s = stats_;
   s.reserved_bytes = reserved_;
   uint64_t cached = 0, largest_cached = 0;
-  LockCaches();
+  // What the caches publish, without their locks: a stream's owner never
+  // waits for statistics (lock_rank.h).
   for (const std::unique_ptr<FrontCache>& c : caches_) {
-    cached += c->bytes();
+    cached += c->published_bytes();
     // Pops are same-stream reuses; pushes are frees (counted nowhere else).
-    s.alloc_count += c->allocs();
-    s.reuse_same_stream += c->allocs();
-    s.free_count += c->frees();
-    c->ForEach([&largest_cached](const FrontCache::Entry& e) {
-      largest_cached = std::max(largest_cached, e.block->size());
-    });
+    const uint64_t allocs = c->published_allocs();
+    s.alloc_count += allocs;
+    s.reuse_same_stream += allocs;
+    s.free_count += c->published_frees();
+    largest_cached = std::max(largest_cached, c->published_largest());
   }
-  UnlockCaches();
-  s.used_bytes = used_ - cached;
+  s.used_bytes = used_ > cached ? used_ - cached : 0;
   for (const auto& [base, c] : chunks_) {
     s.huge_page_bytes += c->mapping.huge_page_bytes;
     s.transparent_huge_page_bytes += c->mapping.transparent_huge_page_bytes;
@@ -1158,24 +1149,24 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
   // Front caches: what they hold is LIVE to the central index; the
   // watermark invariant of front_cache.h holds and cache_slack_ is its sum.
+  // One cache's lock at a time (never two): allowance - bytes is constant
+  // under the pushes and pops that go on meanwhile, so the sum is exact.
   bool caches_ok = true;
   int64_t slack = 0;
-  uint64_t cached_total = 0, allowance_total = 0;
-  LockCaches();
   for (const std::unique_ptr<FrontCache>& c : caches_) {
+    SpinLockHolder lock(&c->mu());
     uint64_t bytes = 0;
     c->ForEach([&](const FrontCache::Entry& e) {
       if (e.block->state != BlockState::kLive || e.block->chunk->pool != this) caches_ok = false;
       bytes += e.block->size();
     });
-    caches_ok = caches_ok && bytes == c->bytes() && CacheOf(c->stream()) == c.get();
-    cached_total += bytes;
-    allowance_total += c->allowance();
+    caches_ok = caches_ok && bytes == c->bytes() && bytes <= used_ &&
+                CacheOf(c->stream()) == c.get();
     slack += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(bytes);
   }
-  UnlockCaches();
-  if (!caches_ok || slack != cache_slack_ || cached_total > used_ ||
-      used_ - cached_total + allowance_total > stats_.used_high) {
+  // true used + Σ allowance == used_ + slack <= UsedMemHigh.
+  if (!caches_ok || slack != cache_slack_ ||
+      static_cast<int64_t>(used_) + slack > static_cast<int64_t>(stats_.used_high)) {
     return false;
   }
   return reserved == reserved_ && used == used_ && live == live_blocks_ &&

@@ -25,9 +25,9 @@
 //
 // Thread safety: CacheAllocate and CacheFree may run on any thread at any
 // time, each taking only one cache's lock. Everything else is the central
-// path: the owning runtime serializes those calls (its lock is the pool's),
-// and they take cache locks as they need them (pool, then cache: never the
-// other way round).
+// path, run under the pool's own lock (central_mu()); it takes cache locks as
+// it needs them, one at a time (pool, then cache: never the other way round,
+// never two caches at once; src/util/lock_rank.h checks both).
 #ifndef STREAMPOOL_SRC_POOL_MEM_POOL_H_
 #define STREAMPOOL_SRC_POOL_MEM_POOL_H_
 
@@ -303,7 +303,7 @@ class MemPool {
   bool CheckInvariants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
  private:
-  mutable Mutex central_mu_;
+  mutable Mutex central_mu_{LockRank::kPool};
   std::atomic<int> pins_{0};
 
   // How a READY block's reuse counts for t (see Allocate).
@@ -346,13 +346,11 @@ class MemPool {
   }
   // c's blocks into the central index (c's lock held).
   void FlushInto(FrontCache& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu());
-  // Settles UsedMemHigh exactly (true used = used_ - Σ cached bytes) and
-  // revokes every cache's allowance, restoring
+  // Settles UsedMemHigh (true used = used_ - Σ cached bytes, taken one
+  // cache at a time) and revokes every cache's allowance, restoring
   //   used_ + cache_slack_ <= used_high   (see front_cache.h).
   // reset_high: UsedMemHigh := the true used (the attribute's reset).
   void Reconcile(bool reset_high);
-  void LockCaches() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  void UnlockCaches() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   StreamFrees& FreesOf(StreamIndex s);
   bool IsValid(const QueueEntry& e) const {

@@ -168,7 +168,7 @@ class PageMap {
 
   std::unique_ptr<std::atomic<Mid*>[]> root_;
   // Makes nodes and Subs; readers never take it.
-  Mutex grow_mu_;
+  Mutex grow_mu_{LockRank::kPageMapGrowth};
   std::vector<std::unique_ptr<Mid>> mids_;
   std::vector<std::pair<void*, size_t>> slabs_;
   char* slab_next_ = nullptr;

@@ -128,14 +128,13 @@ absl::Status Events::EventSynchronize(uint64_t e) {
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     // Proves nothing about our own streams: no pool changes.
     std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
-    if (seg->completed() < target) sync_.WaitIpc(seg, target);
+    if (seg->completed() < target) return sync_.WaitIpc(seg, target);
     return absl::OkStatus();
   }
   if (!(*ev)->recorded) return absl::OkStatus();
   const std::pair<StreamIndex, Position> point((*ev)->stream, (*ev)->position);
   const VectorClock proof = (*ev)->snapshot;
-  sync_.SyncPoint(point, proof);
-  return absl::OkStatus();
+  return sync_.SyncPoint(point, proof);
 }
 
 absl::Status Events::EventQuery(uint64_t e) {

@@ -325,12 +325,14 @@ uint64_t IpcEventSegment::completed() const {
   return shared_->completed.load(std::memory_order_acquire);
 }
 
-void IpcEventSegment::WaitComplete(uint64_t seq) const {
+void IpcEventSegment::WaitComplete(uint64_t seq, const std::atomic<bool>* cancel) const {
   for (;;) {
     const uint32_t w = shared_->wake.load(std::memory_order_acquire);
     if (completed() >= seq) return;
-    // The timeout only bounds how long a missed wake-up (a completer that
-    // died between its store and its wake) could delay us.
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return;
+    // The timeout bounds how long a missed wake-up (a completer that died
+    // between its store and its wake) could delay us, and how long a
+    // destroy waits for this call to see `cancel`.
     const timespec timeout{0, 50 * 1000 * 1000};
     Futex(&shared_->wake, FUTEX_WAIT, w, &timeout);
   }

@@ -180,7 +180,9 @@ class IpcEventSegment {
   uint64_t recorded() const;
   uint64_t completed() const;
   // Blocks the calling thread until completed() >= seq.
-  void WaitComplete(uint64_t seq) const;
+  // Returns once record `seq` has completed, or once *cancel is set (seen
+  // at the next poll).
+  void WaitComplete(uint64_t seq, const std::atomic<bool>* cancel = nullptr) const;
 
  private:
   struct Shared;

@@ -75,7 +75,7 @@ class Registry {
   // Initial-exec, as in_host_callback (runtime_core.h): read on every call.
   static inline thread_local FastCache fast_cache_ __attribute__((tls_model("initial-exec"))){};
 
-  mutable Mutex mu_;
+  mutable Mutex mu_{LockRank::kRegistry};
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Bumped by every Remove; per-thread caches from an older epoch are stale.
   std::atomic<uint64_t> epoch_{1};

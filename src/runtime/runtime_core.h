@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/exec/adapter_executor.h"
+#include "src/exec/thread_executor.h"
 #include "src/memory/memfd_memory.h"
 #include "src/memory/page_backing.h"
 #include "src/ordering/ordering.h"
@@ -143,6 +144,9 @@ struct RuntimeCore {
   Mutex& mu;
 
   bool destroyed = false;
+  // Set, without any lock, once a destroy has begun: a synchronize woken
+  // from its wait returns the destroyed runtime's error instead of going on.
+  std::atomic<bool> closing{false};
   // The ordering core's own lock (DESIGN.md, "Performance model"): it guards
   // the ordering core and the executor, so that an allocation the pool must
   // judge against other streams (reuse rules 2, 3 and 5) or grow for takes
@@ -150,7 +154,7 @@ struct RuntimeCore {
   // a pool's lock, this, a stream lock. Nothing is taken under it but stream
   // locks and the executor's own; nothing blocks under it but the simulator's
   // virtual waits.
-  Mutex order_mu;
+  Mutex order_mu{LockRank::kOrdering};
   // What is lock-free in the ordering core: a stream's lock, and pos(S).
   SpinLock& stream_lock(StreamIndex s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return ordering.stream_lock(s);
@@ -166,6 +170,8 @@ struct RuntimeCore {
   std::unique_ptr<Executor> executor ABSL_GUARDED_BY(order_mu);
   SimExecutor* sim ABSL_GUARDED_BY(order_mu) = nullptr;
   AdapterExecutor* adapter ABSL_GUARDED_BY(order_mu) = nullptr;
+  // The threads executor, whose host waits a destroy interrupts (else null).
+  ThreadExecutor* threads ABSL_GUARDED_BY(order_mu) = nullptr;
   // Position of the last op (not point) enqueued on each stream index.
   std::vector<Position> last_op ABSL_GUARDED_BY(order_mu);
   // Completion time of the op EnqueueOp enqueued last.

@@ -15,10 +15,14 @@ namespace streampool::internal {
 
 // Every entry point starts here. The host-function check must come before the
 // lock: host functions run while the runtime's lock is held.
+// The pass comes before the lock, so that it is let go after it: a destroyer
+// waiting for calls to leave never holds what they need to leave.
 #define SP_ENTER()                                                    \
   if (InHostCallback()) {                                             \
     return absl::UnimplementedError("API call from a host function"); \
   }                                                                   \
+  CallGate::Pass pass(gate_);                                         \
+  if (!pass.entered()) return Destroyed();                            \
   MutexLock lock(&mu_);                                               \
   if (absl::Status enter_status = Enter(); !enter_status.ok()) return enter_status
 
@@ -86,7 +90,9 @@ absl::Status RuntimeImpl::Init() {
       c.adapter = adapter.get();
       c.executor = std::move(adapter);
     } else if (config.executor == ExecutorKind::kThreads) {
-      c.executor = std::make_unique<ThreadExecutor>();
+      auto threads = std::make_unique<ThreadExecutor>();
+      c.threads = threads.get();
+      c.executor = std::move(threads);
     } else {
       auto sim = std::make_unique<SimExecutor>();
       c.sim = sim.get();
@@ -171,9 +177,30 @@ absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
   std::shared_ptr<RuntimeImpl> rt =
       Process::Default().registry().Remove(RuntimeIdOf(runtime_handle));
   if (rt == nullptr) return InvalidHandle("runtime", runtime_handle);
-  MutexLock lock(&rt->mu_);
-  rt->TearDown();
+  rt->Shutdown();
   return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::Destroyed() { return absl::NotFoundError("runtime destroyed"); }
+
+void RuntimeImpl::Shutdown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // New calls are refused from here on (they get a destroyed handle's error).
+  gate_.Close();
+  core_.closing.store(true, std::memory_order_seq_cst);
+  // Wake the calls blocked in a synchronize: they see `closing` and return
+  // that error too. Waits on another process's event poll the flag.
+  {
+    MutexLock order_lock(&core_.order_mu);
+    if (core_.threads != nullptr) core_.threads->InterruptHostWaits(true);
+  }
+  // No lock is held while calls leave: they may need any of them to.
+  gate_.Drain();
+  {
+    MutexLock order_lock(&core_.order_mu);
+    if (core_.threads != nullptr) core_.threads->InterruptHostWaits(false);
+  }
+  MutexLock lock(&mu_);
+  TearDown();
 }
 
 void RuntimeImpl::TearDown() {
@@ -193,7 +220,7 @@ void RuntimeImpl::TearDown() {
   // Work already enqueued completes (host functions run, Malloc frees
   // unmap), as a device reset would let it.
   if (running) {
-    sync_.WaitPoints(all);
+    (void)sync_.WaitPoints(all, /*interruptible=*/false);
     MutexLock order_lock(&c.order_mu);
     c.executor->RunDueEffects();
   }
@@ -208,6 +235,7 @@ void RuntimeImpl::TearDown() {
   c.executor.reset();
   c.sim = nullptr;
   c.adapter = nullptr;
+  c.threads = nullptr;
 }
 
 absl::Status RuntimeImpl::Enter() {
@@ -469,36 +497,47 @@ absl::StatusOr<void*> RuntimeImpl::ImportPointer(uint64_t pool, const PtrExportD
 
 absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
                                                    uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return Destroyed();
   AllocInfo info;
   absl::Status error;
   if (alloc_.TryMallocUnlocked(size, pool, s, &info, &error)) {
     if (!error.ok()) return error;
     return info;
   }
-  SP_ENTER();
+  MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
   return alloc_.MallocAsync(size, pool, s);
 }
 
 absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return Destroyed();
   Block* claimed;
   StreamIndex claimed_idx;
   Position claimed_f;
   if (alloc_.TryFreeFast(ptr, s, &claimed, &claimed_idx, &claimed_f)) return absl::OkStatus();
   if (claimed != nullptr) {
     // Ours already, at its point: only the central free is left, which no
-    // check can refuse now.
+    // check can refuse now (the runtime cannot be torn down while this call
+    // is inside).
     if (alloc_.TryFreeClaimed(claimed, claimed_idx, claimed_f)) return absl::OkStatus();
     MutexLock lock(&mu_);
     alloc_.FreeClaimed(claimed, claimed_idx, claimed_f);
     return absl::OkStatus();
   }
-  SP_ENTER();
+  MutexLock lock(&mu_);
+  if (absl::Status st = Enter(); !st.ok()) return st;
   return alloc_.FreeAsync(ptr, s);
 }
 
 uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // From a host function this thread already holds the lock.
   if (InHostCallback()) return core_.executor->Now();
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return 0;
   MutexLock lock(&mu_);
   MutexLock order_lock(&core_.order_mu);
   return core_.executor != nullptr ? core_.executor->Now() : 0;  // null once destroyed
@@ -507,41 +546,55 @@ uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 // ------------------------------------------------------------ observation
 
 RuntimeImpl::Introspection RuntimeImpl::Introspect() {
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return {};  // a destroyed runtime has nothing to show
   MutexLock lock(&mu_);
   return observation_.Introspect();
 }
 
 absl::StatusOr<StreamIndex> RuntimeImpl::StreamIndexOf(uint64_t s) {
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return Destroyed();
   MutexLock lock(&mu_);
   return streams_.StreamIndexOf(s);
 }
 
 void RuntimeImpl::EnableChecker(bool on, bool fatal) {
   if (InHostCallback()) return;
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return;
   MutexLock lock(&mu_);
   observation_.EnableChecker(on, fatal);
 }
 
 std::vector<streampool::CheckReport> RuntimeImpl::CheckReports() {
   if (InHostCallback()) return {};
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return {};
   MutexLock lock(&mu_);
   return observation_.CheckReports();
 }
 
 void RuntimeImpl::ClearCheckReports() {
   if (InHostCallback()) return;
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return;
   MutexLock lock(&mu_);
   observation_.ClearCheckReports();
 }
 
 void RuntimeImpl::RecordTimeline(bool on) {
   if (InHostCallback()) return;
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return;
   MutexLock lock(&mu_);
   observation_.RecordTimeline(on);
 }
 
 std::vector<TimelineEntry> RuntimeImpl::Timeline() {
   if (InHostCallback()) return {};
+  CallGate::Pass pass(gate_);
+  if (!pass.entered()) return {};
   MutexLock lock(&mu_);
   return observation_.Timeline();
 }

@@ -44,6 +44,7 @@
 #include "src/runtime/streams.h"
 #include "src/runtime/sync_protocol.h"
 #include "src/runtime/work.h"
+#include "src/util/call_gate.h"
 #include "src/util/mutex.h"
 #include "streampool/runtime.h"
 
@@ -158,6 +159,12 @@ class RuntimeImpl {
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Refuses calls on a destroyed runtime.
   absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error of a call on a destroyed runtime (a destroyed handle's).
+  static absl::Status Destroyed();
+  // Destroy's protocol (DESIGN.md, "Concurrency contract"): refuse new
+  // calls, wake the calls blocked in synchronize calls, wait until no call
+  // is inside, then tear down.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
   // Lets enqueued work complete, then frees everything (idempotent).
   void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -165,7 +172,10 @@ class RuntimeImpl {
   // executor inside the core have a lock of their own (RuntimeCore::order_mu),
   // pools theirs, streams a SpinLock each (src/README.md, "Locks").
   const uint32_t id_;
-  mutable Mutex mu_;
+  // Every entry point passes it before taking mu_; Shutdown closes and
+  // drains it.
+  CallGate gate_;
+  mutable Mutex mu_{LockRank::kRuntime};
   RuntimeCore core_ ABSL_GUARDED_BY(mu_);
   SyncProtocol sync_ ABSL_GUARDED_BY(mu_);
   Streams streams_ ABSL_GUARDED_BY(mu_);

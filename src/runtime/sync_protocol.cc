@@ -14,7 +14,7 @@ absl::Status SyncProtocol::SyncStreams(absl::Span<const StreamIndex> streams) {
       proofs.push_back(c_.ordering.clock(s));
     }
   }
-  WaitPoints(points);
+  if (absl::Status st = WaitPoints(points); !st.ok()) return st;
   Complete(proofs, /*release=*/true);
   return absl::OkStatus();
 }
@@ -32,40 +32,61 @@ void SyncProtocol::Complete(absl::Span<const VectorClock> proofs, bool release) 
   c_.pools.AfterCompletion(done, release);
 }
 
-void SyncProtocol::WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SyncProtocol::WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points,
+                                      bool interruptible) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   std::vector<std::pair<StreamIndex, Position>> ops;
+  ThreadExecutor* threads;
   Executor* executor;
   {
     MutexLock order_lock(&c_.order_mu);
     executor = c_.executor.get();
+    threads = c_.threads;
     if (!executor->blocks_host()) {
       // Virtual time: the simulator runs to the points under the ordering
       // core's lock (it is not thread safe); nothing really blocks.
       for (const auto& [s, p] : points) executor->WaitFor(s, c_.OpAtOrBefore(s, p));
-      return;
+      return absl::OkStatus();
     }
     for (const auto& [s, p] : points) ops.emplace_back(s, c_.OpAtOrBefore(s, p));
   }
   // Workers run effects that take the runtime's lock (Malloc memory going
-  // back), and other host threads go on meanwhile.
+  // back), and other host threads go on meanwhile. A destroy cannot free the
+  // executor under us: it waits for this call to leave, after waking it.
   c_.mu.Unlock();
-  for (const auto& [s, p] : ops) executor->WaitFor(s, p);
+  for (const auto& [s, p] : ops) {
+    if (threads != nullptr && interruptible) {
+      if (!threads->HostWaitFor(s, p)) break;
+    } else {
+      executor->WaitFor(s, p);
+    }
+  }
   c_.mu.Lock();
+  return Interrupted(interruptible);
 }
 
-void SyncProtocol::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg,
-                           uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status SyncProtocol::Interrupted(bool interruptible) const {
+  if (interruptible && c_.closing.load(std::memory_order_acquire)) {
+    return absl::NotFoundError("runtime destroyed while the call waited");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncProtocol::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg,
+                                   uint64_t seq) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Another process completes it; other host threads may use the runtime
-  // meanwhile (and our own workers may need the lock).
+  // meanwhile (and our own workers may need the lock). A destroy ends the
+  // wait at the segment's next poll.
   c_.mu.Unlock();
-  seg->WaitComplete(seq);
+  seg->WaitComplete(seq, &c_.closing);
   c_.mu.Lock();
+  return Interrupted(/*interruptible=*/true);
 }
 
-void SyncProtocol::SyncPoint(std::pair<StreamIndex, Position> point, const VectorClock& proof) {
-  WaitPoints({&point, 1});
+absl::Status SyncProtocol::SyncPoint(std::pair<StreamIndex, Position> point,
+                                     const VectorClock& proof) {
+  if (absl::Status st = WaitPoints({&point, 1}); !st.ok()) return st;
   Complete({&proof, 1}, /*release=*/true);
+  return absl::OkStatus();
 }
 
 void SyncProtocol::Proven(const VectorClock& proof) { Complete({&proof, 1}, /*release=*/false); }

@@ -33,21 +33,27 @@ class SyncProtocol {
   // complete (later work, enqueued by other host threads meanwhile, is not).
   absl::Status SyncStreams(absl::Span<const StreamIndex> streams);
   // Waits for one point and proves `proof` (an event's snapshot) complete.
-  void SyncPoint(std::pair<StreamIndex, Position> point, const VectorClock& proof);
+  absl::Status SyncPoint(std::pair<StreamIndex, Position> point, const VectorClock& proof);
   // What a query observed complete: marked, and pools promote (no release:
   // queries are not sync actions).
   void Proven(const VectorClock& proof);
   // Blocks until every (stream, position) has completed; the lock is released
-  // meanwhile when the executor really blocks.
-  void WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points);
+  // meanwhile when the executor really blocks. Interruptible waits (every
+  // synchronize call's) end early when the runtime is being destroyed, with
+  // the destroyed runtime's error; the teardown's own wait is not.
+  absl::Status WaitPoints(absl::Span<const std::pair<StreamIndex, Position>> points,
+                          bool interruptible = true);
   // Blocks, with the lock released, until another process's segment has
-  // completed record `seq`.
-  void WaitIpc(const std::shared_ptr<IpcEventSegment>& seg, uint64_t seq);
+  // completed record `seq` (or the runtime is being destroyed: its error).
+  absl::Status WaitIpc(const std::shared_ptr<IpcEventSegment>& seg, uint64_t seq);
 
  private:
   // Marks the proofs complete in the ordering core, then promotes (and, for
   // a sync action, runs due effects first and releases after) in the pools.
   void Complete(absl::Span<const VectorClock> proofs, bool release);
+  // The destroyed runtime's error once a destroy has begun (interruptible
+  // waits only), else OK. Called with the lock held again.
+  absl::Status Interrupted(bool interruptible) const;
 
   RuntimeCore& c_;
 };

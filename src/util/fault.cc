@@ -12,7 +12,7 @@ struct Counter {
 };
 
 Mutex& Mu() {
-  static Mutex* mu = new Mutex;  // lives as long as the process
+  static Mutex* mu = new Mutex(LockRank::kFaultHook);  // lives as long as the process
   return *mu;
 }
 

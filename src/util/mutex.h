@@ -12,17 +12,32 @@
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "src/util/lock_rank.h"
 
 namespace streampool::internal {
 
+// Every Mutex has its rank in the library's lock order (lock_rank.h),
+// checked on each Lock in debug and sanitizer builds.
 class ABSL_LOCKABLE Mutex {
  public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  explicit Mutex(LockRank rank) : rank_(rank) {}
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    LockRankAcquired(rank_, this);
+    mu_.lock();
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    LockRankReleased(this);
+  }
+  LockRank rank() const { return rank_; }
 
  private:
   friend class CondVar;
   std::mutex mu_;
+  const LockRank rank_;
 };
 
 // Waits for a condition guarded by a Mutex (the one blocking lock type: the
@@ -30,7 +45,8 @@ class ABSL_LOCKABLE Mutex {
 class CondVar {
  public:
   // Releases *mu while waiting; holds it again on return. Spurious wakeups
-  // happen: callers loop on their condition.
+  // happen: callers loop on their condition. The lock order check keeps *mu
+  // as held throughout: this thread takes nothing else until it returns.
   void Wait(Mutex* mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);

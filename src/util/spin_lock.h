@@ -16,19 +16,28 @@
 #include <atomic>
 
 #include "absl/base/thread_annotations.h"
+#include "src/util/lock_rank.h"
 
 namespace streampool::internal {
 
 class ABSL_LOCKABLE SpinLock {
  public:
+  // Stream locks are the only spin locks; the rank is fixed so the lock
+  // stays one byte of state.
+  static constexpr LockRank kRank = LockRank::kStream;
+
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    LockRankAcquired(kRank, this);
     while (locked_.exchange(true, std::memory_order_acquire)) {
       for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
         if (spins >= 64) sched_yield();
       }
     }
   }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { locked_.store(false, std::memory_order_release); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    locked_.store(false, std::memory_order_release);
+    LockRankReleased(this);
+  }
 
  private:
   std::atomic<bool> locked_{false};

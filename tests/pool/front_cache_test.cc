@@ -44,8 +44,8 @@ TEST_F(FrontCacheTest, PopsTheMostRecentFreeOfExactlyTheSize) {
   EXPECT_EQ(cache_.Pop(256), nullptr);
   EXPECT_EQ(cache_.Pop(512), c);
   EXPECT_TRUE(cache_.empty());
-  EXPECT_EQ(cache_.allocs(), 3u);
-  EXPECT_EQ(cache_.frees(), 3u);
+  EXPECT_EQ(cache_.published_allocs(), 3u);
+  EXPECT_EQ(cache_.published_frees(), 3u);
 }
 
 TEST_F(FrontCacheTest, APopNeedsTheAllowanceItsPushesEarned) {
