@@ -274,7 +274,8 @@ class STREAMPOOL_EXPORT Runtime {
   absl::Status EventSynchronize(EventId e);
   /// OK when the latest record completed (or never recorded), else kUnavailable.
   absl::Status EventQuery(EventId e);
-  /// Milliseconds (virtual with the simulator) between two completed records.
+  /// Milliseconds (virtual with the simulator) between two completed records;
+  /// kInvalidArgument if either is at UINT64_MAX, past representable time.
   absl::StatusOr<float> EventElapsedMs(EventId start, EventId end);
   /// Waits for every stream of `device`; a synchronize action.
   absl::Status DeviceSynchronize(int device);
@@ -301,7 +302,8 @@ class STREAMPOOL_EXPORT Runtime {
   /// Sets `bytes` of `dst` to (unsigned char)value, timed and moved like
   /// MemcpyAsync.
   absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s);
-  /// The host spends `ns` (virtual time with the simulator).
+  /// The host spends `ns` (virtual time with the simulator); kInvalidArgument,
+  /// and no time spent, if host time would reach UINT64_MAX.
   absl::Status HostAdvance(uint64_t ns);
   /// Host time now in ns (virtual with the simulator).
   uint64_t HostNow() const;

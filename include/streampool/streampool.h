@@ -179,7 +179,8 @@ SP_API spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAcces
 /** fn(userData) runs on the host once the host observes the op complete, in
  * (completion time, enqueue order). */
 SP_API spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) SP_NOEXCEPT;
-/** The host spends ns of virtual time. */
+/** The host spends ns of virtual time; spErrorInvalidValue, and no time
+ * spent, if host time would reach UINT64_MAX (README: virtual time saturates). */
 SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) SP_NOEXCEPT;
 /** Host time now in ns: virtual with the simulator, steady-clock with threads. */
 SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns) SP_NOEXCEPT;
@@ -190,7 +191,8 @@ SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStrea
  * moved like spMemcpyAsync. */
 SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) SP_NOEXCEPT;
 /** Virtual milliseconds between two completed records (spErrorNotReady while
- * either is incomplete, spErrorInvalidResourceHandle if never recorded). */
+ * either is incomplete, spErrorInvalidResourceHandle if never recorded,
+ * spErrorInvalidValue if either is at UINT64_MAX, past representable time). */
 SP_API spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) SP_NOEXCEPT;
 
 /* ------------------------------------------------------------------- pools */

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "src/util/check.h"
+#include "src/util/sat_time.h"
 
 namespace streampool::internal {
 
@@ -103,9 +104,7 @@ TimeNs AdapterExecutor::Now() const {
                                  .count());
 }
 
-void AdapterExecutor::HostAdvance(TimeNs ns) {
-  std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
-}
+void AdapterExecutor::HostAdvance(TimeNs ns) { std::this_thread::sleep_for(ToChronoNs(ns)); }
 
 void AdapterExecutor::RunDueEffects() {
   std::vector<std::function<void()>> due;

@@ -5,6 +5,7 @@
 
 #include "src/util/check.h"
 #include "src/util/fault.h"
+#include "src/util/sat_time.h"
 
 namespace streampool::internal {
 namespace {
@@ -169,9 +170,7 @@ TimeNs ThreadExecutor::Now() const {
                                  .count());
 }
 
-void ThreadExecutor::HostAdvance(TimeNs ns) {
-  std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
-}
+void ThreadExecutor::HostAdvance(TimeNs ns) { std::this_thread::sleep_for(ToChronoNs(ns)); }
 
 void ThreadExecutor::Run(Worker* wp) {
   Worker& w = *wp;
@@ -194,7 +193,7 @@ void ThreadExecutor::Run(Worker* wp) {
     if (item.op.effect) {
       item.op.effect();
     } else if (item.op.duration_ns != 0) {
-      std::this_thread::sleep_for(std::chrono::nanoseconds(item.op.duration_ns));
+      std::this_thread::sleep_for(ToChronoNs(item.op.duration_ns));
     }
     {
       // Positions skip points that are not ops (allocations, frees): those

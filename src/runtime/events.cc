@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/util/check.h"
+#include "src/util/sat_time.h"
 
 namespace streampool::internal {
 
@@ -175,6 +176,13 @@ absl::StatusOr<float> Events::EventElapsedMs(uint64_t start, uint64_t end) {
   if (c_.executor->CompletedPosition((*a)->stream) < (*a)->position ||
       c_.executor->CompletedPosition((*b)->stream) < (*b)->position) {
     return absl::UnavailableError("event's record has not completed");
+  }
+  // A record at kTimeNever stands for a time past representable time (its
+  // stream's end saturated): its true time is unknown, so any difference
+  // reported would be made up.
+  if ((*a)->end == kTimeNever || (*b)->end == kTimeNever) {
+    return absl::InvalidArgumentError(
+        "elapsed time of a record past the end of representable virtual time");
   }
   const double ns = static_cast<double>((*b)->end) - static_cast<double>((*a)->end);
   return static_cast<float>(ns / 1e6);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/util/check.h"
+#include "src/util/sat_time.h"
 
 namespace streampool::internal {
 
@@ -102,7 +103,7 @@ absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint6
   if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kCopy;
-  op.duration_ns = bytes * 1000 / c_.config.copy_bytes_per_us;
+  op.duration_ns = TransferNs(bytes);
   op.effect = MemoryEffect(dst, src, 0, bytes);
   const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, src, bytes, /*write=*/false);
@@ -124,15 +125,31 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
   if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kFill;
-  op.duration_ns = bytes * 1000 / c_.config.copy_bytes_per_us;
+  op.duration_ns = TransferNs(bytes);
   op.effect = MemoryEffect(dst, nullptr, value, bytes);
   const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
   return absl::OkStatus();
 }
 
+uint64_t Work::TransferNs(uint64_t bytes) const {
+  // Saturates rather than refusing: a copy too long for representable time is
+  // a valid op that never completes by host time advancing (as a kernel of
+  // such a duration), and the bytes it names passed the range checks.
+  return SatMulDiv(bytes, 1000, c_.config.copy_bytes_per_us);
+}
+
 absl::Status Work::HostAdvance(uint64_t ns) {
   MutexLock order_lock(&c_.order_mu);
+  // Refused rather than saturated: the caller asked for a time that is not
+  // representable, and silently spending less would leave it reasoning about
+  // a host time it does not have. (The per-call cost, a setting rather than a
+  // request, saturates instead: see SimExecutor::HostAdvance.)
+  if (!AdvanceFits(c_.executor->Now(), ns)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host advance of ", ns, " ns from ", c_.executor->Now(),
+                     " ns would reach the end of representable time"));
+  }
   c_.ChargeCallLocked();
   c_.executor->HostAdvance(ns);
   return absl::OkStatus();

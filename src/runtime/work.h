@@ -38,6 +38,8 @@ class Work {
   // An effect that copies or fills, skipping bytes that are not touchable
   // (address-only memory, or runtime memory unmapped since the enqueue).
   std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes);
+  // How long a copy or fill of `bytes` lasts at the configured bandwidth.
+  uint64_t TransferNs(uint64_t bytes) const;
   // Reports of accesses a copy or fill makes to memory of this runtime.
   void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.order_mu);

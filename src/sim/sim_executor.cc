@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "src/util/check.h"
+#include "src/util/sat_time.h"
 
 namespace streampool::internal {
 
@@ -38,7 +39,10 @@ TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   TimeNs start = std::max(now_, st.last_end);
   if (op.wait_stream != kNoStream) start = std::max(start, EndOf(op.wait_stream, op.wait_position));
   for (const auto& [ws, wp] : op.implicit_waits) start = std::max(start, EndOf(ws, wp));
-  const TimeNs end = start + op.duration_ns;
+  // Saturates: an end past representable time stays kTimeNever, which no
+  // advance of host time reaches (HostAdvance), so the op never reads as
+  // complete before it ends.
+  const TimeNs end = SatAddNs(start, op.duration_ns);
   st.last_end = end;
   st.last_position = position;
   if (end > now_) st.incomplete.push_back(Pending{position, end});
@@ -65,7 +69,10 @@ void SimExecutor::WaitFor(StreamIndex s, Position position) {
 }
 
 void SimExecutor::HostAdvance(TimeNs ns) {
-  now_ += ns;
+  // Saturates short of kTimeNever: reaching it would complete every op whose
+  // end saturated. Only waiting for such an op takes the host there (WaitFor),
+  // and from there host time stays put.
+  if (now_ < kLatestAdvance) now_ = std::min(SatAddNs(now_, ns), kLatestAdvance);
   RunDueEffects();
 }
 

@@ -6,6 +6,11 @@
 // "is (S, p) complete" is "end(S, p) <= host now". Host time moves only by
 // HostAdvance and WaitFor; nothing here reads a real clock, so the same program
 // gives the same timeline bit for bit.
+//
+// Time saturates (src/util/sat_time.h): an end past representable time is
+// kTimeNever, HostAdvance stops at kLatestAdvance, just short of it, and only
+// WaitFor on such an op takes the host to kTimeNever. So an op never reads as
+// complete before its end, and host time never goes backwards.
 #ifndef STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
 #define STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_
 
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "src/util/ring.h"
+#include "src/util/sat_time.h"
 #include "streampool/executor.h"
 
 namespace streampool::internal {

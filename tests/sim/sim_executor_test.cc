@@ -8,10 +8,14 @@
 // (end time, enqueue order).
 #include "src/sim/sim_executor.h"
 
+#include <chrono>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "src/util/sat_time.h"
 #include "streampool/executor.h"
 
 namespace streampool::internal {
@@ -300,6 +304,147 @@ TEST_F(SimExecutorTest, SameProgramSameTimeline) {
   const std::vector<TimeNs> ea = run(a);
   EXPECT_EQ(ea, run(b));
   EXPECT_EQ(ea, (std::vector<TimeNs>{30, 70, 70, 70, 73, 73}));
+}
+
+// ------------------------------------------------------- saturating time
+//
+// Every sum of times stops at kTimeNever ("not within representable time");
+// spending host time stops at kLatestAdvance, one below, so an op whose end
+// saturated completes only for a WaitFor, which takes the host to kTimeNever.
+
+TEST(SatTimeTest, AddSaturatesAtTheEndOfTime) {
+  EXPECT_EQ(SatAddNs(1, 2), 3u);
+  EXPECT_EQ(SatAddNs(kTimeNever - 3, 3), kTimeNever);
+  EXPECT_EQ(SatAddNs(kTimeNever - 3, 2), kTimeNever - 1);
+  EXPECT_EQ(SatAddNs(1000, kTimeNever - 5), kTimeNever);
+  EXPECT_EQ(SatAddNs(kTimeNever, kTimeNever), kTimeNever);
+  EXPECT_EQ(SatAddNs(kTimeNever, 0), kTimeNever);
+}
+
+TEST(SatTimeTest, MulDivIsExactWhereTheProductAloneOverflows) {
+  EXPECT_EQ(SatMulDiv(5, 1000, 3), 1666u);
+  EXPECT_EQ(SatMulDiv(0, 1000, 1), 0u);
+  EXPECT_EQ(SatMulDiv(kTimeNever, 0, 7), 0u);
+  const uint64_t k2to60 = uint64_t{1} << 60;
+  EXPECT_EQ(SatMulDiv(k2to60, 1000, 1000), k2to60);
+  EXPECT_EQ(SatMulDiv(k2to60, 1000, 1), kTimeNever);
+  EXPECT_EQ(SatMulDiv(kTimeNever, 1000, 1000), kTimeNever);
+  EXPECT_EQ(SatMulDiv(kTimeNever, 1000, 1001), 18428315757951600014u);
+  EXPECT_EQ(SatMulDiv(kTimeNever, 2, 3), 12297829382473034410u);
+  EXPECT_EQ(SatMulDiv(uint64_t{1} << 63, 3, 2), uint64_t{3} << 62);
+  // A remainder close to the divisor, both above 2^64 / 1000.
+  const uint64_t c = (uint64_t{1} << 62) + 3;
+  EXPECT_EQ(SatMulDiv(2 * c - 1, 1000, c), 1999u);
+  EXPECT_EQ(SatMulDiv(kTimeNever, 1000, kTimeNever - 1), 1000u);
+  EXPECT_EQ(SatMulDiv(kTimeNever, kTimeNever, kTimeNever), kTimeNever);
+  EXPECT_EQ(SatMulDiv(kTimeNever - 1, kTimeNever, kTimeNever), kTimeNever - 1);
+}
+
+#ifdef __SIZEOF_INT128__
+TEST(SatTimeTest, MulDivAgreesWithWideArithmetic) {
+  std::mt19937_64 rng(20261126);
+  // Operands of every magnitude, so that both the exact and the saturated
+  // outcomes, and every remainder size, come up.
+  auto draw = [&rng] { return rng() >> (rng() % 64); };
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t a = draw();
+    const uint64_t b = draw();
+    const uint64_t c = draw() | 1;
+    const unsigned __int128 wide = static_cast<unsigned __int128>(a) * b / c;
+    const uint64_t want = wide > kTimeNever ? kTimeNever : static_cast<uint64_t>(wide);
+    ASSERT_EQ(SatMulDiv(a, b, c), want) << a << " * " << b << " / " << c;
+  }
+}
+#endif
+
+TEST(SatTimeTest, AdvanceFitsOnlyShortOfTheEndOfTime) {
+  EXPECT_TRUE(AdvanceFits(1000, kLatestAdvance - 1000));
+  EXPECT_FALSE(AdvanceFits(1000, kTimeNever - 1000));
+  EXPECT_FALSE(AdvanceFits(1000, kTimeNever));
+  EXPECT_FALSE(AdvanceFits(kLatestAdvance, 1));
+  EXPECT_TRUE(AdvanceFits(kLatestAdvance, 0));
+  EXPECT_TRUE(AdvanceFits(kTimeNever, 0));
+  EXPECT_FALSE(AdvanceFits(kTimeNever, 1));
+}
+
+TEST(SatTimeTest, SleepsNeverTurnNegative) {
+  EXPECT_EQ(ToChronoNs(5), std::chrono::nanoseconds(5));
+  EXPECT_EQ(ToChronoNs(uint64_t{1} << 63), std::chrono::nanoseconds::max());
+  EXPECT_EQ(ToChronoNs(kTimeNever), std::chrono::nanoseconds::max());
+}
+
+TEST_F(SimExecutorTest, AnEndPastRepresentableTimeSaturates) {
+  AddStreams(1);
+  sim_.HostAdvance(1000);
+  EXPECT_EQ(Enq(0, Kernel(kTimeNever - 5)), kTimeNever);
+  EXPECT_EQ(sim_.LastEnd(0), kTimeNever);
+  EXPECT_EQ(sim_.EndOf(0, 1), kTimeNever);
+  EXPECT_EQ(sim_.CompletedPosition(0), 0u);
+  // Later ops of the stream end there too, never earlier.
+  EXPECT_EQ(Enq(0, Kernel(10)), kTimeNever);
+  EXPECT_EQ(Enq(0, Marker()), kTimeNever);
+  sim_.HostAdvance(1);
+  EXPECT_EQ(sim_.CompletedPosition(0), 0u);
+}
+
+TEST_F(SimExecutorTest, HostAdvanceSaturatesShortOfTheEndOfTime) {
+  AddStreams(1);
+  std::vector<std::string> log;
+  Enq(0, WithEffect(Kernel(kTimeNever), &log, "never"));
+  sim_.HostAdvance(1000);
+  sim_.HostAdvance(kTimeNever);
+  EXPECT_EQ(sim_.Now(), kLatestAdvance);
+  sim_.HostAdvance(kTimeNever);
+  EXPECT_EQ(sim_.Now(), kLatestAdvance);
+  EXPECT_EQ(sim_.CompletedPosition(0), 0u);
+  EXPECT_TRUE(log.empty());
+}
+
+TEST_F(SimExecutorTest, OnlyWaitForTakesTheHostToTheEndOfTime) {
+  AddStreams(1);
+  std::vector<std::string> log;
+  sim_.HostAdvance(1000);
+  Enq(0, WithEffect(Kernel(kTimeNever - 5), &log, "never"));
+  sim_.WaitFor(0, 1);
+  EXPECT_EQ(sim_.Now(), kTimeNever);
+  EXPECT_EQ(sim_.CompletedPosition(0), 1u);
+  EXPECT_EQ(log, std::vector<std::string>{"never"});
+  // From there, spending time moves nothing, and never backwards.
+  sim_.HostAdvance(5);
+  EXPECT_EQ(sim_.Now(), kTimeNever);
+  // What is enqueued at the end of time ends there: complete at once.
+  EXPECT_EQ(Enq(0, Kernel(10)), kTimeNever);
+  EXPECT_EQ(sim_.CompletedPosition(0), 2u);
+}
+
+TEST_F(SimExecutorTest, AWaitForASaturatedEndInheritsIt) {
+  AddStreams(3);
+  sim_.HostAdvance(1000);
+  Enq(0, Kernel(kTimeNever - 5));  // (0, 1) ends kTimeNever
+  EXPECT_EQ(Enq(1, Wait(0, 1)), kTimeNever);
+  OpDesc implicit = Kernel(1);
+  implicit.implicit_waits.emplace_back(0, 1);
+  EXPECT_EQ(Enq(2, std::move(implicit)), kTimeNever);
+  sim_.HostAdvance(kTimeNever);
+  EXPECT_EQ(sim_.CompletedPosition(1), 0u);
+  EXPECT_EQ(sim_.CompletedPosition(2), 0u);
+}
+
+TEST_F(SimExecutorTest, TimelineEndsNeverPrecedeStarts) {
+  AddStreams(1);
+  sim_.set_record_timeline(true);
+  sim_.HostAdvance(1000);
+  Enq(0, Kernel(kTimeNever - 5));
+  Enq(0, Kernel(kTimeNever));
+  sim_.RecordPoint(0, next_[0]++, OpKind::kFreeMarker);
+  ASSERT_EQ(sim_.timeline().size(), 3u);
+  for (const SimExecutor::TimelineEntry& e : sim_.timeline()) {
+    EXPECT_LE(e.enqueued, e.start);
+    EXPECT_LE(e.start, e.end);
+  }
+  EXPECT_EQ(sim_.timeline()[0].start, 1000u);
+  EXPECT_EQ(sim_.timeline()[0].end, kTimeNever);
+  EXPECT_EQ(sim_.timeline()[2].start, kTimeNever);
 }
 
 }  // namespace
