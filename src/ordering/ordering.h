@@ -7,10 +7,28 @@
 //             is ordered after; VC(S)[S] == pos(S).
 //   done      for each R, the highest position of R proven complete.
 //
-// Happens-before of a free point (S, f) and the next op of T is the O(1) test
+// Happens-before of a free point (S, f) and the next op of T is the test
 // VC(T)[S] >= f. Because clocks are joined whole, they are transitively
 // closed: proving (S, p) complete proves (R, VC_p(S)[R]) for every R by one
 // join into `done`.
+//
+// The legacy stream as one epoch. A legacy op is ordered after all prior work
+// of every blocking stream of its device, and a blocking stream's next op
+// after it; joined as values, N blocking streams would each carry N entries.
+// Instead the legacy stream's clock is a copy-on-write table (ClockTrie) of
+// its device: a legacy op raises, for each blocking stream whose position
+// moved since, that stream's entry and what its clock holds (reading every
+// blocking stream's position, copying no clock), and a blocking stream's op
+// after a legacy op joins a reference to the table as it stands (a
+// SharedClock: "ordered after legacy position L"). Questions about a blocking
+// stream answer through that reference, a legacy stream's through its table
+// and its device's blocking positions (about any other stream, through
+// their clocks, as its next op would join them). Clocks otherwise hold
+// entries only for streams an order was established with (vector_clock.h),
+// so memory grows with interaction: each blocking stream costs its own
+// entries and one reference, and each table version kept alive by a
+// reference costs one copied path. The values every question answers are
+// those of dense clocks joined whole.
 //
 // Slot reuse. A stream index is a slot, not a name. A destroyed stream's slot
 // is retired, and the runtime hands it back (ReuseSlot) once the executor
@@ -22,9 +40,9 @@
 // incarnation forever, so an event snapshot, a clock entry or a free point of
 // the dead stream never reads as its successor's, and every statement about
 // the old positions stays true — they are complete, and the successor is
-// ordered after them at no cost. Clocks are therefore as wide as the most
-// streams alive at once (plus those destroyed with work still running), not as
-// every stream ever made.
+// ordered after them at no cost. Slots are therefore as many as the most
+// streams alive at once (plus those destroyed with work still running), not
+// as every stream ever made.
 #ifndef STREAMPOOL_SRC_ORDERING_ORDERING_H_
 #define STREAMPOOL_SRC_ORDERING_ORDERING_H_
 
@@ -63,6 +81,10 @@ class Ordering {
   void ReuseSlot(StreamIndex s);
   // Slots ever made: live, retired or free (the clock width bound).
   size_t stream_count() const { return streams_.size(); }
+  // Clock entries held (stream clocks, legacy tables, done), each shared
+  // table node once: what memory clocks cost, for tests and tools. Walks
+  // every clock.
+  size_t ClockEntries() const;
   int device(StreamIndex s) const { return streams_[s].device; }
   StreamKind kind(StreamIndex s) const { return streams_[s].kind; }
 
@@ -100,12 +122,9 @@ class Ordering {
 
   Position pos(StreamIndex s) const { return streams_[s].pos.load(std::memory_order_acquire); }
   // VC(s), own entry included (points advance pos(s) without touching the
-  // stored clock, whose own entry may lag).
-  VectorClock clock(StreamIndex s) const {
-    VectorClock c = streams_[s].clock;
-    c.Raise(s, pos(s));
-    return c;
-  }
+  // stored clock, which has no own entry). A copy that shares the legacy
+  // tables it refers to.
+  VectorClock clock(StreamIndex s) const;
   // VC(t)[s] for t's next op, including the legacy-stream join that op would
   // make. Used by the pool before the op exists.
   Position OrderedAfter(StreamIndex t, StreamIndex s) const;
@@ -129,26 +148,46 @@ class Ordering {
     // Advanced under `lock` (ops and points alike); read anywhere.
     std::atomic<Position> pos{0};
     mutable SpinLock lock;
+    // VC(s) but its own entry, which pos(s) gives. Empty for a legacy
+    // stream, whose clock is its device's table.
     VectorClock clock;
-    // pos(legacy) last joined, so that ordinary ops skip the O(#streams) join
-    // while the legacy stream is idle.
+    // pos(legacy) last joined, so that ordinary ops skip the join while the
+    // legacy stream is idle.
     Position legacy_seen = 0;
     bool retired = false;
   };
+  // A blocking stream of a device, live or destroyed (its work still runs).
+  struct BlockingStream {
+    StreamIndex stream;
+    // A position of it the legacy clock is known to hold, so that a legacy
+    // op skips, by one comparison, the streams that did not move.
+    Position seen;
+  };
+  struct DeviceState {
+    StreamIndex legacy = kNoStream;
+    // VC(legacy) but its own entry; `version` grows with every change.
+    ClockTrie legacy_clock;
+    uint64_t version = 0;
+    // The latest snapshot of each other device's legacy clock joined into
+    // this one: a later one joins only what changed since.
+    absl::InlinedVector<SharedClock, 1> folded;
+    std::vector<BlockingStream> blocking;  // ascending by stream
+  };
 
-  StreamIndex LegacyOf(int device) const;
-  // VC(b)[s], own entry from pos(b).
-  Position Entry(StreamIndex b, StreamIndex s) const {
-    return b == s ? pos(b) : streams_[b].clock.Get(s);
+  StreamIndex LegacyOf(int device) const {
+    return static_cast<size_t>(device) < devices_.size() ? devices_[device].legacy : kNoStream;
   }
-  // Joins VC(b), own entry included, into `into`.
-  void JoinClockOf(StreamIndex b, VectorClock& into) const {
-    into.Join(streams_[b].clock);
-    into.Raise(b, pos(b));
+  // VC(legacy) as it stands, by reference.
+  SharedClock LegacySnapshot(const DeviceState& d) const {
+    return SharedClock{d.legacy, pos(d.legacy), d.version, d.legacy_clock};
   }
+  void RaiseLegacy(DeviceState& d, StreamIndex s, Position p);
+  // Joins `c` into the legacy clock of `d`.
+  void FoldIntoLegacy(DeviceState& d, const VectorClock& c);
+  void FoldSharedIntoLegacy(DeviceState& d, const SharedClock& shared);
 
   StableVector<StreamState> streams_;
-  std::vector<StreamIndex> legacy_by_device_;  // kNoStream where none yet
+  std::vector<DeviceState> devices_;  // by device, made as streams name them
   VectorClock done_;
   // Retired slots handed back for reuse (last in, first out).
   std::vector<StreamIndex> free_slots_;
