@@ -137,6 +137,16 @@ class Ordering {
   Position done(StreamIndex s) const { return done_.Get(s); }
   const VectorClock& done() const { return done_; }
 
+  // The device's legacy stream (kNoStream before it is made), and each
+  // blocking stream of the device: what the legacy-stream rule relates, so
+  // that a caller iterates those, not every slot.
+  StreamIndex legacy_stream(int device) const { return LegacyOf(device); }
+  template <typename Fn>
+  void ForEachBlocking(int device, Fn fn) const {
+    if (static_cast<size_t>(device) >= devices_.size()) return;
+    for (const BlockingStream& b : devices_[device].blocking) fn(b.stream);
+  }
+
  private:
   // A cache line each: pos and the stream lock are written by the stream's
   // own host thread on every allocation and free, and must not share a line

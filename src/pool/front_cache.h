@@ -79,7 +79,31 @@ class alignas(64) FrontCache {
     Position f;
   };
 
-  FrontCache(StreamIndex stream, SpinLock* lock) : stream_(stream), mu_(*lock) {}
+  // The caches of one pool that may hold allowance: a cache joins when a
+  // push grants it some, and the pool takes the whole list when it revokes
+  // (MemPool::Reconcile), so revoking costs the caches used since the last
+  // time, not every stream the pool ever served. Lock-free: caches join
+  // under their own stream's lock, which the pool does not hold.
+  class GrantList {
+   public:
+    void Add(FrontCache* c) {
+      FrontCache* head = head_.load(std::memory_order_relaxed);
+      do {
+        c->next_granted_ = head;
+      } while (!head_.compare_exchange_weak(head, c, std::memory_order_release,
+                                            std::memory_order_relaxed));
+    }
+    // Every cache added since the last call; follow next_granted().
+    FrontCache* TakeAll() { return head_.exchange(nullptr, std::memory_order_acquire); }
+
+   private:
+    std::atomic<FrontCache*> head_{nullptr};
+  };
+
+  // `granted` may be null (a cache on its own, in tests): allowance is then
+  // tracked but never listed.
+  FrontCache(StreamIndex stream, SpinLock* lock, GrantList* granted = nullptr)
+      : stream_(stream), mu_(*lock), granted_(granted) {}
 
   StreamIndex stream() const { return stream_; }
   SpinLock& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
@@ -132,6 +156,10 @@ class alignas(64) FrontCache {
     bytes_ = bytes_ + size;
     allowance_ += size;
     frees_ = frees_ + 1;
+    if (!listed_ && granted_ != nullptr) {
+      listed_ = true;
+      granted_->Add(this);
+    }
     return true;
   }
 
@@ -156,6 +184,20 @@ class alignas(64) FrontCache {
   uint64_t bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return bytes_; }
   uint64_t allowance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return allowance_; }
   void set_allowance(uint64_t a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { allowance_ = a; }
+  // Whether the cache is on its pool's GrantList (or was taken from it and
+  // not yet revoked): a cache that is not has no allowance.
+  bool listed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return listed_; }
+  // Revokes the allowance of a cache taken from the GrantList; returns it.
+  // Pushes after this list the cache again.
+  uint64_t Revoke() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t a = allowance_;
+    allowance_ = 0;
+    listed_ = false;
+    return a;
+  }
+  // The next cache of a list TakeAll returned (stable until this cache is
+  // revoked and granted again).
+  FrontCache* next_granted() const { return next_granted_; }
   bool empty() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return bytes_ == 0; }
 
   // Without the lock: each value was true at some moment, not necessarily
@@ -215,6 +257,10 @@ class alignas(64) FrontCache {
 
   const StreamIndex stream_;
   SpinLock& mu_;
+  GrantList* const granted_;
+  bool listed_ ABSL_GUARDED_BY(mu_) = false;
+  // Written by Add before the list's release; read after TakeAll's acquire.
+  FrontCache* next_granted_ = nullptr;
   // Entries are the lock holder's; sizes and counts are published.
   Bin bins_[kSizes];
   Published<uint64_t> bytes_ = 0;

@@ -937,7 +937,7 @@ void MemPool::EnsureCache(StreamIndex s, SpinLock* stream_lock) {
     chunk = cache_chunks_.back().get();
     cache_dir_[s / kCacheChunk].store(chunk, std::memory_order_release);
   }
-  caches_.push_back(std::make_unique<FrontCache>(s, stream_lock));
+  caches_.push_back(std::make_unique<FrontCache>(s, stream_lock, &granted_));
   chunk[s % kCacheChunk].store(caches_.back().get(), std::memory_order_release);
 }
 
@@ -996,18 +996,18 @@ void MemPool::set_front_cache(bool on) {
 }
 
 void MemPool::Reconcile(bool reset_high) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // One cache's lock at a time, never two (lock_rank.h): each revocation
-  // sets that cache's allowance - bytes to -bytes, and pushes and pops keep
-  // it there, so once every cache is done, used_ + cache_slack_ is the true
-  // used plus what caches took back since: the watermark never undercounts.
-  int64_t slack = 0;
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
+  // Only caches pushed to since their last revocation can hold allowance
+  // (FrontCache::GrantList), and cache_slack_ = Σ (allowance - bytes) holds
+  // throughout, so revoking those alone, one cache's lock at a time (never
+  // two: lock_rank.h), makes used_ + cache_slack_ the true used plus what
+  // caches took back meanwhile: the watermark never undercounts.
+  for (FrontCache* c = granted_.TakeAll(); c != nullptr;) {
+    FrontCache* next = c->next_granted();
     SpinLockHolder lock(&c->mu());
-    c->set_allowance(0);
-    slack -= static_cast<int64_t>(c->bytes());
+    cache_slack_ -= static_cast<int64_t>(c->Revoke());
+    c = next;
   }
-  cache_slack_ = slack;
-  const uint64_t used = static_cast<uint64_t>(static_cast<int64_t>(used_) + slack);
+  const uint64_t used = static_cast<uint64_t>(static_cast<int64_t>(used_) + cache_slack_);
   stats_.used_high = reset_high ? used : std::max(stats_.used_high, used);
 }
 
@@ -1161,7 +1161,7 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       bytes += e.block->size();
     });
     caches_ok = caches_ok && bytes == c->bytes() && bytes <= used_ &&
-                CacheOf(c->stream()) == c.get();
+                (c->listed() || c->allowance() == 0) && CacheOf(c->stream()) == c.get();
     slack += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(bytes);
   }
   // true used + Σ allowance == used_ + slack <= UsedMemHigh.

@@ -451,6 +451,8 @@ class MemPool {
   std::atomic<std::atomic<FrontCache*>*> cache_dir_[kCacheChunks] = {};
   std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
   std::vector<std::unique_ptr<FrontCache>> caches_;
+  // The caches that may hold allowance (front_cache.h).
+  FrontCache::GrantList granted_;
   std::vector<FrontCache::Entry> flush_scratch_;
   // Non-empty caches flushed so far (Allocate retries rules 1-3 after any).
   uint64_t cache_flushes_ = 0;

@@ -196,14 +196,14 @@ TimeNs RuntimeCore::SimAllocReady(StreamIndex t) const {
   // T's next op will wait for the legacy-stream ordering too.
   TimeNs at = SimLastEnd(t);
   const StreamKind kind = ordering.kind(t);
-  if (kind == StreamKind::kNonBlocking) return at;
-  for (StreamIndex b = 0; b < ordering.stream_count(); ++b) {
-    if (b == t || ordering.device(b) != ordering.device(t)) continue;
-    const StreamKind other = ordering.kind(b);
-    if ((kind == StreamKind::kBlocking && other == StreamKind::kLegacy) ||
-        (kind == StreamKind::kLegacy && other == StreamKind::kBlocking)) {
-      at = std::max(at, sim->LastEnd(b));
-    }
+  const int device = ordering.device(t);
+  if (kind == StreamKind::kBlocking) {
+    const StreamIndex legacy = ordering.legacy_stream(device);
+    if (legacy != kNoStream) at = std::max(at, sim->LastEnd(legacy));
+  } else if (kind == StreamKind::kLegacy) {
+    ordering.ForEachBlocking(device, [&](StreamIndex b) {
+      if (b != t) at = std::max(at, sim->LastEnd(b));
+    });
   }
   return at;
 }
