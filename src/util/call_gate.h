@@ -7,57 +7,64 @@
 // frees anything. Calls already inside therefore never read freed state, and
 // calls that arrive late get an error instead of a crash.
 //
-// The count is striped over cache lines, a thread keeping to one stripe, so
-// host threads calling in parallel do not pass one line back and forth.
-// Entry is one locked add plus a load (a store-load pair that needs the full
-// fence the add gives: either the caller sees the gate closed, or the
-// destroyer sees the caller inside); leaving is one locked subtract.
+// The hot path pays two plain stores and a load. Each host thread has a slot
+// (made on its first call, reused by a later thread once it exits) saying
+// which gate it is inside. Entry is the classic store-then-load pair: write
+// the slot, then read `closed`; the destroyer writes `closed`, then reads
+// every slot. Such a pair needs a full fence on both sides, or each may miss
+// the other. Ours sits on the destroyer's side alone: membarrier(2)'s
+// PRIVATE_EXPEDITED command runs a full fence on every thread of the process
+// that is running at that moment, so the caller needs only a compiler
+// barrier (the asymmetric fence of RCU implementations). Where the kernel
+// lacks the command, entry pays a real fence instead.
 #ifndef STREAMPOOL_SRC_UTIL_CALL_GATE_H_
 #define STREAMPOOL_SRC_UTIL_CALL_GATE_H_
 
-#include <sched.h>
-#include <time.h>
-
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace streampool::internal {
 
 class CallGate {
  public:
-  CallGate() = default;
+  CallGate();
   CallGate(const CallGate&) = delete;
   CallGate& operator=(const CallGate&) = delete;
 
-  // False, with nothing counted, once the gate is closed.
+  // False, with nothing recorded, once the gate is closed. Calls on one
+  // thread may nest (depth counted) within the same gate; a thread is inside
+  // one gate at a time.
   bool Enter() {
-    std::atomic<int64_t>& n = stripes_[Stripe()].inside;
-    n.fetch_add(1, std::memory_order_seq_cst);
-    if (closed_.load(std::memory_order_seq_cst)) {
-      n.fetch_sub(1, std::memory_order_release);
+    Slot* slot = thread_slot_;
+    if (slot == nullptr) slot = AttachThread();
+    if (slot->gate.load(std::memory_order_relaxed) == this) {
+      ++slot->depth;
+      return true;
+    }
+    slot->gate.store(this, std::memory_order_relaxed);
+    Fence();
+    if (closed_.load(std::memory_order_relaxed)) {
+      slot->gate.store(nullptr, std::memory_order_release);
       return false;
     }
+    slot->depth = 1;
     return true;
   }
-  void Exit() { stripes_[Stripe()].inside.fetch_sub(1, std::memory_order_release); }
+  void Exit() {
+    Slot* slot = thread_slot_;
+    if (--slot->depth == 0) slot->gate.store(nullptr, std::memory_order_release);
+  }
 
   // Refuses every later Enter.
-  void Close() { closed_.store(true, std::memory_order_seq_cst); }
+  void Close();
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   // After Close: returns once no call is inside. The caller must have woken
   // any call that blocks inside waiting for something only it would do.
-  void Drain() const {
-    for (int round = 0; Inside() != 0; ++round) {
-      if (round < 64) {
-        sched_yield();
-      } else {
-        // A call may be inside for long (a copy, another process's event):
-        // poll at 100 us rather than keep a core busy.
-        const timespec pause{0, 100 * 1000};
-        nanosleep(&pause, nullptr);
-      }
-    }
-  }
+  void Drain() const;
+
+  // Slots made so far: as many as host threads ever called at once.
+  static size_t SlotCount();
 
   // RAII: entered on construction when the gate is open.
   class Pass {
@@ -76,32 +83,34 @@ class CallGate {
   };
 
  private:
-  static constexpr uint32_t kStripes = 16;
-  struct alignas(64) Counter {
-    std::atomic<int64_t> inside{0};
+  // One per host thread that ever called; never freed (a later thread takes
+  // over an exited thread's), so the destroyer may read any at any time.
+  struct alignas(64) Slot {
+    std::atomic<const CallGate*> gate{nullptr};
+    uint32_t depth = 0;  // the owner thread's alone
+    std::atomic<bool> in_use{false};
+    Slot* next = nullptr;  // the list of all slots; fixed once published
   };
 
-  // This thread's stripe, assigned round-robin on first use (0 means not yet,
-  // so the thread-local needs no initializer).
-  static uint32_t Stripe() {
-    uint32_t s = stripe_plus_one_;
-    if (s == 0) {
-      s = next_stripe_.fetch_add(1, std::memory_order_relaxed) % kStripes + 1;
-      stripe_plus_one_ = s;
+  static Slot* AttachThread();
+  static void DetachThread(void* slot);
+  static void Fence() {
+    if (asymmetric_.load(std::memory_order_relaxed)) {
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler's order only
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
     }
-    return s - 1;
-  }
-  int64_t Inside() const {
-    int64_t n = 0;
-    for (const Counter& c : stripes_) n += c.inside.load(std::memory_order_seq_cst);
-    return n;
   }
 
-  static inline thread_local uint32_t stripe_plus_one_ __attribute__((tls_model("initial-exec"))) =
-      0;
-  static inline std::atomic<uint32_t> next_stripe_{0};
+  // Initial-exec and trivially constructed, as the other thread-locals the
+  // hot path reads (src/runtime/runtime_core.h).
+  static inline thread_local Slot* thread_slot_ __attribute__((tls_model("initial-exec"))) =
+      nullptr;
+  // Whether membarrier(PRIVATE_EXPEDITED) is registered for the process; set
+  // once, before the first gate is made.
+  static inline std::atomic<bool> asymmetric_{false};
+  static inline std::atomic<Slot*> slots_{nullptr};
 
-  Counter stripes_[kStripes];
   std::atomic<bool> closed_{false};
 };
 
