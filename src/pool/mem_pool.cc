@@ -583,10 +583,15 @@ std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_
   Block* b;
   {
     SpinLockHolder lock(&c->mu());
+    const int64_t before = static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes());
     b = c->Take(need);
     if (b != nullptr) {
       b->stream = t;
       b->requested = size;
+      // A take, unlike a pop, may spend less allowance than it takes bytes:
+      // cache_slack_ follows the change.
+      cache_slack_ += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes()) -
+                      before;
     }
   }
   if (b != nullptr) {

@@ -261,7 +261,13 @@ class Caller {
   // the runtime's destroy.
   spError_t Note(int op, spError_t e, bool may_be_gone = false) {
     ++t_.calls[op][Slot(e)];
-    if (!Documented(op, e)) t_.undocumented.emplace_back(op, static_cast<int>(e));
+    // A pointer names no handle: once its runtime is gone it is simply not a
+    // live allocation, which is a bad value.
+    const bool gone_pointer = op == kPointerAttrs && e == spErrorInvalidValue &&
+                              sh_.destroying.load(std::memory_order_acquire);
+    if (!Documented(op, e) && !gone_pointer) {
+      t_.undocumented.emplace_back(op, static_cast<int>(e));
+    }
     if (e == spErrorInvalidResourceHandle && !may_be_gone &&
         !sh_.destroying.load(std::memory_order_acquire)) {
       t_.early_invalid.emplace_back(op, static_cast<int>(e));
