@@ -27,7 +27,8 @@ enum class ReuseRule {
 STREAMPOOL_EXPORT const char* ReuseRuleName(ReuseRule rule);
 
 /// A pool's statistics (Runtime::GetPoolStats; C: spMemPoolStats, which has
-/// all but the last three fields). Counts are since the pool's creation;
+/// every field but fresh_allocs, upstream_bytes_mapped and fragmentation).
+/// Counts are since the pool's creation;
 /// "high" values are watermarks (reset through the pool attributes).
 struct PoolStats {
   uint64_t reserved_bytes = 0;          ///< bytes mapped from the upstream now (ReservedMemCurrent)
