@@ -517,7 +517,7 @@ void PoolVariants() {
 
 // ------------------------------------------------- (d) real PyTorch traces
 
-// Issue 11's goals for the bundled traces, on default settings: hold less
+// The goals for the bundled traces, on default settings: hold less
 // than PyTorch's caching allocator did (its peak reserved, from the trace
 // header), at a utilization of at least 0.95.
 constexpr double kUtilizationGoal = 0.95;

@@ -1,7 +1,7 @@
 /*
  * The few CUDA driver API names that stream-ordered allocation code written
  * against the runtime API borrows (the CUDA guide's snippets use them), for
- * streampool's CUDA compatibility layer (issue 14). No driver API function is
+ * streampool's CUDA compatibility layer. No driver API function is
  * provided.
  */
 #ifndef STREAMPOOL_CUDA_CUDA_H_

@@ -1,6 +1,6 @@
 /*
  * `#include <cuda_runtime.h>` for host code built against streampool
- * (issue 14; README "CUDA programs"): the runtime API (cuda_runtime_api.h),
+ * (README "CUDA programs"): the runtime API (cuda_runtime_api.h),
  * CUDA's C++ conveniences (typed allocation templates, the pool and flags
  * overloads), and kernels emulated on the host.
  *

@@ -1,6 +1,6 @@
 /*
  * The CUDA runtime API subset of streampool's CUDA compatibility layer
- * (issue 14; README "CUDA programs"): CUDA's functions with CUDA's
+ * (README "CUDA programs"): CUDA's functions with CUDA's
  * signatures and error codes, implemented over the sp* API on an implicit
  * process runtime that the first call creates from the STREAMPOOL_CUDA_*
  * environment variables. C-callable; link with streampool::cudart

@@ -1,5 +1,5 @@
 /*
- * CUDA runtime types for streampool's CUDA compatibility layer (issue 14):
+ * CUDA runtime types for streampool's CUDA compatibility layer:
  * handles, enumerations and structures with CUDA's names and enumerator
  * values, so that a program's own code compiles unchanged against them.
  * Source compatible, not binary compatible: the structures carry the fields

@@ -1,6 +1,6 @@
 /*
  * CUDA's function and variable qualifiers for a host compiler (streampool's
- * CUDA compatibility layer, issue 14). There is no device compiler: kernels
+ * CUDA compatibility layer). There is no device compiler: kernels
  * and device functions are ordinary host code, so the qualifiers say nothing
  * more than `inline` where CUDA's imply it.
  */

@@ -1,6 +1,6 @@
 /*
- * Between streampool's CUDA compatibility layer and the streampool API
- * (issue 14): the implicit runtime behind the cuda* functions, to read pool
+ * Between streampool's CUDA compatibility layer and the streampool API:
+ * the implicit runtime behind the cuda* functions, to read pool
  * statistics (spMemPoolGetStats) or the stream-order checker's reports
  * (spCheckerGetReports), or to use any sp* function beside CUDA's.
  *

@@ -1,7 +1,7 @@
 /*
  * CUDA's built-in vector types (char1 ... double4, dim3) for host code, with
  * CUDA's alignment for the two- and four-component types, and the make_*
- * constructors. Part of streampool's CUDA compatibility layer (issue 14).
+ * constructors. Part of streampool's CUDA compatibility layer.
  */
 #ifndef STREAMPOOL_CUDA_VECTOR_TYPES_H_
 #define STREAMPOOL_CUDA_VECTOR_TYPES_H_
