@@ -590,8 +590,8 @@ std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_
       b->requested = size;
       // A take, unlike a pop, may spend less allowance than it takes bytes:
       // cache_slack_ follows the change.
-      cache_slack_ += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes()) -
-                      before;
+      cache_slack_ +=
+          static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes()) - before;
     }
   }
   if (b != nullptr) {

@@ -55,8 +55,8 @@ thread_local int held_count = 0;
     std::fprintf(stderr,
                  "streampool: lock order violation: %s %s (rank %d, %p) while holding %s "
                  "(rank %d, %p); the order is src/README.md's\n",
-                 what, LockRankName(rank), static_cast<int>(rank), lock,
-                 LockRankName(other->rank), static_cast<int>(other->rank), other->lock);
+                 what, LockRankName(rank), static_cast<int>(rank), lock, LockRankName(other->rank),
+                 static_cast<int>(other->rank), other->lock);
   } else {
     std::fprintf(stderr, "streampool: lock order check: %s %s (rank %d, %p)\n", what,
                  LockRankName(rank), static_cast<int>(rank), lock);
@@ -83,7 +83,8 @@ void LockRankReleased(const void* lock) {
       return;
     }
   }
-  std::fprintf(stderr, "streampool: lock order check: releasing %p, which this thread does not hold\n",
+  std::fprintf(stderr,
+               "streampool: lock order check: releasing %p, which this thread does not hold\n",
                lock);
   std::abort();
 }

@@ -85,24 +85,39 @@ enum Op : int {
 };
 
 const char* OpName(int op) {
-  static const char* const kNames[kOpCount] = {
-      "spMallocAsync",        "spMallocFromPoolAsync",
-      "spFreeAsync",          "spMemsetAsync",
-      "spMemcpyAsync",        "spLaunchKernel",
-      "spLaunchHostFunc",     "spEventRecord",
-      "spStreamWaitEvent",    "spStreamQuery",
-      "spEventQuery",         "spStreamSynchronize",
-      "spEventSynchronize",   "spDeviceSynchronize",
-      "spEventElapsedTime",   "spHostAdvance",
-      "spHostNow",            "spMemPoolSetAttribute",
-      "spMemPoolGetAttribute", "spMemPoolTrimTo",
-      "spMemPoolGetStats",    "spPointerGetAttributes",
-      "spDeviceSetMemPool",   "spDeviceGetMemPool",
-      "spMalloc",             "spFree",
-      "spStreamCreate",       "spStreamDestroy",
-      "spEventCreate",        "spEventDestroy",
-      "spMemPoolCreate",      "spMemPoolDestroy",
-      "spMemPoolExportToShareableHandle"};
+  static const char* const kNames[kOpCount] = {"spMallocAsync",
+                                               "spMallocFromPoolAsync",
+                                               "spFreeAsync",
+                                               "spMemsetAsync",
+                                               "spMemcpyAsync",
+                                               "spLaunchKernel",
+                                               "spLaunchHostFunc",
+                                               "spEventRecord",
+                                               "spStreamWaitEvent",
+                                               "spStreamQuery",
+                                               "spEventQuery",
+                                               "spStreamSynchronize",
+                                               "spEventSynchronize",
+                                               "spDeviceSynchronize",
+                                               "spEventElapsedTime",
+                                               "spHostAdvance",
+                                               "spHostNow",
+                                               "spMemPoolSetAttribute",
+                                               "spMemPoolGetAttribute",
+                                               "spMemPoolTrimTo",
+                                               "spMemPoolGetStats",
+                                               "spPointerGetAttributes",
+                                               "spDeviceSetMemPool",
+                                               "spDeviceGetMemPool",
+                                               "spMalloc",
+                                               "spFree",
+                                               "spStreamCreate",
+                                               "spStreamDestroy",
+                                               "spEventCreate",
+                                               "spEventDestroy",
+                                               "spMemPoolCreate",
+                                               "spMemPoolDestroy",
+                                               "spMemPoolExportToShareableHandle"};
   return kNames[op];
 }
 
@@ -134,8 +149,8 @@ void DumpStack(int) {
   void* frames[64];
   const int n = backtrace(frames, 64);
   char header[64];
-  const int len = snprintf(header, sizeof header, "--- thread %ld\n",
-                           static_cast<long>(syscall(SYS_gettid)));
+  const int len =
+      snprintf(header, sizeof header, "--- thread %ld\n", static_cast<long>(syscall(SYS_gettid)));
   (void)!write(2, header, len);
   backtrace_symbols_fd(frames, n, 2);
 }
@@ -223,27 +238,34 @@ void CountHostFunc(void*) { host_funcs_run.fetch_add(1, std::memory_order_relaxe
 struct Tally {
   // calls[op][code]: codes are small integers but for a few; folded below.
   std::array<std::array<uint64_t, 16>, kOpCount> calls{};
-  std::vector<std::pair<int, int>> undocumented;  // (op, code)
+  std::vector<std::pair<int, int>> undocumented;   // (op, code)
   std::vector<std::pair<int, int>> early_invalid;  // invalid handle before the destroy
   std::vector<uintptr_t> seen;                     // some allocation addresses
 };
 
 int Slot(spError_t e) {
   switch (e) {
-    case spSuccess: return 0;
-    case spErrorInvalidValue: return 1;
-    case spErrorMemoryAllocation: return 2;
-    case spErrorInvalidResourceHandle: return 3;
-    case spErrorNotReady: return 4;
-    case spErrorNotSupported: return 5;
-    default: return 15;
+    case spSuccess:
+      return 0;
+    case spErrorInvalidValue:
+      return 1;
+    case spErrorMemoryAllocation:
+      return 2;
+    case spErrorInvalidResourceHandle:
+      return 3;
+    case spErrorNotReady:
+      return 4;
+    case spErrorNotSupported:
+      return 5;
+    default:
+      return 15;
   }
 }
 
 // State every thread reads: handles are plain values, published atomically.
 struct Shared {
   spRuntime_t rt = nullptr;
-  spMemPool_t pool = nullptr;          // the shared pool, destroyed with the runtime
+  spMemPool_t pool = nullptr;  // the shared pool, destroyed with the runtime
   spMemPool_t default_pool = nullptr;
   std::array<std::atomic<spEvent_t>, 16> events{};  // made by workers, never destroyed
   std::atomic<spMemPool_t> chaos_pool{nullptr};     // made and destroyed by the chaos thread
@@ -293,13 +315,12 @@ struct Live {
 // One worker: two streams of its own, its allocations, calls at random.
 class Worker : public Caller {
  public:
-  Worker(Shared& sh, Tally& tally, int id)
-      : Caller(sh, tally, 0x5eed0000u + id, false), id_(id) {}
+  Worker(Shared& sh, Tally& tally, int id) : Caller(sh, tally, 0x5eed0000u + id, false), id_(id) {}
 
   void Run() {
     for (int i = 0; i < 2; ++i) {
-      if (Note(kStreamCreate, spStreamCreate(&s_[i], sh_.rt, 0,
-                                             i == 0 ? spStreamDefault : spStreamNonBlocking)) !=
+      if (Note(kStreamCreate,
+               spStreamCreate(&s_[i], sh_.rt, 0, i == 0 ? spStreamDefault : spStreamNonBlocking)) !=
           spSuccess) {
         return;
       }
@@ -366,8 +387,7 @@ class Worker : public Caller {
     } else if (k < 85) {
       spMemPool_t p;
       Note(kGetMemPool, spDeviceGetMemPool(&p, sh_.rt, 0));
-      Note(kSetMemPool,
-           spDeviceSetMemPool(sh_.rt, 0, Rand(2) ? sh_.pool : sh_.default_pool));
+      Note(kSetMemPool, spDeviceSetMemPool(sh_.rt, 0, Rand(2) ? sh_.pool : sh_.default_pool));
     } else if (k < 88) {
       DirectAllocate(si);
     } else {
@@ -492,10 +512,18 @@ class Chaos : public Caller {
   void Run() {
     while (!sh_.stop.load(std::memory_order_acquire)) {
       switch (Rand(4)) {
-        case 0: StreamLife(); break;
-        case 1: EventLife(); break;
-        case 2: PoolLife(); break;
-        case 3: ExportLife(); break;
+        case 0:
+          StreamLife();
+          break;
+        case 1:
+          EventLife();
+          break;
+        case 2:
+          PoolLife();
+          break;
+        case 3:
+          ExportLife();
+          break;
       }
     }
   }
@@ -503,8 +531,8 @@ class Chaos : public Caller {
  private:
   void StreamLife() {
     spStream_t s = nullptr;
-    if (Note(kStreamCreate, spStreamCreate(&s, sh_.rt, 0,
-                                           Rand(2) ? spStreamDefault : spStreamNonBlocking)) !=
+    if (Note(kStreamCreate,
+             spStreamCreate(&s, sh_.rt, 0, Rand(2) ? spStreamDefault : spStreamNonBlocking)) !=
         spSuccess) {
       return;
     }
@@ -521,8 +549,8 @@ class Chaos : public Caller {
 
   void EventLife() {
     spEvent_t e = nullptr;
-    if (Note(kEventCreate, spEventCreateWithFlags(&e, sh_.rt, Rand(2) ? spEventDisableTiming : 0)) !=
-        spSuccess) {
+    if (Note(kEventCreate,
+             spEventCreateWithFlags(&e, sh_.rt, Rand(2) ? spEventDisableTiming : 0)) != spSuccess) {
       return;
     }
     spStream_t legacy = nullptr;

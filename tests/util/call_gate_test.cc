@@ -41,7 +41,8 @@ TEST(CallGateTest, DrainWaitsForEveryCallInsideAndNoneEntersAfter) {
           if (!pass.entered()) continue;
           inside.fetch_add(1);
           if (drained.load()) entered_after_drain.fetch_add(1);
-          for (int spin = 0; spin < 100; ++spin) std::atomic_signal_fence(std::memory_order_seq_cst);
+          for (int spin = 0; spin < 100; ++spin)
+            std::atomic_signal_fence(std::memory_order_seq_cst);
           inside.fetch_sub(1);
         }
       });

@@ -84,10 +84,10 @@ TEST(LockRankTest, OffInThisBuild) {
 #endif
 
 TEST(LockRankTest, EveryRankHasAName) {
-  for (LockRank r : {LockRank::kRuntime, LockRank::kPool, LockRank::kOrdering, LockRank::kStream,
-                     LockRank::kExecWorkers, LockRank::kExecQueue, LockRank::kExecDone,
-                     LockRank::kDvppWindow, LockRank::kRegistry, LockRank::kPageMapGrowth,
-                     LockRank::kFaultHook}) {
+  for (LockRank r :
+       {LockRank::kRuntime, LockRank::kPool, LockRank::kOrdering, LockRank::kStream,
+        LockRank::kExecWorkers, LockRank::kExecQueue, LockRank::kExecDone, LockRank::kDvppWindow,
+        LockRank::kRegistry, LockRank::kPageMapGrowth, LockRank::kFaultHook}) {
     EXPECT_STRNE(LockRankName(r), "an unknown lock");
   }
 }
