@@ -69,7 +69,8 @@ std::optional<Allocator::Target> Allocator::FindTarget(uint64_t size, uint64_t p
                                                        uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Lock-free reads throughout: the handle tables, the device's current pool
   // (atomics), and the ordering core's pos(T) (see Ordering's constructor).
-  if (!c_.fast_path.load(std::memory_order_acquire) || size == 0 || InHostCallback()) {
+  // (The entry point refused host callbacks before passing the call gate.)
+  if (!c_.fast_path.load(std::memory_order_acquire) || size == 0) {
     return std::nullopt;
   }
   const StreamRec* rec = c_.streams.Find(s);
@@ -195,7 +196,7 @@ bool Allocator::TryFreeClaimed(Block* b, StreamIndex idx, Position f) {
 bool Allocator::TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx,
                             Position* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   *claimed = nullptr;
-  if (!c_.fast_path.load(std::memory_order_acquire) || ptr == nullptr || InHostCallback()) {
+  if (!c_.fast_path.load(std::memory_order_acquire) || ptr == nullptr) {
     return false;
   }
   const StreamRec* rec = c_.streams.Find(s);

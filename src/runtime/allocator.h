@@ -72,7 +72,8 @@ class Allocator {
     StreamIndex t;
   };
   // Nullopt when those paths may not run (checker, timeline, host cost,
-  // adapter, a destroyed runtime, a host callback) or a handle is not live.
+  // adapter, a destroyed runtime) or a handle is not live. The caller has
+  // refused calls from host callbacks.
   std::optional<Target> FindTarget(uint64_t size, uint64_t pool, uint64_t s);
   // The tries of TryMallocUnlocked. FromCache pops the front cache under the
   // stream's lock; on a miss it pins the pool (MemPool::Pin) if the handle

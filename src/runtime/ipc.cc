@@ -325,11 +325,11 @@ uint64_t IpcEventSegment::completed() const {
   return shared_->completed.load(std::memory_order_acquire);
 }
 
-void IpcEventSegment::WaitComplete(uint64_t seq, const std::atomic<bool>* cancel) const {
+void IpcEventSegment::WaitComplete(uint64_t seq, const CallGate* cancel) const {
   for (;;) {
     const uint32_t w = shared_->wake.load(std::memory_order_acquire);
     if (completed() >= seq) return;
-    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return;
+    if (cancel != nullptr && cancel->closed()) return;
     // The timeout bounds how long a missed wake-up (a completer that died
     // between its store and its wake) could delay us, and how long a
     // destroy waits for this call to see `cancel`.

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "src/memory/memfd_memory.h"
 #include "src/ordering/vector_clock.h"
+#include "src/util/call_gate.h"
 #include "streampool/executor.h"
 #include "streampool/mem_pool.h"
 
@@ -180,9 +181,9 @@ class IpcEventSegment {
   uint64_t recorded() const;
   uint64_t completed() const;
   // Blocks the calling thread until completed() >= seq.
-  // Returns once record `seq` has completed, or once *cancel is set (seen
-  // at the next poll).
-  void WaitComplete(uint64_t seq, const std::atomic<bool>* cancel = nullptr) const;
+  // Returns once record `seq` has completed, or once `cancel` is closed
+  // (seen at the next poll).
+  void WaitComplete(uint64_t seq, const CallGate* cancel = nullptr) const;
 
  private:
   struct Shared;

@@ -86,11 +86,13 @@ absl::Status InvalidHandle(const char* what, uint64_t h) {
   return absl::NotFoundError(absl::StrCat("invalid or destroyed ", what, " handle"));
 }
 
-RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu)
+RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu,
+                         const CallGate& gate)
     : config(config),
       id(id),
       process(process),
       mu(mu),
+      gate(gate),
       streams(HandleKind::kStream, id),
       pools(id) {
   // Called under the runtime's lock: the slots are those made so far.

@@ -36,6 +36,7 @@
 #include "src/runtime/process.h"
 #include "src/sim/checker.h"
 #include "src/sim/sim_executor.h"
+#include "src/util/call_gate.h"
 #include "src/util/mutex.h"
 #include "streampool/runtime.h"
 
@@ -81,7 +82,8 @@ struct RuntimeCore {
     std::shared_ptr<ImportedPool> imported;  // imported pointers
   };
 
-  RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu);
+  RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu,
+              const CallGate& gate);
   RuntimeCore(const RuntimeCore&) = delete;
   RuntimeCore& operator=(const RuntimeCore&) = delete;
 
@@ -144,9 +146,10 @@ struct RuntimeCore {
   Mutex& mu;
 
   bool destroyed = false;
-  // Set, without any lock, once a destroy has begun: a synchronize woken
-  // from its wait returns the destroyed runtime's error instead of going on.
-  std::atomic<bool> closing{false};
+  // The runtime's call gate (RuntimeImpl::gate_): once a destroy has closed
+  // it, a synchronize woken from its wait returns the destroyed runtime's
+  // error instead of going on.
+  const CallGate& gate;
   // The ordering core's own lock (DESIGN.md, "Performance model"): it guards
   // the ordering core and the executor, so that an allocation the pool must
   // judge against other streams (reuse rules 2, 3 and 5) or grow for takes

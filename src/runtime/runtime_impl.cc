@@ -30,7 +30,7 @@ namespace streampool::internal {
 
 RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id, Process& process)
     : id_(id),
-      core_(config, id, process, mu_),
+      core_(config, id, process, mu_, gate_),
       sync_(core_),
       streams_(core_, sync_),
       events_(core_, sync_),
@@ -186,9 +186,8 @@ absl::Status RuntimeImpl::Destroyed() { return absl::NotFoundError("runtime dest
 void RuntimeImpl::Shutdown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // New calls are refused from here on (they get a destroyed handle's error).
   gate_.Close();
-  core_.closing.store(true, std::memory_order_seq_cst);
-  // Wake the calls blocked in a synchronize: they see `closing` and return
-  // that error too. Waits on another process's event poll the flag.
+  // Wake the calls blocked in a synchronize: they see the gate closed and
+  // return that error too. Waits on another process's event poll it.
   {
     MutexLock order_lock(&core_.order_mu);
     if (core_.threads != nullptr) core_.threads->InterruptHostWaits(true);

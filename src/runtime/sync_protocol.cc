@@ -65,7 +65,7 @@ absl::Status SyncProtocol::WaitPoints(absl::Span<const std::pair<StreamIndex, Po
 }
 
 absl::Status SyncProtocol::Interrupted(bool interruptible) const {
-  if (interruptible && c_.closing.load(std::memory_order_acquire)) {
+  if (interruptible && c_.gate.closed()) {
     return absl::NotFoundError("runtime destroyed while the call waited");
   }
   return absl::OkStatus();
@@ -77,7 +77,7 @@ absl::Status SyncProtocol::WaitIpc(const std::shared_ptr<IpcEventSegment>& seg,
   // meanwhile (and our own workers may need the lock). A destroy ends the
   // wait at the segment's next poll.
   c_.mu.Unlock();
-  seg->WaitComplete(seq, &c_.closing);
+  seg->WaitComplete(seq, &c_.gate);
   c_.mu.Lock();
   return Interrupted(/*interruptible=*/true);
 }

@@ -32,7 +32,6 @@ class ABSL_LOCKABLE Mutex {
     mu_.unlock();
     LockRankReleased(this);
   }
-  LockRank rank() const { return rank_; }
 
  private:
   friend class CondVar;
