@@ -605,7 +605,7 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_pa
   std::printf(
       "\n  GiB = peak reserved; ratio = ours / PyTorch's; util = peak used / peak reserved\n"
       "  (PyTorch's: peak live bytes / its peak reserved). goal: ratio < 1 and util >= %.2f.\n"
-      "  Default growth here is %s; the issue's goal is judged on it.\n",
+      "  Default growth here is %s; the goal is judged on it.\n",
       kUtilizationGoal, default_name);
   if (misses.empty()) {
     std::printf("  Goal met on all %zu traces.\n", reports.size());
