@@ -19,7 +19,7 @@
 // rule 5 never applies either; the masks differ only by whether rule 3 may
 // serve what rule 1 cannot. Without rule 3 that is growth: nothing ever
 // synchronizes, so no free becomes READY, and pending blocks of different
-// streams never merge (DESIGN.md "Block lifecycle"); each stream keeps
+// streams never merge (docs/design.md "Block lifecycle"); each stream keeps
 // splitting its own frees into ever smaller pieces, and peak_reserved shows
 // how far reserved memory drifts above peak_used.
 //

@@ -1,5 +1,5 @@
 // The pool's single-stream hot path against general-purpose allocators, in
-// one binary so that every figure is a ratio from one run (DESIGN.md
+// one binary so that every figure is a ratio from one run (docs/design.md
 // "Performance model"). tools/bench_summary.py turns the JSON into ratios.
 //
 // Pair: one same-stream alloc + free of `size` bytes (64 B .. 1 MiB).

@@ -1,5 +1,5 @@
 // Host threads sharing one runtime: does throughput scale with threads when
-// each thread works on its own stream? (DESIGN.md "Performance model": locks
+// each thread works on its own stream? (docs/design.md "Performance model": locks
 // that do not serialize independent streams; goal: 2 threads >= 1.6x the
 // items/s of 1, on a shared pool and on separate pools.)
 //

@@ -177,7 +177,7 @@ int main() {
   // All three streams' workspaces live in one 2 MiB granule. Stream 0's first
   // workspace maps it; its free leaves a block PENDING on stream 0 next to
   // the READY rest of the granule, and a pending block does not absorb READY
-  // neighbours (DESIGN.md "Block lifecycle": that would hide bytes nobody
+  // neighbours (docs/design.md "Block lifecycle": that would hide bytes nobody
   // uses from the other streams). So streams 1 and 2 carve their first
   // workspaces out of that READY rest -- fresh bytes, no growth -- and from
   // then on each stream gets its own pending workspace back.

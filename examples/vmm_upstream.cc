@@ -61,7 +61,7 @@ int failures = 0;
   } while (0)
 
 constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kGranule = 2 * kMiB;  // the pool's granule (DESIGN.md "Block lifecycle")
+constexpr size_t kGranule = 2 * kMiB;  // the pool's granule (docs/design.md "Block lifecycle")
 
 // What an upstream was asked to do, in granules, for the checks at the end.
 struct UpstreamTally {

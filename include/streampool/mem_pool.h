@@ -11,7 +11,7 @@
 
 namespace streampool {
 
-/// How one successful non-zero allocation was served (DESIGN.md "Serving
+/// How one successful non-zero allocation was served (docs/design.md "Serving
 /// MallocAsync"); each counts exactly one.
 enum class ReuseRule {
   kFresh,               ///< bytes never handed out before (growth is upstream_maps)

@@ -11,7 +11,7 @@
 namespace streampool {
 
 /// What memory a pool hands out (C: spMemAllocationType); the type fixes the
-/// block start alignment and the size rule (DESIGN.md "Pool variants").
+/// block start alignment and the size rule (docs/design.md "Pool variants").
 enum class AllocationType {
   kDevice = 1,      ///< a simulated device; 256-B blocks
   kPinnedHost = 2,  ///< host memory usable from every device; 64-B blocks
@@ -27,7 +27,7 @@ enum class PagePolicy {
   kNormalOnly = 2,  ///< normal pages, MADV_NOHUGEPAGE
 };
 
-/// How a pool grows (C: spMemPoolProps.growth, DESIGN.md "Block lifecycle").
+/// How a pool grows (C: spMemPoolProps.growth, docs/design.md "Block lifecycle").
 enum class PoolGrowth {
   /// Expandable where the upstream can reserve, else chunked.
   kDefault = 0,
@@ -68,7 +68,7 @@ struct PoolProps {
   /// How the pool grows; expandable needs an upstream that can reserve.
   PoolGrowth growth = PoolGrowth::kDefault;
 
-  // Reuse policies (DESIGN.md "Serving MallocAsync"); all on by default, as
+  // Reuse policies (docs/design.md "Serving MallocAsync"); all on by default, as
   // in CUDA.
 
   /// Rule 2: reuse another stream's free that this stream is ordered after

@@ -170,7 +170,7 @@ enum class PoolAttr {
   kUsedMemCurrent = 7,                  ///< used bytes (read-only)
   kUsedMemHigh = 8,                     ///< watermark of used bytes (set 0 to reset)
   kGrowth = 9,  ///< how the pool grows, a PoolGrowth: chunked (1) or expandable (2) (read-only)
-  /// The per-stream front caches (DESIGN.md, "Performance model"): on (1, the
+  /// The per-stream front caches (docs/design.md, "Performance model"): on (1, the
   /// default) or off (0, every allocation takes the central exact best fit);
   /// turning them off flushes what they hold.
   kFrontCache = 10,
@@ -371,7 +371,7 @@ class STREAMPOOL_EXPORT Runtime {
   absl::Status TrimTo(PoolId pool, uint64_t min_bytes_to_keep);
   /// The pool's statistics.
   absl::StatusOr<PoolStats> GetPoolStats(PoolId pool) const;
-  /// The pool's O(n) self-check (DESIGN.md invariants); an error names what broke.
+  /// The pool's O(n) self-check (docs/design.md invariants); an error names what broke.
   absl::Status CheckPoolInvariants(PoolId pool) const;
 
   // Multi-device access and IPC (streampool.h documents the rules).

@@ -214,7 +214,7 @@ typedef enum spPagePolicy {
   spPageNormalOnly = 2
 } spPagePolicy;
 
-/** How a pool grows (spMemPoolProps.growth; DESIGN.md "Block lifecycle"). */
+/** How a pool grows (spMemPoolProps.growth; docs/design.md "Block lifecycle"). */
 typedef enum spPoolGrowth {
   /** Expandable where the upstream can reserve address space, else chunked. */
   spPoolGrowthDefault = 0,

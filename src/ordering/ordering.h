@@ -96,7 +96,7 @@ class Ordering {
   Position Enqueue(StreamIndex s,
                    absl::InlinedVector<std::pair<StreamIndex, Position>, 2>* joined = nullptr);
   // Advances pos(s) for a point that is not an op (an allocation or a free,
-  // DESIGN.md "Performance model"): it keeps its place in stream order but
+  // docs/design.md "Performance model"): it keeps its place in stream order but
   // enqueues nothing and joins no legacy-stream clock (no op of s waits
   // because of it; the next op makes that join). Returns the new position.
   // Takes only s's stream lock (the caller holds it), not the lock that
@@ -109,7 +109,7 @@ class Ordering {
   }
   // The lock every advance of pos(s) holds, points and ops alike: one per
   // slot, for the runtime's life. Front caches of s's frees share it (the
-  // stream's own lock, DESIGN.md "Performance model").
+  // stream's own lock, docs/design.md "Performance model").
   SpinLock& stream_lock(StreamIndex s) const { return streams_[s].lock; }
   // VC of a point about to be made on t: VC(t) joined with the legacy-stream
   // ordering an op there would make (for the checker's records of points).

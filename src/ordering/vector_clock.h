@@ -3,7 +3,7 @@
 // 0.
 //
 // Clocks are sparse, so that memory grows with the streams that order each
-// other rather than with the square of the streams (DESIGN.md, "Clocks scale
+// other rather than with the square of the streams (docs/design.md, "Clocks scale
 // with interaction"). A clock has two parts, and Get answers the larger:
 //
 //   * its own entries, a sorted vector of (stream, position) holding only the

@@ -1,4 +1,4 @@
-// FrontCache: one stream's recent frees in one pool, by size (DESIGN.md,
+// FrontCache: one stream's recent frees in one pool, by size (docs/design.md,
 // "Performance model"), the fast path in front of the pool's central index.
 //
 //   alloc on T:  T's cache has a block of exactly the rule size  -> pop it

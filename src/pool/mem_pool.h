@@ -1,6 +1,6 @@
 // MemPool: a stream-ordered pool over one upstream.
 //
-// Serving Allocate(size) on stream T (DESIGN.md "Serving MallocAsync"):
+// Serving Allocate(size) on stream T (docs/design.md "Serving MallocAsync"):
 //   1. T's own PENDING blocks and wholly mapped READY blocks, best fit (and,
 //      when none fits, the mapped low end of a READY block that spans
 //      unmapped granules);
@@ -144,7 +144,7 @@ class MemPool {
   std::optional<Allocation> AllocateOwn(uint64_t size, StreamIndex t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
-  // The central index's lock (DESIGN.md, "Performance model": the central
+  // The central index's lock (docs/design.md, "Performance model": the central
   // index, growth and release take the pool's lock). Every member but the
   // Cache* fast functions, front_cache() and the fixed properties needs it.
   // Order: the runtime's lock, then this, then a stream lock.

@@ -1,5 +1,5 @@
 // PageMap: the block a live allocation's base address names, in O(1) and
-// without a lock (DESIGN.md, "Performance model": a pointer is mapped to its
+// without a lock (docs/design.md, "Performance model": a pointer is mapped to its
 // block by a page map, not a hash lookup).
 //
 // A three-level radix tree over the address in 4 KiB pages, one per runtime,

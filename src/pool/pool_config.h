@@ -1,8 +1,8 @@
-// The pool variants (DESIGN.md, "Pool variants"), one row per allocation
+// The pool variants (docs/design.md, "Pool variants"), one row per allocation
 // type: how requests become blocks, where blocks start, where memory comes
 // from and what it counts against. The one place these facts live: the
 // runtime builds pools from it, PoolResource derives its alignment from it,
-// and the tests' expectations are checked against the same DESIGN.md table.
+// and the tests' expectations are checked against the same docs/design.md table.
 //
 //   type        size rule                                  block start  memory
 //   Device      ALIGN_UP(len, 256)                         256 B        runtime's upstream, device

@@ -4,7 +4,7 @@
 // executor), synchronous (Malloc, MallocHost: DirectMemory), and what a
 // pointer is (GetPointerAttributes).
 //
-// Fast path (DESIGN.md, "Performance model"): a lock-free handle lookup, the
+// Fast path (docs/design.md, "Performance model"): a lock-free handle lookup, the
 // page map, one stream lock, a position; no runtime lock, no executor op.
 #ifndef STREAMPOOL_SRC_RUNTIME_ALLOCATOR_H_
 #define STREAMPOOL_SRC_RUNTIME_ALLOCATOR_H_

@@ -76,7 +76,7 @@ class PoolTable {
   // A new handle for `rec`; ResourceExhausted when handles are used up.
   absl::StatusOr<uint64_t> Add(PoolRec rec);
   // The live pool of handle h: NotFound for anything else, InvalidArgument
-  // for NULL (DESIGN.md).
+  // for NULL (docs/design.md).
   absl::StatusOr<PoolRec*> Find(uint64_t h);
   // The fast path's lookup, without the lock: the blocks of a live local or
   // exportable pool, else null.

@@ -104,7 +104,7 @@ struct RuntimeCore {
 
   // Enqueues one op on stream index s in both the ordering core and executor.
   Position EnqueueOp(StreamIndex s, OpDesc op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
-  // An allocation or free point on s: a position, not an op (DESIGN.md,
+  // An allocation or free point on s: a position, not an op (docs/design.md,
   // "Performance model"); only the timeline records it.
   Position AdvancePoint(StreamIndex s, OpKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // The highest position of s whose ops the executor reports complete: up to
@@ -150,7 +150,7 @@ struct RuntimeCore {
   // it, a synchronize woken from its wait returns the destroyed runtime's
   // error instead of going on.
   const CallGate& gate;
-  // The ordering core's own lock (DESIGN.md, "Performance model"): it guards
+  // The ordering core's own lock (docs/design.md, "Performance model"): it guards
   // the ordering core and the executor, so that an allocation the pool must
   // judge against other streams (reuse rules 2, 3 and 5) or grow for takes
   // its pool's lock and this, not the runtime's. Order: the runtime's lock,

@@ -17,7 +17,7 @@
 //                 the one place the lock is dropped
 //   Observation   checker reports, timeline, introspection
 //
-// Two paths (DESIGN.md, "Performance model"): MallocAsync and FreeAsync try
+// Two paths (docs/design.md, "Performance model"): MallocAsync and FreeAsync try
 // the Allocator's fast path first, with no runtime lock (a stream's lock
 // only); everything else runs under mu_. Lock order: mu_, then a stream lock.
 // Process-wide state (registry, DVPP window) comes from the Process given to
@@ -161,7 +161,7 @@ class RuntimeImpl {
   absl::Status Enter() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The error of a call on a destroyed runtime (a destroyed handle's).
   static absl::Status Destroyed();
-  // Destroy's protocol (DESIGN.md, "Concurrency contract"): refuse new
+  // Destroy's protocol (docs/design.md, "Concurrency contract"): refuse new
   // calls, wake the calls blocked in synchronize calls, wait until no call
   // is inside, then tear down.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);

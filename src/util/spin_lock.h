@@ -1,5 +1,5 @@
 // SpinLock: the lock of a stream's few-instruction critical sections (its
-// position and its front caches, DESIGN.md "Performance model").
+// position and its front caches, docs/design.md "Performance model").
 //
 // Why not Mutex (std::mutex): its unlock is a locked read-modify-write, so a
 // lock/unlock pair costs two atomic instructions where this costs one (the

@@ -1,5 +1,5 @@
 // Synchronous pinned host memory through the C API (spMallocHost,
-// spFreeHost), the NULL-handle rule of DESIGN.md for it, and what a device's
+// spFreeHost), the NULL-handle rule of docs/design.md for it, and what a device's
 // memory info reports (Runtime::MemGetInfo, cudaMemGetInfo's source).
 #include <cstdint>
 #include <cstring>

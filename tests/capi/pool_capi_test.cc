@@ -4,7 +4,7 @@
 // creation. Bad input must return the exact documented error and leave the
 // pool's statistics bit-identical (memcmp of spMemPoolStats).
 //
-// Expected byte counts follow DESIGN.md: a device pool's rule size is
+// Expected byte counts follow docs/design.md: a device pool's rule size is
 // ALIGN_UP(size, 256), growth maps ALIGN_UP(rule size, 2 MiB), spMalloc maps
 // ALIGN_UP(size, 4 KiB), and pools and spMalloc share the device capacity.
 // Also here: pools over a caller's reserve-then-map (VMM) upstream, the
@@ -440,7 +440,7 @@ TEST_F(PoolCapiTest, FrontCacheSwitchIsZeroOrOneAndOnByDefault) {
   EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
 }
 
-// Ties among equal-size blocks (DESIGN.md, "Serving"): with the front cache
+// Ties among equal-size blocks (docs/design.md, "Serving"): with the front cache
 // the stream's most recent own free comes first; without it, the lowest
 // address (the central exact best fit).
 TEST_F(PoolCapiTest, FrontCacheServesTheMostRecentOwnFreeOfEqualSize) {

@@ -382,7 +382,7 @@ TEST_F(RuntimeBadInputTest, BadStreamHandlesAreInvalidResourceHandle) {
     const spStream_t x = bad.s;
     const std::string n = std::string("(") + bad.name + " stream)";
     const auto add = [&](const std::string& call, std::function<spError_t()> fn) {
-      // DESIGN.md: NULL is a bad value; anything else naming nothing live
+      // docs/design.md: NULL is a bad value; anything else naming nothing live
       // is an invalid handle.
       cases.push_back({call + n, std::move(fn),
                        x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
@@ -426,7 +426,7 @@ TEST_F(RuntimeBadInputTest, BadEventHandlesAreInvalidResourceHandle) {
     const spEvent_t x = bad.e;
     const std::string n = std::string("(") + bad.name + " event)";
     const auto add = [&](const std::string& call, std::function<spError_t()> fn) {
-      // DESIGN.md: NULL is a bad value; anything else naming nothing live
+      // docs/design.md: NULL is a bad value; anything else naming nothing live
       // is an invalid handle.
       cases.push_back({call + n, std::move(fn),
                        x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});
@@ -465,7 +465,7 @@ TEST_F(RuntimeBadInputTest, BadRuntimeHandlesAreInvalidResourceHandle) {
     const spRuntime_t x = bad.rt;
     const std::string n = std::string("(") + bad.name + " runtime)";
     const auto add = [&](const std::string& call, std::function<spError_t()> fn) {
-      // DESIGN.md: NULL is a bad value; anything else naming nothing live
+      // docs/design.md: NULL is a bad value; anything else naming nothing live
       // is an invalid handle.
       cases.push_back({call + n, std::move(fn),
                        x == nullptr ? spErrorInvalidValue : spErrorInvalidResourceHandle});

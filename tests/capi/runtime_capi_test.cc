@@ -2,7 +2,7 @@
 // time, events, the legacy stream, stream destruction, host functions, async
 // copies and fills, per-call cost, configuration defaults and error names.
 //
-// Every expected time is derived from DESIGN.md "Simulator": an op starts at
+// Every expected time is derived from docs/design.md "Simulator": an op starts at
 // max(host time at enqueue, end of the previous op of its stream, completion
 // of what it waits for) and ends `duration` later; synchronize calls move the
 // host exactly to the completion they wait for.

@@ -1,4 +1,4 @@
-// Virtual time at the end of its range, through streampool.h alone (DESIGN.md,
+// Virtual time at the end of its range, through streampool.h alone (docs/design.md,
 // "Concurrency contract": virtual time saturates). A sum of times that would
 // pass UINT64_MAX ns stays there, meaning "not within representable time", or
 // the call is refused with spErrorInvalidValue; an op never reads as complete

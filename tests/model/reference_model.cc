@@ -12,7 +12,7 @@
 namespace streampool::model {
 namespace {
 
-// The unit of growth and release (DESIGN.md "Block lifecycle"): a chunk is a
+// The unit of growth and release (docs/design.md "Block lifecycle"): a chunk is a
 // whole number of them, an expandable pool maps and unmaps them one by one.
 constexpr uint64_t kGranule = uint64_t{2} << 20;
 // Rule 2's probe bound (MemPool::kCrossStreamProbes).
@@ -117,7 +117,7 @@ uint32_t ReferenceModel::CreateStream(int device, bool non_blocking) {
 
 void ReferenceModel::DestroyStream(uint32_t s) {
   Charge();
-  // Its work still runs and its clock still counts (DESIGN.md: destroying a
+  // Its work still runs and its clock still counts (docs/design.md: destroying a
   // stream defers); only the handle goes, and later the slot.
   streams_[s].destroyed = true;
   retired_.push_back(s);

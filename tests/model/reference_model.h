@@ -4,7 +4,7 @@
 // The model is the specification written as plainly as possible, with none of
 // the pool's machinery (no bins, no queues, no intrusive lists). It keeps
 //   * streams: position, vector clock and the end of the last op, with the
-//     legacy-stream rules applied at every op (DESIGN.md "Ordering");
+//     legacy-stream rules applied at every op (docs/design.md "Ordering");
 //   * events: the latest record's clock snapshot and completion time;
 //   * `done`: what synchronize calls and successful queries proved complete,
 //     transitively (a joined clock);
@@ -14,7 +14,7 @@
 //     growth), each a flat list of blocks tiling it in address order and, for
 //     a reservation, the set of its mapped 2 MiB granules.
 //
-// From that it decides every allocation itself, by DESIGN.md "Serving" and
+// From that it decides every allocation itself, by docs/design.md "Serving" and
 // the choices the pool documents (src/pool/mem_pool.h), and the runtime must
 // agree bit for bit: the outcome, the block as (reservation, offset), the
 // reuse rule, the point rule 5 waits on, and after every instruction every
@@ -112,7 +112,7 @@ struct ModelConfig {
   uint64_t device_capacity = uint64_t{1} << 30;
   uint64_t api_call_ns = 0;
   uint64_t copy_bytes_per_us = 1000000;
-  // DESIGN.md counts an allocation as fresh when its bytes were never handed
+  // docs/design.md counts an allocation as fresh when its bytes were never handed
   // out, and as reuseAfterSync when they were. On: after-sync for bytes none
   // of which had an occupant is a discrepancy (the pool once did that,
   // regression_test.cc Finding.AfterSyncOfBytesNeverHandedOut). Off: counted

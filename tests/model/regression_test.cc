@@ -174,7 +174,7 @@ sync-stream s1                # threshold 0: both pools give back everything
   }
 }
 
-// Expandable growth (DESIGN.md "Block lifecycle"): a growth maps only what
+// Expandable growth (docs/design.md "Block lifecycle"): a growth maps only what
 // the chosen range lacks, one upstream map per run of granules; blocks span
 // ranges that different growths mapped; the release rule unmaps whole
 // granules of READY blocks from the top down and never below the bound; a
@@ -247,7 +247,7 @@ trim p0 0                     # granules 0-1 go, in one unmap
   EXPECT_EQ(r.stats[0].reserved_bytes, 0u);
 }
 
-// Promotion on observation (DESIGN.md "Block lifecycle"): with the
+// Promotion on observation (docs/design.md "Block lifecycle"): with the
 // opportunistic switch on, an allocation that finds nothing promotes every
 // free the executor reports complete (end <= host now), of any stream; the
 // promoted blocks merge like any READY block, and a failed allocation keeps
@@ -594,7 +594,7 @@ TEST(Finding, LegacyStreamLookupCostsNoHostTime) {
   EXPECT_EQ((*rt)->HostNow(), before);
 }
 
-// DESIGN.md "Statistics": reuseAfterSync is "a READY block holding bytes
+// docs/design.md "Statistics": reuseAfterSync is "a READY block holding bytes
 // handed out before"; bytes never handed out are fresh memory. The pool once
 // marked whole blocks dirty: a0's free absorbed the never-used rest of the
 // chunk into one pending block flagged dirty, a1 took a0's bytes back, and

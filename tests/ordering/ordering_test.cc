@@ -1,7 +1,7 @@
 // Unit tests of the ordering core (src/ordering/): vector clocks, stream
 // positions, events as clock snapshots, happens-before, the legacy default
 // stream, and completion proofs. Everything here is pure bookkeeping, so
-// every expectation is an exact position derived from DESIGN.md "Ordering".
+// every expectation is an exact position derived from docs/design.md "Ordering".
 #include "src/ordering/ordering.h"
 
 #include <algorithm>
@@ -909,7 +909,7 @@ TEST_F(ManyStreamsTest, ReusedSlotsFollowTheirNewKind) {
   EXPECT_EQ(o_.clock(t).Get(legacy0_), 0u);
 }
 
-// A dense reference of DESIGN.md "Ordering: vector clocks": every clock as
+// A dense reference of docs/design.md "Ordering: vector clocks": every clock as
 // wide as the streams, joined whole. Slow and quadratic, but plainly right.
 class DenseOrdering {
  public:
@@ -1176,7 +1176,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, OrderingVersusDenseTest, ::testing::Values(1u, 2
 
 // --------------------------------------------------------------- scale
 
-// Clocks scale with interaction (DESIGN.md): 16 000 blocking streams, each
+// Clocks scale with interaction (docs/design.md): 16 000 blocking streams, each
 // ordered with every other through the legacy stream, cost a few entries
 // each. Dense clocks joined whole held every stream's entry in every blocking
 // stream's clock, over N² = 256 million entries here.

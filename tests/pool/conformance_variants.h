@@ -1,7 +1,7 @@
 // The pool variants the stream-ordered conformance suite runs over (the CUDA
 // guide scenarios in scenarios_test.cc, the reuse-policy matrix in
-// policy_matrix_test.cc): every allocation type of DESIGN.md "Pool variants"
-// on both backings, each with chunked and with expandable growth (DESIGN.md
+// policy_matrix_test.cc): every allocation type of docs/design.md "Pool variants"
+// on both backings, each with chunked and with expandable growth (docs/design.md
 // "Block lifecycle"). Each variant states its own size rule here, from the
 // design table, so the suites derive their expected used and reserved bytes
 // instead of hard-coding the device pool's 256-B numbers.
@@ -60,7 +60,7 @@ struct PoolVariant {
 
   bool Expandable() const { return growth == spPoolGrowthExpandable; }
 
-  // The bytes a request of len >= 1 occupies in its pool (DESIGN.md's table).
+  // The bytes a request of len >= 1 occupies in its pool (docs/design.md's table).
   uint64_t RuleSize(uint64_t len) const {
     switch (type) {
       case spMemAllocationTypeDevice:

@@ -1,7 +1,7 @@
 // MemPool driven directly: a scripted OrderOracle answers the ordering
 // questions, an address-only upstream (or a wrapper that fails or tracks
 // mappings) supplies chunks, or, for expandable pools, reservations mapped in
-// granules, and every expectation is derived from the rules of DESIGN.md
+// granules, and every expectation is derived from the rules of docs/design.md
 // ("Block lifecycle", "Serving MallocAsync", "Release rule").
 #include "src/pool/mem_pool.h"
 

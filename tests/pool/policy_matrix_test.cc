@@ -5,7 +5,7 @@
 // by an event, observed complete without any order, or neither; each with
 // growth allowed or blocked (a pool whose maxSize is already reserved).
 //
-// The expected outcome follows DESIGN.md's order of search:
+// The expected outcome follows docs/design.md's order of search:
 //   1 same stream -- never applies here: the allocating stream has no frees
 //     and, since each allocation is a whole 2 MiB chunk, there is no READY
 //     memory either (an expandable pool's never-used reservation is READY but

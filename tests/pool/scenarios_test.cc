@@ -1,7 +1,7 @@
 // The CUDA programming guide's stream-ordered allocator examples (sections
 // F.3, F.7, F.8, F.9.1-F.9.4 and F.12), one test each, replayed through the C
 // API (cuda* -> sp*) in virtual time. Each test states the decision the guide
-// describes, the rule that made it (DESIGN.md "Serving MallocAsync"), and the
+// describes, the rule that made it (docs/design.md "Serving MallocAsync"), and the
 // reserved/used bytes that follow.
 //
 // This is the conformance suite of the pool variants: every test runs for
@@ -19,7 +19,7 @@
 // expandable growth does and promotion on observation.
 //
 // Sizes are chosen so that no expectation hangs on an implementation choice
-// DESIGN.md leaves open: cross-stream examples allocate whole 2 MiB chunks (so
+// docs/design.md leaves open: cross-stream examples allocate whole 2 MiB chunks (so
 // no never-used remainder could serve the other stream by rule 1), and the
 // synchronization examples fill their chunk with a live "anchor" so the freed
 // block is the only free block there. "Whole chunk" means a request whose rule
@@ -205,7 +205,7 @@ class ScenarioTest : public ::testing::TestWithParam<PoolVariant> {
     spMemPoolStats st = {};
     EXPECT_EQ(spMemPoolGetStats(pool == nullptr ? pool_ : pool, &st), spSuccess);
     // Every variant says how its reserved bytes are backed, and the three
-    // kinds always add up (DESIGN.md "Pool variants").
+    // kinds always add up (docs/design.md "Pool variants").
     EXPECT_EQ(st.hugePageBytes + st.transparentHugePageBytes + st.normalPageBytes,
               st.reservedBytes);
     return st;
@@ -799,7 +799,7 @@ INSTANTIATE_FOR_EVERY_VARIANT(F92ReuseAllowOpportunistic);
 // "After some time, the kernel finishes running ... this allocation request
 // can be fulfilled with the prior allocation based on the progress of
 // originalStream." Complete means end <= host now, and looking promotes
-// (DESIGN.md "Block lifecycle"): when rules 1 and 2 find nothing, rule 3 makes
+// (docs/design.md "Block lifecycle"): when rules 1 and 2 find nothing, rule 3 makes
 // every free observed complete READY. A promoted block stays READY whatever
 // the switch says afterwards, and its reuse counts as opportunistic until a
 // sync (or successful query) proves it, as after-sync from then on.
@@ -1258,7 +1258,7 @@ TEST_P(F12QueryActions, EventQuerySuccessPromotesButDoesNotRelease) {
 
 // ======================================================== Expandable growth
 
-// DESIGN.md "Block lifecycle": an expandable pool maps 2 MiB granules into
+// docs/design.md "Block lifecycle": an expandable pool maps 2 MiB granules into
 // one reserved range, so free blocks coalesce whichever growth mapped them, a
 // growth maps only the granules the chosen block lacks, and release unmaps
 // whole granules inside READY blocks. Each scenario runs in both growth modes
@@ -1475,7 +1475,7 @@ TEST_P(ExpandableGrowth, ReusingAReleasedRangeMapsItsGranulesAgain) {
 
 // =================================================== Promotion on observation
 
-// DESIGN.md "Block lifecycle": while ReuseAllowOpportunistic is on, when rules
+// docs/design.md "Block lifecycle": while ReuseAllowOpportunistic is on, when rules
 // 1 and 2 find nothing the pool promotes every free the executor reports
 // complete, of every stream, to READY, where they merge like any READY block.
 using PromotionOnObservation = ScenarioTest;

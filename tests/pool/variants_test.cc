@@ -1,6 +1,6 @@
 // Pool variants selected by pool properties: DVPP, huge-page, pinned host,
-// the ACL rounding rule, and user upstreams (DESIGN.md "Pool variants"); and
-// the growth mode each can have (DESIGN.md "Block lifecycle"). The variant
+// the ACL rounding rule, and user upstreams (docs/design.md "Pool variants"); and
+// the growth mode each can have (docs/design.md "Block lifecycle"). The variant
 // tests run with chunked and with expandable growth: the figures they pin are
 // the same in both, except where a test says otherwise.
 #include <sys/mman.h>

@@ -1,7 +1,7 @@
 // streampool-replay's parser and replayer (tools/replay/): what a trace
 // means, how malformed input is refused (with the file and line, never a
 // crash), and what a replay reports, on small inline traces whose outcome
-// follows from DESIGN.md's rules; plus the five bundled PyTorch traces.
+// follows from docs/design.md's rules; plus the five bundled PyTorch traces.
 #include "tools/replay/replay.h"
 
 #include <algorithm>

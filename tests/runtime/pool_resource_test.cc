@@ -1,6 +1,6 @@
 // PoolResource: std::pmr containers on stream-ordered pool memory.
 //
-// Expected values follow DESIGN.md: a Device pool's block of `len` bytes
+// Expected values follow docs/design.md: a Device pool's block of `len` bytes
 // occupies ALIGN_UP(len, 256); growth maps ALIGN_UP(size, 2 MiB); a freed
 // block is PENDING on its stream and reusable by that stream at once; a
 // synchronize releases wholly free chunks (threshold 0). Host backing, so the

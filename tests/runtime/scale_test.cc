@@ -1,7 +1,7 @@
 // Many streams through the C API: 16 000 blocking streams on one device, each
 // with a little work, ordered with one another through the legacy stream.
 // The ordering core's clocks must grow with the streams, not with their
-// square (DESIGN.md, "Clocks scale with interaction"). Checked with the clock
+// square (docs/design.md, "Clocks scale with interaction"). Checked with the clock
 // footprint the introspection shows, never with time or resident memory.
 #include <cstdint>
 #include <vector>

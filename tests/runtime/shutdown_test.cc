@@ -1,4 +1,4 @@
-// Destroying a runtime while other host threads are inside it (DESIGN.md,
+// Destroying a runtime while other host threads are inside it (docs/design.md,
 // "Concurrency contract"): calls blocked in a synchronize are woken and
 // return the destroyed handle's error, the destroy waits for them to leave
 // and then frees, and calls that start afterwards get that error too.

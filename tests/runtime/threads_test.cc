@@ -101,7 +101,7 @@ TEST(ThreadsTest, ConcurrentAllocFreeOnOwnAndSharedStreamsKeepsCountsExact) {
   EXPECT_TRUE(r.CheckPoolInvariants(*pool).ok());
 }
 
-// The fast path under contention (DESIGN.md, "Performance model"): host
+// The fast path under contention (docs/design.md, "Performance model"): host
 // threads on their own streams churn same-size pairs through their front
 // caches, on one shared pool or a pool each, while another thread
 // synchronizes, trims, flips the front-cache switch, reads statistics and

@@ -3,7 +3,7 @@
 // destroyed while they are all still calling. Run under both executors, and
 // in CI under TSan and ASan too.
 //
-// What it holds the library to (DESIGN.md, "Concurrency contract"):
+// What it holds the library to (docs/design.md, "Concurrency contract"):
 //   - nothing hangs: a watchdog prints every thread's stack and aborts;
 //   - nothing crashes, before, during or after the destroy;
 //   - every call returns one of its documented codes, and a destroyed

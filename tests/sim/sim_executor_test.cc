@@ -1,6 +1,6 @@
 // Unit tests of the deterministic simulator (src/sim/sim_executor.h).
 //
-// The rules pinned (DESIGN.md "Simulator"): an op starts at
+// The rules pinned (docs/design.md "Simulator"): an op starts at
 // max(host time at enqueue, end of the previous op of its stream, completion
 // of what it waits for) and ends `duration` later; ends are computed at
 // enqueue; an op is complete iff end <= host time; host time moves only by
