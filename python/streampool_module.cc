@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "src/pool/names.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
@@ -75,67 +76,11 @@ T Check(absl::StatusOr<T> v) {
 
 // ------------------------------------------------------------------- names
 
-// One table per enum, read both ways, so a name Python accepts is the name it
-// prints back.
+// The library's one table of names (src/pool/names.h): a name Python accepts
+// is the name it prints back.
 template <typename E>
-struct Names {
-  std::vector<std::pair<E, const char*>> table;
-  const char* what;
-
-  E Parse(const std::string& name) const {
-    std::string known;
-    for (const auto& [value, n] : table) {
-      if (name == n) return value;
-      absl::StrAppend(&known, known.empty() ? "" : ", ", "'", n, "'");
-    }
-    Raise(spErrorInvalidValue,
-          absl::StrCat("unknown ", what, " '", name, "' (one of ", known, ")"));
-  }
-  const char* Name(E value) const {
-    for (const auto& [v, n] : table) {
-      if (v == value) return n;
-    }
-    return "unknown";
-  }
-};
-
-const Names<Backing> kBackings{{{Backing::kHost, "host"}, {Backing::kAddressOnly, "address_only"}},
-                               "backing"};
-const Names<ExecutorKind> kExecutors{
-    {{ExecutorKind::kSimulator, "simulator"}, {ExecutorKind::kThreads, "threads"}}, "executor"};
-const Names<AllocationType> kPoolKinds{{{AllocationType::kDevice, "device"},
-                                        {AllocationType::kPinnedHost, "pinned_host"},
-                                        {AllocationType::kHugePage, "huge_page"},
-                                        {AllocationType::kDvpp, "dvpp"}},
-                                       "pool kind"};
-const Names<PagePolicy> kPagePolicies{{{PagePolicy::kHugeFirst, "huge_first"},
-                                       {PagePolicy::kHugeOnly, "huge_only"},
-                                       {PagePolicy::kNormalOnly, "normal_only"}},
-                                      "page policy"};
-const Names<CheckKind> kCheckKinds{{{CheckKind::kOutOfBounds, "out_of_bounds"},
-                                    {CheckKind::kUseAfterFree, "use_after_free"},
-                                    {CheckKind::kUseBeforeReady, "use_before_ready"},
-                                    {CheckKind::kOverlappingLifetimes, "overlapping_lifetimes"},
-                                    {CheckKind::kNoAccess, "no_access"}},
-                                   "check kind"};
-
-// The library's hyphenated names ("same-stream", "internal-wait") in Python's
-// snake_case.
-std::string Snake(const char* name) {
-  std::string out(name);
-  for (char& c : out) {
-    if (c == '-') c = '_';
-  }
-  return out;
-}
-
-PoolGrowth ParseGrowthName(const std::string& name) {
-  std::optional<PoolGrowth> g = replay::ParseGrowth(name);
-  if (!g) {
-    Raise(spErrorInvalidValue,
-          absl::StrCat("unknown growth '", name, "' (one of 'default', 'chunked', 'expandable')"));
-  }
-  return *g;
+E ParseName(const std::string& name) {
+  return Check(internal::ParseEnumNameOrError<E>(name));
 }
 
 // ----------------------------------------------------------------- objects
@@ -320,8 +265,8 @@ class PyRuntime {
     RuntimeConfig config;
     config.device_count = devices;
     config.device_capacity = capacity;
-    config.backing = kBackings.Parse(backing);
-    config.executor = kExecutors.Parse(executor);
+    config.backing = ParseName<Backing>(backing);
+    config.executor = ParseName<ExecutorKind>(executor);
     config.api_call_ns = api_call_ns;
     config.copy_bytes_per_us = copy_bytes_per_us;
     config.check_stream_order = check_stream_order;
@@ -366,11 +311,11 @@ class PyRuntime {
                   bool reuse_allow_opportunistic, bool reuse_allow_internal_dependencies,
                   const py::object& release_threshold) {
     PoolProps props;
-    props.alloc_type = kPoolKinds.Parse(kind);
+    props.alloc_type = ParseName<AllocationType>(kind);
     props.device = device;
     props.max_size = max_size;
-    props.page_policy = kPagePolicies.Parse(page_policy);
-    props.growth = ParseGrowthName(growth);
+    props.page_policy = ParseName<PagePolicy>(page_policy);
+    props.growth = ParseName<PoolGrowth>(growth);
     props.acl_rounding = acl_rounding;
     props.handle_types = exportable ? kHandleTypePosixFileDescriptor : 0;
     props.reuse_follow_event_dependencies = reuse_follow_event_dependencies;
@@ -379,7 +324,8 @@ class PyRuntime {
     props.release_threshold = Threshold(release_threshold);
     const PoolId id = Check(rt().CreatePool(props));
     TrackPool(*st_, id, device, props.alloc_type,
-              absl::StrCat("pool ", st_->pool_names.size(), " (", kind, ", device ", device, ")"));
+              absl::StrCat("pool ", st_->pool_names.size(), " (",
+                           internal::EnumName(props.alloc_type), ", device ", device, ")"));
     st_->CountBytes();
     return MakePool(st_, id);
   }
@@ -450,13 +396,13 @@ std::string ReplayJson(const std::vector<std::string>& files, bool reuse_event,
   base.reuse_event = reuse_event;
   base.reuse_opportunistic = reuse_opportunistic;
   base.reuse_internal = reuse_internal;
-  base.pool_type = kPoolKinds.Parse(pool);
-  base.backing = kBackings.Parse(backing);
+  base.pool_type = ParseName<AllocationType>(pool);
+  base.backing = ParseName<Backing>(backing);
   base.device_capacity = capacity;
   base.check_stream_order = check;
   base.record_timeline = !timeline_path.empty();
   std::vector<PoolGrowth> growths;
-  for (const std::string& g : growth_names) growths.push_back(ParseGrowthName(g));
+  for (const std::string& g : growth_names) growths.push_back(ParseName<PoolGrowth>(g));
   const std::vector<replay::ReplaySettings> settings =
       replay::SweepSettings(base, thresholds, growths, all_policies);
 
@@ -611,11 +557,11 @@ void Bind(py::module_& m) {
   py::class_<Pool> pool(m, "Pool", "A memory pool of a Runtime (cudaMemPool_t).");
   pool.def_property_readonly("id", [](const Pool& p) { return p.id.value; })
       .def_readonly("device", &Pool::device)
-      .def_property_readonly("kind", [](const Pool& p) { return kPoolKinds.Name(p.kind); })
+      .def_property_readonly("kind", [](const Pool& p) { return internal::EnumName(p.kind); })
       .def_property_readonly(
           "growth",
           [](const Pool& p) {
-            return replay::GrowthName(static_cast<PoolGrowth>(p.Get(PoolAttr::kGrowth)));
+            return internal::EnumName(static_cast<PoolGrowth>(p.Get(PoolAttr::kGrowth)));
           },
           "'chunked' or 'expandable'.");
   BindPoolAttribute(pool, "reuse_follow_event_dependencies",
@@ -668,7 +614,7 @@ void Bind(py::module_& m) {
       .def("__eq__", [](const Pool& a, const Pool& b) { return a.id.value == b.id.value; })
       .def("__hash__", [](const Pool& p) { return py::hash(py::int_(p.id.value)); })
       .def("__repr__", [](const Pool& p) {
-        return absl::StrCat("<streampool.Pool ", p.id.value, " ", kPoolKinds.Name(p.kind),
+        return absl::StrCat("<streampool.Pool ", p.id.value, " ", internal::EnumName(p.kind),
                             " device=", p.device, ">");
       });
 
@@ -677,7 +623,7 @@ void Bind(py::module_& m) {
       .def_readonly("ptr", &Allocation::ptr)
       .def_readonly("size", &Allocation::size)
       .def_property_readonly(
-          "rule", [](const Allocation& a) { return Snake(ReuseRuleName(a.rule)); },
+          "rule", [](const Allocation& a) { return internal::EnumName(a.rule); },
           "'same_stream', 'event_dependency', 'opportunistic', 'internal_dependency', "
           "'after_sync' or 'fresh'.")
       .def_readonly("stream", &Allocation::stream, "The stream it was allocated on.")
@@ -686,7 +632,7 @@ void Bind(py::module_& m) {
       .def("__index__", [](const Allocation& a) { return a.ptr; })
       .def("__repr__", [](const Allocation& a) {
         return absl::StrCat("<streampool.Allocation ptr=0x", absl::Hex(a.ptr), " size=", a.size,
-                            " rule=", Snake(ReuseRuleName(a.rule)), ">");
+                            " rule=", internal::EnumName(a.rule), ">");
       });
 
   py::class_<PyRuntime> runtime(m, "Runtime",
@@ -714,7 +660,8 @@ void Bind(py::module_& m) {
       .def_property_readonly("capacity",
                              [](const PyRuntime& r) { return r.rt().config().device_capacity; })
       .def_property_readonly(
-          "executor", [](const PyRuntime& r) { return kExecutors.Name(r.rt().config().executor); })
+          "executor",
+          [](const PyRuntime& r) { return internal::EnumName(r.rt().config().executor); })
       .def("create_stream", &PyRuntime::CreateStream, py::kw_only(), py::arg("device") = 0,
            py::arg("non_blocking") = false)
       .def("legacy_stream", &PyRuntime::LegacyStream, py::kw_only(), py::arg("device") = 0)
@@ -815,7 +762,7 @@ void Bind(py::module_& m) {
             py::list out;
             for (const CheckReport& c : r.rt().CheckReports()) {
               py::dict d;
-              d["kind"] = kCheckKinds.Name(c.kind);
+              d["kind"] = internal::EnumName(c.kind);
               d["stream"] = c.stream.value;
               d["op_position"] = c.op_position;
               d["ptr"] = reinterpret_cast<uintptr_t>(c.ptr);
@@ -841,7 +788,7 @@ void Bind(py::module_& m) {
               d["stream_index"] = e.stream_index;
               d["device"] = e.device;
               d["position"] = e.position;
-              d["kind"] = Snake(OpKindName(e.kind));
+              d["kind"] = internal::EnumName(e.kind);
               d["enqueued_ns"] = e.enqueued_ns;
               d["start_ns"] = e.start_ns;
               d["end_ns"] = e.end_ns;

@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/pool/names.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
@@ -51,6 +52,7 @@ using streampool::PoolStats;
 using streampool::ReuseRule;
 using streampool::Runtime;
 using streampool::StreamId;
+namespace internal = streampool::internal;
 namespace rp = streampool::replay;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -267,7 +269,7 @@ bool ScenarioTimeline(const std::string& timeline_path) {
     for (const auto& entry : timeline) {
       if (entry.stream_index != s) continue;
       std::printf("  %-9s %4" PRIu64 "  %-14s %9.1f %9.1f %9.1f\n", stream_names[s].c_str(),
-                  entry.position, streampool::OpKindName(entry.kind), Us(entry.enqueued_ns),
+                  entry.position, internal::EnumName(entry.kind), Us(entry.enqueued_ns),
                   Us(entry.start_ns), Us(entry.end_ns));
     }
   }
@@ -277,7 +279,7 @@ bool ScenarioTimeline(const std::string& timeline_path) {
   std::printf("\n  allocation decisions (chunk+offset, rule):\n");
   for (const Decision& d : decisions) {
     std::printf("    %-9s %2" PRIu64 " MiB -> %-9s %s\n", d.stream, d.size / kMiB,
-                namer.Name(d.info.ptr).c_str(), streampool::ReuseRuleName(d.info.rule));
+                namer.Name(d.info.ptr).c_str(), internal::EnumName(d.info.rule));
   }
   MUST(rt->CheckPoolInvariants(pool));
 
@@ -582,7 +584,7 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_pa
     const rp::TorchFigures torch = rp::TorchFiguresOf(t);
     rp::ReplayResult c = MUST(rp::Replay(t, chunked));
     rp::ReplayResult d = MUST(rp::Replay(t, by_default));
-    default_name = rp::GrowthName(d.growth);
+    default_name = internal::EnumName(d.growth);
     for (const rp::ReplayResult* r : {&c, &d}) {
       if (r->checker_reports != 0 || r->failed_allocs != 0) {
         std::fprintf(stderr, "streampool-demo: %s under %s: %zu checker reports, %llu failures\n",

@@ -49,6 +49,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "src/pool/names.h"
 #include "tools/replay/report.h"
 #include "tools/replay/timeline.h"
 #include "tools/replay/trace.h"
@@ -57,6 +58,7 @@ namespace {
 
 using streampool::AllocationType;
 using streampool::Backing;
+namespace internal = streampool::internal;
 namespace rp = streampool::replay;
 
 constexpr char kUsage[] =
@@ -196,30 +198,19 @@ int main(int argc, char** argv) {
     } else if (take("--growth")) {
       growths.clear();
       for (absl::string_view g : absl::StrSplit(value, ',')) {
-        std::optional<streampool::PoolGrowth> parsed = rp::ParseGrowth(g);
+        std::optional<streampool::PoolGrowth> parsed =
+            internal::ParseEnumName<streampool::PoolGrowth>(g);
         if (!parsed) UsageError("unknown growth '" + std::string(g) + "'");
         growths.push_back(*parsed);
       }
     } else if (take("--pool")) {
-      if (value == "device") {
-        base.pool_type = AllocationType::kDevice;
-      } else if (value == "dvpp") {
-        base.pool_type = AllocationType::kDvpp;
-      } else if (value == "hugepage") {
-        base.pool_type = AllocationType::kHugePage;
-      } else if (value == "pinned") {
-        base.pool_type = AllocationType::kPinnedHost;
-      } else {
-        UsageError("unknown pool type '" + std::string(value) + "'");
-      }
+      std::optional<AllocationType> type = internal::ParseEnumName<AllocationType>(value);
+      if (!type) UsageError("unknown pool type '" + std::string(value) + "'");
+      base.pool_type = *type;
     } else if (take("--backing")) {
-      if (value == "address") {
-        base.backing = Backing::kAddressOnly;
-      } else if (value == "host") {
-        base.backing = Backing::kHost;
-      } else {
-        UsageError("unknown backing '" + std::string(value) + "'");
-      }
+      std::optional<Backing> backing = internal::ParseEnumName<Backing>(value);
+      if (!backing) UsageError("unknown backing '" + std::string(value) + "'");
+      base.backing = *backing;
     } else if (take("--capacity")) {
       if (!ParseBytes(value, &base.device_capacity) || base.device_capacity == 0) {
         UsageError("bad capacity '" + std::string(value) + "'");

@@ -623,15 +623,6 @@ TEST(ReplaySettingsTest, GrowthIsNamedWhenNotDefaultOrWhenSwept) {
   EXPECT_EQ(s.Label(), "event+opportunistic+internal, threshold 0, growth expandable");
 }
 
-TEST(ReplaySettingsTest, GrowthNamesRoundTrip) {
-  for (PoolGrowth g : {PoolGrowth::kDefault, PoolGrowth::kChunked, PoolGrowth::kExpandable}) {
-    EXPECT_EQ(ParseGrowth(GrowthName(g)), g);
-  }
-  EXPECT_EQ(ParseGrowth("Chunked"), std::nullopt);
-  EXPECT_EQ(ParseGrowth(""), std::nullopt);
-  EXPECT_STREQ(GrowthName(static_cast<PoolGrowth>(7)), "?");
-}
-
 TEST(HostCostTest, NearestRankPercentiles) {
   std::vector<uint64_t> samples(100);
   std::iota(samples.begin(), samples.end(), 1);  // 1..100

@@ -51,7 +51,7 @@ class ReplayToolTest(unittest.TestCase):
             self.assertEqual(run["failed_allocs"], 0)
             self.assertEqual(run["checker_reports"], 0)
             self.assertEqual(run["pool"], "device")
-            self.assertEqual(run["backing"], "address")
+            self.assertEqual(run["backing"], "address_only")
             self.assertEqual(run["capacity"], 80 << 30)
             self.assertAlmostEqual(run["utilization"],
                                    run["peak_used_bytes"] / run["peak_reserved_bytes"], places=5)

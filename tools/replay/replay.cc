@@ -11,27 +11,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/pool/names.h"
 
 namespace streampool::replay {
-
-const char* GrowthName(PoolGrowth growth) {
-  switch (growth) {
-    case PoolGrowth::kDefault:
-      return "default";
-    case PoolGrowth::kChunked:
-      return "chunked";
-    case PoolGrowth::kExpandable:
-      return "expandable";
-  }
-  return "?";
-}
-
-std::optional<PoolGrowth> ParseGrowth(absl::string_view name) {
-  for (PoolGrowth g : {PoolGrowth::kDefault, PoolGrowth::kChunked, PoolGrowth::kExpandable}) {
-    if (name == GrowthName(g)) return g;
-  }
-  return std::nullopt;
-}
 
 std::string ReplaySettings::ReuseLabel() const {
   std::string out;
@@ -53,7 +35,7 @@ std::string ReplaySettings::ThresholdLabel() const {
 std::string ReplaySettings::Label() const {
   std::string label = absl::StrCat(ReuseLabel(), ", threshold ", ThresholdLabel());
   if (growth != PoolGrowth::kDefault || label_growth) {
-    absl::StrAppend(&label, ", growth ", GrowthName(growth));
+    absl::StrAppend(&label, ", growth ", internal::EnumName(growth));
   }
   return label;
 }
@@ -173,7 +155,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
 
   TimelineRecorder recorder;
-  const std::string pool_name = absl::StrCat("pool (", AllocationTypeName(settings.pool_type), ")");
+  const std::string pool_name = absl::StrCat("pool (", internal::EnumName(settings.pool_type), ")");
   if (settings.record_timeline) {
     rt.RecordTimeline(true);
     recorder.PoolBytes(pool->value, pool_name, rt.HostNow(), 0, 0);

@@ -28,12 +28,6 @@ namespace streampool::replay {
 
 inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 
-// "default", "chunked", "expandable": the names --growth takes and reports
-// print; "?" outside the enum.
-const char* GrowthName(PoolGrowth growth);
-// The inverse of GrowthName; nullopt for any other string.
-std::optional<PoolGrowth> ParseGrowth(absl::string_view name);
-
 // One pool setting to replay a trace under.
 struct ReplaySettings {
   bool reuse_event = true;          // ReuseFollowEventDependencies

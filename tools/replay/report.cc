@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/pool/names.h"
 
 namespace streampool::replay {
 namespace {
@@ -100,10 +101,10 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
   // Pool type, backing, capacity and checker are the same for every run.
   if (!reports.empty() && !reports[0].runs.empty()) {
     const ReplaySettings& c = reports[0].runs[0].settings;
-    absl::StrAppendFormat(
-        &out, "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
-        AllocationTypeName(c.pool_type), c.backing == Backing::kHost ? "host" : "address",
-        Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
+    absl::StrAppendFormat(&out,
+                          "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
+                          internal::EnumName(c.pool_type), internal::EnumName(c.backing),
+                          Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
   }
   for (const TraceReport& rep : reports) {
     const Trace& t = *rep.trace;
@@ -214,9 +215,10 @@ std::string FormatJson(const std::vector<TraceReport>& reports) {
           ", \"opportunistic\": ", c.reuse_opportunistic ? "true" : "false",
           ", \"internal\": ", c.reuse_internal ? "true" : "false", "}, \"release_threshold\": ",
           c.release_threshold == UINT64_MAX ? "\"max\"" : absl::StrCat(c.release_threshold),
-          ", \"growth\": \"", GrowthName(c.growth), "\", \"pool_growth\": \"", GrowthName(r.growth),
-          "\", \"pool\": \"", AllocationTypeName(c.pool_type), "\", \"backing\": \"",
-          c.backing == Backing::kHost ? "host" : "address", "\", \"capacity\": ", c.device_capacity,
+          ", \"growth\": \"", internal::EnumName(c.growth), "\", \"pool_growth\": \"",
+          internal::EnumName(r.growth), "\", \"pool\": \"", internal::EnumName(c.pool_type),
+          "\", \"backing\": \"", internal::EnumName(c.backing),
+          "\", \"capacity\": ", c.device_capacity,
           ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
           ", \"peak_used_bytes\": ", r.peak_used, ", \"utilization\": ", Num(r.utilization),
           ", \"live_utilization\": ",

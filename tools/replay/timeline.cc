@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/pool/names.h"
 #include "tools/replay/report.h"
 
 namespace streampool::replay {
@@ -93,14 +94,6 @@ std::string Us(uint64_t ns) { return absl::StrFormat("%d.%03d", ns / 1000, ns % 
 // Thread ids start at 1: some viewers treat tid 0 as the idle thread.
 uint64_t Tid(uint32_t stream_index) { return uint64_t{stream_index} + 1; }
 
-// Python and JSON readers see snake_case everywhere else; keep op and rule
-// names the same here.
-std::string Snake(absl::string_view name) {
-  std::string out(name);
-  std::replace(out.begin(), out.end(), '-', '_');
-  return out;
-}
-
 // `next_id` numbers allocations across processes: viewers pair async slices
 // by id within a whole file.
 void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, std::string& out) {
@@ -142,7 +135,7 @@ void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, st
     event(absl::StrFormat(
         R"("ph": "X", "cat": "op", "name": "%s", "pid": %d, "tid": %d, "ts": %s, "dur": %s, )"
         R"("args": {"position": %d, "enqueued_us": %s, "stream": %d})",
-        Snake(OpKindName(e.kind)), pid, Tid(e.stream_index), Us(e.start_ns),
+        internal::EnumName(e.kind), pid, Tid(e.stream_index), Us(e.start_ns),
         Us(e.end_ns - std::min(e.end_ns, e.start_ns)), e.position, Us(e.enqueued_ns),
         e.stream.value));
   }
@@ -159,7 +152,7 @@ void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, st
     event(absl::StrFormat(
         R"("ph": "b", %s, "ts": %s, "args": {"size": %d, "ptr": "0x%x", "rule": "%s", )"
         R"("stream": %d, "free_stream": %d, "freed": %s})",
-        common, Us(a.begin_ns), a.size, a.ptr, Snake(ReuseRuleName(a.rule)), a.alloc_stream.value,
+        common, Us(a.begin_ns), a.size, a.ptr, internal::EnumName(a.rule), a.alloc_stream.value,
         a.free_stream.value, a.freed ? "true" : "false"));
     event(absl::StrFormat(R"("ph": "e", %s, "ts": %s)", common, Us(a.end_ns)));
   }
