@@ -18,6 +18,7 @@
 
 using streampool::PagePolicy;
 using streampool::internal::acl::AclContext;
+using streampool::internal::acl::AclFace;
 using streampool::internal::acl::Api;
 using streampool::internal::acl::Call;
 using streampool::internal::acl::FromSp;
@@ -624,33 +625,13 @@ aclError aclrtUnmapMem(void* virPtr) noexcept {
 // ------------------------------------------------------------------ errors
 
 aclError aclrtGetLastError(aclrtLastErrLevel level) noexcept {
-  try {
-    if (Raw(level) != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
-    auto rt = AclContext().Current();
-    // A failed kernel is sticky: only a reset clears it.
-    if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
-      return ACL_ERROR_RT_AICORE_EXCEPTION;
-    }
-    auto& thread = AclContext().Thread();
-    const aclError e = thread.last_error;
-    thread.last_error = ACL_SUCCESS;
-    return e;
-  } catch (...) {
-    return ACL_ERROR_RT_INTERNAL_ERROR;
-  }
+  if (Raw(level) != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
+  return streampool::internal::compat::LastError<AclFace>(/*clear=*/true);
 }
 
 aclError aclrtPeekAtLastError(aclrtLastErrLevel level) noexcept {
-  try {
-    if (Raw(level) != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
-    auto rt = AclContext().Current();
-    if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
-      return ACL_ERROR_RT_AICORE_EXCEPTION;
-    }
-    return static_cast<aclError>(AclContext().Thread().last_error);
-  } catch (...) {
-    return ACL_ERROR_RT_INTERNAL_ERROR;
-  }
+  if (Raw(level) != ACL_RT_THREAD_LEVEL) return ACL_ERROR_INVALID_PARAM;
+  return streampool::internal::compat::LastError<AclFace>(/*clear=*/false);
 }
 
 // ---------------------------------------- ACL_ERROR_RT_FEATURE_NOT_SUPPORT

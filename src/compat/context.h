@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/compat/env_config.h"
+#include "src/compat/export.h"
 #include "streampool/runtime.h"
 
 namespace streampool::internal::compat {
@@ -41,7 +42,7 @@ enum class Fault : int {
 // One implicit runtime, from creation to reset. Shared by the calls in
 // flight: a reset drops the context's reference, and the runtime is destroyed
 // when the last call using it returns.
-class ProcessRuntime {
+class STREAMPOOL_COMPAT_EXPORT ProcessRuntime {
  public:
   ProcessRuntime(std::unique_ptr<Runtime> runtime, const CompatConfig& config, uint64_t generation);
   ~ProcessRuntime();
@@ -90,7 +91,7 @@ struct ThreadState {
 // One face's implicit runtime and its threads' state. Process-wide and never
 // destroyed (a face holds one in a leaked static), so threads that exit late
 // in the process still find it; the runtime inside it is destroyed at exit.
-class Context {
+class STREAMPOOL_COMPAT_EXPORT Context {
  public:
   // env_prefix: "STREAMPOOL_CUDA_" reads STREAMPOOL_CUDA_DEVICES, ...
   explicit Context(std::string env_prefix);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "src/compat/export.h"
 #include "streampool/runtime.h"
 
 namespace streampool::internal::compat {
@@ -23,7 +24,7 @@ namespace streampool::internal::compat {
 // Everything a face's implicit runtime is made from. The suffixes below are
 // appended to the face's prefix; the checker is not here because the runtime
 // itself reads STREAMPOOL_CHECK_STREAM_ORDER for every runtime.
-struct CompatConfig {
+struct STREAMPOOL_COMPAT_EXPORT CompatConfig {
   // <prefix>DEVICES: simulated devices, 1..64.
   int device_count = 1;
   // <prefix>CAPACITY: bytes per device; digits with an optional K, M or G
@@ -45,17 +46,17 @@ struct CompatConfig {
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
 // The process environment (getenv).
-EnvLookup ProcessEnv();
+STREAMPOOL_COMPAT_EXPORT EnvLookup ProcessEnv();
 
 // Reads <prefix>DEVICES, ... through `lookup`. A value that does not parse
 // keeps its default and adds one message to `problems`, naming the variable,
 // the value, what was expected and the default used.
-CompatConfig ParseConfig(absl::string_view prefix, const EnvLookup& lookup,
-                         std::vector<std::string>* problems);
+STREAMPOOL_COMPAT_EXPORT CompatConfig ParseConfig(absl::string_view prefix, const EnvLookup& lookup,
+                                                  std::vector<std::string>* problems);
 
 // A byte count: digits with an optional K, M or G suffix; nullopt if malformed
 // or beyond 64 bits.
-std::optional<uint64_t> ParseBytes(absl::string_view text);
+STREAMPOOL_COMPAT_EXPORT std::optional<uint64_t> ParseBytes(absl::string_view text);
 
 }  // namespace streampool::internal::compat
 

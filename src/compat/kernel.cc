@@ -67,4 +67,12 @@ absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream, Dim3
   return runtime.cpp().LaunchWork(stream, std::move(work), accesses, runtime.config().kernel_ns);
 }
 
+std::vector<Access> AccessesFromC(const spAccess* accesses, size_t count) {
+  std::vector<Access> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
+  }
+  return out;
+}
+
 }  // namespace streampool::internal::compat

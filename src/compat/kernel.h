@@ -11,11 +11,14 @@
 #ifndef STREAMPOOL_SRC_COMPAT_KERNEL_H_
 #define STREAMPOOL_SRC_COMPAT_KERNEL_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "src/compat/context.h"
+#include "src/compat/export.h"
 #include "streampool/runtime.h"
 
 namespace streampool::internal::compat {
@@ -47,8 +50,13 @@ struct KernelBody {
 // Enqueues the kernel on `stream`, lasting the runtime's kernel_ns. The
 // grid's and block's extents must be non-zero (kInvalidArgument); `body` is
 // destroyed even when the launch fails.
-absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream, Dim3 grid, Dim3 block,
-                                  absl::Span<const Access> accesses, KernelBody body);
+STREAMPOOL_COMPAT_EXPORT absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream,
+                                                           Dim3 grid, Dim3 block,
+                                                           absl::Span<const Access> accesses,
+                                                           KernelBody body);
+
+// A launch's access list as the faces receive it (the C API's spAccess).
+STREAMPOOL_COMPAT_EXPORT std::vector<Access> AccessesFromC(const spAccess* accesses, size_t count);
 
 }  // namespace streampool::internal::compat
 

@@ -1,81 +1,60 @@
-// How a cuda* entry point runs: against the CUDA face's implicit runtime,
-// with no exception crossing it, and with its error recorded as the calling
-// thread's last error.
+// How a cuda* entry point runs: the face kit (src/compat/face.h) with CUDA's
+// codes. STREAMPOOL_CUDA_* configure the implicit runtime; every failing call
+// but a query's cudaErrorNotReady becomes the thread's last error.
 #ifndef STREAMPOOL_SRC_CUDA_CALL_H_
 #define STREAMPOOL_SRC_CUDA_CALL_H_
 
-#include <memory>
-#include <new>
-
-#include "src/compat/context.h"
-#include "src/cuda/errors.h"
+#include "src/compat/face.h"
 #include "streampool/cuda/driver_types.h"
-#include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
 namespace streampool::internal::cuda {
 
-// The CUDA face's context: STREAMPOOL_CUDA_* configure its runtime.
-compat::Context& CudaContext();
+struct CudaFace {
+  using Error = cudaError_t;
+  using Stream = cudaStream_t;
 
-// Makes `e` the thread's last error unless it is a success or a query's
-// "not ready", which CUDA does not count as errors.
-cudaError_t Record(cudaError_t e) noexcept;
+  static constexpr char kEnvPrefix[] = "STREAMPOOL_CUDA_";
+  static constexpr Error kSuccess = cudaSuccess;
+  // spError_t's values are CUDA's numbers for the same conditions.
+  static constexpr compat::SpErrorCode<Error> kSpErrors[] = {
+      {spSuccess, cudaSuccess},
+      {spErrorInvalidValue, cudaErrorInvalidValue},
+      {spErrorMemoryAllocation, cudaErrorMemoryAllocation},
+      {spErrorInvalidDevice, cudaErrorInvalidDevice},
+      {spErrorPeerAccessUnsupported, cudaErrorPeerAccessUnsupported},
+      {spErrorInvalidResourceHandle, cudaErrorInvalidResourceHandle},
+      {spErrorNotReady, cudaErrorNotReady},
+      {spErrorNotSupported, cudaErrorNotSupported},
+      {spErrorUnknown, cudaErrorUnknown},
+  };
+  static constexpr Error kInternal = cudaErrorUnknown;
+  static constexpr Error kOutOfHostMemory = cudaErrorMemoryAllocation;
+  // CUDA does not count a query's "not ready" as an error.
+  static constexpr Error kNotErrors[] = {cudaSuccess, cudaErrorNotReady};
+  static constexpr Error kUnloading = cudaErrorCudartUnloading;
+  static constexpr Error kInitFailed = cudaErrorInitializationError;
+  static constexpr Error kKernelFault = cudaErrorLaunchFailure;
+  static constexpr Error kInvalidDevice = cudaErrorInvalidDevice;
+  static constexpr Error kInvalidArgument = cudaErrorInvalidValue;
 
-// Runs `body` (returning cudaError_t), turning exceptions into codes and
-// recording the result.
-template <class Body>
-cudaError_t Api(Body&& body) noexcept {
-  cudaError_t e;
-  try {
-    e = body();
-  } catch (const std::bad_alloc&) {
-    e = cudaErrorMemoryAllocation;
-  } catch (...) {
-    e = cudaErrorUnknown;
+  // 0 and cudaStreamLegacy are the current device's legacy stream,
+  // cudaStreamPerThread its per-thread one.
+  static compat::DefaultStream Classify(cudaStream_t stream) {
+    if (stream == nullptr || stream == cudaStreamLegacy) return compat::DefaultStream::kLegacy;
+    if (stream == cudaStreamPerThread) return compat::DefaultStream::kPerThread;
+    return compat::DefaultStream::kNone;
   }
-  return Record(e);
-}
-
-// A call that needs the runtime: it holds a reference to it for the call's
-// duration, so a concurrent cudaDeviceReset destroys it only afterwards.
-class Call {
- public:
-  // Acquires (creating if needed) the runtime. cudaErrorCudartUnloading at
-  // exit, cudaErrorInitializationError if it cannot be made,
-  // cudaErrorLaunchFailure while a failed kernel poisons it.
-  cudaError_t Begin();
-
-  compat::ProcessRuntime& rt() const { return *rt_; }
-  spRuntime_t c() const { return rt_->c(); }
-  compat::ThreadState& thread() const { return *thread_; }
-  // The thread's current device, which may be out of range after a reset
-  // with fewer devices (cudaErrorInvalidDevice).
-  cudaError_t Device(int* device) const;
-  cudaError_t CheckDevice(int device) const;
-  // What `stream` stands for on this thread: 0 and cudaStreamLegacy the
-  // current device's legacy stream, cudaStreamPerThread its per-thread one.
-  cudaError_t Stream(cudaStream_t stream, spStream_t* out) const;
-
- private:
-  std::shared_ptr<compat::ProcessRuntime> rt_;
-  compat::ThreadState* thread_ = nullptr;
 };
+static_assert(compat::FaceTraits<CudaFace>);
 
-// Runs `body(call)` with a begun Call (see Api); a kernel that failed while
-// the call ran turns its result into cudaErrorLaunchFailure.
-template <class Body>
-cudaError_t WithRuntime(Body&& body) noexcept {
-  return Api([&]() -> cudaError_t {
-    Call call;
-    if (cudaError_t e = call.Begin(); e != cudaSuccess) return e;
-    const cudaError_t e = body(call);
-    if (call.rt().fault() != compat::Fault::kNone) return cudaErrorLaunchFailure;
-    return e;
-  });
-}
-
-inline StreamId ToId(spStream_t s) { return StreamId{reinterpret_cast<uintptr_t>(s)}; }
+// The kit under the names the face's code uses.
+using Call = compat::Call<CudaFace>;
+inline constexpr compat::GuardedCall<CudaFace> Api{};
+inline constexpr compat::RuntimeCall<CudaFace> WithRuntime{};
+inline constexpr compat::SpErrorMap<CudaFace> FromSp{};
+inline constexpr compat::StatusMap<CudaFace> FromStatus{};
+inline compat::Context& CudaContext() { return compat::FaceContext<CudaFace>(); }
 
 }  // namespace streampool::internal::cuda
 

@@ -15,6 +15,7 @@
 using streampool::internal::cuda::Api;
 using streampool::internal::cuda::Call;
 using streampool::internal::cuda::CudaContext;
+using streampool::internal::cuda::CudaFace;
 using streampool::internal::cuda::FromSp;
 using streampool::internal::cuda::FromStatus;
 using streampool::internal::cuda::WithRuntime;
@@ -68,31 +69,11 @@ extern "C" {
 // ------------------------------------------------------------------ errors
 
 cudaError_t cudaGetLastError(void) noexcept {
-  try {
-    auto rt = CudaContext().Current();
-    // A failed kernel is sticky: it is never cleared but by a reset.
-    if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
-      return cudaErrorLaunchFailure;
-    }
-    auto& thread = CudaContext().Thread();
-    const auto e = static_cast<cudaError_t>(thread.last_error);
-    thread.last_error = cudaSuccess;
-    return e;
-  } catch (...) {
-    return cudaErrorUnknown;
-  }
+  return streampool::internal::compat::LastError<CudaFace>(/*clear=*/true);
 }
 
 cudaError_t cudaPeekAtLastError(void) noexcept {
-  try {
-    auto rt = CudaContext().Current();
-    if (rt != nullptr && rt->fault() != streampool::internal::compat::Fault::kNone) {
-      return cudaErrorLaunchFailure;
-    }
-    return static_cast<cudaError_t>(CudaContext().Thread().last_error);
-  } catch (...) {
-    return cudaErrorUnknown;
-  }
+  return streampool::internal::compat::LastError<CudaFace>(/*clear=*/false);
 }
 
 const char* cudaGetErrorName(cudaError_t error) noexcept {

@@ -1,7 +1,5 @@
 #include "src/cuda/errors.h"
 
-#include "streampool/runtime.h"
-
 namespace streampool::internal::cuda {
 
 namespace {
@@ -79,35 +77,6 @@ const ErrorInfo* Find(cudaError_t e) {
 }
 
 }  // namespace
-
-cudaError_t FromSp(spError_t e) {
-  switch (e) {
-    case spSuccess:
-      return cudaSuccess;
-    case spErrorInvalidValue:
-      return cudaErrorInvalidValue;
-    case spErrorMemoryAllocation:
-      return cudaErrorMemoryAllocation;
-    case spErrorInvalidDevice:
-      return cudaErrorInvalidDevice;
-    case spErrorPeerAccessUnsupported:
-      return cudaErrorPeerAccessUnsupported;
-    case spErrorInvalidResourceHandle:
-      return cudaErrorInvalidResourceHandle;
-    case spErrorNotReady:
-      return cudaErrorNotReady;
-    case spErrorNotSupported:
-      return cudaErrorNotSupported;
-    case spErrorUnknown:
-      return cudaErrorUnknown;
-  }
-  return cudaErrorUnknown;
-}
-
-cudaError_t FromStatus(const absl::Status& status) {
-  // Through the C API's error, so both faces answer a failure alike.
-  return FromSp(streampool::ToCError(status));
-}
 
 const char* ErrorName(cudaError_t e) {
   const ErrorInfo* info = Find(e);
