@@ -7,7 +7,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/process.h"
@@ -31,6 +33,20 @@ spError_t CurrentExceptionToError() noexcept { return ToError(StatusFromCurrentE
 
 namespace {
 
+// The shell of every entry point that can fail: no exception crosses the C
+// API; what escapes `body` is CurrentExceptionToError's. Always inlined, so
+// that the allocation fast path costs what a try block in the function did.
+// (spGetErrorName, spGetErrorString and spRuntimeConfigInit have none:
+// nothing in them can throw.)
+template <typename Body>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline spError_t Entry(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return CurrentExceptionToError();
+  }
+}
+
 template <typename H>
 uint64_t Value(H h) {
   return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
@@ -38,6 +54,15 @@ uint64_t Value(H h) {
 template <typename H>
 H ToHandle(uint64_t v) {
   return reinterpret_cast<H>(static_cast<uintptr_t>(v));
+}
+
+// The handle a call made or found, into the caller's out-parameter; on
+// failure the out-parameter is left alone.
+template <typename H>
+spError_t SetHandle(const absl::StatusOr<uint64_t>& h, H* out) {
+  if (!h.ok()) return ToError(h.status());
+  *out = ToHandle<H>(*h);
+  return spSuccess;
 }
 
 // Resolves the runtime a handle belongs to, refusing calls from host
@@ -90,16 +115,18 @@ bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && O
 using streampool::AllocInfo;
 using streampool::PoolAttr;
 using streampool::PoolProps;
+using streampool::internal::Entry;
 using streampool::internal::InHostCallback;
 using streampool::internal::IsRuntimeHandle;
 using streampool::internal::RuntimeImpl;
+using streampool::internal::SetHandle;
 using streampool::internal::ToError;
 using streampool::internal::ToHandle;
 using streampool::internal::Value;
 
 extern "C" {
 
-const char* spGetErrorName(spError_t e) noexcept try {
+const char* spGetErrorName(spError_t e) noexcept {
   switch (e) {
     case spSuccess:
       return "spSuccess";
@@ -121,11 +148,9 @@ const char* spGetErrorName(spError_t e) noexcept try {
       return "spErrorUnknown";
   }
   return "spErrorUnknown";
-} catch (...) {
-  return "spErrorUnknown";
 }
 
-const char* spGetErrorString(spError_t e) noexcept try {
+const char* spGetErrorString(spError_t e) noexcept {
   switch (e) {
     case spSuccess:
       return "no error";
@@ -147,11 +172,9 @@ const char* spGetErrorString(spError_t e) noexcept try {
       return "an internal failure; the call changed nothing";
   }
   return "unknown error code";
-} catch (...) {
-  return "spErrorUnknown";
 }
 
-void spRuntimeConfigInit(spRuntimeConfig* cfg) noexcept try {
+void spRuntimeConfigInit(spRuntimeConfig* cfg) noexcept {
   if (cfg == nullptr) return;
   const streampool::RuntimeConfig d;
   cfg->deviceCount = d.device_count;
@@ -160,693 +183,656 @@ void spRuntimeConfigInit(spRuntimeConfig* cfg) noexcept try {
   cfg->apiCallNs = d.api_call_ns;
   cfg->copyBytesPerUs = d.copy_bytes_per_us;
   cfg->executor = spExecutorSimulator;
-} catch (...) {
-  // Filling a struct cannot fail; nothing to report.
 }
 
-spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept try {
-  if (InHostCallback()) return spErrorNotSupported;
-  if (rt == nullptr) return spErrorInvalidValue;
-  streampool::RuntimeConfig c;
-  if (cfg != nullptr) {
-    const int backing = streampool::internal::EnumInt(cfg->backing);
-    if (backing != spBackingHost && backing != spBackingAddressOnly) return spErrorInvalidValue;
-    c.device_count = cfg->deviceCount;
-    c.device_capacity = cfg->deviceCapacity;
-    c.backing = static_cast<streampool::Backing>(backing);
-    const int executor = streampool::internal::EnumInt(cfg->executor);
-    if (executor != spExecutorSimulator && executor != spExecutorThreads)
-      return spErrorInvalidValue;
-    c.executor = static_cast<streampool::ExecutorKind>(executor);
-    c.api_call_ns = cfg->apiCallNs;
-    c.copy_bytes_per_us = cfg->copyBytesPerUs;
-  }
-  auto r = RuntimeImpl::Create(c);
-  if (!r.ok()) return ToError(r.status());
-  *rt = ToHandle<spRuntime_t>((*r)->handle());
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept {
+  return Entry([&]() -> spError_t {
+    if (InHostCallback()) return spErrorNotSupported;
+    if (rt == nullptr) return spErrorInvalidValue;
+    streampool::RuntimeConfig c;
+    if (cfg != nullptr) {
+      const int backing = streampool::internal::EnumInt(cfg->backing);
+      if (backing != spBackingHost && backing != spBackingAddressOnly) return spErrorInvalidValue;
+      c.device_count = cfg->deviceCount;
+      c.device_capacity = cfg->deviceCapacity;
+      c.backing = static_cast<streampool::Backing>(backing);
+      const int executor = streampool::internal::EnumInt(cfg->executor);
+      if (executor != spExecutorSimulator && executor != spExecutorThreads)
+        return spErrorInvalidValue;
+      c.executor = static_cast<streampool::ExecutorKind>(executor);
+      c.api_call_ns = cfg->apiCallNs;
+      c.copy_bytes_per_us = cfg->copyBytesPerUs;
+    }
+    auto r = RuntimeImpl::Create(c);
+    if (!r.ok()) return ToError(r.status());
+    *rt = ToHandle<spRuntime_t>((*r)->handle());
+    return spSuccess;
+  });
 }
 
-spError_t spRuntimeDestroy(spRuntime_t rt) noexcept try {
-  return ToError(RuntimeImpl::Destroy(Value(rt)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spRuntimeDestroy(spRuntime_t rt) noexcept {
+  return Entry([&]() -> spError_t { return ToError(RuntimeImpl::Destroy(Value(rt))); });
 }
 
 // ---------------------------------------------------------------- streams
 
-spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags) noexcept try {
-  if (InHostCallback()) return spErrorNotSupported;
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (s == nullptr) return spErrorInvalidValue;
-  if (flags != spStreamDefault && flags != spStreamNonBlocking) return spErrorInvalidValue;
-  auto h = r.CreateStream(device, flags == spStreamNonBlocking);
-  if (!h.ok()) return ToError(h.status());
-  *s = ToHandle<spStream_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned flags) noexcept {
+  return Entry([&]() -> spError_t {
+    if (InHostCallback()) return spErrorNotSupported;
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (s == nullptr) return spErrorInvalidValue;
+    if (flags != spStreamDefault && flags != spStreamNonBlocking) return spErrorInvalidValue;
+    return SetHandle(r.CreateStream(device, flags == spStreamNonBlocking), s);
+  });
 }
 
-spError_t spStreamDestroy(spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.DestroyStream(Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spStreamDestroy(spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.DestroyStream(Value(s)));
+  });
 }
 
-spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (s == nullptr) return spErrorInvalidValue;
-  auto h = r.LegacyStream(device);
-  if (!h.ok()) return ToError(h.status());
-  *s = ToHandle<spStream_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (s == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.LegacyStream(device), s);
+  });
 }
 
-spError_t spStreamSynchronize(spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.StreamSynchronize(Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spStreamSynchronize(spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.StreamSynchronize(Value(s)));
+  });
 }
 
-spError_t spStreamQuery(spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.StreamQuery(Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spStreamQuery(spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.StreamQuery(Value(s)));
+  });
 }
 
-spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.StreamWaitEvent(Value(s), Value(e)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.StreamWaitEvent(Value(s), Value(e)));
+  });
 }
 
 // ----------------------------------------------------------------- events
 
-spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (e == nullptr) return spErrorInvalidValue;
-  auto h = r.CreateEvent();
-  if (!h.ok()) return ToError(h.status());
-  *e = ToHandle<spEvent_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (e == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.CreateEvent(), e);
+  });
 }
 
-spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (e == nullptr) return spErrorInvalidValue;
-  auto h = r.CreateEvent(flags);
-  if (!h.ok()) return ToError(h.status());
-  *e = ToHandle<spEvent_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (e == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.CreateEvent(flags), e);
+  });
 }
 
-spError_t spEventDestroy(spEvent_t e) noexcept try {
-  SP_RESOLVE(r, e);
-  return ToError(r.DestroyEvent(Value(e)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventDestroy(spEvent_t e) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, e);
+    return ToError(r.DestroyEvent(Value(e)));
+  });
 }
 
-spError_t spEventRecord(spEvent_t e, spStream_t s) noexcept try {
-  SP_RESOLVE(r, e);
-  return ToError(r.RecordEvent(Value(e), Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventRecord(spEvent_t e, spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, e);
+    return ToError(r.RecordEvent(Value(e), Value(s)));
+  });
 }
 
-spError_t spEventSynchronize(spEvent_t e) noexcept try {
-  SP_RESOLVE(r, e);
-  return ToError(r.EventSynchronize(Value(e)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventSynchronize(spEvent_t e) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, e);
+    return ToError(r.EventSynchronize(Value(e)));
+  });
 }
 
-spError_t spEventQuery(spEvent_t e) noexcept try {
-  SP_RESOLVE(r, e);
-  return ToError(r.EventQuery(Value(e)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventQuery(spEvent_t e) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, e);
+    return ToError(r.EventQuery(Value(e)));
+  });
 }
 
-spError_t spDeviceSynchronize(spRuntime_t rt, int device) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.DeviceSynchronize(device));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spDeviceSynchronize(spRuntime_t rt, int device) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.DeviceSynchronize(device));
+  });
 }
 
-spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) noexcept try {
-  SP_RESOLVE(r, start);
-  if (ms == nullptr) return spErrorInvalidValue;
-  auto v = r.EventElapsedMs(Value(start), Value(end));
-  if (!v.ok()) return ToError(v.status());
-  *ms = *v;
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, start);
+    if (ms == nullptr) return spErrorInvalidValue;
+    auto v = r.EventElapsedMs(Value(start), Value(end));
+    if (!v.ok()) return ToError(v.status());
+    *ms = *v;
+    return spSuccess;
+  });
 }
 
 // ------------------------------------------------------------------- work
 
 spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* accesses,
-                         size_t count) noexcept try {
-  SP_RESOLVE(r, s);
-  if (count != 0 && accesses == nullptr) return spErrorInvalidValue;
-  std::vector<streampool::Access> acc(count);
-  for (size_t i = 0; i < count; ++i) {
-    acc[i] = streampool::Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
-  }
-  return ToError(r.LaunchKernel(Value(s), durationNs, acc));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                         size_t count) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    if (count != 0 && accesses == nullptr) return spErrorInvalidValue;
+    std::vector<streampool::Access> acc(count);
+    for (size_t i = 0; i < count; ++i) {
+      acc[i] = streampool::Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
+    }
+    return ToError(r.LaunchKernel(Value(s), durationNs, acc));
+  });
 }
 
-spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) noexcept try {
-  SP_RESOLVE(r, s);
-  if (fn == nullptr) return spErrorInvalidValue;
-  return ToError(r.LaunchHostFunc(Value(s), [fn, userData]() { fn(userData); }));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    if (fn == nullptr) return spErrorInvalidValue;
+    return ToError(r.LaunchHostFunc(Value(s), [fn, userData]() { fn(userData); }));
+  });
 }
 
-spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.HostAdvance(ns));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.HostAdvance(ns));
+  });
 }
 
-spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (ns == nullptr) return spErrorInvalidValue;
-  *ns = r.HostNow();
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (ns == nullptr) return spErrorInvalidValue;
+    *ns = r.HostNow();
+    return spSuccess;
+  });
 }
 
-spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.MemcpyAsync(dst, src, bytes, Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.MemcpyAsync(dst, src, bytes, Value(s)));
+  });
 }
 
-spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.MemsetAsync(dst, value, bytes, Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.MemsetAsync(dst, value, bytes, Value(s)));
+  });
 }
 
 // ----------------------------------------------------------------- memory
 
-spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  if (ptr == nullptr) return spErrorInvalidValue;
-  auto a = r.MallocAsync(size, 0, Value(s));
-  *ptr = a.ok() ? a->ptr : nullptr;
-  return ToError(a.status());
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    if (ptr == nullptr) return spErrorInvalidValue;
+    auto a = r.MallocAsync(size, 0, Value(s));
+    *ptr = a.ok() ? a->ptr : nullptr;
+    return ToError(a.status());
+  });
 }
 
-spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s) noexcept
-    try {
-  SP_RESOLVE(r, s);
-  if (ptr == nullptr) return spErrorInvalidValue;
-  if (pool == nullptr) return spErrorInvalidValue;
-  auto a = r.MallocAsync(size, Value(pool), Value(s));
-  *ptr = a.ok() ? a->ptr : nullptr;
-  return ToError(a.status());
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    if (ptr == nullptr) return spErrorInvalidValue;
+    if (pool == nullptr) return spErrorInvalidValue;
+    auto a = r.MallocAsync(size, Value(pool), Value(s));
+    *ptr = a.ok() ? a->ptr : nullptr;
+    return ToError(a.status());
+  });
 }
 
-spError_t spFreeAsync(void* ptr, spStream_t s) noexcept try {
-  SP_RESOLVE(r, s);
-  return ToError(r.FreeAsync(ptr, Value(s)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spFreeAsync(void* ptr, spStream_t s) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    return ToError(r.FreeAsync(ptr, Value(s)));
+  });
 }
 
-spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (ptr == nullptr) return spErrorInvalidValue;
-  auto p = r.Malloc(size, device);
-  *ptr = p.ok() ? *p : nullptr;
-  return ToError(p.status());
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (ptr == nullptr) return spErrorInvalidValue;
+    auto p = r.Malloc(size, device);
+    *ptr = p.ok() ? *p : nullptr;
+    return ToError(p.status());
+  });
 }
 
-spError_t spFree(spRuntime_t rt, void* ptr) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.Free(ptr));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spFree(spRuntime_t rt, void* ptr) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.Free(ptr));
+  });
 }
 
-spError_t spMallocHost(void** ptr, size_t size, spRuntime_t rt) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (ptr == nullptr) return spErrorInvalidValue;
-  auto p = r.MallocHost(size);
-  *ptr = p.ok() ? *p : nullptr;
-  return ToError(p.status());
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMallocHost(void** ptr, size_t size, spRuntime_t rt) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (ptr == nullptr) return spErrorInvalidValue;
+    auto p = r.MallocHost(size);
+    *ptr = p.ok() ? *p : nullptr;
+    return ToError(p.status());
+  });
 }
 
-spError_t spFreeHost(spRuntime_t rt, void* ptr) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.FreeHost(ptr));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spFreeHost(spRuntime_t rt, void* ptr) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.FreeHost(ptr));
+  });
 }
 
-spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noexcept try {
-  if (InHostCallback()) return spErrorNotSupported;
-  if (attr == nullptr || ptr == nullptr) return spErrorInvalidValue;
-  const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
-      reinterpret_cast<uintptr_t>(ptr));
-  if (owner == 0) return spErrorInvalidValue;
-  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Process::Default().registry().Find(owner);
-  if (rt == nullptr) return spErrorInvalidValue;
-  auto a = rt->GetPointerAttributes(ptr);
-  if (!a.ok()) return ToError(a.status());
-  attr->device = a->device;
-  attr->pool = a->pool.value == 0 ? nullptr : ToHandle<spMemPool_t>(a->pool.value);
-  attr->base = a->base;
-  attr->size = a->size;
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noexcept {
+  return Entry([&]() -> spError_t {
+    if (InHostCallback()) return spErrorNotSupported;
+    if (attr == nullptr || ptr == nullptr) return spErrorInvalidValue;
+    const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
+        reinterpret_cast<uintptr_t>(ptr));
+    if (owner == 0) return spErrorInvalidValue;
+    std::shared_ptr<RuntimeImpl> rt =
+        streampool::internal::Process::Default().registry().Find(owner);
+    if (rt == nullptr) return spErrorInvalidValue;
+    auto a = rt->GetPointerAttributes(ptr);
+    if (!a.ok()) return ToError(a.status());
+    attr->device = a->device;
+    attr->pool = a->pool.value == 0 ? nullptr : ToHandle<spMemPool_t>(a->pool.value);
+    attr->base = a->base;
+    attr->size = a->size;
+    return spSuccess;
+  });
 }
 
 // ------------------------------------------------------------------ pools
 
-spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props) noexcept
-    try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
-  PoolProps p;
-  if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
-  auto h = r.CreatePool(p, nullptr);
-  if (!h.ok()) return ToError(h.status());
-  *pool = ToHandle<spMemPool_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProps* props) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
+    PoolProps p;
+    if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
+    return SetHandle(r.CreatePool(p, nullptr), pool);
+  });
 }
 
 spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
                                       const spMemPoolProps* props,
-                                      const spUpstream* upstream) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (pool == nullptr || props == nullptr || upstream == nullptr || upstream->map == nullptr ||
-      upstream->unmap == nullptr) {
-    return spErrorInvalidValue;
-  }
-  PoolProps p;
-  if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
-  const spUpstream u = *upstream;
-  streampool::UpstreamCallbacks cb;
-  cb.map = [u](uint64_t bytes) { return u.map(bytes, u.user); };
-  cb.unmap = [u](void* base, uint64_t bytes) { u.unmap(base, bytes, u.user); };
-  cb.touchable = u.touchable != 0;
-  auto h = r.CreatePool(p, streampool::NewCallbackMemory(std::move(cb)));
-  if (!h.ok()) return ToError(h.status());
-  *pool = ToHandle<spMemPool_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                                      const spUpstream* upstream) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (pool == nullptr || props == nullptr || upstream == nullptr || upstream->map == nullptr ||
+        upstream->unmap == nullptr) {
+      return spErrorInvalidValue;
+    }
+    PoolProps p;
+    if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
+    const spUpstream u = *upstream;
+    streampool::UpstreamCallbacks cb;
+    cb.map = [u](uint64_t bytes) { return u.map(bytes, u.user); };
+    cb.unmap = [u](void* base, uint64_t bytes) { u.unmap(base, bytes, u.user); };
+    cb.touchable = u.touchable != 0;
+    return SetHandle(r.CreatePool(p, streampool::NewCallbackMemory(std::move(cb))), pool);
+  });
 }
 
 spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
                                          const spMemPoolProps* props,
-                                         const spUpstreamVmm* up) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (pool == nullptr || props == nullptr || up == nullptr || up->reserve == nullptr ||
-      up->map == nullptr || up->unmap == nullptr || up->release == nullptr) {
-    return spErrorInvalidValue;
-  }
-  PoolProps p;
-  if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
-  if (p.growth == streampool::PoolGrowth::kChunked) return spErrorNotSupported;
-  const spUpstreamVmm u = *up;
-  streampool::VmmCallbacks cb;
-  cb.reserve = [u](uint64_t bytes, uint64_t alignment) {
-    return u.reserve(bytes, alignment, u.user);
-  };
-  cb.map = [u](void* addr, uint64_t bytes) { return u.map(addr, bytes, u.user) == 0; };
-  cb.unmap = [u](void* addr, uint64_t bytes) { u.unmap(addr, bytes, u.user); };
-  cb.release = [u](void* addr, uint64_t bytes) { u.release(addr, bytes, u.user); };
-  cb.touchable = u.touchable != 0;
-  auto h = r.CreatePool(p, streampool::NewVmmCallbackMemory(std::move(cb)));
-  if (!h.ok()) return ToError(h.status());
-  *pool = ToHandle<spMemPool_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                                         const spUpstreamVmm* up) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (pool == nullptr || props == nullptr || up == nullptr || up->reserve == nullptr ||
+        up->map == nullptr || up->unmap == nullptr || up->release == nullptr) {
+      return spErrorInvalidValue;
+    }
+    PoolProps p;
+    if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
+    if (p.growth == streampool::PoolGrowth::kChunked) return spErrorNotSupported;
+    const spUpstreamVmm u = *up;
+    streampool::VmmCallbacks cb;
+    cb.reserve = [u](uint64_t bytes, uint64_t alignment) {
+      return u.reserve(bytes, alignment, u.user);
+    };
+    cb.map = [u](void* addr, uint64_t bytes) { return u.map(addr, bytes, u.user) == 0; };
+    cb.unmap = [u](void* addr, uint64_t bytes) { u.unmap(addr, bytes, u.user); };
+    cb.release = [u](void* addr, uint64_t bytes) { u.release(addr, bytes, u.user); };
+    cb.touchable = u.touchable != 0;
+    return SetHandle(r.CreatePool(p, streampool::NewVmmCallbackMemory(std::move(cb))), pool);
+  });
 }
 
-spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.SetHugePageBudget(device, bytes));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.SetHugePageBudget(device, bytes));
+  });
 }
 
-spError_t spMemPoolDestroy(spMemPool_t pool) noexcept try {
-  SP_RESOLVE(r, pool);
-  return ToError(r.DestroyPool(Value(pool)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolDestroy(spMemPool_t pool) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    return ToError(r.DestroyPool(Value(pool)));
+  });
 }
 
-spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (pool == nullptr) return spErrorInvalidValue;
-  auto h = r.DefaultPool(device);
-  if (!h.ok()) return ToError(h.status());
-  *pool = ToHandle<spMemPool_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (pool == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.DefaultPool(device), pool);
+  });
 }
 
-spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.SetCurrentPool(device, Value(pool)));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.SetCurrentPool(device, Value(pool)));
+  });
 }
 
-spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (pool == nullptr) return spErrorInvalidValue;
-  auto h = r.CurrentPool(device);
-  if (!h.ok()) return ToError(h.status());
-  *pool = ToHandle<spMemPool_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (pool == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.CurrentPool(device), pool);
+  });
 }
 
-spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept try {
-  SP_RESOLVE(r, pool);
-  const int attr = streampool::internal::EnumInt(attr_in);
-  if (value == nullptr) return spErrorInvalidValue;
-  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
-    return spErrorInvalidValue;
-  }
-  if (attr == spMemPoolAttrFrontCache) {
-    const int on = *static_cast<int*>(value);
-    if (on != 0 && on != 1) return spErrorInvalidValue;
-    return ToError(r.SetPoolAttribute(Value(pool), PoolAttr::kFrontCache, on));
-  }
-  const bool as_int =
-      attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
-  const uint64_t v = as_int ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
-                            : *static_cast<uint64_t*>(value);
-  return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    const int attr = streampool::internal::EnumInt(attr_in);
+    if (value == nullptr) return spErrorInvalidValue;
+    if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
+      return spErrorInvalidValue;
+    }
+    if (attr == spMemPoolAttrFrontCache) {
+      const int on = *static_cast<int*>(value);
+      if (on != 0 && on != 1) return spErrorInvalidValue;
+      return ToError(r.SetPoolAttribute(Value(pool), PoolAttr::kFrontCache, on));
+    }
+    const bool as_int =
+        attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
+    const uint64_t v = as_int ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
+                              : *static_cast<uint64_t*>(value);
+    return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
+  });
 }
 
-spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept try {
-  SP_RESOLVE(r, pool);
-  const int attr = streampool::internal::EnumInt(attr_in);
-  if (value == nullptr) return spErrorInvalidValue;
-  if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
-    return spErrorInvalidValue;
-  }
-  auto v = r.GetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr));
-  if (!v.ok()) return ToError(v.status());
-  if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth ||
-      attr == spMemPoolAttrFrontCache) {
-    *static_cast<int*>(value) = static_cast<int>(*v);
-  } else {
-    *static_cast<uint64_t*>(value) = *v;
-  }
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    const int attr = streampool::internal::EnumInt(attr_in);
+    if (value == nullptr) return spErrorInvalidValue;
+    if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
+      return spErrorInvalidValue;
+    }
+    auto v = r.GetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr));
+    if (!v.ok()) return ToError(v.status());
+    if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth ||
+        attr == spMemPoolAttrFrontCache) {
+      *static_cast<int*>(value) = static_cast<int>(*v);
+    } else {
+      *static_cast<uint64_t*>(value) = *v;
+    }
+    return spSuccess;
+  });
 }
 
-spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) noexcept try {
-  SP_RESOLVE(r, pool);
-  return ToError(r.TrimTo(Value(pool), minBytesToKeep));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    return ToError(r.TrimTo(Value(pool), minBytesToKeep));
+  });
 }
 
-spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept try {
-  SP_RESOLVE(r, pool);
-  if (stats == nullptr) return spErrorInvalidValue;
-  auto s = r.GetPoolStats(Value(pool));
-  if (!s.ok()) return ToError(s.status());
-  stats->reservedBytes = s->reserved_bytes;
-  stats->reservedHigh = s->reserved_high;
-  stats->usedBytes = s->used_bytes;
-  stats->usedHigh = s->used_high;
-  stats->allocCount = s->alloc_count;
-  stats->freeCount = s->free_count;
-  stats->failedAllocCount = s->failed_alloc_count;
-  stats->reuseSameStream = s->reuse_same_stream;
-  stats->reuseEventDependency = s->reuse_event_dependency;
-  stats->reuseOpportunistic = s->reuse_opportunistic;
-  stats->reuseAfterSync = s->reuse_after_sync;
-  stats->reuseInternalDependency = s->reuse_internal_dependency;
-  stats->waitsInserted = s->waits_inserted;
-  stats->upstreamMaps = s->upstream_maps;
-  stats->upstreamUnmaps = s->upstream_unmaps;
-  stats->hugePageBytes = s->huge_page_bytes;
-  stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
-  stats->normalPageBytes = s->normal_page_bytes;
-  stats->largestFreeBlock = s->largest_free_block;
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    if (stats == nullptr) return spErrorInvalidValue;
+    auto s = r.GetPoolStats(Value(pool));
+    if (!s.ok()) return ToError(s.status());
+    stats->reservedBytes = s->reserved_bytes;
+    stats->reservedHigh = s->reserved_high;
+    stats->usedBytes = s->used_bytes;
+    stats->usedHigh = s->used_high;
+    stats->allocCount = s->alloc_count;
+    stats->freeCount = s->free_count;
+    stats->failedAllocCount = s->failed_alloc_count;
+    stats->reuseSameStream = s->reuse_same_stream;
+    stats->reuseEventDependency = s->reuse_event_dependency;
+    stats->reuseOpportunistic = s->reuse_opportunistic;
+    stats->reuseAfterSync = s->reuse_after_sync;
+    stats->reuseInternalDependency = s->reuse_internal_dependency;
+    stats->waitsInserted = s->waits_inserted;
+    stats->upstreamMaps = s->upstream_maps;
+    stats->upstreamUnmaps = s->upstream_unmaps;
+    stats->hugePageBytes = s->huge_page_bytes;
+    stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
+    stats->normalPageBytes = s->normal_page_bytes;
+    stats->largestFreeBlock = s->largest_free_block;
+    return spSuccess;
+  });
 }
 
 // -------------------------------------------------- multi-device access
 
 spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
-                                     int accessible) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  return ToError(r.SetPeerAccessible(device, peerDevice, accessible != 0));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                                     int accessible) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.SetPeerAccessible(device, peerDevice, accessible != 0));
+  });
 }
 
-spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device, int peerDevice) noexcept
-    try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (canAccess == nullptr) return spErrorInvalidValue;
-  auto v = r.CanAccessPeer(device, peerDevice);
-  if (!v.ok()) return ToError(v.status());
-  *canAccess = *v ? 1 : 0;
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device,
+                                int peerDevice) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (canAccess == nullptr) return spErrorInvalidValue;
+    auto v = r.CanAccessPeer(device, peerDevice);
+    if (!v.ok()) return ToError(v.status());
+    *canAccess = *v ? 1 : 0;
+    return spSuccess;
+  });
 }
 
-spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs, size_t count) noexcept
-    try {
-  SP_RESOLVE(r, pool);
-  if (count != 0 && descs == nullptr) return spErrorInvalidValue;
-  std::vector<streampool::MemAccessDesc> d(count);
-  for (size_t i = 0; i < count; ++i) {
-    // Read as ints: the library range-checks them (an enum class over int
-    // holds any int).
-    d[i].location.type = static_cast<streampool::MemLocationType>(
-        streampool::internal::EnumInt(descs[i].location.type));
-    d[i].location.id = descs[i].location.id;
-    d[i].flags =
-        static_cast<streampool::MemAccessFlags>(streampool::internal::EnumInt(descs[i].flags));
-  }
-  return ToError(r.SetPoolAccess(Value(pool), d));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs,
+                             size_t count) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    if (count != 0 && descs == nullptr) return spErrorInvalidValue;
+    std::vector<streampool::MemAccessDesc> d(count);
+    for (size_t i = 0; i < count; ++i) {
+      // Read as ints: the library range-checks them (an enum class over int
+      // holds any int).
+      d[i].location.type = static_cast<streampool::MemLocationType>(
+          streampool::internal::EnumInt(descs[i].location.type));
+      d[i].location.id = descs[i].location.id;
+      d[i].flags =
+          static_cast<streampool::MemAccessFlags>(streampool::internal::EnumInt(descs[i].flags));
+    }
+    return ToError(r.SetPoolAccess(Value(pool), d));
+  });
 }
 
 spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
-                             const spMemLocation* location) noexcept try {
-  SP_RESOLVE(r, pool);
-  if (flags == nullptr || location == nullptr) return spErrorInvalidValue;
-  streampool::MemLocation loc;
-  loc.type =
-      static_cast<streampool::MemLocationType>(streampool::internal::EnumInt(location->type));
-  loc.id = location->id;
-  auto v = r.GetPoolAccess(Value(pool), loc);
-  if (!v.ok()) return ToError(v.status());
-  *flags = static_cast<spMemAccessFlags>(static_cast<int>(*v));
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                             const spMemLocation* location) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    if (flags == nullptr || location == nullptr) return spErrorInvalidValue;
+    streampool::MemLocation loc;
+    loc.type =
+        static_cast<streampool::MemLocationType>(streampool::internal::EnumInt(location->type));
+    loc.id = location->id;
+    auto v = r.GetPoolAccess(Value(pool), loc);
+    if (!v.ok()) return ToError(v.status());
+    *flags = static_cast<spMemAccessFlags>(static_cast<int>(*v));
+    return spSuccess;
+  });
 }
 
 // -------------------------------------------------------------------- IPC
 
 spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int handleType,
-                                           unsigned flags) noexcept try {
-  SP_RESOLVE(r, pool);
-  if (handle == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
-    return spErrorInvalidValue;
-  }
-  auto fd = r.ExportPool(Value(pool));
-  if (!fd.ok()) return ToError(fd.status());
-  *static_cast<int*>(handle) = *fd;
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                                           unsigned flags) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    if (handle == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
+      return spErrorInvalidValue;
+    }
+    auto fd = r.ExportPool(Value(pool));
+    if (!fd.ok()) return ToError(fd.status());
+    *static_cast<int*>(handle) = *fd;
+    return spSuccess;
+  });
 }
 
 spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, void* handle,
-                                             int handleType, unsigned flags) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (pool == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
-    return spErrorInvalidValue;
-  }
-  const auto fd = reinterpret_cast<intptr_t>(handle);
-  if (fd < 0 || fd > INT32_MAX) return spErrorInvalidValue;
-  auto h = r.ImportPool(static_cast<int>(fd));
-  if (!h.ok()) return ToError(h.status());
-  *pool = ToHandle<spMemPool_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                                             int handleType, unsigned flags) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (pool == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
+      return spErrorInvalidValue;
+    }
+    const auto fd = reinterpret_cast<intptr_t>(handle);
+    if (fd < 0 || fd > INT32_MAX) return spErrorInvalidValue;
+    return SetHandle(r.ImportPool(static_cast<int>(fd)), pool);
+  });
 }
 
-spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) noexcept try {
-  if (InHostCallback()) return spErrorNotSupported;
-  if (data == nullptr || ptr == nullptr) return spErrorInvalidValue;
-  const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
-      reinterpret_cast<uintptr_t>(ptr));
-  if (owner == 0) return spErrorInvalidValue;
-  std::shared_ptr<RuntimeImpl> rt = streampool::internal::Process::Default().registry().Find(owner);
-  if (rt == nullptr) return spErrorInvalidValue;
-  auto d = rt->ExportPointer(ptr);
-  if (!d.ok()) return ToError(d.status());
-  static_assert(sizeof(*data) == sizeof(streampool::internal::PtrExportData));
-  std::memcpy(data, &*d, sizeof *data);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) noexcept {
+  return Entry([&]() -> spError_t {
+    if (InHostCallback()) return spErrorNotSupported;
+    if (data == nullptr || ptr == nullptr) return spErrorInvalidValue;
+    const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
+        reinterpret_cast<uintptr_t>(ptr));
+    if (owner == 0) return spErrorInvalidValue;
+    std::shared_ptr<RuntimeImpl> rt =
+        streampool::internal::Process::Default().registry().Find(owner);
+    if (rt == nullptr) return spErrorInvalidValue;
+    auto d = rt->ExportPointer(ptr);
+    if (!d.ok()) return ToError(d.status());
+    static_assert(sizeof(*data) == sizeof(streampool::internal::PtrExportData));
+    std::memcpy(data, &*d, sizeof *data);
+    return spSuccess;
+  });
 }
 
 spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
-                                 spMemPoolPtrExportData* data) noexcept try {
-  SP_RESOLVE(r, importedPool);
-  if (ptr == nullptr || data == nullptr) return spErrorInvalidValue;
-  streampool::internal::PtrExportData d;
-  std::memcpy(static_cast<void*>(&d), data, sizeof d);  // trivially copyable
-  auto p = r.ImportPointer(Value(importedPool), d);
-  if (!p.ok()) return ToError(p.status());
-  *ptr = *p;
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                                 spMemPoolPtrExportData* data) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, importedPool);
+    if (ptr == nullptr || data == nullptr) return spErrorInvalidValue;
+    streampool::internal::PtrExportData d;
+    std::memcpy(static_cast<void*>(&d), data, sizeof d);  // trivially copyable
+    auto p = r.ImportPointer(Value(importedPool), d);
+    if (!p.ok()) return ToError(p.status());
+    *ptr = *p;
+    return spSuccess;
+  });
 }
 
-spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) noexcept try {
-  SP_RESOLVE(r, e);
-  if (handle == nullptr) return spErrorInvalidValue;
-  return ToError(r.GetIpcEventHandle(Value(e), handle->reserved));
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, e);
+    if (handle == nullptr) return spErrorInvalidValue;
+    return ToError(r.GetIpcEventHandle(Value(e), handle->reserved));
+  });
 }
 
-spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (e == nullptr) return spErrorInvalidValue;
-  auto h = r.OpenIpcEvent(handle.reserved);
-  if (!h.ok()) return ToError(h.status());
-  *e = ToHandle<spEvent_t>(*h);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle handle) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (e == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.OpenIpcEvent(handle.reserved), e);
+  });
 }
 
 // ------------------------------------------------------------- checker
 
-spError_t spCheckerEnable(spRuntime_t rt, int enable) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  r.EnableChecker(enable != 0, /*fatal=*/false);
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spCheckerEnable(spRuntime_t rt, int enable) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    r.EnableChecker(enable != 0, /*fatal=*/false);
+    return spSuccess;
+  });
 }
 
 spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t capacity,
-                              size_t* count) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  if (count == nullptr || (reports == nullptr && capacity != 0)) return spErrorInvalidValue;
-  const std::vector<streampool::CheckReport> all = r.CheckReports();
-  *count = all.size();
-  for (size_t i = 0; i < all.size() && i < capacity; ++i) {
-    const streampool::CheckReport& a = all[i];
-    spCheckReport& o = reports[i];
-    o.kind = static_cast<spCheckKind>(static_cast<int>(a.kind));
-    o.stream = a.stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.stream.value);
-    o.opIndex = a.op_position;
-    o.ptr = a.ptr;
-    o.size = a.size;
-    o.otherStream =
-        a.other_stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.other_stream.value);
-    o.otherOpIndex = a.other_position;
-    std::snprintf(o.message, sizeof o.message, "%s", a.message.c_str());
-  }
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+                              size_t* count) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (count == nullptr || (reports == nullptr && capacity != 0)) return spErrorInvalidValue;
+    const std::vector<streampool::CheckReport> all = r.CheckReports();
+    *count = all.size();
+    for (size_t i = 0; i < all.size() && i < capacity; ++i) {
+      const streampool::CheckReport& a = all[i];
+      spCheckReport& o = reports[i];
+      o.kind = static_cast<spCheckKind>(static_cast<int>(a.kind));
+      o.stream = a.stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.stream.value);
+      o.opIndex = a.op_position;
+      o.ptr = a.ptr;
+      o.size = a.size;
+      o.otherStream =
+          a.other_stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.other_stream.value);
+      o.otherOpIndex = a.other_position;
+      std::snprintf(o.message, sizeof o.message, "%s", a.message.c_str());
+    }
+    return spSuccess;
+  });
 }
 
-spError_t spCheckerClearReports(spRuntime_t rt) noexcept try {
-  SP_CHECK_RUNTIME_HANDLE(rt);
-  SP_RESOLVE(r, rt);
-  r.ClearCheckReports();
-  return spSuccess;
-} catch (...) {
-  return streampool::internal::CurrentExceptionToError();
+spError_t spCheckerClearReports(spRuntime_t rt) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    r.ClearCheckReports();
+    return spSuccess;
+  });
 }
 
 }  // extern "C"

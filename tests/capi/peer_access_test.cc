@@ -65,7 +65,9 @@ class PeerAccessTest : public ::testing::Test {
     size_t n = 0;
     EXPECT_EQ(spCheckerGetReports(rt_, nullptr, 0, &n), spSuccess);
     std::vector<spCheckReport> out(n);
-    if (n != 0) EXPECT_EQ(spCheckerGetReports(rt_, out.data(), n, &n), spSuccess);
+    if (n != 0) {
+      EXPECT_EQ(spCheckerGetReports(rt_, out.data(), n, &n), spSuccess);
+    }
     return out;
   }
   void* Alloc(size_t size, int stream_device = 0) {
