@@ -106,9 +106,7 @@ bool IsMemAttr(const aclrtMemAttr& attr) {
   return a >= ACL_DDR_MEM && a <= ACL_MEM_P2P_HUGE1G;
 }
 
-aclError NotSupported() {
-  return Api([] { return ACL_ERROR_RT_FEATURE_NOT_SUPPORT; });
-}
+aclError NotSupported() { return streampool::internal::compat::NotSupported<AclFace>(); }
 
 }  // namespace
 
@@ -181,19 +179,11 @@ aclError aclrtGetDevice(int32_t* deviceId) noexcept {
 }
 
 aclError aclrtGetDeviceCount(uint32_t* count) noexcept {
-  return WithRuntime([&](Call& call) {
-    if (count == nullptr) return ACL_ERROR_INVALID_PARAM;
-    *count = static_cast<uint32_t>(call.rt().device_count());
-    return ACL_SUCCESS;
-  });
+  return streampool::internal::compat::GetDeviceCount<AclFace>(count);
 }
 
 aclError aclrtSynchronizeDevice(void) noexcept {
-  return WithRuntime([&](Call& call) {
-    int device = 0;
-    if (aclError e = call.Device(&device); e != ACL_SUCCESS) return e;
-    return FromSp(spDeviceSynchronize(call.c(), device));
-  });
+  return streampool::internal::compat::SynchronizeDevice<AclFace>();
 }
 
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total) noexcept {
@@ -239,11 +229,7 @@ aclError aclrtDestroyStream(aclrtStream stream) noexcept {
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream) noexcept {
-  return WithRuntime([&](Call& call) {
-    spStream_t s = nullptr;
-    if (aclError e = call.Stream(stream, &s); e != ACL_SUCCESS) return e;
-    return FromSp(spStreamSynchronize(s));
-  });
+  return streampool::internal::compat::SynchronizeStream<AclFace>(stream);
 }
 
 aclError aclrtCreateEvent(aclrtEvent* event) noexcept {
@@ -311,12 +297,7 @@ aclError aclrtEventElapsedTime(float* ms, aclrtEvent startEvent, aclrtEvent endE
 }
 
 aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void* args) noexcept {
-  return WithRuntime([&](Call& call) {
-    if (fn == nullptr) return ACL_ERROR_INVALID_PARAM;
-    spStream_t s = nullptr;
-    if (aclError e = call.Stream(stream, &s); e != ACL_SUCCESS) return e;
-    return FromSp(spLaunchHostFunc(s, fn, args));
-  });
+  return streampool::internal::compat::LaunchHostFunc<AclFace>(stream, fn, args);
 }
 
 // ------------------------------------------------------------------ memory

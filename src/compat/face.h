@@ -15,6 +15,9 @@
 //   StatusMap<F>      a C++ API call's status in the face's codes
 //   LastError<F>      the thread's last error, taken or peeked at
 //   GetRuntime<F>, GetStream<F>   the interop accessors
+//   GetDeviceCount<F>, SynchronizeDevice<F>, SynchronizeStream<F>,
+//   LaunchHostFunc<F>, NotSupported<F>   entry points that mean the same in
+//                     every face
 //   LaunchKernel<F>   an emulated kernel launch
 //
 // How the runtime's errors reach a face. An spError_t goes through the face's
@@ -261,6 +264,59 @@ typename F::Error GetStream(spStream_t* out, typename F::Stream stream) noexcept
     if (out == nullptr) return F::kInvalidArgument;
     return call.Stream(stream, out);
   });
+}
+
+// Entry points that mean the same in every face.
+
+// The number of devices (cudaGetDeviceCount, aclrtGetDeviceCount), in the
+// face's integer type.
+template <FaceTraits F, class Count>
+typename F::Error GetDeviceCount(Count* count) noexcept {
+  return RuntimeCall<F>{}([&](Call<F>& call) -> typename F::Error {
+    if (count == nullptr) return F::kInvalidArgument;
+    *count = static_cast<Count>(call.rt().device_count());
+    return F::kSuccess;
+  });
+}
+
+// Waits for the current device (cudaDeviceSynchronize, aclrtSynchronizeDevice).
+template <FaceTraits F>
+typename F::Error SynchronizeDevice() noexcept {
+  return RuntimeCall<F>{}([](Call<F>& call) -> typename F::Error {
+    int device = 0;
+    if (const typename F::Error e = call.Device(&device); e != F::kSuccess) return e;
+    return SpErrorMap<F>{}(spDeviceSynchronize(call.c(), device));
+  });
+}
+
+// Waits for `stream` (cudaStreamSynchronize, aclrtSynchronizeStream).
+template <FaceTraits F>
+typename F::Error SynchronizeStream(typename F::Stream stream) noexcept {
+  return RuntimeCall<F>{}([&](Call<F>& call) -> typename F::Error {
+    spStream_t s = nullptr;
+    if (const typename F::Error e = call.Stream(stream, &s); e != F::kSuccess) return e;
+    return SpErrorMap<F>{}(spStreamSynchronize(s));
+  });
+}
+
+// Runs fn(user_data) on the host in `stream`'s order (cudaLaunchHostFunc,
+// aclrtLaunchHostFunc).
+template <FaceTraits F>
+typename F::Error LaunchHostFunc(typename F::Stream stream, void (*fn)(void*),
+                                 void* user_data) noexcept {
+  return RuntimeCall<F>{}([&](Call<F>& call) -> typename F::Error {
+    if (fn == nullptr) return F::kInvalidArgument;
+    spStream_t s = nullptr;
+    if (const typename F::Error e = call.Stream(stream, &s); e != F::kSuccess) return e;
+    return SpErrorMap<F>{}(spLaunchHostFunc(s, fn, user_data));
+  });
+}
+
+// What a face's function streampool does not provide answers: the face's
+// code for spErrorNotSupported, which becomes the thread's last error.
+template <FaceTraits F>
+typename F::Error NotSupported() noexcept {
+  return Record<F>(SpErrorMap<F>{}(spErrorNotSupported));
 }
 
 // A kernel as a face's launch received it: `run` has the face's signature,

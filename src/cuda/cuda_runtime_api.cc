@@ -58,9 +58,7 @@ cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
   }
 }
 
-cudaError_t NotSupported() {
-  return Api([] { return cudaErrorNotSupported; });
-}
+cudaError_t NotSupported() { return streampool::internal::compat::NotSupported<CudaFace>(); }
 
 }  // namespace
 
@@ -121,19 +119,11 @@ cudaError_t cudaGetDevice(int* device) noexcept {
 }
 
 cudaError_t cudaGetDeviceCount(int* count) noexcept {
-  return WithRuntime([&](Call& call) {
-    if (count == nullptr) return cudaErrorInvalidValue;
-    *count = call.rt().device_count();
-    return cudaSuccess;
-  });
+  return streampool::internal::compat::GetDeviceCount<CudaFace>(count);
 }
 
 cudaError_t cudaDeviceSynchronize(void) noexcept {
-  return WithRuntime([&](Call& call) {
-    int device = 0;
-    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
-    return FromSp(spDeviceSynchronize(call.c(), device));
-  });
+  return streampool::internal::compat::SynchronizeDevice<CudaFace>();
 }
 
 cudaError_t cudaDeviceReset(void) noexcept {
@@ -258,11 +248,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) noexcept {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) noexcept {
-  return WithRuntime([&](Call& call) {
-    spStream_t s = nullptr;
-    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
-    return FromSp(spStreamSynchronize(s));
-  });
+  return streampool::internal::compat::SynchronizeStream<CudaFace>(stream);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) noexcept {
@@ -284,12 +270,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) noexcept {
-  return WithRuntime([&](Call& call) {
-    if (fn == nullptr) return cudaErrorInvalidValue;
-    spStream_t s = nullptr;
-    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
-    return FromSp(spLaunchHostFunc(s, fn, userData));
-  });
+  return streampool::internal::compat::LaunchHostFunc<CudaFace>(stream, fn, userData);
 }
 
 // ------------------------------------------------------------------ events
