@@ -11,6 +11,11 @@ namespace streampool::internal {
 class OrderOracle {
  public:
   virtual ~OrderOracle() = default;
+  // Called once per allocation, before the first question about another
+  // stream and before growth: a runtime takes the lock its answers need here,
+  // so that an allocation served by the stream's own frees or by READY memory
+  // (rules 0 and 1) never takes it.
+  virtual void NeedOrder() {}
   // The stream the allocation is made on.
   virtual StreamIndex stream() const = 0;
   // VC(T)[s]: every free point (s, f) with f <= this happens before T's next

@@ -35,6 +35,8 @@
 
 namespace streampool::internal {
 
+class MemPool;
+
 struct Chunk;
 
 enum class BlockState : uint8_t { kLive, kReady, kPending };
@@ -85,9 +87,9 @@ struct Chunk {
   // Chunked: the upstream's mapping. Expandable: the reservation's base and
   // size, with the page-kind counts summed over its mapped granules.
   Mapping mapping;
-  // The pool it belongs to (opaque here: a pointer found by address leads
-  // to its pool through its block's chunk).
-  void* pool = nullptr;
+  // The pool it belongs to: a pointer found by address leads to its pool
+  // through its block's chunk.
+  MemPool* pool = nullptr;
   uint64_t id = 0;
   bool expandable = false;
   uint8_t size_class = 0;

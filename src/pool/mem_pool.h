@@ -21,7 +21,9 @@
 // many frees other streams have pending.
 //
 // Rule 0, before all of these, is the allocating stream's front cache
-// (src/pool/front_cache.h): CacheAllocate and CacheFree are the fast path.
+// (src/pool/front_cache.h): CacheAllocate and CacheFree are the fast path,
+// and Allocate, the central path, tries it once more (a block the fast path
+// turned down for want of allowance) before rule 1.
 //
 // Thread safety: CacheAllocate and CacheFree may run on any thread at any
 // time, each taking only one cache's lock. Everything else is the central
@@ -46,6 +48,7 @@
 #include "src/ordering/oracle.h"
 #include "src/ordering/vector_clock.h"
 #include "src/pool/block.h"
+#include "src/pool/device_budget.h"
 #include "src/pool/front_cache.h"
 #include "src/pool/size_index.h"
 #include "src/util/mutex.h"
@@ -55,28 +58,6 @@
 #include "streampool/pool_props.h"
 
 namespace streampool::internal {
-
-// Bytes of one device shared by its pools and synchronous allocations.
-// Atomic: pools grow under their own locks, so two pools of a device may
-// reserve at once.
-class DeviceBudget {
- public:
-  explicit DeviceBudget(uint64_t capacity) : capacity_(capacity) {}
-  bool TryReserve(uint64_t bytes) {
-    uint64_t used = used_.load(std::memory_order_relaxed);
-    do {
-      if (bytes > capacity_ - used) return false;
-    } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
-    return true;
-  }
-  void Release(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
-  uint64_t capacity() const { return capacity_; }
-  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
-
- private:
-  const uint64_t capacity_;
-  std::atomic<uint64_t> used_{0};
-};
 
 // How requests become block sizes.
 struct SizeRule {
@@ -134,14 +115,11 @@ class MemPool {
   MemPool(const MemPool&) = delete;
   MemPool& operator=(const MemPool&) = delete;
 
-  // size > 0. On failure nothing changes except failed_alloc_count.
+  // The central path: rules 0 to 5, each once, in order (the file comment),
+  // for size > 0 on oracle.stream(). Rules 0 and 1 ask the oracle nothing;
+  // before any later rule it calls oracle.NeedOrder() once. On failure
+  // nothing changes except failed_alloc_count.
   absl::StatusOr<Allocation> Allocate(uint64_t size, OrderOracle& oracle)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
-  // Rules 0 and 1 only, which ask no ordering question: t's front cache,
-  // then (after flushing t's cache) t's own pending frees and READY blocks.
-  // Null when they hold nothing fitting; then nothing changed but the flush,
-  // which Allocate would have made first, and Allocate decides. size > 0.
-  std::optional<Allocation> AllocateOwn(uint64_t size, StreamIndex t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
   // The central index's lock (docs/design.md, "Performance model": the central

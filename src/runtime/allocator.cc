@@ -21,7 +21,23 @@ namespace {
 // maker holds the ordering core's lock.
 class Oracle final : public OrderOracle {
  public:
-  Oracle(RuntimeCore& rt, StreamIndex t) : rt_(rt), t_(t) {}
+  // lazy: the ordering core's lock is taken at NeedOrder, if the pool gets
+  // that far, and let go with the oracle; otherwise the maker holds it.
+  Oracle(RuntimeCore& rt, StreamIndex t, bool lazy = false) : rt_(rt), t_(t), lazy_(lazy) {}
+  ~Oracle() override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (locked_) rt_.order_mu.Unlock();
+  }
+  Oracle(const Oracle&) = delete;
+  Oracle& operator=(const Oracle&) = delete;
+  void NeedOrder() override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (lazy_ && !locked_) {
+      rt_.order_mu.Lock();
+      locked_ = true;
+    }
+  }
+  // Whether the ordering core's lock is held (the allocation's point is then
+  // an op, see AllocateCentral).
+  bool ordered() const { return !lazy_ || locked_; }
   StreamIndex stream() const override { return t_; }
   Position OrderedAfter(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return rt_.ordering.OrderedAfter(t_, s);
@@ -47,6 +63,8 @@ class Oracle final : public OrderOracle {
  private:
   RuntimeCore& rt_;
   StreamIndex t_;
+  const bool lazy_;
+  bool locked_ = false;
 };
 
 }  // namespace
@@ -65,23 +83,28 @@ Allocator::Allocator(RuntimeCore& core)
       // Pinned host memory is the host's own, touchable whatever the devices' backing.
       host_upstream_(core.Registering(NewHostMemory())) {}
 
-std::optional<Allocator::Target> Allocator::FindTarget(uint64_t size, uint64_t pool,
-                                                       uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // Lock-free reads throughout: the handle tables, the device's current pool
-  // (atomics), and the ordering core's pos(T) (see Ordering's constructor).
-  // (The entry point refused host callbacks before passing the call gate.)
-  if (!c_.fast_path.load(std::memory_order_acquire) || size == 0) {
-    return std::nullopt;
+const Allocator::Target* Allocator::FindTarget(uint64_t pool,
+                                               uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  Memo& m = memo_;
+  // Read before resolving: a change made meanwhile leaves the memo stale.
+  const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
+  if (m.owner == this && m.stream == s && m.pool == pool && m.target.epoch == epoch) {
+    return &m.target;
   }
+  // Lock-free reads throughout: the handle tables and the device's current
+  // pool (atomics).
+  if (!c_.fast_path.load(std::memory_order_acquire)) return nullptr;
   const StreamRec* rec = c_.streams.Find(s);
-  if (rec == nullptr) return std::nullopt;
+  if (rec == nullptr) return nullptr;
   const uint64_t ph =
       pool != 0 ? pool
                 : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
                       std::memory_order_acquire);
   MemPool* mp = c_.pools.FindFast(ph);
-  if (mp == nullptr) return std::nullopt;
-  return Target{ph, mp, rec->index.load(std::memory_order_relaxed)};
+  if (mp == nullptr) return nullptr;
+  const StreamIndex t = rec->index.load(std::memory_order_relaxed);
+  m = Memo{this, s, pool, Target{ph, mp, t, &c_.ordering.stream_lock(t), epoch}};
+  return &m.target;
 }
 
 void Allocator::Publish(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -94,121 +117,138 @@ void Allocator::Publish(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   }
 }
 
-bool Allocator::TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out,
-                                  absl::Status* error) {
-  // One lookup for every try: a cache miss goes on to the pool's lock, then
-  // to the pool's lock and the ordering core's.
-  const std::optional<Target> target = FindTarget(size, pool, s);
-  if (!target) return false;
-  Block* b = nullptr;
-  ReuseRule rule = ReuseRule::kSameStream;
-  switch (FromCache(*target, size, &b)) {
-    case CacheTry::kHit:
-      break;
-    case CacheTry::kGone:
-      return false;
-    case CacheTry::kPinned: {
-      const bool served =
-          FromOwn(*target, size, &b, &rule) || FromCentral(*target, size, &b, &rule, error);
-      target->mp->Unpin();
-      if (!served || b == nullptr) return served;  // not served, or served an error
-      break;
+absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+  if (const Target* found = size != 0 ? FindTarget(pool, s) : nullptr) {
+    const Target target = *found;
+    Block* b = nullptr;
+    bool pinned = false;
+    {
+      // The stream's lock: its cache and its position, one atomic
+      // instruction.
+      SpinLockHolder lock(target.lock);
+      // The pool is still the handle's: destroying it changes the epoch
+      // before its MemPool is freed, which passes every stream lock first.
+      if (c_.lookup_epoch.load(std::memory_order_relaxed) == target.epoch) {
+        b = target.mp->CacheAllocate(target.t, size);
+        if (b != nullptr) {
+          c_.ordering.AdvancePoint(target.t);
+        } else {
+          // Pinned, the pool is not freed, so its lock may be taken once
+          // this one is let go.
+          target.mp->Pin();
+          pinned = true;
+        }
+      }
+    }
+    if (b != nullptr) {
+      Publish(target.ph, b);
+      return AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
+    }
+    if (pinned) {
+      std::optional<absl::StatusOr<MemPool::Allocation>> a = AllocateCentral(target, size);
+      target.mp->Unpin();
+      if (a.has_value()) {
+        if (!a->ok()) return a->status();  // out of memory: the call's answer
+        Publish(target.ph, (*a)->block);
+        return AllocInfo{reinterpret_cast<void*>((*a)->block->addr()), (*a)->rule};
+      }
     }
   }
-  Publish(target->ph, b);
-  *out = AllocInfo{reinterpret_cast<void*>(b->addr()), rule};
-  return true;
+  MutexLock lock(&c_.mu);
+  if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
+  return MallocAsyncLocked(size, pool, s);
 }
 
-Allocator::CacheTry Allocator::FromCache(const Target& target, uint64_t size,
-                                         Block** b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  const auto [ph, mp, t] = target;
-  // The stream's lock: its cache and its position, one atomic instruction.
-  SpinLockHolder lock(&c_.ordering.stream_lock(t));
-  // Still the pool's: a pool destroyed meanwhile is freed only once every
-  // stream lock has been passed (PoolTable::Free).
-  if (c_.pools.FindFast(ph) != mp) return CacheTry::kGone;
-  *b = mp->CacheAllocate(t, size);
-  if (*b == nullptr) {
-    mp->Pin();
-    return CacheTry::kPinned;
-  }
-  c_.ordering.AdvancePoint(t);
-  return CacheTry::kHit;
-}
-
-bool Allocator::FromOwn(const Target& target, uint64_t size, Block** b,
-                        ReuseRule* rule) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
+    const Target& target, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  MemPool& mp = *target.mp;
+  if (mp.owner_data() != nullptr) return std::nullopt;
+  MutexLock pool_lock(&mp.central_mu());
+  // Pinned, so not freed, but perhaps destroyed.
+  if (c_.lookup_epoch.load(std::memory_order_acquire) != target.epoch) return std::nullopt;
   // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
   // them: a stream reusing its own frees of other sizes, or READY memory,
-  // takes no runtime-wide lock either.
-  const auto [ph, mp, t] = target;
-  MutexLock pool_lock(&mp->central_mu());
-  // Still the pool's: pinned, so not freed, but perhaps destroyed.
-  if (c_.pools.FindFast(ph) != mp) return false;
-  std::optional<MemPool::Allocation> a = mp->AllocateOwn(size, t);
-  if (!a) return false;
-  *b = a->block;
-  *rule = a->rule;
-  {
-    SpinLockHolder lock(&c_.ordering.stream_lock(t));
-    c_.ordering.AdvancePoint(t);
+  // takes no runtime-wide lock. The later rules take the ordering core's
+  // (the pool asks about other streams, and rule 5 inserts a wait).
+  Oracle oracle(c_, target.t, /*lazy=*/true);
+  absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
+  if (!a.ok()) return a;
+  if (oracle.ordered()) {
+    c_.AdvancePoint(target.t, OpKind::kAllocMarker);
+  } else {
+    SpinLockHolder lock(target.lock);
+    c_.ordering.AdvancePoint(target.t);
   }
-  mp->EnsureCache(t, &c_.ordering.stream_lock(t));
-  return true;
+  // The stream's frees of this pool can now take the fast path.
+  mp.EnsureCache(target.t, target.lock);
+  return a;
 }
 
-bool Allocator::FromCentral(const Target& target, uint64_t size, Block** b, ReuseRule* rule,
-                            absl::Status* error) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // Every rule, growth included: the pool's lock and the ordering core's
-  // (the pool asks about other streams, and rule 5 inserts a wait), not the
-  // runtime's. An exportable pool's memfd is the runtime lock's (IPC reads
-  // it), so its growth goes there.
-  const auto [ph, mp, t] = target;
-  if (mp->owner_data() != nullptr) return false;
-  MutexLock pool_lock(&mp->central_mu());
-  if (c_.pools.FindFast(ph) != mp) return false;
-  MutexLock order_lock(&c_.order_mu);
-  Oracle oracle(c_, t);
-  absl::StatusOr<MemPool::Allocation> a = mp->Allocate(size, oracle);
-  if (!a.ok()) {
-    *error = a.status();
-    return true;
+absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (ptr != nullptr) {
+    // The stream from this thread's memo when it is the last one allocated
+    // on, else from the handle table.
+    const Memo& m = memo_;
+    const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
+    StreamIndex t = kNoStream;
+    SpinLock* lock = nullptr;
+    if (m.owner == this && m.stream == s && m.target.epoch == epoch) {
+      t = m.target.t;
+      lock = m.target.lock;
+    } else if (c_.fast_path.load(std::memory_order_acquire)) {
+      if (const StreamRec* rec = c_.streams.Find(s)) {
+        t = rec->index.load(std::memory_order_relaxed);
+        lock = &c_.ordering.stream_lock(t);
+      }
+    }
+    // One exchange decides which of two racing frees of a pointer owns it.
+    Block* b = lock != nullptr ? c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr)) : nullptr;
+    if (b != nullptr) {
+      ClaimedFree f{b, t, 0};
+      bool cached;
+      {
+        SpinLockHolder hold(lock);
+        f.at = c_.ordering.AdvancePoint(t);
+        cached = b->chunk->pool->CacheFree(b, t, f.at);
+      }
+      if (!cached) FinishFree(f);
+      return absl::OkStatus();
+    }
   }
-  *b = a->block;
-  *rule = a->rule;
-  c_.AdvancePoint(t, OpKind::kAllocMarker);
-  mp->EnsureCache(t, &c_.ordering.stream_lock(t));
-  return true;
+  MutexLock lock(&c_.mu);
+  if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
+  return FreeAsyncLocked(ptr, s);
 }
 
-bool Allocator::TryFreeClaimed(Block* b, StreamIndex idx, Position f) {
-  // The checker's records need the runtime's lock; without it only the
-  // pool's is taken.
-  if (!c_.fast_path.load(std::memory_order_acquire)) return false;
-  MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
+void Allocator::FinishFree(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Ours already, at its point: only the central free is left, which no
+  // check can refuse now (the runtime cannot be torn down while this call
+  // is inside). The checker's records need the runtime's lock; without
+  // them only the pool's is taken.
+  if (!c_.fast_path.load(std::memory_order_acquire)) {
+    MutexLock lock(&c_.mu);
+    FreeCentral(f);
+    return;
+  }
+  MemPool& pool = *f.block->chunk->pool;
   MutexLock pool_lock(&pool.central_mu());
-  pool.FreeOverflow(b, idx, f);
-  pool.EnsureCache(idx, &c_.stream_lock(idx));
-  return true;
+  pool.FreeOverflow(f.block, f.stream, f.at);
+  pool.EnsureCache(f.stream, &c_.stream_lock(f.stream));
 }
 
-bool Allocator::TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx,
-                            Position* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  *claimed = nullptr;
-  if (!c_.fast_path.load(std::memory_order_acquire) || ptr == nullptr) {
-    return false;
+void Allocator::FreeCentral(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  MemPool& pool = *f.block->chunk->pool;
+  if (c_.checker) {
+    MutexLock order_lock(&c_.order_mu);
+    c_.checker->OnFree(f.block->addr(), f.stream, f.at, c_.ordering.PointClock(f.stream),
+                       c_.SimLastEnd(f.stream));
+    c_.CheckerAfterEvent();
   }
-  const StreamRec* rec = c_.streams.Find(s);
-  if (rec == nullptr) return false;
-  // One exchange decides which of two racing frees of a pointer owns it.
-  Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr));
-  if (b == nullptr) return false;
-  *claimed = b;
-  *idx = rec->index.load(std::memory_order_relaxed);
-  SpinLockHolder lock(&c_.ordering.stream_lock(*idx));
-  *f = c_.ordering.AdvancePoint(*idx);
-  return static_cast<MemPool*>(b->chunk->pool)->CacheFree(b, *idx, *f);
+  // Through the cache (flushed first when full), or central where there is
+  // none yet; later frees of this stream in this pool then take the fast path.
+  MutexLock pool_lock(&pool.central_mu());
+  pool.FreeOverflow(f.block, f.stream, f.at);
+  pool.EnsureCache(f.stream, &c_.stream_lock(f.stream));
 }
 
 void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block* b) {
@@ -224,21 +264,7 @@ void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block*
   c_.allocs.emplace(b->addr(), r);
 }
 
-void Allocator::FreeClaimed(Block* b, StreamIndex idx, Position f) {
-  MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
-  if (c_.checker) {
-    MutexLock order_lock(&c_.order_mu);
-    c_.checker->OnFree(b->addr(), idx, f, c_.ordering.PointClock(idx), c_.SimLastEnd(idx));
-    c_.CheckerAfterEvent();
-  }
-  // Through the cache (flushed first when full), or central where there is
-  // none yet; later frees of this stream in this pool then take the fast path.
-  MutexLock pool_lock(&pool.central_mu());
-  pool.FreeOverflow(b, idx, f);
-  pool.EnsureCache(idx, &c_.stream_lock(idx));
-}
-
-absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t pool, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const uint64_t pool_handle =
@@ -273,8 +299,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, u
   return AllocInfo{reinterpret_cast<void*>(a->block->addr()), a->rule};
 }
 
-absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) {
-  // RuntimeImpl::FreeAsync tried the paths without the runtime's lock first.
+absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
@@ -286,7 +311,7 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) {
       c_.ChargeCallLocked();
       f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
     }
-    FreeClaimed(b, idx, f);
+    FreeCentral(ClaimedFree{b, idx, f});
     return absl::OkStatus();
   }
   if (std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr))) {
@@ -349,7 +374,7 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) {
     c_.ChargeCallLocked();
     f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
   }
-  FreeClaimed(block, idx, f);
+  FreeCentral(ClaimedFree{block, idx, f});
   return absl::OkStatus();
 }
 
@@ -405,7 +430,7 @@ absl::Status Allocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
     NoteFreeNow(ptr);
-    MemPool& pool = *static_cast<MemPool*>(b->chunk->pool);
+    MemPool& pool = *b->chunk->pool;
     MutexLock pool_lock(&pool.central_mu());
     pool.FreeNow(b);
     return absl::OkStatus();
@@ -446,7 +471,7 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
   }
   // The start of an allocation (the common question) without walking blocks.
   if (const Block* b = c_.page_map.Get(addr)) {
-    const MemPool& pool = *static_cast<const MemPool*>(b->chunk->pool);
+    const MemPool& pool = *b->chunk->pool;
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
     out.pool = PoolId{pool.owner_handle()};
     out.base = reinterpret_cast<void*>(addr);

@@ -30,27 +30,10 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // The fast paths, without the runtime's lock: true when served (result in
-  // *out / done), false when the call must take the slow path.
-  // An allocation first tries the stream's front cache under its stream
-  // lock, then rules 0 and 1 under the pool's lock only
-  // (MemPool::AllocateOwn); false when it needs the runtime's lock.
-  // Then, when its own frees and READY memory cannot serve it, every rule
-  // (other streams' frees, growth) under the pool's lock and the ordering
-  // core's; an error there (out of memory) is the call's answer, in *error.
-  bool TryMallocUnlocked(uint64_t size, uint64_t pool, uint64_t s, AllocInfo* out,
-                         absl::Status* error);
-  // Claims the pointer's page-map entry when it names a live block of this
-  // runtime: *claimed then owns the free, whichever path finishes it.
-  bool TryFreeFast(void* ptr, uint64_t s, Block** claimed, StreamIndex* idx, Position* f);
-  // The central free of a block claimed from the page map: without the
-  // runtime's lock (false when the checker needs it), or under it.
-  bool TryFreeClaimed(Block* b, StreamIndex idx, Position f);
-  void FreeClaimed(Block* b, StreamIndex idx, Position f);
-
-  // The paths under the runtime's lock (the checker's records, spMalloc and
-  // imported memory, exportable pools).
-  // pool == 0: the stream's device's current pool.
+  // Every stream-ordered allocation and free (pool == 0: the stream's
+  // device's current pool). The caller has passed the call gate and refused
+  // host callbacks; these take the runtime's lock only for what the paths
+  // without it cannot serve (src/README.md draws the descent).
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
   absl::Status FreeAsync(void* ptr, uint64_t s);
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
@@ -63,27 +46,55 @@ class Allocator {
   void UnmapAll() { direct_.UnmapAll(); }
 
  private:
-  // What the paths without the runtime's lock allocate from: the pool handle
-  // (the given one, or the device's current one), its MemPool and the
-  // stream's slot.
+  // What the paths without the runtime's lock allocate from: the pool
+  // handle (the given one, or the device's current one), its MemPool, the
+  // stream's slot and lock, and the lookup epoch they were resolved under
+  // (RuntimeCore::lookup_epoch: a pool destroyed since changed it).
   struct Target {
     uint64_t ph;
     MemPool* mp;
     StreamIndex t;
+    SpinLock* lock;
+    uint64_t epoch;
   };
-  // Nullopt when those paths may not run (checker, timeline, host cost,
-  // adapter, a destroyed runtime) or a handle is not live. The caller has
-  // refused calls from host callbacks.
-  std::optional<Target> FindTarget(uint64_t size, uint64_t pool, uint64_t s);
-  // The tries of TryMallocUnlocked. FromCache pops the front cache under the
-  // stream's lock; on a miss it pins the pool (MemPool::Pin) if the handle
-  // still names it, so FromOwn and FromCentral, which run under the pool's
-  // lock, never touch a pool freed meanwhile; the caller unpins.
-  enum class CacheTry { kHit, kPinned, kGone };
-  CacheTry FromCache(const Target& target, uint64_t size, Block** b);
-  bool FromOwn(const Target& target, uint64_t size, Block** b, ReuseRule* rule);
-  bool FromCentral(const Target& target, uint64_t size, Block** b, ReuseRule* rule,
-                   absl::Status* error);
+  // A host thread's last resolution, so that a thread allocating on one
+  // stream resolves its handles once, not at every call.
+  struct Memo {
+    const Allocator* owner;
+    uint64_t stream;
+    uint64_t pool;
+    Target target;
+  };
+  // Trivially destructible and initial-exec, as the registry's per-thread
+  // cache: read on every call.
+  static inline thread_local Memo memo_ __attribute__((tls_model("initial-exec"))){};
+  // A free claimed from the page map: the block, and the point its free
+  // took on the freeing stream. Whoever holds one owns the free.
+  struct ClaimedFree {
+    Block* block;
+    StreamIndex stream;
+    Position at;
+  };
+
+  // The target of (pool, s) for the paths without the runtime's lock; null
+  // when they may not run (checker, timeline, host cost, adapter, a
+  // destroyed runtime) or a handle is not live.
+  const Target* FindTarget(uint64_t pool, uint64_t s);
+  // The pool's central path without the runtime's lock: its lock, and the
+  // ordering core's only once a rule needs it. Null when the call must go
+  // under the runtime's lock (the pool was destroyed meanwhile, or the pool is
+  // exportable: its growth is the runtime lock's, IPC reads its memfd).
+  // Runs with the pool pinned.
+  std::optional<absl::StatusOr<MemPool::Allocation>> AllocateCentral(const Target& target,
+                                                                     uint64_t size);
+  // The central free of a claimed block: without the runtime's lock when the
+  // fast path is on, else under it (the checker's records).
+  void FinishFree(const ClaimedFree& f);
+  void FreeCentral(const ClaimedFree& f);
+  // Under the runtime's lock: the checker's records, spMalloc and imported
+  // memory, exportable pools.
+  absl::StatusOr<AllocInfo> MallocAsyncLocked(uint64_t size, uint64_t pool, uint64_t s);
+  absl::Status FreeAsyncLocked(void* ptr, uint64_t s);
   // Makes a block handed out without the runtime's lock findable by its base
   // (pool handle ph). Reads nothing of the pool: the caller may have
   // unpinned it.

@@ -76,7 +76,7 @@ absl::StatusOr<uint64_t> IpcService::ImportPool(int fd) {
 absl::StatusOr<PtrExportData> IpcService::ExportPointer(const void* ptr) {
   AllocRec r;
   if (Block* b = c_.page_map.Get(reinterpret_cast<uintptr_t>(ptr))) {
-    const MemPool& pool = *static_cast<const MemPool*>(b->chunk->pool);
+    const MemPool& pool = *b->chunk->pool;
     r.block = b;
     r.requested = b->requested;
     r.memfd = static_cast<MemfdMemory*>(pool.owner_data());

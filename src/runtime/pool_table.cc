@@ -51,6 +51,7 @@ void PoolTable::Remove(uint64_t h) {
   PoolRec rec = std::move(it->second);
   pools_.erase(it);
   slots_.Remove(h);
+  if (unpublished_) unpublished_();
   if (rec.imported() != nullptr) {
     // Live imports stay valid until freed, as a destroyed pool's allocations do.
     ReapImported();

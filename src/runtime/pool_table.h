@@ -68,6 +68,9 @@ class PoolTable {
   // so no fast path that found the pool before it was unpublished is still
   // inside.
   void set_quiesce(std::function<void()> fn) { quiesce_ = std::move(fn); }
+  // Runs once a destroyed pool's handle no longer resolves, before anything
+  // else of the destroy: lookups memoized from the handle must miss from now.
+  void set_unpublished(std::function<void()> fn) { unpublished_ = std::move(fn); }
   PoolTable(const PoolTable&) = delete;
   PoolTable& operator=(const PoolTable&) = delete;
 
@@ -139,6 +142,7 @@ class PoolTable {
   void Free(std::unique_ptr<MemPool> pool);
 
   std::function<void()> quiesce_;
+  std::function<void()> unpublished_;
   HandleTable<Slot> slots_;
   absl::flat_hash_map<uint64_t, PoolRec> pools_;
   // Destroyed local pools that still had live allocations or pending frees.

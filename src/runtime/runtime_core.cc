@@ -101,6 +101,7 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       SpinLockHolder pass(&stream_lock(s));
     }
   });
+  pools.set_unpublished([this] { InvalidateLookups(); });
 }
 
 std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<PhysicalMemory> inner) {
@@ -221,6 +222,14 @@ void RuntimeCore::UpdateFastPath() {
   const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
                   adapter == nullptr && (sim == nullptr || !sim->record_timeline());
   fast_path.store(on, std::memory_order_release);
+  InvalidateLookups();
+}
+
+uint64_t RuntimeCore::NewLookupEpoch() {
+  // Process-wide, so a memo left by a destroyed runtime never matches a new
+  // one that reuses its address.
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, AllocationType type) const {

@@ -195,6 +195,15 @@ struct RuntimeCore {
   // Pinned host pools' bytes: bounded only by their maxSize and the system.
   DeviceBudget host_budget{UINT64_MAX};
   std::atomic<bool> fast_path{false};
+  // What the allocator's per-thread memo of (stream, pool) was resolved
+  // under: a value no runtime of this process had before, replaced by
+  // InvalidateLookups whenever a resolution could change (a stream or pool
+  // destroyed, a device's current pool set, the fast path switched).
+  std::atomic<uint64_t> lookup_epoch{NewLookupEpoch()};
+  // Called after the change is made and before a destroyed pool's
+  // MemPool is freed (which passes every stream lock first).
+  void InvalidateLookups() { lookup_epoch.store(NewLookupEpoch(), std::memory_order_release); }
+  static uint64_t NewLookupEpoch();
 
   // Null while the checker is off.
   std::unique_ptr<StreamOrderChecker> checker;

@@ -499,14 +499,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
   CallGate::Pass pass(gate_);
   if (!pass.entered()) return Destroyed();
-  AllocInfo info;
-  absl::Status error;
-  if (alloc_.TryMallocUnlocked(size, pool, s, &info, &error)) {
-    if (!error.ok()) return error;
-    return info;
-  }
-  MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
+  // The allocator takes the runtime's lock itself, only when it must.
   return alloc_.MallocAsync(size, pool, s);
 }
 
@@ -514,21 +507,6 @@ absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY
   if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
   CallGate::Pass pass(gate_);
   if (!pass.entered()) return Destroyed();
-  Block* claimed;
-  StreamIndex claimed_idx;
-  Position claimed_f;
-  if (alloc_.TryFreeFast(ptr, s, &claimed, &claimed_idx, &claimed_f)) return absl::OkStatus();
-  if (claimed != nullptr) {
-    // Ours already, at its point: only the central free is left, which no
-    // check can refuse now (the runtime cannot be torn down while this call
-    // is inside).
-    if (alloc_.TryFreeClaimed(claimed, claimed_idx, claimed_f)) return absl::OkStatus();
-    MutexLock lock(&mu_);
-    alloc_.FreeClaimed(claimed, claimed_idx, claimed_f);
-    return absl::OkStatus();
-  }
-  MutexLock lock(&mu_);
-  if (absl::Status st = Enter(); !st.ok()) return st;
   return alloc_.FreeAsync(ptr, s);
 }
 

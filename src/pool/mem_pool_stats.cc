@@ -1,0 +1,177 @@
+// MemPool: statistics and the invariant walk.
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "src/pool/mem_pool.h"
+#include "src/util/align.h"
+#include "src/util/check.h"
+
+namespace streampool::internal {
+uint64_t MemPool::used() const {
+  // The caches' published counts, without their locks.
+  uint64_t cached = 0;
+  for (const std::unique_ptr<FrontCache>& c : caches_) cached += c->published_bytes();
+  return used_ > cached ? used_ - cached : 0;
+}
+
+bool MemPool::HasPendingOn(StreamIndex s) const {
+  if (s < frees_.size() && frees_[s] && !frees_[s]->index.empty()) return true;
+  FrontCache* c = CacheOf(s);
+  return c != nullptr && c->published_bytes() != 0;
+}
+
+PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  PoolStats s = stats_;
+  s.reserved_bytes = reserved_;
+  uint64_t cached = 0, largest_cached = 0;
+  // What the caches publish, without their locks: a stream's owner never
+  // waits for statistics (lock_rank.h).
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    cached += c->published_bytes();
+    // Pops are same-stream reuses; pushes are frees (counted nowhere else).
+    const uint64_t allocs = c->published_allocs();
+    s.alloc_count += allocs;
+    s.reuse_same_stream += allocs;
+    s.free_count += c->published_frees();
+    largest_cached = std::max(largest_cached, c->published_largest());
+  }
+  s.used_bytes = used_ > cached ? used_ - cached : 0;
+  for (const auto& [base, c] : chunks_) {
+    s.huge_page_bytes += c->mapping.huge_page_bytes;
+    s.transparent_huge_page_bytes += c->mapping.transparent_huge_page_bytes;
+    s.normal_page_bytes += c->mapping.normal_page_bytes;
+  }
+  uint64_t largest = 0;
+  if (const SizeIndexNode* n = ready_.Largest()) largest = n->size;
+  // A READY block spanning unmapped granules counts by its mapped low end:
+  // what it can serve without growing.
+  unbacked_.ForEach([&largest](const SizeIndexNode* n) {
+    const Block* b = Block::FromNode(const_cast<SizeIndexNode*>(n));
+    const Chunk* c = b->chunk;
+    uint64_t g = c->GranuleOf(b->addr());
+    while (g < c->granules() && c->Mapped(g)) ++g;
+    const uintptr_t mapped_end = std::min<uintptr_t>(b->end(), c->base() + g * Chunk::kGranule);
+    if (mapped_end > b->addr()) largest = std::max<uint64_t>(largest, mapped_end - b->addr());
+  });
+  for (StreamIndex st : active_) {
+    if (const SizeIndexNode* n = frees_[st]->index.Largest()) largest = std::max(largest, n->size);
+  }
+  s.largest_free_block = std::max(largest, largest_cached);
+  s.fragmentation = reserved_ == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved_;
+  return s;
+}
+
+bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0, unbacked = 0;
+  size_t free_chunks = 0;
+  for (const Chunk* c = free_chunks_; c != nullptr; c = c->next_free) ++free_chunks;
+  size_t whole_ready_chunks = 0;
+  for (const auto& [base, c] : chunks_) {
+    if (base != c->base() || c->first == nullptr || c->first->prev != nullptr) return false;
+    if (c->expandable != expandable_) return false;
+    uint64_t unmapped_granules = 0;
+    if (c->expandable) {
+      if (c->base() % Chunk::kGranule != 0 || c->size() % Chunk::kGranule != 0) return false;
+      for (uint64_t g = 0; g < c->granules(); ++g) unmapped_granules += !c->Mapped(g);
+      if (c->mapped_bytes != (c->granules() - unmapped_granules) * Chunk::kGranule) return false;
+    } else if (c->mapped_bytes != c->size()) {
+      return false;
+    }
+    const Mapping& m = c->mapping;
+    if (m.huge_page_bytes + m.transparent_huge_page_bytes + m.normal_page_bytes !=
+        c->mapped_bytes) {
+      return false;
+    }
+    reserved += c->mapped_bytes;
+    uint64_t unmapped_in_blocks = 0;
+    uintptr_t at = c->base();
+    for (const Block* b = c->first; b != nullptr; b = b->next) {
+      if (b->chunk != c || b->addr() != at || b->size() == 0 || b->size() % rule_.granule != 0) {
+        return false;
+      }
+      if (b->next != nullptr && b->next->prev != b) return false;
+      at += b->size();
+      const uint64_t holes = CountUnmapped(c, b->addr(), b->end());
+      switch (b->state) {
+        case BlockState::kLive:
+          used += b->size();
+          ++live;
+          if (b->stamp != 0 || b->node.in_index || b->end() > c->handed_out_end) return false;
+          if (holes != 0 || b->unmapped != 0) return false;
+          break;
+        case BlockState::kReady:
+          ++ready;
+          unbacked += b->unmapped != 0;
+          if (b->stamp != 0 || !b->node.in_index || b->unmapped != holes) return false;
+          if (b->next != nullptr && b->next->state == BlockState::kReady) return false;
+          unmapped_in_blocks += holes;
+          break;
+        case BlockState::kPending:
+          ++pending;
+          if (b->stamp == 0 || !b->node.in_index || holes != 0 || b->unmapped != 0) return false;
+          if (b->stream >= frees_.size() || !frees_[b->stream] || !frees_[b->stream]->active) {
+            return false;
+          }
+          if (b->next != nullptr && b->next->state == BlockState::kPending &&
+              b->next->stream == b->stream) {
+            return false;
+          }
+          break;
+      }
+    }
+    if (at != c->base() + c->size()) return false;
+    // Unmapped granules lie wholly inside READY blocks, each counted once.
+    if (unmapped_in_blocks != unmapped_granules) return false;
+    const bool whole_ready = c->first->next == nullptr && c->first->state == BlockState::kReady;
+    if (whole_ready != c->in_free_list) return false;
+    whole_ready_chunks += whole_ready;
+  }
+  size_t indexed_pending = 0;
+  for (StreamIndex s : active_) {
+    const StreamFrees& f = *frees_[s];
+    if (!f.active || !f.index.CheckInvariants()) return false;
+    indexed_pending += f.index.size();
+    size_t valid = 0;
+    for (size_t i = 0; i < f.queue.size(); ++i) {
+      if (i > 0 && f.queue[i - 1].f > f.queue[i].f) return false;
+      if (IsValid(f.queue[i])) {
+        ++valid;
+        if (f.queue[i].block->stream != s || f.queue[i].block->free_pos != f.queue[i].f) {
+          return false;
+        }
+      }
+    }
+    if (valid != f.index.size()) return false;
+  }
+  // Front caches: what they hold is LIVE to the central index; the
+  // watermark invariant of front_cache.h holds and cache_slack_ is its sum.
+  // One cache's lock at a time (never two): allowance - bytes is constant
+  // under the pushes and pops that go on meanwhile, so the sum is exact.
+  bool caches_ok = true;
+  int64_t slack = 0;
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    SpinLockHolder lock(&c->mu());
+    uint64_t bytes = 0;
+    c->ForEach([&](const FrontCache::Entry& e) {
+      if (e.block->state != BlockState::kLive || e.block->chunk->pool != this) caches_ok = false;
+      bytes += e.block->size();
+    });
+    caches_ok = caches_ok && bytes == c->bytes() && bytes <= used_ &&
+                (c->listed() || c->allowance() == 0) && CacheOf(c->stream()) == c.get();
+    slack += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(bytes);
+  }
+  // true used + Σ allowance == used_ + slack <= UsedMemHigh.
+  if (!caches_ok || slack != cache_slack_ ||
+      static_cast<int64_t>(used_) + slack > static_cast<int64_t>(stats_.used_high)) {
+    return false;
+  }
+  return reserved == reserved_ && used == used_ && live == live_blocks_ &&
+         pending == pending_blocks_ && pending == indexed_pending &&
+         ready - unbacked == ready_.size() && unbacked == unbacked_.size() &&
+         ready_.CheckInvariants() && unbacked_.CheckInvariants() &&
+         free_chunks == whole_ready_chunks && live + pending + ready == arena_.live();
+}
+
+}  // namespace streampool::internal
