@@ -1,5 +1,5 @@
 // streampool._core: the Python binding of the public C++ API
-// (streampool::Runtime) and of the replay library (tools/replay/).
+// (streampool::Runtime) and of the replay library (src/replay/).
 //
 // The binding owns nothing the library does not already own; it adds what
 // Python users expect: objects for streams, events, pools and allocations
@@ -11,7 +11,7 @@
 // back into Python, so a call that holds the GIL cannot wait on one that does
 // not. Calls that hold the GIL are therefore also the ones that tell the
 // timeline recorder what they did, in the order the runtime saw them, which
-// is what the recorder needs (tools/replay/timeline.h).
+// is what the recorder needs (src/replay/timeline.h).
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -29,14 +29,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "src/pool/names.h"
+#include "src/replay/replay.h"
+#include "src/replay/report.h"
+#include "src/replay/timeline.h"
+#include "src/replay/trace.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
-#include "tools/replay/replay.h"
-#include "tools/replay/report.h"
-#include "tools/replay/timeline.h"
-#include "tools/replay/trace.h"
 
 namespace py = pybind11;
 

@@ -34,13 +34,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/pool/names.h"
+#include "src/replay/replay.h"
+#include "src/replay/report.h"
+#include "src/replay/timeline.h"
+#include "src/replay/trace.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
-#include "tools/replay/replay.h"
-#include "tools/replay/report.h"
-#include "tools/replay/timeline.h"
-#include "tools/replay/trace.h"
 
 namespace {
 

@@ -1,98 +1,222 @@
 // streampool-replay: replays allocation traces through the simulator under
-// chosen pool settings and reports what the pool did.
-//
-//   streampool-replay [options] TRACE...
-//
-// TRACE is a "streampool trace v1" file (traces/README.md) or an RMM replay
-// log (CSV). Options:
-//
-//   --reuse=LIST       reuse rules on: any of event,opportunistic,internal, or
-//                      none or all (default all)
-//   --policies=all     replay under all 8 combinations of the reuse rules
-//   --threshold=LIST   release threshold(s), bytes or max, comma-separated
-//                      (default 0); each is combined with each reuse setting
-//   --growth=LIST      pool growth(s): default, chunked or expandable,
-//                      comma-separated (default: default, which is expandable
-//                      on both backings); each is combined with each threshold
-//                      and reuse setting, and a row names its growth when
-//                      more than one is given or it is not the default
-//   --pool=TYPE        device (default), dvpp, hugepage or pinned
-//   --backing=KIND     address (default: nothing is touched) or host
-//   --capacity=BYTES   device capacity (default 80GiB); K/M/G/T and KiB/MiB/
-//                      GiB/TiB suffixes are binary
-//   --no-check         turn the stream-order checker off (on by default; its
-//                      lookup is part of the measured host cost)
-//   --json             print JSON instead of the table
-//   --svg FILE         also write reserved and used over virtual time as SVG
-//   --timeline FILE    also write every run's stream ops, allocation lifetimes
-//                      and pool bytes as Chrome trace-event JSON (Perfetto,
-//                      chrome://tracing), one process per run
+// chosen pool settings and reports what the pool did (usage: kUsage below,
+// or --help).
 //
 // For each trace and setting: peak reserved, peak used, utilization, reuse by
 // rule, waits inserted, failed allocations, checker reports and the host cost
 // of MallocAsync and FreeAsync calls (wall clock); and, when the trace header
-// has PyTorch's figures, the comparison with them (see tools/replay/report.h).
-//
-// Exit status: 0 on success, 1 when a trace is malformed or a replay fails,
-// 2 on a bad command line. Out-of-memory allocations are results, not errors.
-#include "tools/replay/replay.h"
+// has PyTorch's figures, the comparison with them (see src/replay/report.h).
+#include "src/replay/replay.h"
 
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "src/pool/names.h"
-#include "tools/replay/report.h"
-#include "tools/replay/timeline.h"
-#include "tools/replay/trace.h"
+#include "src/replay/report.h"
+#include "src/replay/timeline.h"
+#include "src/replay/trace.h"
+#include "tools/command_line.h"
+
+namespace rp = streampool::replay;
+
+// Flags whose values are the library's enums: the one table of names
+// (src/pool/names.h) reads and prints them.
+namespace streampool {
+namespace {
+
+template <typename E>
+bool ParseEnumFlag(absl::string_view text, E* value, std::string* error) {
+  absl::StatusOr<E> parsed = internal::ParseEnumNameOrError<E>(text);
+  if (!parsed.ok()) {
+    *error = std::string(parsed.status().message());
+    return false;
+  }
+  *value = *parsed;
+  return true;
+}
+
+}  // namespace
+
+bool AbslParseFlag(absl::string_view text, AllocationType* type, std::string* error) {
+  return ParseEnumFlag(text, type, error);
+}
+std::string AbslUnparseFlag(AllocationType type) { return internal::EnumName(type); }
+bool AbslParseFlag(absl::string_view text, Backing* backing, std::string* error) {
+  return ParseEnumFlag(text, backing, error);
+}
+std::string AbslUnparseFlag(Backing backing) { return internal::EnumName(backing); }
+
+}  // namespace streampool
 
 namespace {
 
-using streampool::AllocationType;
-using streampool::Backing;
-namespace internal = streampool::internal;
-namespace rp = streampool::replay;
-
-constexpr char kUsage[] =
-    "usage: streampool-replay [--reuse=event,opportunistic,internal|none|all] [--policies=all]\n"
-    "                         [--threshold=N|max[,...]] "
-    "[--growth=default|chunked|expandable[,...]]\n"
-    "                         [--pool=device|dvpp|hugepage|pinned]\n"
-    "                         [--backing=address|host] [--capacity=BYTES] [--no-check]\n"
-    "                         [--json] [--svg FILE] [--timeline FILE] TRACE...\n";
-
-[[noreturn]] void UsageError(const std::string& what) {
-  std::fprintf(stderr, "streampool-replay: %s\n%s", what.c_str(), kUsage);
-  std::exit(2);
+// Returns false with *error set from a failed status.
+bool Fail(const absl::Status& status, std::string* error) {
+  *error = std::string(status.message());
+  return false;
 }
 
-bool ParseBytes(absl::string_view s, uint64_t* out) {
-  struct Suffix {
-    absl::string_view name;
-    int shift;
-  };
-  constexpr Suffix kSuffixes[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40},
-                                  {"K", 10},   {"M", 20},   {"G", 30},   {"T", 40}};
-  int shift = 0;
-  for (const Suffix& suf : kSuffixes) {
-    if (absl::ConsumeSuffix(&s, suf.name)) {
-      shift = suf.shift;
-      break;
-    }
+// --reuse: which reuse switches are on.
+struct ReuseFlag {
+  rp::ReplaySettings switches;
+};
+bool AbslParseFlag(absl::string_view text, ReuseFlag* flag, std::string* error) {
+  absl::Status st = rp::ParseReuse(text, &flag->switches);
+  return st.ok() || Fail(st, error);
+}
+std::string AbslUnparseFlag(const ReuseFlag& flag) {
+  std::vector<std::string> on;
+  for (const rp::ReuseSwitch& r : rp::ReuseSwitches()) {
+    if (flag.switches.*r.on) on.emplace_back(r.name);
   }
-  std::optional<uint64_t> v = rp::ParseUint(s);
-  if (!v || (shift && *v > (UINT64_MAX >> shift))) return false;
-  *out = *v << shift;
+  if (on.empty()) return "none";
+  if (on.size() == rp::ReuseSwitches().size()) return "all";
+  return absl::StrJoin(on, ",");
+}
+
+// --policies: only "all" (or nothing).
+struct PoliciesFlag {
+  bool all = false;
+};
+bool AbslParseFlag(absl::string_view text, PoliciesFlag* flag, std::string* error) {
+  flag->all = text == "all";
+  if (flag->all || text.empty()) return true;
+  *error = "--policies takes only 'all'";
+  return false;
+}
+std::string AbslUnparseFlag(const PoliciesFlag& flag) { return flag.all ? "all" : ""; }
+
+// A byte count with binary suffixes, printed with the largest that divides it.
+struct BytesFlag {
+  uint64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, BytesFlag* flag, std::string* error) {
+  absl::StatusOr<uint64_t> bytes = rp::ParseBytes(text);
+  if (!bytes.ok()) return Fail(bytes.status(), error);
+  if (*bytes == 0) {
+    *error = "a device has at least one byte";
+    return false;
+  }
+  flag->bytes = *bytes;
   return true;
 }
+std::string AbslUnparseFlag(const BytesFlag& flag) {
+  constexpr const char* kSuffixes[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int i = 0; i < 4; ++i) {
+    const int shift = 40 - 10 * i;
+    if (flag.bytes != 0 && flag.bytes % (uint64_t{1} << shift) == 0) {
+      return absl::StrCat(flag.bytes >> shift, kSuffixes[i]);
+    }
+  }
+  return absl::StrCat(flag.bytes);
+}
+
+// A comma-separated list, each item read by `parse`; no item may be empty.
+template <typename T, typename Parse>
+bool ParseList(absl::string_view text, std::vector<T>* out, Parse parse, std::string* error) {
+  std::vector<T> items;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    absl::StatusOr<T> value = parse(item);
+    if (!value.ok()) return Fail(value.status(), error);
+    items.push_back(*value);
+  }
+  *out = std::move(items);
+  return true;
+}
+
+// --threshold: release thresholds, bytes or "max".
+struct ThresholdsFlag {
+  std::vector<uint64_t> thresholds;
+};
+bool AbslParseFlag(absl::string_view text, ThresholdsFlag* flag, std::string* error) {
+  return ParseList(text, &flag->thresholds, rp::ParseThreshold, error);
+}
+std::string AbslUnparseFlag(const ThresholdsFlag& flag) {
+  return absl::StrJoin(flag.thresholds, ",", [](std::string* out, uint64_t t) {
+    absl::StrAppend(out, t == UINT64_MAX ? "max" : absl::StrCat(t));
+  });
+}
+
+// --growth: growth modes.
+struct GrowthsFlag {
+  std::vector<streampool::PoolGrowth> growths;
+};
+bool AbslParseFlag(absl::string_view text, GrowthsFlag* flag, std::string* error) {
+  return ParseList(text, &flag->growths,
+                   streampool::internal::ParseEnumNameOrError<streampool::PoolGrowth>, error);
+}
+std::string AbslUnparseFlag(const GrowthsFlag& flag) {
+  return absl::StrJoin(flag.growths, ",", [](std::string* out, streampool::PoolGrowth g) {
+    absl::StrAppend(out, streampool::internal::EnumName(g));
+  });
+}
+
+}  // namespace
+
+ABSL_FLAG(ReuseFlag, reuse, ReuseFlag{},
+          "reuse rules on: a comma-separated list of event, opportunistic and internal, or all "
+          "or none");
+ABSL_FLAG(PoliciesFlag, policies, PoliciesFlag{},
+          "'all' replays under all 8 combinations of the reuse rules instead of --reuse");
+ABSL_FLAG(ThresholdsFlag, threshold, ThresholdsFlag{{0}},
+          "release thresholds, comma-separated: bytes (K/M/G/T and KiB/MiB/GiB/TiB suffixes are "
+          "binary) or max, which never shrinks the pool");
+ABSL_FLAG(GrowthsFlag, growth, GrowthsFlag{{streampool::PoolGrowth::kDefault}},
+          "pool growths, comma-separated: default (expandable on both backings), chunked or "
+          "expandable; a row names its growth when more than one is given or it is not the "
+          "default");
+ABSL_FLAG(streampool::AllocationType, pool, streampool::AllocationType::kDevice,
+          "pool type: device, pinned_host (or pinned), huge_page (or hugepage) or dvpp");
+ABSL_FLAG(streampool::Backing, backing, streampool::Backing::kAddressOnly,
+          "memory behind the pool: address_only (or address: reserved, never touched) or host");
+ABSL_FLAG(BytesFlag, capacity, BytesFlag{80 * rp::kGiB},
+          "device capacity in bytes (suffixes as for --threshold)");
+ABSL_FLAG(bool, check, true,
+          "the stream-order checker (--nocheck or --no-check turns it off); its lookup is part "
+          "of the measured host cost");
+ABSL_FLAG(bool, json, false, "print JSON instead of the table");
+ABSL_FLAG(std::string, svg, "", "also write reserved and used bytes over virtual time as SVG");
+ABSL_FLAG(std::string, timeline, "",
+          "also write every run's stream ops, allocation lifetimes and pool bytes as Chrome "
+          "trace-event JSON (Perfetto, chrome://tracing), one process per run");
+
+namespace {
+
+constexpr char kUsage[] =
+    "replays allocation traces through the simulator under\n"
+    "chosen pool settings and reports what the pool did: peak reserved and used bytes,\n"
+    "utilization, reuse by rule, waits inserted, failed allocations, checker reports and\n"
+    "the host cost of each call, and PyTorch's own figures when a trace's header has them.\n"
+    "\n"
+    "usage: streampool-replay [flags] TRACE...\n"
+    "\n"
+    "TRACE is a \"streampool trace v1\" file (traces/README.md) or an RMM replay log\n"
+    "(CSV). Each threshold is combined with each growth and each reuse setting.\n"
+    "\n"
+    "Exit status: 0 on success, 1 when a trace is malformed or a replay fails, 2 on a\n"
+    "bad command line. Out-of-memory allocations are results, not errors.\n"
+    "\n"
+    "  streampool-replay --threshold=0,max traces/*.trace\n"
+    "  streampool-replay --policies=all --json traces/torch-medium-512-inference.trace";
+
+const streampool::tools::CommandLine kCommandLine = {
+    .program = "streampool-replay",
+    .synopsis = "streampool-replay [flags] TRACE...",
+    .usage = kUsage,
+    .source_file = "tools/replay.cc",
+    .aliases = {{"--no-check", "--nocheck"}},
+};
 
 // A progress bar on stderr, drawn only when stderr is a terminal, so that
 // logs and pipes never see carriage returns.
@@ -132,103 +256,22 @@ bool WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  rp::ReplaySettings base;
-  bool all_policies = false;
-  std::vector<uint64_t> thresholds = {0};
-  std::vector<streampool::PoolGrowth> growths = {streampool::PoolGrowth::kDefault};
-  bool json = false;
-  std::string svg_path;
-  std::string timeline_path;
-  std::vector<std::string> files;
+  const std::vector<std::string> files =
+      streampool::tools::ParseCommandLine(argc, argv, kCommandLine);
+  if (files.empty()) streampool::tools::UsageError(kCommandLine, "no trace given");
 
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    absl::string_view value;
-    // "--flag=value" or "--flag value".
-    auto take = [&](absl::string_view flag) {
-      absl::string_view rest = arg;
-      if (!absl::ConsumePrefix(&rest, flag)) return false;
-      if (absl::ConsumePrefix(&rest, "=")) {
-        value = rest;
-        return true;
-      }
-      if (!rest.empty()) return false;
-      if (i + 1 >= argc) UsageError(std::string(flag) + " needs a value");
-      value = argv[++i];
-      return true;
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--no-check") {
-      base.check_stream_order = false;
-    } else if (take("--reuse")) {
-      base.reuse_event = base.reuse_opportunistic = base.reuse_internal = false;
-      if (value == "all") {
-        base.reuse_event = base.reuse_opportunistic = base.reuse_internal = true;
-      } else if (value != "none") {
-        for (absl::string_view r : absl::StrSplit(value, ',')) {
-          if (r == "event") {
-            base.reuse_event = true;
-          } else if (r == "opportunistic") {
-            base.reuse_opportunistic = true;
-          } else if (r == "internal") {
-            base.reuse_internal = true;
-          } else {
-            UsageError("unknown reuse rule '" + std::string(r) + "'");
-          }
-        }
-      }
-    } else if (take("--policies")) {
-      if (value != "all") UsageError("--policies takes only 'all'");
-      all_policies = true;
-    } else if (take("--threshold")) {
-      thresholds.clear();
-      for (absl::string_view t : absl::StrSplit(value, ',')) {
-        uint64_t v = 0;
-        if (t == "max") {
-          v = UINT64_MAX;
-        } else if (!ParseBytes(t, &v)) {
-          UsageError("bad threshold '" + std::string(t) + "'");
-        }
-        thresholds.push_back(v);
-      }
-    } else if (take("--growth")) {
-      growths.clear();
-      for (absl::string_view g : absl::StrSplit(value, ',')) {
-        std::optional<streampool::PoolGrowth> parsed =
-            internal::ParseEnumName<streampool::PoolGrowth>(g);
-        if (!parsed) UsageError("unknown growth '" + std::string(g) + "'");
-        growths.push_back(*parsed);
-      }
-    } else if (take("--pool")) {
-      std::optional<AllocationType> type = internal::ParseEnumName<AllocationType>(value);
-      if (!type) UsageError("unknown pool type '" + std::string(value) + "'");
-      base.pool_type = *type;
-    } else if (take("--backing")) {
-      std::optional<Backing> backing = internal::ParseEnumName<Backing>(value);
-      if (!backing) UsageError("unknown backing '" + std::string(value) + "'");
-      base.backing = *backing;
-    } else if (take("--capacity")) {
-      if (!ParseBytes(value, &base.device_capacity) || base.device_capacity == 0) {
-        UsageError("bad capacity '" + std::string(value) + "'");
-      }
-    } else if (take("--svg")) {
-      if (value.empty()) UsageError("--svg needs a file name");
-      svg_path = std::string(value);
-    } else if (take("--timeline")) {
-      if (value.empty()) UsageError("--timeline needs a file name");
-      timeline_path = std::string(value);
-      base.record_timeline = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      UsageError("unknown option '" + std::string(arg) + "'");
-    } else {
-      files.emplace_back(arg);
-    }
-  }
-  if (files.empty()) UsageError("no trace given");
+  rp::ReplaySettings base = absl::GetFlag(FLAGS_reuse).switches;
+  base.pool_type = absl::GetFlag(FLAGS_pool);
+  base.backing = absl::GetFlag(FLAGS_backing);
+  base.device_capacity = absl::GetFlag(FLAGS_capacity).bytes;
+  base.check_stream_order = absl::GetFlag(FLAGS_check);
+  const std::string svg_path = absl::GetFlag(FLAGS_svg);
+  const std::string timeline_path = absl::GetFlag(FLAGS_timeline);
+  base.record_timeline = !timeline_path.empty();
+  const bool json = absl::GetFlag(FLAGS_json);
+  const std::vector<uint64_t> thresholds = absl::GetFlag(FLAGS_threshold).thresholds;
+  const std::vector<streampool::PoolGrowth> growths = absl::GetFlag(FLAGS_growth).growths;
+  const bool all_policies = absl::GetFlag(FLAGS_policies).all;
 
   const std::vector<rp::ReplaySettings> settings =
       rp::SweepSettings(base, thresholds, growths, all_policies);

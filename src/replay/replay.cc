@@ -1,4 +1,4 @@
-#include "tools/replay/replay.h"
+#include "src/replay/replay.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,20 +11,78 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "src/pool/names.h"
 
 namespace streampool::replay {
 
+namespace {
+
+constexpr ReuseSwitch kReuseSwitches[] = {
+    {"event", &ReplaySettings::reuse_event},
+    {"opportunistic", &ReplaySettings::reuse_opportunistic},
+    {"internal", &ReplaySettings::reuse_internal},
+};
+
+}  // namespace
+
+absl::Span<const ReuseSwitch> ReuseSwitches() { return kReuseSwitches; }
+
+absl::Status ParseReuse(absl::string_view list, ReplaySettings* settings) {
+  const bool all = list == "all";
+  for (const ReuseSwitch& r : kReuseSwitches) settings->*r.on = all;
+  if (all || list == "none") return absl::OkStatus();
+  for (absl::string_view name : absl::StrSplit(list, ',')) {
+    const ReuseSwitch* found = nullptr;
+    for (const ReuseSwitch& r : kReuseSwitches) {
+      if (name == r.name) found = &r;
+    }
+    if (found == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown reuse rule '", name,
+          "' (a comma-separated list of 'event', 'opportunistic', 'internal', or 'all' or "
+          "'none')"));
+    }
+    settings->*found->on = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
+  struct Suffix {
+    absl::string_view name;
+    int shift;
+  };
+  constexpr Suffix kSuffixes[] = {{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40},
+                                  {"K", 10},   {"M", 20},   {"G", 30},   {"T", 40}};
+  absl::string_view digits = text;
+  int shift = 0;
+  for (const Suffix& suffix : kSuffixes) {
+    if (absl::ConsumeSuffix(&digits, suffix.name)) {
+      shift = suffix.shift;
+      break;
+    }
+  }
+  std::optional<uint64_t> v = ParseUint(digits);
+  if (!v || (shift != 0 && *v > (UINT64_MAX >> shift))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a byte count (digits with an optional K, M, G, T, ",
+                     "KiB, MiB, GiB or TiB; below 2^64)"));
+  }
+  return *v << shift;
+}
+
+absl::StatusOr<uint64_t> ParseThreshold(absl::string_view text) {
+  if (text == "max") return UINT64_MAX;
+  return ParseBytes(text);
+}
+
 std::string ReplaySettings::ReuseLabel() const {
   std::string out;
-  auto add = [&out](bool on, const char* name) {
-    if (!on) return;
-    if (!out.empty()) out += '+';
-    out += name;
-  };
-  add(reuse_event, "event");
-  add(reuse_opportunistic, "opportunistic");
-  add(reuse_internal, "internal");
+  for (const ReuseSwitch& r : kReuseSwitches) {
+    if (this->*r.on) absl::StrAppend(&out, out.empty() ? "" : "+", r.name);
+  }
   return out.empty() ? "none" : out;
 }
 

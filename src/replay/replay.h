@@ -7,8 +7,8 @@
 // series. Host cost is real: the wall-clock nanoseconds each MallocAsync and
 // FreeAsync call took (std::chrono::steady_clock), i.e. the allocator's own
 // bookkeeping, including the stream-order checker's lookup when it is on.
-#ifndef STREAMPOOL_TOOLS_REPLAY_REPLAY_H_
-#define STREAMPOOL_TOOLS_REPLAY_REPLAY_H_
+#ifndef STREAMPOOL_SRC_REPLAY_REPLAY_H_
+#define STREAMPOOL_SRC_REPLAY_REPLAY_H_
 
 #include <cstdint>
 #include <functional>
@@ -16,13 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "src/replay/timeline.h"
+#include "src/replay/trace.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
-#include "tools/replay/timeline.h"
-#include "tools/replay/trace.h"
 
 namespace streampool::replay {
 
@@ -69,6 +71,25 @@ std::vector<ReplaySettings> SweepSettings(const ReplaySettings& base,
                                           const std::vector<PoolGrowth>& growths,
                                           bool all_policies);
 
+// A reuse switch by the name --reuse, reports and Python give it: "event",
+// "opportunistic" and "internal", in that order.
+struct ReuseSwitch {
+  const char* name;
+  bool ReplaySettings::*on;
+};
+absl::Span<const ReuseSwitch> ReuseSwitches();
+
+// --reuse's value: "all", "none", or a comma-separated list of switch names,
+// which turns those on and the others off.
+absl::Status ParseReuse(absl::string_view list, ReplaySettings* settings);
+
+// A byte count: decimal, with an optional binary suffix (K, M, G, T or KiB,
+// MiB, GiB, TiB: "80GiB", "4G"). InvalidArgument for anything else and for
+// counts past 2^64.
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
+// A release threshold: bytes as ParseBytes reads them, or "max" (UINT64_MAX).
+absl::StatusOr<uint64_t> ParseThreshold(absl::string_view text);
+
 struct HostCost {
   uint64_t calls = 0;
   double mean_ns = 0;
@@ -114,4 +135,4 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
 
 }  // namespace streampool::replay
 
-#endif  // STREAMPOOL_TOOLS_REPLAY_REPLAY_H_
+#endif  // STREAMPOOL_SRC_REPLAY_REPLAY_H_

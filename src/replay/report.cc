@@ -1,4 +1,4 @@
-#include "tools/replay/report.h"
+#include "src/replay/report.h"
 
 #include <algorithm>
 #include <cmath>

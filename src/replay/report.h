@@ -9,15 +9,15 @@
 // twice: peak used / peak reserved (used counts rule sizes, 256-B rounded on
 // device pools) and the trace's raw peak live bytes / peak reserved, which is
 // the same quotient PyTorch's figure is.
-#ifndef STREAMPOOL_TOOLS_REPLAY_REPORT_H_
-#define STREAMPOOL_TOOLS_REPLAY_REPORT_H_
+#ifndef STREAMPOOL_SRC_REPLAY_REPORT_H_
+#define STREAMPOOL_SRC_REPLAY_REPORT_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "tools/replay/replay.h"
-#include "tools/replay/trace.h"
+#include "src/replay/replay.h"
+#include "src/replay/trace.h"
 
 namespace streampool::replay {
 
@@ -46,4 +46,4 @@ std::string XmlEscape(absl::string_view s);
 
 }  // namespace streampool::replay
 
-#endif  // STREAMPOOL_TOOLS_REPLAY_REPORT_H_
+#endif  // STREAMPOOL_SRC_REPLAY_REPORT_H_

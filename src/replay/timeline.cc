@@ -1,4 +1,4 @@
-#include "tools/replay/timeline.h"
+#include "src/replay/timeline.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/pool/names.h"
-#include "tools/replay/report.h"
+#include "src/replay/report.h"
 
 namespace streampool::replay {
 

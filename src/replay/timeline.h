@@ -20,8 +20,8 @@
 //     streams in "args";
 //   - a counter ("ph": "C") per pool with its reserved and used bytes.
 // Times are microseconds ("ts", "dur"), printed to the nanosecond.
-#ifndef STREAMPOOL_TOOLS_REPLAY_TIMELINE_H_
-#define STREAMPOOL_TOOLS_REPLAY_TIMELINE_H_
+#ifndef STREAMPOOL_SRC_REPLAY_TIMELINE_H_
+#define STREAMPOOL_SRC_REPLAY_TIMELINE_H_
 
 #include <cstdint>
 #include <map>
@@ -115,4 +115,4 @@ std::string FormatChromeTrace(const std::vector<TimelineProcess>& processes);
 
 }  // namespace streampool::replay
 
-#endif  // STREAMPOOL_TOOLS_REPLAY_TIMELINE_H_
+#endif  // STREAMPOOL_SRC_REPLAY_TIMELINE_H_

@@ -1,4 +1,4 @@
-#include "tools/replay/trace.h"
+#include "src/replay/trace.h"
 
 #include <algorithm>
 #include <charconv>

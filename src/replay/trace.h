@@ -30,8 +30,8 @@
 // Malformed input is an error naming the file and line, never a crash: the
 // parser checks every id (no free of an unknown or freed id, no alloc of a
 // live one), so a parsed Trace always replays without bookkeeping errors.
-#ifndef STREAMPOOL_TOOLS_REPLAY_TRACE_H_
-#define STREAMPOOL_TOOLS_REPLAY_TRACE_H_
+#ifndef STREAMPOOL_SRC_REPLAY_TRACE_H_
+#define STREAMPOOL_SRC_REPLAY_TRACE_H_
 
 #include <cstdint>
 #include <functional>
@@ -119,4 +119,4 @@ std::optional<uint64_t> ParseUint(absl::string_view text);
 
 }  // namespace streampool::replay
 
-#endif  // STREAMPOOL_TOOLS_REPLAY_TRACE_H_
+#endif  // STREAMPOOL_SRC_REPLAY_TRACE_H_

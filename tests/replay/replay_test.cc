@@ -1,8 +1,8 @@
-// streampool-replay's parser and replayer (tools/replay/): what a trace
+// The replay library's parser and replayer (src/replay/): what a trace
 // means, how malformed input is refused (with the file and line, never a
 // crash), and what a replay reports, on small inline traces whose outcome
 // follows from docs/design.md's rules; plus the five bundled PyTorch traces.
-#include "tools/replay/replay.h"
+#include "src/replay/replay.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -17,10 +17,10 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/replay/report.h"
+#include "src/replay/trace.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
-#include "tools/replay/report.h"
-#include "tools/replay/trace.h"
 
 namespace streampool::replay {
 namespace {
