@@ -107,8 +107,7 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool,
   return &m.target;
 }
 
-void Allocator::Publish(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (c_.page_map.Set(b->addr(), b)) return;
+void Allocator::PublishSlow(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // No memory for a page-map node: the hash map holds it instead. The block
   // is LIVE, so its pool, even if destroyed meanwhile, is draining, not freed.
   MutexLock lock(&c_.mu);

@@ -98,7 +98,10 @@ class Allocator {
   // Makes a block handed out without the runtime's lock findable by its base
   // (pool handle ph). Reads nothing of the pool: the caller may have
   // unpinned it.
-  void Publish(uint64_t ph, Block* b);
+  void Publish(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!c_.page_map.Set(b->addr(), b)) PublishSlow(ph, b);
+  }
+  void PublishSlow(uint64_t ph, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in
   // the core's allocs where the map cannot hold it.
   void RecordPoolAlloc(uint64_t pool_handle, const PoolTable::PoolRec& rec, Block* b);

@@ -163,12 +163,6 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) 
   return rt;
 }
 
-RuntimeImpl* RuntimeImpl::FindFast(uint64_t handle) {
-  const auto kind = static_cast<uint8_t>(KindOf(handle));
-  if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kPool)) return nullptr;
-  return Process::Default().registry().FindCached(RuntimeIdOf(handle));
-}
-
 absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
   if (KindOf(runtime_handle) != HandleKind::kRuntime || ObjectIdOf(runtime_handle) != 0) {
     return InvalidHandle("runtime", runtime_handle);

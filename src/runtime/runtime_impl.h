@@ -62,8 +62,13 @@ class RuntimeImpl {
   // The live runtime a handle of any kind belongs to.
   static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Find(uint64_t handle);
   // Find for the C API's hot path: no lock, no reference count (a per-thread
-  // cache keeps the runtime alive). Null for an invalid handle.
-  static RuntimeImpl* FindFast(uint64_t handle);
+  // cache keeps the runtime alive). Null for an invalid handle. Inline: every
+  // C call starts here.
+  static RuntimeImpl* FindFast(uint64_t handle) {
+    const auto kind = static_cast<uint8_t>(KindOf(handle));
+    if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kPool)) return nullptr;
+    return Process::Default().registry().FindCached(RuntimeIdOf(handle));
+  }
 
   ~RuntimeImpl();
 
