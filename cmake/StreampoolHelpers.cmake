@@ -36,7 +36,7 @@ option(STREAMPOOL_TEST_PER_PROCESS "Register each TEST() as a CTest test of its 
   ${_sp_per_process_default})
 # The executables that take longest, split so that ctest -j runs them in parallel.
 set(STREAMPOOL_TEST_SHARDS_property_test 4)
-set(STREAMPOOL_TEST_SHARDS_mem_pool_test 3)
+set(STREAMPOOL_TEST_SHARDS_mem_pool_random_test 3)
 set(STREAMPOOL_TEST_SHARDS_torture_test 2)
 
 function(streampool_cc_test)
