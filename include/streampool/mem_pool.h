@@ -22,8 +22,9 @@ enum class ReuseRule {
   kInternalDependency,  ///< rule 5: a wait inserted on the free
 };
 
-/// The rule's name in lower case with hyphens, e.g. "same-stream",
-/// "event-dependency"; "unknown" for a value outside the enum.
+/// The rule's name, its enumerator in snake_case as the tools, reports and
+/// the Python package print it: "same_stream", "event_dependency";
+/// "unknown" for a value outside the enum.
 STREAMPOOL_EXPORT const char* ReuseRuleName(ReuseRule rule);
 
 /// A pool's statistics (Runtime::GetPoolStats; C: spMemPoolStats, which has

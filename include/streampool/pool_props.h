@@ -40,8 +40,8 @@ enum class PoolGrowth {
   kExpandable = 2,
 };
 
-/// The short name of an allocation type ("device", "pinned", "hugepage",
-/// "dvpp"), as tools and reports print it.
+/// The name of an allocation type ("device", "pinned_host", "huge_page",
+/// "dvpp"), as the tools, reports and the Python package print it.
 STREAMPOOL_EXPORT const char* AllocationTypeName(AllocationType type);
 
 /// The properties of a pool made by Runtime::CreatePool (C: spMemPoolProps

@@ -5,42 +5,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "src/pool/names.h"
 #include "src/util/align.h"
 #include "src/util/check.h"
 
 namespace streampool {
 
-const char* AllocationTypeName(AllocationType type) {
-  switch (type) {
-    case AllocationType::kDevice:
-      return "device";
-    case AllocationType::kPinnedHost:
-      return "pinned";
-    case AllocationType::kHugePage:
-      return "hugepage";
-    case AllocationType::kDvpp:
-      return "dvpp";
-  }
-  return "unknown";
-}
-
-const char* ReuseRuleName(ReuseRule rule) {
-  switch (rule) {
-    case ReuseRule::kFresh:
-      return "fresh";
-    case ReuseRule::kSameStream:
-      return "same-stream";
-    case ReuseRule::kEventDependency:
-      return "event-dependency";
-    case ReuseRule::kOpportunistic:
-      return "opportunistic";
-    case ReuseRule::kAfterSync:
-      return "after-sync";
-    case ReuseRule::kInternalDependency:
-      return "internal-dependency";
-  }
-  return "unknown";
-}
+// The public names are the shared table's (src/pool/names.h), as the tools
+// and the Python package print them.
+const char* AllocationTypeName(AllocationType type) { return internal::EnumName(type); }
+const char* ReuseRuleName(ReuseRule rule) { return internal::EnumName(rule); }
 
 namespace internal {
 
