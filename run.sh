@@ -251,6 +251,9 @@ cmd_sanitize() {
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+  # Sanitized code runs several times slower; the torture test's time bound
+  # is halved there (its ops per second are lower, its interleavings as wild).
+  export STREAMPOOL_TORTURE_SECONDS="${STREAMPOOL_TORTURE_SECONDS:-15}"
   # Benchmarks are not run under sanitizers; skip building them.
   local common=(-DSTREAMPOOL_BUILD_BENCH=OFF)
   if [[ "$which" == address || "$which" == all ]]; then
