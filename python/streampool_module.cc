@@ -16,10 +16,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -384,18 +386,75 @@ class PyRuntime {
 
 // ------------------------------------------------------------------ replay
 
-// sp.replay's engine: the command-line tool's sweep and JSON, with the GIL
-// released while traces replay. Arguments come normalized from __init__.py.
-std::string ReplayJson(const std::vector<std::string>& files, bool reuse_event,
-                       bool reuse_opportunistic, bool reuse_internal, bool all_policies,
-                       const std::vector<uint64_t>& thresholds,
-                       const std::vector<std::string>& growth_names, const std::string& pool,
-                       const std::string& backing, uint64_t capacity, bool check,
-                       const std::string& timeline_path) {
+// A trace that cannot be read raises what Python raises for a file it
+// cannot open (FileNotFoundError, PermissionError, IsADirectoryError), with
+// the file's name, rather than an Error code meant for handles.
+[[noreturn]] void RaiseFileError(const std::string& path, const absl::Status& st) {
+  int error = 0;
+  if (absl::IsNotFound(st)) {
+    error = ENOENT;
+  } else if (absl::IsPermissionDenied(st)) {
+    error = EACCES;
+  } else if (absl::IsFailedPrecondition(st)) {
+    error = EISDIR;
+  }
+  if (error == 0) Raise(st);
+  errno = error;
+  PyErr_SetFromErrnoWithFilename(PyExc_OSError, path.c_str());
+  throw py::error_already_set();
+}
+
+// Text from the library as a Python str; bytes that are not UTF-8 (a file
+// name, say) survive as surrogates, as os.fsdecode keeps them.
+py::str Str(const std::string& text) {
+  PyObject* s =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogateescape");
+  if (s == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(s);
+}
+
+// A JSON document of the library as the Python objects json.loads would make.
+py::object ToPython(const nlohmann::ordered_json& j) {
+  using Type = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case Type::boolean:
+      return py::bool_(j.get<bool>());
+    case Type::number_integer:
+      return py::int_(j.get<int64_t>());
+    case Type::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case Type::number_float:
+      return py::float_(j.get<double>());
+    case Type::string:
+      return Str(j.get_ref<const std::string&>());
+    case Type::array: {
+      py::list out;
+      for (const nlohmann::ordered_json& item : j) out.append(ToPython(item));
+      return out;
+    }
+    case Type::object: {
+      py::dict out;
+      for (const auto& [key, value] : j.items()) out[Str(key)] = ToPython(value);
+      return out;
+    }
+    case Type::null:
+    case Type::binary:
+    case Type::discarded:
+      break;
+  }
+  return py::none();
+}
+
+// sp.replay's engine: the command-line tool's sweep, with the GIL released
+// while traces replay, and its JSON document as Python objects. Arguments
+// come normalized from __init__.py.
+py::object ReplayTraces(const std::vector<std::string>& files, const std::string& reuse,
+                        bool all_policies, const std::vector<uint64_t>& thresholds,
+                        const std::vector<std::string>& growth_names, const std::string& pool,
+                        const std::string& backing, uint64_t capacity, bool check,
+                        const std::string& timeline_path) {
   replay::ReplaySettings base;
-  base.reuse_event = reuse_event;
-  base.reuse_opportunistic = reuse_opportunistic;
-  base.reuse_internal = reuse_internal;
+  Check(replay::ParseReuse(reuse, &base));
   base.pool_type = ParseName<AllocationType>(pool);
   base.backing = ParseName<Backing>(backing);
   base.device_capacity = capacity;
@@ -407,14 +466,16 @@ std::string ReplayJson(const std::vector<std::string>& files, bool reuse_event,
       replay::SweepSettings(base, thresholds, growths, all_policies);
 
   absl::Status failed;
+  size_t unreadable = files.size();
   std::vector<replay::Trace> traces;
   std::vector<replay::TraceReport> reports;
   {
     py::gil_scoped_release release;
-    for (const std::string& f : files) {
-      absl::StatusOr<replay::Trace> t = replay::LoadTrace(f);
+    for (size_t i = 0; i < files.size(); ++i) {
+      absl::StatusOr<replay::Trace> t = replay::LoadTrace(files[i]);
       if (!t.ok()) {
         failed = t.status();
+        unreadable = i;
         break;
       }
       traces.push_back(*std::move(t));
@@ -433,6 +494,7 @@ std::string ReplayJson(const std::vector<std::string>& files, bool reuse_event,
       reports.push_back(std::move(rep));
     }
   }
+  if (unreadable < files.size()) RaiseFileError(files[unreadable], failed);
   Check(failed);
   if (!timeline_path.empty()) {
     std::vector<replay::TimelineProcess> processes;
@@ -444,7 +506,7 @@ std::string ReplayJson(const std::vector<std::string>& files, bool reuse_event,
     out.close();
     if (!out) Raise(spErrorInvalidValue, absl::StrCat("cannot write ", timeline_path));
   }
-  return replay::FormatJson(reports);
+  return ToPython(replay::ReportJson(reports));
 }
 
 // ----------------------------------------------------------------- helpers
@@ -800,10 +862,12 @@ void Bind(py::module_& m) {
       .def("timeline_json", &PyRuntime::TimelineJson,
            "The recorded timeline as Chrome trace-event JSON text.");
 
-  m.def("replay_json", &ReplayJson, py::arg("files"), py::arg("reuse_event"),
-        py::arg("reuse_opportunistic"), py::arg("reuse_internal"), py::arg("all_policies"),
-        py::arg("thresholds"), py::arg("growths"), py::arg("pool"), py::arg("backing"),
-        py::arg("capacity"), py::arg("check"), py::arg("timeline_path"));
+  m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
+        py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),
+        py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"));
+  py::list reuse_switches;
+  for (const replay::ReuseSwitch& r : replay::ReuseSwitches()) reuse_switches.append(r.name);
+  m.attr("REUSE_RULES") = py::tuple(reuse_switches);
 }
 
 }  // namespace streampool::python

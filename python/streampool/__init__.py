@@ -14,10 +14,9 @@ The classes (Runtime, Stream, Event, Pool, Allocation) come from the compiled
 extension streampool._core, a binding of the C++ API (streampool::Runtime);
 errors raise Error, and OutOfMemoryError (also a MemoryError) when an
 allocation finds no memory. replay() runs the streampool-replay tool's sweep
-and returns its JSON as Python objects.
+and returns its JSON document as Python objects.
 """
 
-import json as _json
 import os as _os
 
 from streampool._errors import Error, OutOfMemoryError
@@ -40,19 +39,9 @@ __all__ = [
 #: A release threshold that never shrinks a pool (UINT64_MAX).
 MAX = (1 << 64) - 1
 
-#: The three reuse switches a pool has, by the names replay() takes.
-REUSE_RULES = ("event", "opportunistic", "internal")
-
-# The replay tool's pool names, and this package's (create_pool's kind).
-_REPLAY_POOLS = {
-    "device": "device",
-    "pinned": "pinned_host",
-    "pinned_host": "pinned_host",
-    "hugepage": "huge_page",
-    "huge_page": "huge_page",
-    "dvpp": "dvpp",
-}
-_BACKINGS = {"address": "address_only", "address_only": "address_only", "host": "host"}
+#: The three reuse switches a pool has, by the names replay() takes:
+#: ("event", "opportunistic", "internal").
+REUSE_RULES = _core.REUSE_RULES
 
 
 def _export_timeline(self, path):
@@ -75,17 +64,13 @@ def _as_list(value):
     return [value]
 
 
-def _reuse_switches(reuse):
-    if reuse == "all":
-        return (True, True, True)
-    if reuse in ("none", None):
-        return (False, False, False)
-    names = {reuse} if isinstance(reuse, str) else set(reuse)
-    unknown = names - set(REUSE_RULES)
-    if unknown:
-        raise Error("spErrorInvalidValue",
-                    f"unknown reuse rule(s) {sorted(unknown)} (any of {list(REUSE_RULES)})")
-    return tuple(rule in names for rule in REUSE_RULES)
+def _reuse_list(reuse):
+    """replay()'s reuse as the replay tool's --reuse value."""
+    if reuse is None:
+        return "none"
+    if isinstance(reuse, str):
+        return reuse
+    return ",".join(sorted(reuse)) or "none"
 
 
 def _threshold(value):
@@ -97,7 +82,7 @@ def _threshold(value):
 
 
 def replay(traces, *, reuse="all", policies=None, threshold=0, growth="default", pool="device",
-           backing="address", capacity=80 << 30, check=True, timeline=None):
+           backing="address_only", capacity=80 << 30, check=True, timeline=None):
     """Replays trace files (streampool trace v1 or RMM CSV logs) the way
     ``streampool-replay --json`` does and returns its JSON document as Python
     objects: ``{"traces": [{"file", "ops", ..., "runs": [{"setting",
@@ -107,24 +92,22 @@ def replay(traces, *, reuse="all", policies=None, threshold=0, growth="default",
     policies: "all" sweeps all 8 reuse combinations instead.
     threshold, growth: one value or a list; each threshold is combined with
     each growth and each reuse setting. A threshold is bytes or "max".
-    pool: "device", "pinned", "hugepage" or "dvpp" (or create_pool's names).
-    backing: "address" (nothing touched) or "host". capacity: device bytes.
-    check: the stream-order checker. timeline: a path to also write every
-    run as Chrome trace-event JSON (one process per run).
+    pool: "device", "pinned_host", "huge_page" or "dvpp" (create_pool's kinds;
+    the replay tool's "pinned" and "hugepage" too).
+    backing: "address_only" (nothing touched; also "address") or "host".
+    capacity: device bytes. check: the stream-order checker. timeline: a path
+    to also write every run as Chrome trace-event JSON (one process per run).
+
+    A trace that cannot be read raises FileNotFoundError, PermissionError or
+    IsADirectoryError; a malformed one raises Error naming its file and line.
     """
     if policies not in (None, "all"):
         raise Error("spErrorInvalidValue", "policies takes only 'all'")
     files = [_os.fspath(t) for t in _as_list(traces)]
     if not files:
         raise Error("spErrorInvalidValue", "no trace given")
-    event, opportunistic, internal = _reuse_switches(reuse)
-    if pool not in _REPLAY_POOLS:
-        raise Error("spErrorInvalidValue", f"unknown pool {pool!r} (one of {list(_REPLAY_POOLS)})")
-    if backing not in _BACKINGS:
-        raise Error("spErrorInvalidValue", f"unknown backing {backing!r} (address or host)")
-    text = _core.replay_json(files, event, opportunistic, internal, policies == "all",
-                             [_threshold(t) for t in _as_list(threshold)], _as_list(growth),
-                             _REPLAY_POOLS[pool], _BACKINGS[backing], capacity, check,
-                             _os.fspath(timeline) if timeline is not None else "")
-    return _json.loads(text)
-
+    return _core.replay(files, reuse=_reuse_list(reuse), all_policies=policies == "all",
+                        thresholds=[_threshold(t) for t in _as_list(threshold)],
+                        growths=_as_list(growth), pool=pool, backing=backing,
+                        capacity=capacity, check=check,
+                        timeline_path=_os.fspath(timeline) if timeline is not None else "")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +24,6 @@ std::string Cost(const HostCost& c) {
   return absl::StrFormat("%.0f/%d/%d", c.mean_ns, c.p50_ns, c.p99_ns);
 }
 
-// JSON numbers: finite doubles with enough digits to round-trip a ratio.
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.6g", v);
-}
-
 }  // namespace
 
 TorchFigures TorchFiguresOf(const Trace& trace) {
@@ -38,36 +34,6 @@ TorchFigures TorchFiguresOf(const Trace& trace) {
     t.utilization = static_cast<double>(*t.peak_live) / static_cast<double>(*t.peak_reserved);
   }
   return t;
-}
-
-std::string JsonEscape(absl::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
 }
 
 std::string XmlEscape(absl::string_view s) {
@@ -178,74 +144,130 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
 
 namespace {
 
-std::string CostJson(const HostCost& c) {
-  return absl::StrFormat(
-      R"({"calls": %d, "mean_ns": %s, "p50_ns": %d, "p99_ns": %d, "max_ns": %d})", c.calls,
-      Num(c.mean_ns), c.p50_ns, c.p99_ns, c.max_ns);
+using Json = nlohmann::ordered_json;
+
+// A ratio, or null where it is undefined (JSON has no NaN or infinity).
+Json Ratio(std::optional<double> v) {
+  if (!v || !std::isfinite(*v)) return nullptr;
+  return *v;
+}
+
+template <typename T>
+Json OrNull(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json CostJson(const HostCost& c) {
+  return {{"calls", c.calls},
+          {"mean_ns", Ratio(c.mean_ns)},
+          {"p50_ns", c.p50_ns},
+          {"p99_ns", c.p99_ns},
+          {"max_ns", c.max_ns}};
+}
+
+uint64_t ReuseCount(const PoolStats& s, ReuseRule rule) {
+  switch (rule) {
+    case ReuseRule::kFresh:
+      return s.fresh_allocs;
+    case ReuseRule::kSameStream:
+      return s.reuse_same_stream;
+    case ReuseRule::kEventDependency:
+      return s.reuse_event_dependency;
+    case ReuseRule::kOpportunistic:
+      return s.reuse_opportunistic;
+    case ReuseRule::kAfterSync:
+      return s.reuse_after_sync;
+    case ReuseRule::kInternalDependency:
+      return s.reuse_internal_dependency;
+  }
+  return 0;
+}
+
+Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
+  const ReplaySettings& c = r.settings;
+  const PoolStats& s = r.stats;
+  Json reuse = Json::object();
+  for (const ReuseSwitch& sw : ReuseSwitches()) reuse[sw.name] = c.*sw.on;
+  Json counts = Json::object();
+  for (const internal::NamedValue<ReuseRule>& rule : internal::EnumNames<ReuseRule>()) {
+    counts[rule.name] = ReuseCount(s, rule.value);
+  }
+  // The trace's peak counts every allocation; with some failed it says
+  // nothing about this run.
+  std::optional<double> live_utilization;
+  if (r.peak_reserved != 0 && r.failed_allocs == 0) {
+    live_utilization = static_cast<double>(t.peak_live_bytes) / r.peak_reserved;
+  }
+  std::optional<double> vs_torch;
+  if (torch.peak_reserved && *torch.peak_reserved != 0) {
+    vs_torch = static_cast<double>(r.peak_reserved) / *torch.peak_reserved;
+  }
+  return {{"setting", c.Label()},
+          {"reuse", std::move(reuse)},
+          {"release_threshold",
+           c.release_threshold == UINT64_MAX ? Json("max") : Json(c.release_threshold)},
+          {"growth", internal::EnumName(c.growth)},
+          {"pool_growth", internal::EnumName(r.growth)},
+          {"pool", internal::EnumName(c.pool_type)},
+          {"backing", internal::EnumName(c.backing)},
+          {"capacity", c.device_capacity},
+          {"peak_reserved_bytes", r.peak_reserved},
+          {"peak_used_bytes", r.peak_used},
+          {"utilization", Ratio(r.utilization)},
+          {"live_utilization", Ratio(live_utilization)},
+          {"vs_torch_peak_reserved", Ratio(vs_torch)},
+          {"reuse_counts", std::move(counts)},
+          {"alloc_count", s.alloc_count},
+          {"free_count", s.free_count},
+          {"waits_inserted", s.waits_inserted},
+          {"failed_allocs", r.failed_allocs},
+          {"skipped_frees", r.skipped_frees},
+          {"upstream_maps", s.upstream_maps},
+          {"upstream_unmaps", s.upstream_unmaps},
+          {"reserved_at_end", s.reserved_bytes},
+          {"used_at_end", s.used_bytes},
+          {"checker_reports", r.checker_reports},
+          {"end_time_ns", r.end_time_ns},
+          {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}};
 }
 
 }  // namespace
 
-std::string FormatJson(const std::vector<TraceReport>& reports) {
-  std::string out = "{\"traces\": [";
-  for (size_t i = 0; i < reports.size(); ++i) {
-    const Trace& t = *reports[i].trace;
+nlohmann::ordered_json ReportJson(const std::vector<TraceReport>& reports) {
+  Json traces = Json::array();
+  for (const TraceReport& rep : reports) {
+    const Trace& t = *rep.trace;
     const TorchFigures torch = TorchFiguresOf(t);
-    absl::StrAppend(&out, i ? ",\n" : "\n", "  {\"file\": \"", JsonEscape(t.name),
-                    "\", \"format\": \"", TraceFormatName(t.format), "\", \"ops\": ", t.ops.size(),
-                    ", \"allocs\": ", t.alloc_count, ", \"frees\": ", t.free_count,
-                    ", \"streams\": ", t.stream_ids.size(), ", \"events\": ", t.event_ids.size(),
-                    ", \"trace_time_ns\": ", t.total_time_ns,
-                    ", \"peak_live_bytes\": ", t.peak_live_bytes,
-                    ", \"live_at_end_bytes\": ", t.live_at_end_bytes);
-    absl::StrAppend(
-        &out, ", \"torch\": {\"peak_reserved_bytes\": ",
-        torch.peak_reserved ? absl::StrCat(*torch.peak_reserved) : "null",
-        ", \"peak_live_bytes\": ", torch.peak_live ? absl::StrCat(*torch.peak_live) : "null",
-        ", \"utilization\": ", torch.utilization ? Num(*torch.utilization) : "null",
-        "},\n   \"runs\": [");
-    const std::vector<ReplayResult>& runs = reports[i].runs;
-    for (size_t k = 0; k < runs.size(); ++k) {
-      const ReplayResult& r = runs[k];
-      const ReplaySettings& c = r.settings;
-      const PoolStats& s = r.stats;
-      absl::StrAppend(
-          &out, k ? ",\n    " : "\n    ", "{\"setting\": \"", JsonEscape(c.Label()),
-          "\", \"reuse\": {\"event\": ", c.reuse_event ? "true" : "false",
-          ", \"opportunistic\": ", c.reuse_opportunistic ? "true" : "false",
-          ", \"internal\": ", c.reuse_internal ? "true" : "false", "}, \"release_threshold\": ",
-          c.release_threshold == UINT64_MAX ? "\"max\"" : absl::StrCat(c.release_threshold),
-          ", \"growth\": \"", internal::EnumName(c.growth), "\", \"pool_growth\": \"",
-          internal::EnumName(r.growth), "\", \"pool\": \"", internal::EnumName(c.pool_type),
-          "\", \"backing\": \"", internal::EnumName(c.backing),
-          "\", \"capacity\": ", c.device_capacity,
-          ",\n     \"peak_reserved_bytes\": ", r.peak_reserved,
-          ", \"peak_used_bytes\": ", r.peak_used, ", \"utilization\": ", Num(r.utilization),
-          ", \"live_utilization\": ",
-          r.peak_reserved && r.failed_allocs == 0
-              ? Num(static_cast<double>(t.peak_live_bytes) / r.peak_reserved)
-              : "null",
-          ", \"vs_torch_peak_reserved\": ",
-          torch.peak_reserved && *torch.peak_reserved
-              ? Num(static_cast<double>(r.peak_reserved) / *torch.peak_reserved)
-              : "null",
-          ",\n     \"reuse_counts\": {\"same_stream\": ", s.reuse_same_stream,
-          ", \"event_dependency\": ", s.reuse_event_dependency,
-          ", \"opportunistic\": ", s.reuse_opportunistic, ", \"after_sync\": ", s.reuse_after_sync,
-          ", \"internal_dependency\": ", s.reuse_internal_dependency,
-          ", \"fresh\": ", s.fresh_allocs, "}, \"alloc_count\": ", s.alloc_count,
-          ", \"free_count\": ", s.free_count, ", \"waits_inserted\": ", s.waits_inserted,
-          ", \"failed_allocs\": ", r.failed_allocs, ", \"skipped_frees\": ", r.skipped_frees,
-          ", \"upstream_maps\": ", s.upstream_maps, ", \"upstream_unmaps\": ", s.upstream_unmaps,
-          ", \"reserved_at_end\": ", s.reserved_bytes, ", \"used_at_end\": ", s.used_bytes,
-          ", \"checker_reports\": ", r.checker_reports, ", \"end_time_ns\": ", r.end_time_ns,
-          ",\n     \"host_cost\": {\"alloc\": ", CostJson(r.alloc_cost),
-          ", \"free\": ", CostJson(r.free_cost), "}}");
-    }
-    absl::StrAppend(&out, "]}");
+    Json runs = Json::array();
+    for (const ReplayResult& r : rep.runs) runs.push_back(RunJson(t, torch, r));
+    traces.push_back({{"file", t.name},
+                      {"format", TraceFormatName(t.format)},
+                      {"ops", t.ops.size()},
+                      {"allocs", t.alloc_count},
+                      {"frees", t.free_count},
+                      {"streams", t.stream_ids.size()},
+                      {"events", t.event_ids.size()},
+                      {"trace_time_ns", t.total_time_ns},
+                      {"peak_live_bytes", t.peak_live_bytes},
+                      {"live_at_end_bytes", t.live_at_end_bytes},
+                      {"torch",
+                       {{"peak_reserved_bytes", OrNull(torch.peak_reserved)},
+                        {"peak_live_bytes", OrNull(torch.peak_live)},
+                        {"utilization", Ratio(torch.utilization)}}},
+                      {"runs", std::move(runs)}});
   }
-  absl::StrAppend(&out, "\n]}\n");
-  return out;
+  return {{"traces", std::move(traces)}};
+}
+
+std::string FormatJson(const std::vector<TraceReport>& reports) {
+  return DumpJson(ReportJson(reports), /*indent=*/2) + "\n";
+}
+
+std::string DumpJson(const nlohmann::ordered_json& json, int indent) {
+  // A file name or a checker message need not be UTF-8; such bytes become
+  // U+FFFD rather than an exception.
+  return json.dump(indent, ' ', /*ensure_ascii=*/false,
+                   nlohmann::ordered_json::error_handler_t::replace);
 }
 
 // -------------------------------------------------------------------- SVG

@@ -12,6 +12,7 @@
 #ifndef STREAMPOOL_SRC_REPLAY_REPORT_H_
 #define STREAMPOOL_SRC_REPLAY_REPORT_H_
 
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,13 +36,21 @@ struct TorchFigures {
 TorchFigures TorchFiguresOf(const Trace& trace);
 
 std::string FormatText(const std::vector<TraceReport>& reports);
+// The reports as one JSON document: {"traces": [{"file", "ops", ...,
+// "torch": {...}, "runs": [{"setting", "reuse", "peak_reserved_bytes",
+// "reuse_counts", ..., "host_cost"}]}]}. Ratios that are undefined are null.
+nlohmann::ordered_json ReportJson(const std::vector<TraceReport>& reports);
+// ReportJson as text, indented, with a final newline.
 std::string FormatJson(const std::vector<TraceReport>& reports);
 // A self-contained SVG: one panel per trace, one colour per setting, reserved
 // thick and used thin, axes in ms and GiB, and a legend.
 std::string FormatSvg(const std::vector<TraceReport>& reports);
 
-// For JSON and SVG text.
-std::string JsonEscape(absl::string_view s);
+// JSON text of `json` (indent < 0: one line), bytes that are not UTF-8
+// replaced by U+FFFD.
+std::string DumpJson(const nlohmann::ordered_json& json, int indent);
+
+// For SVG text.
 std::string XmlEscape(absl::string_view s);
 
 }  // namespace streampool::replay

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -88,23 +89,25 @@ TimelineProcess TimelineRecorder::Finish(std::string name, std::vector<TimelineE
 
 namespace {
 
-// Microseconds with the nanoseconds kept: the viewer's unit, our precision.
-std::string Us(uint64_t ns) { return absl::StrFormat("%d.%03d", ns / 1000, ns % 1000); }
+using Json = nlohmann::ordered_json;
+
+// The viewer's unit is the microsecond; a double keeps every nanosecond of
+// the first 2^53 ns (104 days of virtual time).
+double Us(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 // Thread ids start at 1: some viewers treat tid 0 as the idle thread.
 uint64_t Tid(uint32_t stream_index) { return uint64_t{stream_index} + 1; }
 
+// Appends the events of one process to the "traceEvents" array in `out`.
 // `next_id` numbers allocations across processes: viewers pair async slices
 // by id within a whole file.
 void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, std::string& out) {
-  auto event = [&out](const std::string& body) {
-    absl::StrAppend(&out, out.back() == '[' ? "\n" : ",\n", "{", body, "}");
+  auto event = [&out](const Json& e) {
+    absl::StrAppend(&out, out.back() == '[' ? "\n" : ",\n", DumpJson(e, /*indent=*/-1));
   };
-  event(absl::StrFormat(R"("ph": "M", "pid": %d, "name": "process_name", "args": {"name": "%s"})",
-                        pid, JsonEscape(p.name)));
-  event(absl::StrFormat(
-      R"("ph": "M", "pid": %d, "name": "process_sort_index", "args": {"sort_index": %d})", pid,
-      pid));
+  event({{"ph", "M"}, {"pid", pid}, {"name", "process_name"}, {"args", {{"name", p.name}}}});
+  event(
+      {{"ph", "M"}, {"pid", pid}, {"name", "process_sort_index"}, {"args", {{"sort_index", pid}}}});
 
   // Streams in the order of their dense index, which is creation order.
   struct StreamInfo {
@@ -123,21 +126,30 @@ void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, st
     const std::string name = absl::StrCat(
         label != p.stream_labels.end() ? label->second : absl::StrCat("stream ", index),
         " (device ", info.device, ")");
-    event(absl::StrFormat(
-        R"("ph": "M", "pid": %d, "tid": %d, "name": "thread_name", "args": {"name": "%s"})", pid,
-        Tid(index), JsonEscape(name)));
-    event(absl::StrFormat(
-        R"("ph": "M", "pid": %d, "tid": %d, "name": "thread_sort_index", "args": {"sort_index": %d})",
-        pid, Tid(index), index));
+    event({{"ph", "M"},
+           {"pid", pid},
+           {"tid", Tid(index)},
+           {"name", "thread_name"},
+           {"args", {{"name", name}}}});
+    event({{"ph", "M"},
+           {"pid", pid},
+           {"tid", Tid(index)},
+           {"name", "thread_sort_index"},
+           {"args", {{"sort_index", index}}}});
   }
 
   for (const TimelineEntry& e : p.ops) {
-    event(absl::StrFormat(
-        R"("ph": "X", "cat": "op", "name": "%s", "pid": %d, "tid": %d, "ts": %s, "dur": %s, )"
-        R"("args": {"position": %d, "enqueued_us": %s, "stream": %d})",
-        internal::EnumName(e.kind), pid, Tid(e.stream_index), Us(e.start_ns),
-        Us(e.end_ns - std::min(e.end_ns, e.start_ns)), e.position, Us(e.enqueued_ns),
-        e.stream.value));
+    event({{"ph", "X"},
+           {"cat", "op"},
+           {"name", internal::EnumName(e.kind)},
+           {"pid", pid},
+           {"tid", Tid(e.stream_index)},
+           {"ts", Us(e.start_ns)},
+           {"dur", Us(e.end_ns - std::min(e.end_ns, e.start_ns))},
+           {"args",
+            {{"position", e.position},
+             {"enqueued_us", Us(e.enqueued_ns)},
+             {"stream", e.stream.value}}}});
   }
 
   auto tid_of = [&index_of](StreamId s) -> uint64_t {
@@ -146,22 +158,29 @@ void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, st
   };
   for (const AllocationSpan& a : p.allocations) {
     // Async slices pair by (cat, id, name); overlapping ones get their own rows.
-    const std::string common = absl::StrFormat(
-        R"("cat": "allocation", "name": "allocation", "id": %d, "pid": %d, "tid": %d)", next_id++,
-        pid, tid_of(a.alloc_stream));
-    event(absl::StrFormat(
-        R"("ph": "b", %s, "ts": %s, "args": {"size": %d, "ptr": "0x%x", "rule": "%s", )"
-        R"("stream": %d, "free_stream": %d, "freed": %s})",
-        common, Us(a.begin_ns), a.size, a.ptr, internal::EnumName(a.rule), a.alloc_stream.value,
-        a.free_stream.value, a.freed ? "true" : "false"));
-    event(absl::StrFormat(R"("ph": "e", %s, "ts": %s)", common, Us(a.end_ns)));
+    Json begin = {{"ph", "b"},       {"cat", "allocation"}, {"name", "allocation"},
+                  {"id", next_id++}, {"pid", pid},          {"tid", tid_of(a.alloc_stream)}};
+    Json end = begin;
+    end["ph"] = "e";
+    end["ts"] = Us(a.end_ns);
+    begin["ts"] = Us(a.begin_ns);
+    begin["args"] = {{"size", a.size},
+                     {"ptr", absl::StrCat("0x", absl::Hex(a.ptr))},
+                     {"rule", internal::EnumName(a.rule)},
+                     {"stream", a.alloc_stream.value},
+                     {"free_stream", a.free_stream.value},
+                     {"freed", a.freed}};
+    event(begin);
+    event(end);
   }
 
   for (const PoolCounter& pool : p.pools) {
     for (const SeriesPoint& s : pool.points) {
-      event(absl::StrFormat(
-          R"("ph": "C", "name": "%s", "pid": %d, "ts": %s, "args": {"reserved": %d, "used": %d})",
-          JsonEscape(pool.name), pid, Us(s.time_ns), s.reserved, s.used));
+      event({{"ph", "C"},
+             {"name", pool.name},
+             {"pid", pid},
+             {"ts", Us(s.time_ns)},
+             {"args", {{"reserved", s.reserved}, {"used", s.used}}}});
     }
   }
 }
@@ -169,6 +188,8 @@ void AppendProcess(const TimelineProcess& p, uint64_t pid, uint64_t& next_id, st
 }  // namespace
 
 std::string FormatChromeTrace(const std::vector<TimelineProcess>& processes) {
+  // Events are written one at a time, so that a long trace's timeline is
+  // never held as a whole document; the frame around them is fixed.
   std::string out =
       "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"generator\": \"streampool\"}, "
       "\"traceEvents\": [";

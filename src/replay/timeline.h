@@ -19,7 +19,8 @@
 //     the timeline if never freed), with its size, pointer, reuse rule and
 //     streams in "args";
 //   - a counter ("ph": "C") per pool with its reserved and used bytes.
-// Times are microseconds ("ts", "dur"), printed to the nanosecond.
+// Times are microseconds ("ts", "dur"), exact to the nanosecond for the
+// first 2^53 ns of virtual time.
 #ifndef STREAMPOOL_SRC_REPLAY_TIMELINE_H_
 #define STREAMPOOL_SRC_REPLAY_TIMELINE_H_
 

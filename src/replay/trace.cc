@@ -1,12 +1,13 @@
 #include "src/replay/trace.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -29,12 +31,14 @@ absl::string_view Trim(absl::string_view s) {
   return s;
 }
 
-// A field quoted in an error message, cut short so that an error about a
-// 4 KiB token stays one readable line.
+// A field quoted in an error message: cut short, so that an error about a
+// 4 KiB token stays one readable line, and with bytes that are not printable
+// ASCII escaped (\x1b, \t), so that a binary file given by mistake prints
+// no control sequences to the terminal.
 std::string Quote(absl::string_view s) {
   constexpr size_t kMax = 40;
-  if (s.size() <= kMax) return absl::StrCat("'", s, "'");
-  return absl::StrCat("'", s.substr(0, kMax), "...'");
+  const bool cut = s.size() > kMax;
+  return absl::StrCat("'", absl::CHexEscape(s.substr(0, kMax)), cut ? "...'" : "'");
 }
 
 // Splits text into lines, dropping one trailing '\r' (CRLF files), and
@@ -611,16 +615,24 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view text, absl::string_view name)
 }
 
 absl::StatusOr<Trace> LoadTrace(const std::string& path) {
+  // The status says why the file cannot be read (NotFound, PermissionDenied,
+  // FailedPrecondition for a directory), so that a caller can tell a missing
+  // file from a malformed one.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": is a directory"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return ParseTrace(buf.str(), path);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                       &std::fclose);
+  if (file == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat(path, ": cannot open"));
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, file.get())) > 0) text.append(buf, n);
+  if (std::ferror(file.get())) {
+    return absl::ErrnoToStatus(errno, absl::StrCat(path, ": read error"));
+  }
+  return ParseTrace(text, path);
 }
 
 #undef TRY_ASSIGN

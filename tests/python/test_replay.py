@@ -67,5 +67,29 @@ def test_bad_arguments_and_bad_traces_raise(tmp_path):
     with pytest.raises(sp.Error) as err:
         sp.replay(bad)
     assert "bad.trace:2" in err.value.message
-    with pytest.raises(sp.Error):
-        sp.replay(tmp_path / "missing.trace")
+
+
+def test_unreadable_traces_raise_what_open_raises(tmp_path):
+    missing = tmp_path / "missing.trace"
+    with pytest.raises(FileNotFoundError) as err:
+        sp.replay([INFERENCE_TRACE, missing])
+    assert err.value.filename == str(missing)
+    with pytest.raises(IsADirectoryError):
+        sp.replay(tmp_path)
+
+
+def test_a_binary_file_is_refused_without_echoing_its_bytes(tmp_path):
+    binary = tmp_path / "a.out"
+    binary.write_bytes(b"\x7fELF\x02\x01\x1b[2J" + bytes(range(256)) * 8)
+    with pytest.raises(sp.Error) as err:
+        sp.replay(binary)
+    assert err.value.message.isprintable(), err.value.message
+    assert "\x1b" not in err.value.message and len(err.value.message) < len(str(binary)) + 200
+
+
+def test_reuse_rules_are_the_replay_tools():
+    assert sp.REUSE_RULES == ("event", "opportunistic", "internal")
+    (trace,) = sp.replay(INFERENCE_TRACE, reuse="none", pool="pinned", backing="address")["traces"]
+    (run,) = trace["runs"]
+    assert run["reuse"] == {"event": False, "opportunistic": False, "internal": False}
+    assert (run["pool"], run["backing"]) == ("pinned_host", "address_only")

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -186,10 +187,9 @@ TEST(TraceParseErrors, NotNumbers) {
   EXPECT_EQ(ParseError("alloc 1 10 +1\n"), "t:1: stream '+1' is not an unsigned decimal integer");
   EXPECT_EQ(ParseError("kernel 0 1.5\n"), "t:1: duration '1.5' is not an unsigned decimal integer");
   EXPECT_EQ(ParseError("record e 0\n"), "t:1: event 'e' is not an unsigned decimal integer");
-  // A NUL byte is part of the field, not its end.
+  // A NUL byte is part of the field, not its end, and is quoted escaped.
   EXPECT_EQ(ParseError(std::string("advance 1\0\n", 11)),
-            absl::StrCat("t:1: advance '", std::string("1\0", 2),
-                         "' is not an unsigned decimal integer"));
+            "t:1: advance '1\\x00' is not an unsigned decimal integer");
 }
 
 TEST(TraceParseErrors, NegativeAndOverflowingNumbers) {
@@ -254,10 +254,23 @@ TEST(TraceParseErrors, LoadTraceNamesTheFile) {
   absl::StatusOr<Trace> t = LoadTrace("/nonexistent/x.trace");
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(t.status().message(), "/nonexistent/x.trace: cannot open");
-  // A directory opens but cannot be read as a trace.
+  EXPECT_EQ(t.status().message(), "/nonexistent/x.trace: cannot open: No such file or directory");
   absl::StatusOr<Trace> dir = LoadTrace("/");
-  EXPECT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(dir.status().message(), "/: is a directory");
+}
+
+TEST(TraceParseErrors, BinaryInputIsQuotedEscapedAndCut) {
+  // What a binary file's first line may hold: control bytes, an escape
+  // sequence, bytes past ASCII.
+  const std::string junk("\x7f\x45LF\x02\x01\x1b[2J\x00\xff", 12);
+  // A byte that would read as part of the escape before it is escaped too.
+  EXPECT_EQ(ParseError(junk + " 1 2\n"),
+            "t:1: unknown op '\\x7f\\x45LF\\x02\\x01\\x1b[2J\\x00\\xff'");
+  std::string forty_escapes;
+  for (int i = 0; i < 40; ++i) forty_escapes += "\\x1b";
+  EXPECT_EQ(ParseError(std::string(200, '\x1b') + "\n"),
+            absl::StrCat("t:1: unknown op '", forty_escapes, "...'"));
 }
 
 // ------------------------------------------------------------- RMM logs
@@ -673,12 +686,20 @@ TEST(Report, TextAndJsonCompareWithPyTorch) {
   const std::string text = FormatText({rep});
   EXPECT_THAT(text, HasSubstr("PyTorch: peak reserved 4194304 (0.004 GiB), utilization 0.0002"));
   EXPECT_THAT(text, HasSubstr("0.5000"));  // vs torch: 2 MiB / 4 MiB
-  const std::string json = FormatJson({rep});
-  EXPECT_THAT(json, HasSubstr("\"torch\": {\"peak_reserved_bytes\": 4194304, "
-                              "\"peak_live_bytes\": 1000, \"utilization\": 0.000238419}"));
-  EXPECT_THAT(json, HasSubstr("\"peak_reserved_bytes\": 2097152, \"peak_used_bytes\": 1024"));
-  EXPECT_THAT(json, HasSubstr("\"vs_torch_peak_reserved\": 0.5"));
-  EXPECT_THAT(json, HasSubstr("\"growth\": \"default\", \"pool_growth\": \"expandable\""));
+  // The text FormatJson prints is the document ReportJson builds.
+  const nlohmann::ordered_json json = nlohmann::ordered_json::parse(FormatJson({rep}));
+  EXPECT_EQ(json, ReportJson({rep}));
+  const nlohmann::ordered_json& trace = json["traces"][0];
+  EXPECT_EQ(trace["torch"]["peak_reserved_bytes"], 4194304);
+  EXPECT_EQ(trace["torch"]["peak_live_bytes"], 1000);
+  EXPECT_DOUBLE_EQ(trace["torch"]["utilization"].get<double>(), 1000.0 / 4194304);
+  const nlohmann::ordered_json& run = trace["runs"][0];
+  EXPECT_EQ(run["peak_reserved_bytes"], 2097152);
+  EXPECT_EQ(run["peak_used_bytes"], 1024);
+  EXPECT_EQ(run["vs_torch_peak_reserved"], 0.5);
+  EXPECT_EQ(run["growth"], "default");
+  EXPECT_EQ(run["pool_growth"], "expandable");
+  EXPECT_EQ(run["reuse_counts"]["fresh"], 1);
 }
 
 TEST(Report, GrowthSweepWidensTheSettingColumn) {
@@ -694,13 +715,17 @@ TEST(Report, GrowthSweepWidensTheSettingColumn) {
   // peak reserved figure.
   EXPECT_THAT(text, HasSubstr("  event+opportunistic+internal, threshold 0, growth expandable "));
   EXPECT_THAT(text, HasSubstr("  event+opportunistic+internal, threshold 0, growth chunked    "));
-  const std::string json = FormatJson({rep});
-  EXPECT_THAT(json, HasSubstr("\"growth\": \"chunked\", \"pool_growth\": \"chunked\""));
-  EXPECT_THAT(json, HasSubstr("\"growth\": \"expandable\", \"pool_growth\": \"expandable\""));
+  const nlohmann::ordered_json runs = ReportJson({rep})["traces"][0]["runs"];
+  EXPECT_EQ(runs[0]["growth"], "chunked");
+  EXPECT_EQ(runs[0]["pool_growth"], "chunked");
+  EXPECT_EQ(runs[1]["growth"], "expandable");
+  EXPECT_EQ(runs[1]["pool_growth"], "expandable");
 }
 
 TEST(Report, JsonEscapesStrings) {
-  EXPECT_EQ(JsonEscape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001");
+  EXPECT_EQ(DumpJson(nlohmann::ordered_json("a\"b\\c\n\x01"), -1), R"("a\"b\\c\n\u0001")");
+  // Bytes that are not UTF-8 (a file name, say) are replaced, not thrown on.
+  EXPECT_EQ(DumpJson(nlohmann::ordered_json("a\xff"), -1), "\"a\xef\xbf\xbd\"");
   EXPECT_EQ(XmlEscape("<&>\""), "&lt;&amp;&gt;&quot;");
 }
 
