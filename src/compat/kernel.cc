@@ -51,7 +51,14 @@ void RunGrid(const KernelBody& body, const Dim3& grid, const Dim3& block) {
 
 absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream, Dim3 grid, Dim3 block,
                                   absl::Span<const Access> accesses, KernelBody body) {
-  auto owner = std::make_shared<BodyOwner>(body);
+  std::shared_ptr<BodyOwner> owner;
+  try {
+    owner = std::make_shared<BodyOwner>(body);
+  } catch (...) {
+    // The body is ours from the call on, so it is destroyed here too.
+    if (body.destroy != nullptr) body.destroy(body.ctx);
+    throw;
+  }
   if (body.run == nullptr) return absl::InvalidArgumentError("no kernel body");
   if (Empty(grid) || Empty(block)) return absl::InvalidArgumentError("an empty grid or block");
   std::shared_ptr<std::atomic<Fault>> fault = runtime.fault_cell();
