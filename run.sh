@@ -8,7 +8,7 @@ cd "$ROOT"
 # Debian packages the build needs.
 PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
           cmake ninja-build g++ clang pkg-config
-          python3-dev python3-pybind11 python3-pytest)
+          python3-dev python3-pybind11 python3-pytest nlohmann-json3-dev)
 
 JOBS="$(nproc)"
 
@@ -18,7 +18,8 @@ usage: ./run.sh <command> [args]
 
   deps                 install missing Debian packages (needs root)
   build [type]         configure and build into build/<type> (default Release)
-  demo [args...]       build Release and run build/release/tools/streampool-demo
+  demo [flags...]      build streampool-demo (Release) and run it; its files go to
+                       build/demo/ (--output_dir=DIR elsewhere; --help: its flags)
   test                 build Release, run ctest, then check the installed package
                        (find_package and pkg-config consumers, C and C++, and
                        import streampool from the prefix), static and shared
@@ -71,11 +72,12 @@ cmd_build() {
 }
 
 cmd_demo() {
-  # Build output goes to stderr so that stdout is the demo's alone.
-  cmd_build Release >&2
-  mkdir -p "$ROOT/build/demo"
-  exec "$ROOT/build/release/tools/streampool-demo" "${1:-$ROOT/traces}" \
-    "${2:-$ROOT/build/demo/traces.svg}" "${3:-$ROOT/build/demo/timeline.json}"
+  # Only the demo is built. Build output goes to stderr so that stdout is the
+  # demo's alone. A later --output_dir among the flags wins over this one.
+  cmd_deps >&2
+  cmake -S "$ROOT" -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  cmake --build build/release -j"$JOBS" --target streampool-demo >&2
+  exec "$ROOT/build/release/tools/streampool-demo" --output_dir="$ROOT/build/demo" "$@"
 }
 
 install_check() {
@@ -322,7 +324,12 @@ main() {
     bench) cmd_bench "$@" ;;
     fuzz) cmd_fuzz "$@" ;;
     help | -h | --help) usage ;;
+    "")
+      usage >&2
+      exit 2
+      ;;
     *)
+      echo "run.sh: unknown command '$cmd'" >&2
       usage >&2
       exit 2
       ;;

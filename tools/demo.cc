@@ -1,23 +1,26 @@
 // streampool-demo: what the stream-ordered pool decides, and when work runs,
-// shown on two small programs in virtual time.
+// shown on small programs in virtual time and on real PyTorch traces
+// (usage: kUsage below, or --help).
 //
 //   (a) a producer/consumer program on the default pool: every op of every
 //       stream with its virtual schedule, an ASCII Gantt chart, and the rule
 //       that served each allocation; also written as a trace-event timeline
-//       (Perfetto, chrome://tracing) to the third argument's file;
-//   (b) one three-stream program under each combination of reuse policies
-//       that matters, side by side: decisions by rule, peak reserved bytes,
+//       (Perfetto, chrome://tracing);
+//   (b) one three-stream program under each combination of reuse rules that
+//       matters, side by side: allocations by rule, peak reserved bytes,
 //       waits the pool inserted, makespan and failed allocations;
 //   (c) the pool variants' size rules and page kinds;
 //   (d) the bundled PyTorch traces replayed under chunked and default
-//       (expandable) growth, against PyTorch's own peak reserved.
+//       (expandable) growth, against PyTorch's own peak reserved; also
+//       written as an SVG chart.
 //
-// Only the public C++ API is used. Everything runs on the simulator with
-// address-only backing, so the output is the same on every run and machine:
-// pointers are printed as (chunk, offset), never as raw addresses.
+// Only the public C++ API is used. Everything but (c) runs on the simulator
+// with address-only backing, so the output is the same on every run and
+// machine: pointers are printed as (chunk, offset), never as raw addresses.
 //
-// Exit status: 0 on success, 1 if an API call fails. The out-of-memory results
-// that part (b) provokes on purpose are outcomes it reports, not failures.
+// Exit status: 0 on success, 1 if an API call fails or a file cannot be
+// written, 2 on a bad command line. The out-of-memory results that part (b)
+// provokes on purpose are outcomes it reports, not failures.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdint>
@@ -31,8 +34,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "src/pool/names.h"
 #include "src/replay/replay.h"
 #include "src/replay/report.h"
@@ -41,8 +49,34 @@
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
+#include "tools/command_line.h"
+
+ABSL_FLAG(std::string, traces_dir, STREAMPOOL_TRACES_DIR,
+          "the PyTorch traces part (d) replays: every *.trace file of this directory");
+ABSL_FLAG(std::string, output_dir, "streampool-demo",
+          "where the demo writes timeline.json (part (a) as a Chrome trace-event timeline) and "
+          "traces.svg (part (d)'s reserved and used bytes over time); created if missing");
 
 namespace {
+
+constexpr char kUsage[] =
+    "shows what the stream-ordered pool decides and when work\n"
+    "runs: (a) one producer/consumer program's schedule and the rule behind each allocation,\n"
+    "(b) one program under each combination of reuse rules, (c) the pool variants' size\n"
+    "rules and page kinds, (d) real PyTorch traces replayed against PyTorch's own figures.\n"
+    "\n"
+    "usage: streampool-demo [--output_dir=DIR] [--traces_dir=DIR]\n"
+    "\n"
+    "Exit status: 0 on success, 1 if a call fails or a file cannot be written, 2 on a bad\n"
+    "command line.";
+
+const streampool::tools::CommandLine kCommandLine = {
+    .program = "streampool-demo",
+    .synopsis = "streampool-demo [--output_dir=DIR] [--traces_dir=DIR]",
+    .usage = kUsage,
+    .source_file = "tools/demo.cc",
+    .aliases = {},
+};
 
 using streampool::Access;
 using streampool::AllocInfo;
@@ -87,6 +121,29 @@ std::unique_ptr<Runtime> NewRuntime() {
 }
 
 double Us(uint64_t ns) { return static_cast<double>(ns) / kUs; }
+
+// Prints `text` as lines of at most 88 columns, each indented by two spaces.
+void PrintWrapped(const std::string& text) {
+  constexpr size_t kWidth = 86;
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line.empty() && line.size() + 1 + word.size() > kWidth) {
+      std::printf("  %s\n", line.c_str());
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
+  }
+  if (!line.empty()) std::printf("  %s\n", line.c_str());
+}
+
+// Writes `text` to `path`; false, after saying so, if it cannot.
+bool WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) std::fprintf(stderr, "streampool-demo: cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
+}
 
 // ------------------------------------------------- part (a): one timeline
 
@@ -178,7 +235,7 @@ void PrintGantt(const std::vector<streampool::TimelineEntry>& timeline,
 
 // Also writes the scenario as Chrome trace-event JSON to `timeline_path`
 // (Perfetto, chrome://tracing); returns false if it cannot.
-bool ScenarioTimeline(const std::string& timeline_path) {
+bool ScenarioTimeline(const std::filesystem::path& timeline_path) {
   std::printf("== (a) Scenario timeline ==\n");
   std::printf(
       "producer: alloc 8 MiB, 40 us kernel, free, record E. consumer: wait E, alloc 6 MiB,\n"
@@ -263,12 +320,12 @@ bool ScenarioTimeline(const std::string& timeline_path) {
                                                               : "?";
     if (stream_names.emplace(entry.stream_index, name).second) order.push_back(entry.stream_index);
   }
-  std::printf("  %-9s %4s  %-14s %9s %9s %9s\n", "stream", "pos", "op", "enq us", "start us",
-              "end us");
+  std::printf("  %-9s %8s  %-14s %11s %9s %9s\n", "stream", "position", "op", "enqueued us",
+              "start us", "end us");
   for (uint32_t s : order) {
     for (const auto& entry : timeline) {
       if (entry.stream_index != s) continue;
-      std::printf("  %-9s %4" PRIu64 "  %-14s %9.1f %9.1f %9.1f\n", stream_names[s].c_str(),
+      std::printf("  %-9s %8" PRIu64 "  %-14s %11.1f %9.1f %9.1f\n", stream_names[s].c_str(),
                   entry.position, internal::EnumName(entry.kind), Us(entry.enqueued_ns),
                   Us(entry.start_ns), Us(entry.end_ns));
     }
@@ -287,16 +344,7 @@ bool ScenarioTimeline(const std::string& timeline_path) {
       recorder.Finish("streampool-demo (a) scenario", timeline, rt->HostNow());
   process.stream_labels = {
       {producer.value, "producer"}, {consumer.value, "consumer"}, {legacy.value, "legacy stream"}};
-  std::ofstream out(timeline_path, std::ios::binary | std::ios::trunc);
-  out << rp::FormatChromeTrace({process});
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "streampool-demo: cannot write %s\n", timeline_path.c_str());
-    return false;
-  }
-  std::printf("\n  the scenario as a trace-event timeline (Perfetto, chrome://tracing): %s\n",
-              timeline_path.c_str());
-  return true;
+  return WriteFile(timeline_path, rp::FormatChromeTrace({process}));
 }
 
 // ------------------------------------------- part (b): policies side by side
@@ -400,50 +448,56 @@ Outcome RunPolicyScenario(const Policy& policy) {
 }
 
 void PoliciesSideBySide() {
-  std::printf("\n== (b) Reuse policies side by side ==\n");
+  std::printf("\n== (b) Reuse rules side by side ==\n");
   std::printf(
       "P1 (slow): 2 MiB a1 + 4 MiB a2; 30 us kernel on a1, free a1, record E1; 100 us on a2,\n"
       "free a2. P2 (fast): 2 MiB b, 5 us kernel, free. Host +20 us. C: wait E1; alloc 2+2+4\n"
       "MiB; 30 us kernel; free; alloc 2 MiB; 10 us; free. Sync. P2: alloc 4 MiB; 10 us; free.\n"
       "Pool maxSize %" PRIu64 " MiB; without reuse the program needs 16 MiB.\n\n",
       kPolicyPoolMax / kMiB);
+  // Named as streampool-replay --reuse names them.
   const Policy policies[] = {
-      {"all off", false, false, false},
-      {"event deps only", true, false, false},
-      {"opportunistic only", false, true, false},
-      {"internal deps only", false, false, true},
-      {"events+opportunistic", true, true, false},
-      {"all on (default)", true, true, true},
+      {"none", false, false, false},
+      {"event", true, false, false},
+      {"opportunistic", false, true, false},
+      {"internal", false, false, true},
+      {"event+opportunistic", true, true, false},
+      {"all (the default)", true, true, true},
   };
-  std::printf("  %-20s %5s %5s %6s %8s %6s %5s %6s %5s %8s %6s\n", "policy", "same", "event",
-              "oppor", "internal", "aftsyn", "fresh", "peak", "waits", "makespan", "failed");
-  std::printf("  %-20s %5s %5s %6s %8s %6s %5s %6s %5s %8s %6s\n", "", "strm", "dep", "tunist",
-              "dep", "", "", "MiB", "", "us", "allocs");
+  // Two header rows, so that no column is wider than its longest word.
+  constexpr char kRow[] = "  %-19s %6s %10s %13s %10s %5s %5s %6s %8s %8s %11s\n";
+  std::printf(kRow, "reuse rules on", "same", "event", "opportunistic", "internal", "after",
+              "fresh", "peak", "inserted", "makespan", "failed");
+  std::printf(kRow, "", "stream", "dependency", "", "dependency", "sync", "", "MiB", "waits", "us",
+              "allocations");
   for (const Policy& policy : policies) {
     const Outcome o = RunPolicyScenario(policy);
     const PoolStats& s = o.stats;
-    std::printf("  %-20s %5" PRIu64 " %5" PRIu64 " %6" PRIu64 " %8" PRIu64 " %6" PRIu64 " %5" PRIu64
-                " %6.1f %5" PRIu64 " %8.1f %6" PRIu64 "\n",
+    std::printf("  %-19s %6" PRIu64 " %10" PRIu64 " %13" PRIu64 " %10" PRIu64 " %5" PRIu64
+                " %5" PRIu64 " %6.1f %8" PRIu64 " %8.1f %11" PRIu64 "\n",
                 policy.name, s.reuse_same_stream, s.reuse_event_dependency, s.reuse_opportunistic,
                 s.reuse_internal_dependency, s.reuse_after_sync, s.fresh_allocs,
                 static_cast<double>(s.reserved_high) / kMiB, s.waits_inserted, Us(o.makespan_ns),
                 s.failed_alloc_count);
   }
   std::printf(
-      "\n  opportunistic reuses b (done, unordered); internal deps serve z from P1's pending\n"
-      "  memory by making C wait for P1's 100 us kernel: no failure, but a longer makespan.\n"
-      "  event deps find nothing: a1 is ordered by E1, but a1 and a2 are neighbours in the\n"
-      "  pool's reservation, both pending on P1, so they merge into one block pending at a2's\n"
-      "  free, which E1 does not order (a chunked pool keeps them in separate chunks, and\n"
-      "  there rule 2 reuses a1).\n");
+      "\n  Columns same stream..fresh: allocations served by each rule; peak: reserved bytes.\n"
+      "  Opportunistic reuse takes b (complete, though nothing orders it before C). Internal\n"
+      "  dependencies serve z from P1's pending memory by making C wait for P1's 100 us\n"
+      "  kernel: no failure, but a longer makespan. Event dependencies find nothing: a1 is\n"
+      "  ordered by E1, but a1 and a2 are neighbours in the pool's reservation, both pending\n"
+      "  on P1, so they merge into one block pending at a2's free, which E1 does not order\n"
+      "  (a chunked pool keeps them in separate chunks, and there rule 2 reuses a1).\n");
 }
 
 // ------------------------------------------------------ (c) pool variants
 
 void PoolVariants() {
   std::printf("\n== (c) Pool variants (Host backing: real memory, as the system gives it) ==\n");
-  std::printf("  %-22s %5s %7s %7s %7s %7s %9s %9s %9s\n", "variant", "align", "1 B", "100 B",
-              "1000 B", "4 KiB", "huge MiB", "THP MiB", "norm MiB");
+  constexpr char kHeader[] = "  %-22s %9s %7s %7s %7s %7s %10s %16s %12s\n";
+  std::printf(kHeader, "variant", "alignment", "1 B", "100 B", "1000 B", "4 KiB", "huge pages",
+              "transparent huge", "normal pages");
+  std::printf(kHeader, "", "", "", "", "", "", "MiB", "pages MiB", "MiB");
   struct Variant {
     const char* name;
     streampool::AllocationType type;
@@ -504,62 +558,64 @@ void PoolVariants() {
       continue;
     }
     const PoolStats st = MUST(rt->GetPoolStats(pool));
-    std::printf("  %-22s %5" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64
-                " %9.1f %9.1f %9.1f\n",
+    std::printf("  %-22s %9" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7" PRIu64
+                " %10.1f %16.1f %12.1f\n",
                 v.name, offsets & -offsets, used_by[0], used_by[1], used_by[2], used_by[3],
                 static_cast<double>(st.huge_page_bytes) / kMiB,
                 static_cast<double>(st.transparent_huge_page_bytes) / kMiB,
                 static_cast<double>(st.normal_page_bytes) / kMiB);
   }
   std::printf(
-      "\n  Columns 1 B..4 KiB: bytes each request occupies (UsedMem). align: the largest power\n"
-      "  of two dividing the distances between block starts. Page kinds of the reserved 2 MiB\n"
-      "  are read back from the system (smaps), not assumed.\n");
+      "\n  Columns 1 B..4 KiB: bytes each request occupies (UsedMem). alignment: the largest\n"
+      "  power of two dividing the distances between block starts. Page kinds of the reserved 2 "
+      "MiB\n"
+      "  (explicit huge pages, transparent huge pages, normal pages) are read back from the\n"
+      "  system (smaps), not assumed.\n");
 }
 
 // ------------------------------------------------- (d) real PyTorch traces
 
-// The goals for the bundled traces, on default settings: hold less
-// than PyTorch's caching allocator did (its peak reserved, from the trace
-// header), at a utilization of at least 0.95.
-constexpr double kUtilizationGoal = 0.95;
+// The share of held memory that live allocations should fill at the peak for
+// a pool to count as tight: at most 5% held but unused.
+constexpr double kTightUtilization = 0.95;
 
 // One growth mode's figures on one trace.
 struct GrowthFigures {
   double gib = 0;
-  double ratio = 0;  // our peak reserved / PyTorch's; 0 without PyTorch's
+  // Our peak reserved / PyTorch's; 0 when the trace does not say PyTorch's.
+  double vs_pytorch = 0;
   double utilization = 0;
-  // Without PyTorch's figure there is nothing to be below.
-  bool Met() const { return ratio > 0 && ratio < 1 && utilization >= kUtilizationGoal; }
 };
 
-GrowthFigures FiguresOf(const streampool::replay::ReplayResult& r,
-                        const streampool::replay::TorchFigures& torch) {
+GrowthFigures FiguresOf(const rp::ReplayResult& r, const rp::TorchFigures& torch) {
   GrowthFigures f;
   f.gib = static_cast<double>(r.peak_reserved) / (1 << 30);
   if (torch.peak_reserved && *torch.peak_reserved > 0) {
-    f.ratio = static_cast<double>(r.peak_reserved) / static_cast<double>(*torch.peak_reserved);
+    f.vs_pytorch = static_cast<double>(r.peak_reserved) / static_cast<double>(*torch.peak_reserved);
   }
   f.utilization = r.utilization;
   return f;
 }
 
-int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_path) {
-  std::printf("\n== (d) Real PyTorch allocation traces (traces/, replayed in virtual time) ==\n");
+int ReplayBundledTraces(const std::string& traces_dir, const std::filesystem::path& svg_path) {
+  std::printf("\n== (d) Real PyTorch allocation traces, replayed in virtual time ==\n");
+  std::printf(
+      "Each trace holds a PyTorch run's allocations and frees as its caching allocator saw\n"
+      "them, with that allocator's peak reserved bytes; the pool serves the same requests\n"
+      "(all reuse rules on, release threshold 0) once per growth mode.\n\n");
   std::vector<std::string> files;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(traces_dir, ec)) {
     if (entry.path().extension() == ".trace") files.push_back(entry.path().string());
   }
   if (ec || files.empty()) {
-    std::fprintf(stderr, "streampool-demo: no traces in %s\n", traces_dir.c_str());
+    std::fprintf(stderr, "streampool-demo: no traces in %s (--traces_dir)\n", traces_dir.c_str());
     return 1;
   }
   std::sort(files.begin(), files.end());
 
-  // All reuse rules on, threshold 0, address-only 80 GiB device: the replay
-  // tool's defaults. Chunked first, then the default growth, which is what
-  // the goal is judged on.
+  // The replay tool's defaults: all reuse rules on, threshold 0, an
+  // address-only 80 GiB device. Chunked first, then the default growth.
   rp::ReplaySettings chunked;
   chunked.growth = streampool::PoolGrowth::kChunked;
   chunked.label_growth = true;
@@ -569,15 +625,15 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_pa
   std::vector<rp::Trace> traces;
   traces.reserve(files.size());
   std::vector<rp::TraceReport> reports;
-  struct Miss {
+  struct Row {
     std::string trace;
     GrowthFigures figures;
   };
-  std::vector<Miss> misses;
-  std::printf("  %-38s %-16s | %-28s | %s\n", "", "PyTorch", "chunked growth", "default growth");
-  std::printf("  %-38s %9s %6s | %7s %6s %6s %7s | %7s %6s %6s %7s\n", "trace", "GiB", "util",
-              "GiB", "ratio", "util", "goal", "GiB", "ratio", "util", "goal");
+  std::vector<Row> default_rows;
   const char* default_name = "?";
+  constexpr char kGroups[] = "  %-32s %-19s | %-30s | %s\n";
+  constexpr char kColumns[] = "  %-32s %7s %11s | %7s %10s %11s | %7s %10s %11s\n";
+  std::string rows;
   for (const std::string& f : files) {
     traces.push_back(MUST(rp::LoadTrace(f)));
     const rp::Trace& t = traces.back();
@@ -595,63 +651,86 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::string& svg_pa
     }
     const GrowthFigures cf = FiguresOf(c, torch);
     const GrowthFigures df = FiguresOf(d, torch);
-    const std::string name = std::filesystem::path(f).filename().string();
-    std::printf(
-        "  %-38s %9.2f %6.3f | %7.2f %6.3f %6.3f %7s | %7.2f %6.3f %6.3f %7s\n", name.c_str(),
+    const std::string name = std::filesystem::path(f).stem().string();
+    absl::StrAppendFormat(
+        &rows, "  %-32s %7.2f %11.3f | %7.2f %10.3f %11.3f | %7.2f %10.3f %11.3f\n", name,
         torch.peak_reserved ? static_cast<double>(*torch.peak_reserved) / (1 << 30) : 0.0,
-        torch.utilization.value_or(0), cf.gib, cf.ratio, cf.utilization,
-        cf.Met() ? "met" : "MISSED", df.gib, df.ratio, df.utilization, df.Met() ? "met" : "MISSED");
-    if (!df.Met()) misses.push_back(Miss{name, df});
+        torch.utilization.value_or(0), cf.gib, cf.vs_pytorch, cf.utilization, df.gib, df.vs_pytorch,
+        df.utilization);
+    default_rows.push_back(Row{name, df});
     reports.push_back(rp::TraceReport{&t, {std::move(c), std::move(d)}});
   }
+  std::printf(kGroups, "", "PyTorch", "chunked growth",
+              absl::StrCat("default growth (", default_name, ")").c_str());
+  std::printf(kColumns, "trace", "GiB", "utilization", "GiB", "vs PyTorch", "utilization", "GiB",
+              "vs PyTorch", "utilization");
+  std::fputs(rows.c_str(), stdout);
+
   std::printf(
-      "\n  GiB = peak reserved; ratio = ours / PyTorch's; util = peak used / peak reserved\n"
-      "  (PyTorch's: peak live bytes / its peak reserved). goal: ratio < 1 and util >= %.2f.\n"
-      "  Default growth here is %s; the goal is judged on it.\n",
-      kUtilizationGoal, default_name);
-  if (misses.empty()) {
-    std::printf("  Goal met on all %zu traces.\n", reports.size());
-  } else {
-    std::printf("  Goal met on %zu of %zu traces; missed on:\n", reports.size() - misses.size(),
-                reports.size());
-    for (const Miss& m : misses) {
-      std::printf("    %s:", m.trace.c_str());
-      const char* sep = " ";
-      if (m.figures.ratio >= 1) {
-        std::printf("%speak reserved %.4f of PyTorch's", sep, m.figures.ratio);
-        sep = "; ";
-      }
-      if (m.figures.utilization < kUtilizationGoal) {
-        std::printf("%sutilization %.4f, %.4f short of %.2f", sep, m.figures.utilization,
-                    kUtilizationGoal - m.figures.utilization, kUtilizationGoal);
-      }
-      std::printf("\n");
+      "\n  GiB: peak reserved, the device memory held at the peak. vs PyTorch: ours / PyTorch's;\n"
+      "  below 1, the pool held less memory than PyTorch's caching allocator for the same\n"
+      "  requests. utilization: peak used / peak reserved (PyTorch's: peak live bytes / its\n"
+      "  peak reserved), the share of held memory live allocations filled at the peak.\n\n");
+  size_t less = 0, tight = 0;
+  std::string not_less, not_tight;
+  for (const Row& row : default_rows) {
+    if (row.figures.vs_pytorch > 0 && row.figures.vs_pytorch < 1) {
+      ++less;
+    } else {
+      absl::StrAppendFormat(&not_less, "%s %s (%.3f of PyTorch's)", not_less.empty() ? "" : ",",
+                            row.trace, row.figures.vs_pytorch);
+    }
+    if (row.figures.utilization >= kTightUtilization) {
+      ++tight;
+    } else {
+      absl::StrAppendFormat(&not_tight, "%s %s (%.4f)", not_tight.empty() ? "" : ",", row.trace,
+                            row.figures.utilization);
     }
   }
+  PrintWrapped(absl::StrFormat(
+      "With default growth the pool held less memory than PyTorch on %d of %d traces%s%s%s, and "
+      "left at most %.0f%% of what it held unused at the peak (utilization %.2f or more) on %d "
+      "of %d%s%s.",
+      less, default_rows.size(), not_less.empty() ? "" : " (not on:", not_less,
+      not_less.empty() ? "" : ")", 100 * (1 - kTightUtilization), kTightUtilization, tight,
+      default_rows.size(), not_tight.empty() ? "" : "; not on:", not_tight));
   std::printf(
       "  Chunked growth strands free bytes at chunk boundaries (every growth maps its own\n"
       "  ALIGN_UP(size, 2 MiB) chunk and blocks never span chunks); expandable growth maps\n"
       "  granules into one reservation, so free blocks coalesce across growths and a growth\n"
       "  maps only the shortfall above the topmost free block.\n");
-  std::ofstream svg(svg_path);
-  svg << rp::FormatSvg(reports);
-  if (!svg) {
-    std::fprintf(stderr, "streampool-demo: cannot write %s\n", svg_path.c_str());
-    return 1;
-  }
-  std::printf("  reserved and used over virtual time, both growths: %s\n", svg_path.c_str());
+  if (!WriteFile(svg_path, rp::FormatSvg(reports))) return 1;
   return 0;
 }
 
 }  // namespace
 
-// Usage: streampool-demo [traces-dir [svg-path [timeline-path]]]
 int main(int argc, char** argv) {
-  const std::string traces_dir = argc > 1 ? argv[1] : STREAMPOOL_TRACES_DIR;
-  const std::string svg_path = argc > 2 ? argv[2] : "streampool-demo-traces.svg";
-  const std::string timeline_path = argc > 3 ? argv[3] : "streampool-demo-timeline.json";
+  const std::vector<std::string> args =
+      streampool::tools::ParseCommandLine(argc, argv, kCommandLine);
+  if (!args.empty()) {
+    streampool::tools::UsageError(
+        kCommandLine, absl::StrCat("unexpected argument '", args[0],
+                                   "' (directories are --traces_dir and --output_dir)"));
+  }
+  const std::filesystem::path output_dir = absl::GetFlag(FLAGS_output_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "streampool-demo: cannot create %s: %s\n", output_dir.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+  const std::filesystem::path timeline_path = output_dir / "timeline.json";
+  const std::filesystem::path svg_path = output_dir / "traces.svg";
   if (!ScenarioTimeline(timeline_path)) return 1;
   PoliciesSideBySide();
   PoolVariants();
-  return ReplayBundledTraces(traces_dir, svg_path);
+  if (ReplayBundledTraces(absl::GetFlag(FLAGS_traces_dir), svg_path) != 0) return 1;
+  std::printf("\nWritten to %s/:\n", output_dir.c_str());
+  std::printf(
+      "  timeline.json  part (a) as a trace-event timeline (ui.perfetto.dev, chrome://tracing)\n");
+  std::printf(
+      "  traces.svg     part (d): reserved and used bytes over virtual time, both growths\n");
+  return 0;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -356,10 +357,13 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
     auto to_x = [&](uint64_t ns) { return kLeft + plot_w * (ns / 1e6) / t_ms; };
     auto to_y = [&](uint64_t v) { return y0 + kTop + plot_h * (1 - (v / kGiBf) / v_gib); };
 
+    // The file's name, not its path: a title says which trace, and a long
+    // absolute path would run into the key beside it.
     absl::StrAppendFormat(&out,
                           "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
                           "font-weight=\"bold\">%s</text>\n",
-                          kLeft, y0 + 22, XmlEscape(rep.trace->name));
+                          kLeft, y0 + 22,
+                          XmlEscape(std::filesystem::path(rep.trace->name).filename().string()));
     // Axes with ticks and grid lines.
     absl::StrAppendFormat(
         &out,
@@ -394,12 +398,19 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
                           "transform=\"rotate(-90 %.1f %.1f)\">GiB</text>\n",
                           kLeft - 50, y0 + kTop + plot_h / 2, kLeft - 50, y0 + kTop + plot_h / 2);
     if (torch.peak_reserved) {
+      // The line across the plot; its key in the title row, right-aligned,
+      // where no series can run over it.
       const double y = to_y(*torch.peak_reserved);
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
-                            "stroke-dasharray=\"2,3\"/><text x=\"%.1f\" y=\"%.1f\" "
-                            "fill=\"gray\">PyTorch peak reserved</text>\n",
-                            kLeft, y, kLeft + plot_w, y, kLeft + 6, y + 14);
+      const double key_y = y0 + 18;
+      absl::StrAppendFormat(
+          &out,
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
+          "stroke-dasharray=\"2,3\"/>\n"
+          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
+          "stroke-dasharray=\"2,3\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+          "fill=\"gray\">PyTorch peak reserved</text>\n",
+          kLeft, y, kLeft + plot_w, y, kLeft + plot_w - 30, key_y, kLeft + plot_w, key_y,
+          kLeft + plot_w - 36, key_y + 4);
     }
     for (size_t k = 0; k < rep.runs.size(); ++k) {
       const ReplayResult& r = rep.runs[k];

@@ -153,11 +153,10 @@ def test_same_timeline_through_python_replay(tmp_path):
 
 
 def test_demo_timeline(tmp_path):
-    path = tmp_path / "demo.json"
-    r = subprocess.run([tool("STREAMPOOL_DEMO"), tool("STREAMPOOL_TRACES_DIR"),
-                        str(tmp_path / "demo.svg"), str(path)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run([tool("STREAMPOOL_DEMO"), f"--traces_dir={tool('STREAMPOOL_TRACES_DIR')}",
+                        f"--output_dir={tmp_path}"], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
+    path = tmp_path / "timeline.json"
     by_phase = well_formed(json.loads(path.read_text()))
     names = thread_names(by_phase)
     assert sorted(names.values()) == ["consumer (device 0)", "legacy stream (device 0)",

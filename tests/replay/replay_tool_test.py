@@ -148,6 +148,34 @@ class ReplayToolTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2, args)
             self.assertIn("usage: streampool-replay", r.stderr)
 
+    def test_help_lists_every_flag(self):
+        for flag in ("--help", "-h"):
+            r = replay(flag)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("usage: streampool-replay [flags] TRACE...", r.stdout)
+            for name in ("reuse", "policies", "threshold", "growth", "pool", "backing",
+                         "capacity", "check", "json", "svg", "timeline"):
+                self.assertIn(f"--{name} (", r.stdout)
+
+    def test_short_names_and_no_check_still_work(self):
+        r = replay("--json", "--no-check", "--pool=pinned", "--backing=address", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (run,) = json.loads(r.stdout)["traces"][0]["runs"]
+        self.assertEqual((run["pool"], run["backing"]), ("pinned_host", "address_only"))
+        self.assertIn("checker off", replay("--nocheck", INFERENCE).stdout)
+
+    def test_binary_file_is_refused_without_echoing_its_bytes(self):
+        with tempfile.TemporaryDirectory() as d:
+            binary = os.path.join(d, "a.out")
+            with open(binary, "wb") as f:
+                f.write(b"\x7fELF\x02\x01\x1b[2J\x9b" + bytes(range(256)) * 64)
+            r = replay(binary)
+            self.assertEqual(r.returncode, 1)
+            self.assertTrue(r.stderr.startswith(f"streampool-replay: {binary}:1: "), r.stderr)
+            message = r.stderr.rstrip("\n")
+            self.assertTrue(message.isprintable(), repr(message))
+            self.assertLess(len(message), len(binary) + 200)
+
     def test_out_of_memory_is_a_result(self):
         r = replay("--json", "--capacity=1GiB", INFERENCE)
         self.assertEqual(r.returncode, 0, r.stderr)
