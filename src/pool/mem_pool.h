@@ -125,7 +125,8 @@ class MemPool {
   // The central index's lock (docs/design.md, "Performance model": the central
   // index, growth and release take the pool's lock). Every member but the
   // Cache* fast functions, front_cache() and the fixed properties needs it.
-  // Order: the runtime's lock, then this, then a stream lock.
+  // Order: the runtime's lock, then this, then the ordering core's (which
+  // Allocate asks for through the oracle), then a stream lock.
   Mutex& central_mu() const ABSL_LOCK_RETURNED(central_mu_) { return central_mu_; }
 
   // Pins for lock-free finders. A finder that checked the pool's handle
