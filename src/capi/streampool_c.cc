@@ -1,5 +1,6 @@
 // The C API: argument checks, handle decoding, and status -> spError_t. All
-// semantics live in RuntimeImpl; this file only translates.
+// semantics live in the runtime's parts, reached through RuntimeImpl::Run (or
+// its entry points beside it); this file only translates.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -115,14 +116,21 @@ bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && O
 using streampool::AllocInfo;
 using streampool::PoolAttr;
 using streampool::PoolProps;
+using streampool::internal::Allocator;
 using streampool::internal::Entry;
+using streampool::internal::Events;
 using streampool::internal::InHostCallback;
+using streampool::internal::IpcService;
 using streampool::internal::IsRuntimeHandle;
+using streampool::internal::Observation;
+using streampool::internal::Pools;
 using streampool::internal::RuntimeImpl;
 using streampool::internal::SetHandle;
+using streampool::internal::Streams;
 using streampool::internal::ToError;
 using streampool::internal::ToHandle;
 using streampool::internal::Value;
+using streampool::internal::Work;
 
 extern "C" {
 
@@ -223,14 +231,14 @@ spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned fla
     SP_RESOLVE(r, rt);
     if (s == nullptr) return spErrorInvalidValue;
     if (flags != spStreamDefault && flags != spStreamNonBlocking) return spErrorInvalidValue;
-    return SetHandle(r.CreateStream(device, flags == spStreamNonBlocking), s);
+    return SetHandle(r.Run<&Streams::CreateStream>(device, flags == spStreamNonBlocking), s);
   });
 }
 
 spError_t spStreamDestroy(spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.DestroyStream(Value(s)));
+    return ToError(r.Run<&Streams::DestroyStream>(Value(s)));
   });
 }
 
@@ -239,28 +247,28 @@ spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept 
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (s == nullptr) return spErrorInvalidValue;
-    return SetHandle(r.LegacyStream(device), s);
+    return SetHandle(r.Run<&Streams::LegacyStream>(device), s);
   });
 }
 
 spError_t spStreamSynchronize(spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.StreamSynchronize(Value(s)));
+    return ToError(r.Run<&Streams::StreamSynchronize>(Value(s)));
   });
 }
 
 spError_t spStreamQuery(spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.StreamQuery(Value(s)));
+    return ToError(r.Run<&Streams::StreamQuery>(Value(s)));
   });
 }
 
 spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.StreamWaitEvent(Value(s), Value(e)));
+    return ToError(r.Run<&Events::StreamWaitEvent>(Value(s), Value(e)));
   });
 }
 
@@ -271,7 +279,7 @@ spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (e == nullptr) return spErrorInvalidValue;
-    return SetHandle(r.CreateEvent(), e);
+    return SetHandle(r.Run<&Events::CreateEvent>(0u), e);
   });
 }
 
@@ -280,35 +288,35 @@ spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) n
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (e == nullptr) return spErrorInvalidValue;
-    return SetHandle(r.CreateEvent(flags), e);
+    return SetHandle(r.Run<&Events::CreateEvent>(flags), e);
   });
 }
 
 spError_t spEventDestroy(spEvent_t e) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, e);
-    return ToError(r.DestroyEvent(Value(e)));
+    return ToError(r.Run<&Events::DestroyEvent>(Value(e)));
   });
 }
 
 spError_t spEventRecord(spEvent_t e, spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, e);
-    return ToError(r.RecordEvent(Value(e), Value(s)));
+    return ToError(r.Run<&Events::RecordEvent>(Value(e), Value(s)));
   });
 }
 
 spError_t spEventSynchronize(spEvent_t e) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, e);
-    return ToError(r.EventSynchronize(Value(e)));
+    return ToError(r.Run<&Events::EventSynchronize>(Value(e)));
   });
 }
 
 spError_t spEventQuery(spEvent_t e) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, e);
-    return ToError(r.EventQuery(Value(e)));
+    return ToError(r.Run<&Events::EventQuery>(Value(e)));
   });
 }
 
@@ -316,7 +324,7 @@ spError_t spDeviceSynchronize(spRuntime_t rt, int device) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.DeviceSynchronize(device));
+    return ToError(r.Run<&Streams::DeviceSynchronize>(device));
   });
 }
 
@@ -324,7 +332,7 @@ spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) noexcept
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, start);
     if (ms == nullptr) return spErrorInvalidValue;
-    auto v = r.EventElapsedMs(Value(start), Value(end));
+    auto v = r.Run<&Events::EventElapsedMs>(Value(start), Value(end));
     if (!v.ok()) return ToError(v.status());
     *ms = *v;
     return spSuccess;
@@ -342,7 +350,7 @@ spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* acce
     for (size_t i = 0; i < count; ++i) {
       acc[i] = streampool::Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
     }
-    return ToError(r.LaunchKernel(Value(s), durationNs, acc));
+    return ToError(r.Run<&Work::LaunchKernel>(Value(s), durationNs, acc));
   });
 }
 
@@ -350,7 +358,7 @@ spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) noex
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
     if (fn == nullptr) return spErrorInvalidValue;
-    return ToError(r.LaunchHostFunc(Value(s), [fn, userData]() { fn(userData); }));
+    return ToError(r.Run<&Work::LaunchHostFunc>(Value(s), [fn, userData]() { fn(userData); }));
   });
 }
 
@@ -358,7 +366,7 @@ spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.HostAdvance(ns));
+    return ToError(r.Run<&Work::HostAdvance>(ns));
   });
 }
 
@@ -375,14 +383,14 @@ spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept {
 spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.MemcpyAsync(dst, src, bytes, Value(s)));
+    return ToError(r.Run<&Work::MemcpyAsync>(dst, src, bytes, Value(s)));
   });
 }
 
 spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.MemsetAsync(dst, value, bytes, Value(s)));
+    return ToError(r.Run<&Work::MemsetAsync>(dst, value, bytes, Value(s)));
   });
 }
 
@@ -421,7 +429,7 @@ spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (ptr == nullptr) return spErrorInvalidValue;
-    auto p = r.Malloc(size, device);
+    auto p = r.Run<&Allocator::Malloc>(size, device);
     *ptr = p.ok() ? *p : nullptr;
     return ToError(p.status());
   });
@@ -431,7 +439,7 @@ spError_t spFree(spRuntime_t rt, void* ptr) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.Free(ptr));
+    return ToError(r.Run<&Allocator::Free>(ptr));
   });
 }
 
@@ -440,7 +448,7 @@ spError_t spMallocHost(void** ptr, size_t size, spRuntime_t rt) noexcept {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (ptr == nullptr) return spErrorInvalidValue;
-    auto p = r.MallocHost(size);
+    auto p = r.Run<&Allocator::MallocHost>(size);
     *ptr = p.ok() ? *p : nullptr;
     return ToError(p.status());
   });
@@ -450,7 +458,7 @@ spError_t spFreeHost(spRuntime_t rt, void* ptr) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.FreeHost(ptr));
+    return ToError(r.Run<&Allocator::FreeHost>(ptr));
   });
 }
 
@@ -464,7 +472,7 @@ spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noe
     std::shared_ptr<RuntimeImpl> rt =
         streampool::internal::Process::Default().registry().Find(owner);
     if (rt == nullptr) return spErrorInvalidValue;
-    auto a = rt->GetPointerAttributes(ptr);
+    auto a = rt->Run<&Allocator::GetPointerAttributes>(ptr);
     if (!a.ok()) return ToError(a.status());
     attr->device = a->device;
     attr->pool = a->pool.value == 0 ? nullptr : ToHandle<spMemPool_t>(a->pool.value);
@@ -483,7 +491,7 @@ spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt, const spMemPoolProp
     if (pool == nullptr || props == nullptr) return spErrorInvalidValue;
     PoolProps p;
     if (!streampool::internal::ToPoolProps(*props, &p)) return spErrorInvalidValue;
-    return SetHandle(r.CreatePool(p, nullptr), pool);
+    return SetHandle(r.Run<&Pools::CreatePool>(p, nullptr), pool);
   });
 }
 
@@ -504,7 +512,8 @@ spError_t spMemPoolCreateWithUpstream(spMemPool_t* pool, spRuntime_t rt,
     cb.map = [u](uint64_t bytes) { return u.map(bytes, u.user); };
     cb.unmap = [u](void* base, uint64_t bytes) { u.unmap(base, bytes, u.user); };
     cb.touchable = u.touchable != 0;
-    return SetHandle(r.CreatePool(p, streampool::NewCallbackMemory(std::move(cb))), pool);
+    return SetHandle(r.Run<&Pools::CreatePool>(p, streampool::NewCallbackMemory(std::move(cb))),
+                     pool);
   });
 }
 
@@ -530,7 +539,8 @@ spError_t spMemPoolCreateWithVmmUpstream(spMemPool_t* pool, spRuntime_t rt,
     cb.unmap = [u](void* addr, uint64_t bytes) { u.unmap(addr, bytes, u.user); };
     cb.release = [u](void* addr, uint64_t bytes) { u.release(addr, bytes, u.user); };
     cb.touchable = u.touchable != 0;
-    return SetHandle(r.CreatePool(p, streampool::NewVmmCallbackMemory(std::move(cb))), pool);
+    return SetHandle(r.Run<&Pools::CreatePool>(p, streampool::NewVmmCallbackMemory(std::move(cb))),
+                     pool);
   });
 }
 
@@ -538,14 +548,14 @@ spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) 
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.SetHugePageBudget(device, bytes));
+    return ToError(r.Run<&Pools::SetHugePageBudget>(device, bytes));
   });
 }
 
 spError_t spMemPoolDestroy(spMemPool_t pool) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
-    return ToError(r.DestroyPool(Value(pool)));
+    return ToError(r.Run<&Pools::DestroyPool>(Value(pool)));
   });
 }
 
@@ -554,7 +564,7 @@ spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int devic
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (pool == nullptr) return spErrorInvalidValue;
-    return SetHandle(r.DefaultPool(device), pool);
+    return SetHandle(r.Run<&Pools::DefaultPool>(device), pool);
   });
 }
 
@@ -562,7 +572,7 @@ spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) noexc
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.SetCurrentPool(device, Value(pool)));
+    return ToError(r.Run<&Pools::SetCurrentPool>(device, Value(pool)));
   });
 }
 
@@ -571,7 +581,7 @@ spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noex
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (pool == nullptr) return spErrorInvalidValue;
-    return SetHandle(r.CurrentPool(device), pool);
+    return SetHandle(r.Run<&Pools::CurrentPool>(device), pool);
   });
 }
 
@@ -586,13 +596,13 @@ spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
     if (attr == spMemPoolAttrFrontCache) {
       const int on = *static_cast<int*>(value);
       if (on != 0 && on != 1) return spErrorInvalidValue;
-      return ToError(r.SetPoolAttribute(Value(pool), PoolAttr::kFrontCache, on));
+      return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), PoolAttr::kFrontCache, on));
     }
     const bool as_int =
         attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
     const uint64_t v = as_int ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
                               : *static_cast<uint64_t*>(value);
-    return ToError(r.SetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr), v));
+    return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), v));
   });
 }
 
@@ -604,7 +614,7 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
     if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
       return spErrorInvalidValue;
     }
-    auto v = r.GetPoolAttribute(Value(pool), static_cast<PoolAttr>(attr));
+    auto v = r.Run<&Pools::GetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr));
     if (!v.ok()) return ToError(v.status());
     if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth ||
         attr == spMemPoolAttrFrontCache) {
@@ -619,7 +629,7 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
 spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
-    return ToError(r.TrimTo(Value(pool), minBytesToKeep));
+    return ToError(r.Run<&Pools::TrimTo>(Value(pool), minBytesToKeep));
   });
 }
 
@@ -627,7 +637,7 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
     if (stats == nullptr) return spErrorInvalidValue;
-    auto s = r.GetPoolStats(Value(pool));
+    auto s = r.Run<&Pools::GetPoolStats>(Value(pool));
     if (!s.ok()) return ToError(s.status());
     stats->reservedBytes = s->reserved_bytes;
     stats->reservedHigh = s->reserved_high;
@@ -659,7 +669,7 @@ spError_t spRuntimeSetPeerAccessible(spRuntime_t rt, int device, int peerDevice,
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    return ToError(r.SetPeerAccessible(device, peerDevice, accessible != 0));
+    return ToError(r.Run<&Pools::SetPeerAccessible>(device, peerDevice, accessible != 0));
   });
 }
 
@@ -669,7 +679,7 @@ spError_t spDeviceCanAccessPeer(int* canAccess, spRuntime_t rt, int device,
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (canAccess == nullptr) return spErrorInvalidValue;
-    auto v = r.CanAccessPeer(device, peerDevice);
+    auto v = r.Run<&Pools::CanAccessPeer>(device, peerDevice);
     if (!v.ok()) return ToError(v.status());
     *canAccess = *v ? 1 : 0;
     return spSuccess;
@@ -691,7 +701,7 @@ spError_t spMemPoolSetAccess(spMemPool_t pool, const spMemAccessDesc* descs,
       d[i].flags =
           static_cast<streampool::MemAccessFlags>(streampool::internal::EnumInt(descs[i].flags));
     }
-    return ToError(r.SetPoolAccess(Value(pool), d));
+    return ToError(r.Run<&Pools::SetPoolAccess>(Value(pool), d));
   });
 }
 
@@ -704,7 +714,7 @@ spError_t spMemPoolGetAccess(spMemAccessFlags* flags, spMemPool_t pool,
     loc.type =
         static_cast<streampool::MemLocationType>(streampool::internal::EnumInt(location->type));
     loc.id = location->id;
-    auto v = r.GetPoolAccess(Value(pool), loc);
+    auto v = r.Run<&Pools::GetPoolAccess>(Value(pool), loc);
     if (!v.ok()) return ToError(v.status());
     *flags = static_cast<spMemAccessFlags>(static_cast<int>(*v));
     return spSuccess;
@@ -720,7 +730,7 @@ spError_t spMemPoolExportToShareableHandle(void* handle, spMemPool_t pool, int h
     if (handle == nullptr || handleType != spMemHandleTypePosixFileDescriptor || flags != 0) {
       return spErrorInvalidValue;
     }
-    auto fd = r.ExportPool(Value(pool));
+    auto fd = r.Run<&IpcService::ExportPool>(Value(pool));
     if (!fd.ok()) return ToError(fd.status());
     *static_cast<int*>(handle) = *fd;
     return spSuccess;
@@ -737,7 +747,7 @@ spError_t spMemPoolImportFromShareableHandle(spMemPool_t* pool, spRuntime_t rt, 
     }
     const auto fd = reinterpret_cast<intptr_t>(handle);
     if (fd < 0 || fd > INT32_MAX) return spErrorInvalidValue;
-    return SetHandle(r.ImportPool(static_cast<int>(fd)), pool);
+    return SetHandle(r.Run<&IpcService::ImportPool>(static_cast<int>(fd)), pool);
   });
 }
 
@@ -751,7 +761,7 @@ spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) noexce
     std::shared_ptr<RuntimeImpl> rt =
         streampool::internal::Process::Default().registry().Find(owner);
     if (rt == nullptr) return spErrorInvalidValue;
-    auto d = rt->ExportPointer(ptr);
+    auto d = rt->Run<&IpcService::ExportPointer>(ptr);
     if (!d.ok()) return ToError(d.status());
     static_assert(sizeof(*data) == sizeof(streampool::internal::PtrExportData));
     std::memcpy(data, &*d, sizeof *data);
@@ -766,7 +776,7 @@ spError_t spMemPoolImportPointer(void** ptr, spMemPool_t importedPool,
     if (ptr == nullptr || data == nullptr) return spErrorInvalidValue;
     streampool::internal::PtrExportData d;
     std::memcpy(static_cast<void*>(&d), data, sizeof d);  // trivially copyable
-    auto p = r.ImportPointer(Value(importedPool), d);
+    auto p = r.Run<&IpcService::ImportPointer>(Value(importedPool), d);
     if (!p.ok()) return ToError(p.status());
     *ptr = *p;
     return spSuccess;
@@ -777,7 +787,7 @@ spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, e);
     if (handle == nullptr) return spErrorInvalidValue;
-    return ToError(r.GetIpcEventHandle(Value(e), handle->reserved));
+    return ToError(r.Run<&Events::GetIpcEventHandle>(Value(e), handle->reserved));
   });
 }
 
@@ -786,7 +796,7 @@ spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt, spIpcEventHandle ha
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (e == nullptr) return spErrorInvalidValue;
-    return SetHandle(r.OpenIpcEvent(handle.reserved), e);
+    return SetHandle(r.Run<&Events::OpenIpcEvent>(handle.reserved), e);
   });
 }
 
@@ -796,7 +806,7 @@ spError_t spCheckerEnable(spRuntime_t rt, int enable) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    r.EnableChecker(enable != 0, /*fatal=*/false);
+    r.Run<&Observation::EnableChecker>(enable != 0, /*fatal=*/false);
     return spSuccess;
   });
 }
@@ -807,7 +817,7 @@ spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, size_t cap
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     if (count == nullptr || (reports == nullptr && capacity != 0)) return spErrorInvalidValue;
-    const std::vector<streampool::CheckReport> all = r.CheckReports();
+    const std::vector<streampool::CheckReport> all = r.Run<&Observation::CheckReports>();
     *count = all.size();
     for (size_t i = 0; i < all.size() && i < capacity; ++i) {
       const streampool::CheckReport& a = all[i];
@@ -830,7 +840,7 @@ spError_t spCheckerClearReports(spRuntime_t rt) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
-    r.ClearCheckReports();
+    r.Run<&Observation::ClearCheckReports>();
     return spSuccess;
   });
 }

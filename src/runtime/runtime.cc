@@ -1,5 +1,6 @@
-// streampool::Runtime forwards to RuntimeImpl; handles are the same numbers
-// the C API uses, so the two APIs can be mixed on one runtime.
+// streampool::Runtime hands each call to a part of RuntimeImpl (through
+// RuntimeImpl::Run, as the C API does); handles are the same numbers the C API
+// uses, so the two APIs can be mixed on one runtime.
 #include "streampool/runtime.h"
 
 #include <cstring>
@@ -36,7 +37,34 @@ spError_t ToCError(const absl::Status& status) {
   }
 }
 
+using internal::Allocator;
+using internal::Events;
+using internal::IpcService;
+using internal::Observation;
+using internal::Pools;
 using internal::RuntimeImpl;
+using internal::Streams;
+using internal::Work;
+
+namespace {
+
+// A call handed to a part, with nothing thrown leaving the library.
+template <auto Op, typename... A>
+auto Call(RuntimeImpl& rt, A&&... args) {
+  return internal::Guarded([&] { return rt.Run<Op>(std::forward<A>(args)...); });
+}
+// The same for an operation that makes or finds a handle, typed as the public
+// id of its kind.
+template <typename Id, auto Op, typename... A>
+absl::StatusOr<Id> Call(RuntimeImpl& rt, A&&... args) {
+  return internal::Guarded([&]() -> absl::StatusOr<Id> {
+    absl::StatusOr<uint64_t> h = rt.Run<Op>(std::forward<A>(args)...);
+    if (!h.ok()) return h.status();
+    return Id{*h};
+  });
+}
+
+}  // namespace
 
 Runtime::Runtime(std::shared_ptr<RuntimeImpl> impl, bool owns)
     : impl_(std::move(impl)), owns_(owns) {}
@@ -70,92 +98,66 @@ spRuntime_t Runtime::c() const {
 const RuntimeConfig& Runtime::config() const { return impl_->config(); }
 
 absl::StatusOr<StreamId> Runtime::CreateStream(int device, bool non_blocking) {
-  return internal::Guarded([&]() -> absl::StatusOr<StreamId> {
-    auto h = impl_->CreateStream(device, non_blocking);
-    if (!h.ok()) return h.status();
-    return StreamId{*h};
-  });
+  return Call<StreamId, &Streams::CreateStream>(*impl_, device, non_blocking);
 }
 absl::Status Runtime::DestroyStream(StreamId s) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->DestroyStream(s.value); });
+  return Call<&Streams::DestroyStream>(*impl_, s.value);
 }
 absl::StatusOr<StreamId> Runtime::LegacyStream(int device) {
-  return internal::Guarded([&]() -> absl::StatusOr<StreamId> {
-    auto h = impl_->LegacyStream(device);
-    if (!h.ok()) return h.status();
-    return StreamId{*h};
-  });
+  return Call<StreamId, &Streams::LegacyStream>(*impl_, device);
 }
 absl::Status Runtime::StreamSynchronize(StreamId s) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->StreamSynchronize(s.value); });
+  return Call<&Streams::StreamSynchronize>(*impl_, s.value);
 }
 absl::Status Runtime::StreamQuery(StreamId s) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->StreamQuery(s.value); });
+  return Call<&Streams::StreamQuery>(*impl_, s.value);
 }
 absl::Status Runtime::StreamWaitEvent(StreamId s, EventId e) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->StreamWaitEvent(s.value, e.value); });
+  return Call<&Events::StreamWaitEvent>(*impl_, s.value, e.value);
 }
-absl::StatusOr<EventId> Runtime::CreateEvent() {
-  return internal::Guarded([&]() -> absl::StatusOr<EventId> { return CreateEvent(0); });
-}
+absl::StatusOr<EventId> Runtime::CreateEvent() { return CreateEvent(0); }
 absl::StatusOr<EventId> Runtime::CreateEvent(unsigned flags) {
-  return internal::Guarded([&]() -> absl::StatusOr<EventId> {
-    auto h = impl_->CreateEvent(flags);
-    if (!h.ok()) return h.status();
-    return EventId{*h};
-  });
+  return Call<EventId, &Events::CreateEvent>(*impl_, flags);
 }
 absl::Status Runtime::DestroyEvent(EventId e) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->DestroyEvent(e.value); });
+  return Call<&Events::DestroyEvent>(*impl_, e.value);
 }
 absl::Status Runtime::RecordEvent(EventId e, StreamId s) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->RecordEvent(e.value, s.value); });
+  return Call<&Events::RecordEvent>(*impl_, e.value, s.value);
 }
 absl::Status Runtime::EventSynchronize(EventId e) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->EventSynchronize(e.value); });
+  return Call<&Events::EventSynchronize>(*impl_, e.value);
 }
-absl::Status Runtime::EventQuery(EventId e) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->EventQuery(e.value); });
-}
+absl::Status Runtime::EventQuery(EventId e) { return Call<&Events::EventQuery>(*impl_, e.value); }
 absl::StatusOr<float> Runtime::EventElapsedMs(EventId start, EventId end) {
-  return internal::Guarded(
-      [&]() -> absl::StatusOr<float> { return impl_->EventElapsedMs(start.value, end.value); });
+  return Call<&Events::EventElapsedMs>(*impl_, start.value, end.value);
 }
 absl::Status Runtime::DeviceSynchronize(int device) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->DeviceSynchronize(device); });
+  return Call<&Streams::DeviceSynchronize>(*impl_, device);
 }
 
 absl::Status Runtime::LaunchKernel(StreamId s, uint64_t duration_ns,
                                    absl::Span<const Access> accesses) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->LaunchKernel(s.value, duration_ns, accesses); });
+  return Call<&Work::LaunchKernel>(*impl_, s.value, duration_ns, accesses);
 }
 absl::Status Runtime::LaunchHostFunc(StreamId s, std::function<void()> fn) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->LaunchHostFunc(s.value, std::move(fn)); });
+  return Call<&Work::LaunchHostFunc>(*impl_, s.value, std::move(fn));
 }
 absl::Status Runtime::LaunchWork(StreamId s, std::function<void()> work,
                                  absl::Span<const Access> accesses, uint64_t duration_ns) {
-  return internal::Guarded([&]() -> absl::Status {
-    return impl_->LaunchWork(s.value, duration_ns, std::move(work), accesses);
-  });
+  return Call<&Work::LaunchWork>(*impl_, s.value, duration_ns, std::move(work), accesses);
 }
 absl::Status Runtime::MemcpyAsync(void* dst, const void* src, uint64_t bytes, StreamId s) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->MemcpyAsync(dst, src, bytes, s.value); });
+  return Call<&Work::MemcpyAsync>(*impl_, dst, src, bytes, s.value);
 }
 absl::Status Runtime::MemsetAsync(void* dst, int value, uint64_t bytes, StreamId s) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->MemsetAsync(dst, value, bytes, s.value); });
+  return Call<&Work::MemsetAsync>(*impl_, dst, value, bytes, s.value);
 }
-absl::Status Runtime::HostAdvance(uint64_t ns) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->HostAdvance(ns); });
-}
+absl::Status Runtime::HostAdvance(uint64_t ns) { return Call<&Work::HostAdvance>(*impl_, ns); }
 uint64_t Runtime::HostNow() const { return impl_->HostNow(); }
 
 absl::StatusOr<void*> Runtime::NativeStream(StreamId s) {
-  return internal::Guarded([&]() -> absl::StatusOr<void*> { return impl_->NativeStream(s.value); });
+  return Call<&Streams::NativeStream>(*impl_, s.value);
 }
 absl::StatusOr<AllocInfo> Runtime::MallocAsync(uint64_t size, StreamId s) {
   return internal::Guarded(
@@ -171,113 +173,79 @@ absl::Status Runtime::FreeAsync(void* ptr, StreamId s) {
   return internal::Guarded([&]() -> absl::Status { return impl_->FreeAsync(ptr, s.value); });
 }
 absl::StatusOr<void*> Runtime::Malloc(uint64_t size, int device) {
-  return internal::Guarded([&]() -> absl::StatusOr<void*> { return impl_->Malloc(size, device); });
+  return Call<&Allocator::Malloc>(*impl_, size, device);
 }
-absl::Status Runtime::Free(void* ptr) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->Free(ptr); });
-}
+absl::Status Runtime::Free(void* ptr) { return Call<&Allocator::Free>(*impl_, ptr); }
 absl::StatusOr<void*> Runtime::MallocHost(uint64_t size) {
-  return internal::Guarded([&]() -> absl::StatusOr<void*> { return impl_->MallocHost(size); });
+  return Call<&Allocator::MallocHost>(*impl_, size);
 }
-absl::Status Runtime::FreeHost(void* ptr) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->FreeHost(ptr); });
-}
+absl::Status Runtime::FreeHost(void* ptr) { return Call<&Allocator::FreeHost>(*impl_, ptr); }
 absl::StatusOr<DeviceMemInfo> Runtime::MemGetInfo(int device) const {
-  return internal::Guarded(
-      [&]() -> absl::StatusOr<DeviceMemInfo> { return impl_->MemGetInfo(device); });
+  return Call<&Allocator::MemGetInfo>(*impl_, device);
 }
 absl::StatusOr<PointerAttributes> Runtime::GetPointerAttributes(const void* ptr) const {
-  return internal::Guarded(
-      [&]() -> absl::StatusOr<PointerAttributes> { return impl_->GetPointerAttributes(ptr); });
+  return Call<&Allocator::GetPointerAttributes>(*impl_, ptr);
 }
 
 absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props) {
-  return internal::Guarded([&]() -> absl::StatusOr<PoolId> { return CreatePool(props, nullptr); });
+  return CreatePool(props, nullptr);
 }
 absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props,
                                            std::shared_ptr<PhysicalMemory> upstream) {
-  return internal::Guarded([&]() -> absl::StatusOr<PoolId> {
-    auto h = impl_->CreatePool(props, std::move(upstream));
-    if (!h.ok()) return h.status();
-    return PoolId{*h};
-  });
+  return Call<PoolId, &Pools::CreatePool>(*impl_, props, std::move(upstream));
 }
 absl::Status Runtime::SetHugePageBudget(int device, uint64_t bytes) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->SetHugePageBudget(device, bytes); });
+  return Call<&Pools::SetHugePageBudget>(*impl_, device, bytes);
 }
 absl::Status Runtime::DestroyPool(PoolId pool) {
-  return internal::Guarded([&]() -> absl::Status { return impl_->DestroyPool(pool.value); });
+  return Call<&Pools::DestroyPool>(*impl_, pool.value);
 }
 absl::StatusOr<PoolId> Runtime::DefaultPool(int device) const {
-  return internal::Guarded([&]() -> absl::StatusOr<PoolId> {
-    auto h = impl_->DefaultPool(device);
-    if (!h.ok()) return h.status();
-    return PoolId{*h};
-  });
+  return Call<PoolId, &Pools::DefaultPool>(*impl_, device);
 }
 absl::StatusOr<PoolId> Runtime::CurrentPool(int device) const {
-  return internal::Guarded([&]() -> absl::StatusOr<PoolId> {
-    auto h = impl_->CurrentPool(device);
-    if (!h.ok()) return h.status();
-    return PoolId{*h};
-  });
+  return Call<PoolId, &Pools::CurrentPool>(*impl_, device);
 }
 absl::Status Runtime::SetCurrentPool(int device, PoolId pool) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->SetCurrentPool(device, pool.value); });
+  return Call<&Pools::SetCurrentPool>(*impl_, device, pool.value);
 }
 absl::Status Runtime::SetPoolAttribute(PoolId pool, PoolAttr attr, uint64_t value) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->SetPoolAttribute(pool.value, attr, value); });
+  return Call<&Pools::SetPoolAttribute>(*impl_, pool.value, attr, value);
 }
 absl::StatusOr<uint64_t> Runtime::GetPoolAttribute(PoolId pool, PoolAttr attr) const {
-  return internal::Guarded(
-      [&]() -> absl::StatusOr<uint64_t> { return impl_->GetPoolAttribute(pool.value, attr); });
+  return Call<&Pools::GetPoolAttribute>(*impl_, pool.value, attr);
 }
 absl::Status Runtime::TrimTo(PoolId pool, uint64_t min_bytes_to_keep) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->TrimTo(pool.value, min_bytes_to_keep); });
+  return Call<&Pools::TrimTo>(*impl_, pool.value, min_bytes_to_keep);
 }
 absl::StatusOr<PoolStats> Runtime::GetPoolStats(PoolId pool) const {
-  return internal::Guarded(
-      [&]() -> absl::StatusOr<PoolStats> { return impl_->GetPoolStats(pool.value); });
+  return Call<&Pools::GetPoolStats>(*impl_, pool.value);
 }
 absl::Status Runtime::CheckPoolInvariants(PoolId pool) const {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->CheckPoolInvariants(pool.value); });
+  return Call<&Pools::CheckPoolInvariants>(*impl_, pool.value);
 }
 
 absl::Status Runtime::SetPeerAccessible(int device, int peer_device, bool accessible) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->SetPeerAccessible(device, peer_device, accessible); });
+  return Call<&Pools::SetPeerAccessible>(*impl_, device, peer_device, accessible);
 }
 absl::StatusOr<bool> Runtime::CanAccessPeer(int device, int peer_device) const {
-  return internal::Guarded(
-      [&]() -> absl::StatusOr<bool> { return impl_->CanAccessPeer(device, peer_device); });
+  return Call<&Pools::CanAccessPeer>(*impl_, device, peer_device);
 }
 absl::Status Runtime::SetPoolAccess(PoolId pool, absl::Span<const MemAccessDesc> descs) {
-  return internal::Guarded(
-      [&]() -> absl::Status { return impl_->SetPoolAccess(pool.value, descs); });
+  return Call<&Pools::SetPoolAccess>(*impl_, pool.value, descs);
 }
 absl::StatusOr<MemAccessFlags> Runtime::GetPoolAccess(PoolId pool, MemLocation location) const {
-  return internal::Guarded([&]() -> absl::StatusOr<MemAccessFlags> {
-    return impl_->GetPoolAccess(pool.value, location);
-  });
+  return Call<&Pools::GetPoolAccess>(*impl_, pool.value, location);
 }
 absl::StatusOr<int> Runtime::ExportPool(PoolId pool) {
-  return internal::Guarded([&]() -> absl::StatusOr<int> { return impl_->ExportPool(pool.value); });
+  return Call<&IpcService::ExportPool>(*impl_, pool.value);
 }
 absl::StatusOr<PoolId> Runtime::ImportPool(int fd) {
-  return internal::Guarded([&]() -> absl::StatusOr<PoolId> {
-    auto h = impl_->ImportPool(fd);
-    if (!h.ok()) return h.status();
-    return PoolId{*h};
-  });
+  return Call<PoolId, &IpcService::ImportPool>(*impl_, fd);
 }
 absl::StatusOr<spMemPoolPtrExportData> Runtime::ExportPointer(const void* ptr) {
   return internal::Guarded([&]() -> absl::StatusOr<spMemPoolPtrExportData> {
-    auto d = impl_->ExportPointer(ptr);
+    auto d = impl_->Run<&IpcService::ExportPointer>(ptr);
     if (!d.ok()) return d.status();
     static_assert(sizeof(spMemPoolPtrExportData) == sizeof(internal::PtrExportData));
     spMemPoolPtrExportData out;
@@ -286,32 +254,33 @@ absl::StatusOr<spMemPoolPtrExportData> Runtime::ExportPointer(const void* ptr) {
   });
 }
 absl::StatusOr<void*> Runtime::ImportPointer(PoolId pool, const spMemPoolPtrExportData& data) {
-  return internal::Guarded([&]() -> absl::StatusOr<void*> {
-    internal::PtrExportData d;
-    std::memcpy(static_cast<void*>(&d), &data, sizeof d);  // trivially copyable
-    return impl_->ImportPointer(pool.value, d);
-  });
+  internal::PtrExportData d;
+  std::memcpy(static_cast<void*>(&d), &data, sizeof d);  // trivially copyable
+  return Call<&IpcService::ImportPointer>(*impl_, pool.value, d);
 }
 absl::StatusOr<spIpcEventHandle> Runtime::GetIpcEventHandle(EventId e) {
   return internal::Guarded([&]() -> absl::StatusOr<spIpcEventHandle> {
     spIpcEventHandle h;
-    if (absl::Status st = impl_->GetIpcEventHandle(e.value, h.reserved); !st.ok()) return st;
+    absl::Status st = impl_->Run<&Events::GetIpcEventHandle>(e.value, h.reserved);
+    if (!st.ok()) return st;
     return h;
   });
 }
 absl::StatusOr<EventId> Runtime::OpenIpcEvent(const spIpcEventHandle& handle) {
-  return internal::Guarded([&]() -> absl::StatusOr<EventId> {
-    auto h = impl_->OpenIpcEvent(handle.reserved);
-    if (!h.ok()) return h.status();
-    return EventId{*h};
-  });
+  return Call<EventId, &Events::OpenIpcEvent>(*impl_, handle.reserved);
 }
 
-void Runtime::RecordTimeline(bool on) { impl_->RecordTimeline(on); }
-void Runtime::EnableChecker(bool on) { impl_->EnableChecker(on, /*fatal=*/false); }
-std::vector<CheckReport> Runtime::CheckReports() const { return impl_->CheckReports(); }
-void Runtime::ClearCheckReports() { impl_->ClearCheckReports(); }
-std::vector<TimelineEntry> Runtime::Timeline() const { return impl_->Timeline(); }
+void Runtime::RecordTimeline(bool on) { impl_->Run<&Observation::RecordTimeline>(on); }
+void Runtime::EnableChecker(bool on) {
+  impl_->Run<&Observation::EnableChecker>(on, /*fatal=*/false);
+}
+std::vector<CheckReport> Runtime::CheckReports() const {
+  return impl_->Run<&Observation::CheckReports>();
+}
+void Runtime::ClearCheckReports() { impl_->Run<&Observation::ClearCheckReports>(); }
+std::vector<TimelineEntry> Runtime::Timeline() const {
+  return impl_->Run<&Observation::Timeline>();
+}
 
 const char* OpKindName(OpKind kind) {
   switch (kind) {

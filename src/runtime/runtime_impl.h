@@ -1,8 +1,10 @@
 // RuntimeImpl: the state behind one spRuntime_t / streampool::Runtime.
 //
 // A composition root: it owns the runtime's lock and its parts, each with one
-// job, and every entry point takes the lock, checks the runtime is alive and
-// hands the call to its part.
+// job. A call reaches a part through Run, which takes the lock, checks the
+// runtime is alive and calls the part's operation; the public Runtime and the
+// C API name the operation itself (Run<&Streams::CreateStream>), so none is
+// declared again here.
 //
 //   RuntimeCore   what the parts share: ordering core + executor, devices,
 //                 handle tables, page map, checker (runtime_core.h)
@@ -28,6 +30,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -49,6 +54,15 @@
 #include "streampool/runtime.h"
 
 namespace streampool::internal {
+
+// The allocator's two paths that take the runtime's lock themselves, only when
+// they must: run under it they would take it twice.
+template <auto Op>
+inline constexpr bool kTakesRuntimeLock = false;
+template <>
+inline constexpr bool kTakesRuntimeLock<&Allocator::MallocAsync> = true;
+template <>
+inline constexpr bool kTakesRuntimeLock<&Allocator::FreeAsync> = true;
 
 class RuntimeImpl {
  public:
@@ -77,88 +91,70 @@ class RuntimeImpl {
   // Fixed at creation: read without the lock.
   const RuntimeConfig& config() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return core_.config; }
 
-  absl::StatusOr<uint64_t> CreateStream(int device, bool non_blocking);
-  absl::Status DestroyStream(uint64_t s);
-  absl::StatusOr<uint64_t> LegacyStream(int device);
-  absl::Status StreamSynchronize(uint64_t s);
-  absl::Status StreamQuery(uint64_t s);
-  absl::Status StreamWaitEvent(uint64_t s, uint64_t e);
-  absl::StatusOr<uint64_t> CreateEvent(unsigned flags = 0);
-  absl::Status DestroyEvent(uint64_t e);
-  absl::Status RecordEvent(uint64_t e, uint64_t s);
-  absl::Status EventSynchronize(uint64_t e);
-  absl::Status EventQuery(uint64_t e);
-  absl::StatusOr<float> EventElapsedMs(uint64_t start, uint64_t end);
-  absl::Status DeviceSynchronize(int device);
+  // Runs a part's operation under the runtime's lock, after the checks every
+  // such call makes, in this order: refused from a host function (host
+  // functions run while the lock is held), then the call gate, passed before
+  // the lock so that it is let go after it (a destroyer waiting for calls to
+  // leave never holds what they need to leave), then the lock and the
+  // liveness check. An operation with no status to return (the checker's and
+  // the timeline's switches and reads) answers a refusal with an empty result.
+  template <auto Op, typename... A>
+  auto Run(A&&... args) ABSL_LOCKS_EXCLUDED(mu_) {
+    using Part = typename PartOp<decltype(Op)>::Part;
+    using R = typename PartOp<decltype(Op)>::Result;
+    static_assert(!kTakesRuntimeLock<Op>,
+                  "MallocAsync and FreeAsync take the runtime's lock themselves: call "
+                  "RuntimeImpl::MallocAsync/FreeAsync");
+    if (InHostCallback()) {
+      return Refused<R>(absl::UnimplementedError("API call from a host function"));
+    }
+    CallGate::Pass pass(gate_);
+    if (!pass.entered()) return Refused<R>(Destroyed());
+    MutexLock lock(&mu_);
+    if (absl::Status entered = Enter(); !entered.ok()) return Refused<R>(std::move(entered));
+    return (part<Part>().*Op)(std::forward<A>(args)...);
+  }
 
-  absl::Status LaunchKernel(uint64_t s, uint64_t duration_ns, absl::Span<const Access> accesses);
-  absl::Status LaunchHostFunc(uint64_t s, std::function<void()> fn);
-  // A kernel whose body is `work` (run on the stream's worker by the threads
-  // executor; by the simulator when the host observes it complete).
-  absl::Status LaunchWork(uint64_t s, uint64_t duration_ns, std::function<void()> work,
-                          absl::Span<const Access> accesses);
-  absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s);
-  absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s);
-  absl::Status HostAdvance(uint64_t ns);
-  uint64_t HostNow();
-
-  // pool == 0: the stream's device's current pool.
+  // The two paths that take no runtime lock unless they must (the allocator
+  // takes it itself). pool == 0: the stream's device's current pool.
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
   absl::Status FreeAsync(void* ptr, uint64_t s);
-  absl::StatusOr<void*> Malloc(uint64_t size, int device);
-  absl::Status Free(void* ptr);
-  // Pinned host memory (spMallocHost): touchable, 64-B aligned, any device's.
-  absl::StatusOr<void*> MallocHost(uint64_t size);
-  absl::Status FreeHost(void* ptr);
-  absl::StatusOr<DeviceMemInfo> MemGetInfo(int device);
-  absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
-
-  // upstream null: the one the pool's type implies.
-  absl::StatusOr<uint64_t> CreatePool(const PoolProps& props,
-                                      std::shared_ptr<PhysicalMemory> upstream);
-  absl::Status SetHugePageBudget(int device, uint64_t bytes);
-  absl::Status DestroyPool(uint64_t pool);
-  absl::StatusOr<uint64_t> DefaultPool(int device);
-  absl::StatusOr<uint64_t> CurrentPool(int device);
-  absl::Status SetCurrentPool(int device, uint64_t pool);
-  absl::Status SetPoolAttribute(uint64_t pool, PoolAttr attr, uint64_t value);
-  absl::StatusOr<uint64_t> GetPoolAttribute(uint64_t pool, PoolAttr attr);
-  absl::Status TrimTo(uint64_t pool, uint64_t min_bytes_to_keep);
-  absl::StatusOr<PoolStats> GetPoolStats(uint64_t pool);
-  absl::Status CheckPoolInvariants(uint64_t pool);
-
-  // Multi-device access (CUDA guide F.10).
-  absl::Status SetPeerAccessible(int device, int peer, bool accessible);
-  absl::StatusOr<bool> CanAccessPeer(int device, int peer);
-  absl::Status SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc> descs);
-  absl::StatusOr<MemAccessFlags> GetPoolAccess(uint64_t pool, MemLocation location);
-
-  // IPC pools and events (F.11).
-  // A new close-on-exec descriptor of an exportable pool's memfd.
-  absl::StatusOr<int> ExportPool(uint64_t pool);
-  // An imported pool over `fd` (which stays the caller's).
-  absl::StatusOr<uint64_t> ImportPool(int fd);
-  absl::StatusOr<PtrExportData> ExportPointer(const void* ptr);
-  absl::StatusOr<void*> ImportPointer(uint64_t pool, const PtrExportData& data);
-  absl::Status GetIpcEventHandle(uint64_t e, unsigned char handle[64]);
-  absl::StatusOr<uint64_t> OpenIpcEvent(const unsigned char handle[64]);
-
-  void RecordTimeline(bool on);
-  std::vector<TimelineEntry> Timeline();
-  // The ordering core's and the simulator's state, for tests and tools that
-  // compare the runtime against a model (not part of the public API).
+  // From a host function too: that thread already holds the lock. 0 once
+  // the runtime is destroyed.
+  uint64_t HostNow();
+  // For tests and tools that compare the runtime against a model (not part
+  // of the public API): the ordering core's and the simulator's state (empty
+  // once the runtime is destroyed), and the slot behind a stream handle.
   using Introspection = Observation::Introspection;
   Introspection Introspect();
-  // The embedder's native stream behind a stream (adapter runtimes only).
-  absl::StatusOr<void*> NativeStream(uint64_t s);
-  // The stream index behind a stream handle.
   absl::StatusOr<StreamIndex> StreamIndexOf(uint64_t s);
-  void EnableChecker(bool on, bool fatal);
-  std::vector<streampool::CheckReport> CheckReports();
-  void ClearCheckReports();
 
  private:
   RuntimeImpl(const RuntimeConfig& config, uint32_t id, Process& process);
+  // An operation's part and result, from its type.
+  template <typename Op>
+  struct PartOp;
+  template <typename P, typename R, typename... Params>
+  struct PartOp<R (P::*)(Params...)> {
+    using Part = P;
+    using Result = R;
+  };
+  // The part an operation belongs to; a type that is not a part does not
+  // compile.
+  template <typename Part>
+  Part& part() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::get<Part&>(std::tie(streams_, events_, work_, alloc_, pools_, ipc_, observation_));
+  }
+  // What Run answers when it refuses a call: the error, where the result can
+  // carry one.
+  template <typename R>
+  static R Refused(absl::Status error) {
+    if constexpr (std::is_constructible_v<R, absl::Status>) {
+      return R(std::move(error));
+    } else {
+      return R();
+    }
+  }
   // The executor, the upstream, the checker and each device with its legacy
   // stream and default pool.
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

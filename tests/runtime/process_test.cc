@@ -28,12 +28,12 @@ TEST(ProcessTest, ARuntimeRegistersInTheProcessItWasGiven) {
   // Handles are looked up in the default process: this runtime is not there.
   EXPECT_EQ(Process::Default().registry().Find((*rt)->id()), nullptr);
 
-  absl::StatusOr<void*> p = (*rt)->Malloc(4096, 0);
+  absl::StatusOr<void*> p = (*rt)->Run<&Allocator::Malloc>(4096, 0);
   ASSERT_TRUE(p.ok()) << p.status();
   const auto addr = reinterpret_cast<uintptr_t>(*p);
   EXPECT_EQ(own.registry().RuntimeOwning(addr), (*rt)->id());
   EXPECT_EQ(Process::Default().registry().RuntimeOwning(addr), 0u);
-  ASSERT_TRUE((*rt)->Free(*p).ok());
+  ASSERT_TRUE((*rt)->Run<&Allocator::Free>(*p).ok());
   EXPECT_EQ(own.registry().RuntimeOwning(addr), 0u) << "unregistered with the free";
   own.registry().Remove((*rt)->id());
 }
@@ -45,9 +45,9 @@ TEST(ProcessTest, DvppPoolsCarveTheirProcesssWindow) {
   const uint64_t default_free = Process::Default().dvpp_window().free_bytes();
   PoolProps props;
   props.alloc_type = AllocationType::kDvpp;
-  auto pool = (*rt)->CreatePool(props, nullptr);
+  auto pool = (*rt)->Run<&Pools::CreatePool>(props, nullptr);
   ASSERT_TRUE(pool.ok()) << pool.status();
-  auto s = (*rt)->LegacyStream(0);
+  auto s = (*rt)->Run<&Streams::LegacyStream>(0);
   ASSERT_TRUE(s.ok());
   auto a = (*rt)->MallocAsync(1000, *pool, *s);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -60,8 +60,8 @@ TEST(ProcessTest, DvppPoolsCarveTheirProcesssWindow) {
   EXPECT_EQ(Process::Default().dvpp_window().free_bytes(), default_free)
       << "the default process's window is untouched";
   ASSERT_TRUE((*rt)->FreeAsync(a->ptr, *s).ok());
-  ASSERT_TRUE((*rt)->DestroyPool(*pool).ok());
-  ASSERT_TRUE((*rt)->DeviceSynchronize(0).ok());
+  ASSERT_TRUE((*rt)->Run<&Pools::DestroyPool>(*pool).ok());
+  ASSERT_TRUE((*rt)->Run<&Streams::DeviceSynchronize>(0).ok());
   own.registry().Remove((*rt)->id());
   rt->reset();
   EXPECT_EQ(own.dvpp_window().free_bytes(), DvppWindow::kSize) << "all given back";
