@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/ordering/vector_clock.h"
+#include "src/pool/names.h"
 #include "src/runtime/process.h"
 #include "src/runtime/runtime_impl.h"
 
@@ -245,16 +246,11 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
             "opportunistic= internal= threshold= [growth= [cache=]]");
       }
       ModelPoolProps q;
-      if (t[2] == "device") {
-        q.type = AllocationType::kDevice;
-      } else if (t[2] == "pinned") {
-        q.type = AllocationType::kPinnedHost;
-      } else if (t[2] == "hugepage") {
-        q.type = AllocationType::kHugePage;
-      } else if (t[2] == "dvpp") {
-        q.type = AllocationType::kDvpp;
+      // The shared name table, as the printer writes it (aliases too).
+      if (std::optional<AllocationType> type = internal::ParseEnumName<AllocationType>(t[2])) {
+        q.type = *type;
       } else {
-        return bad("pool type is device, pinned, hugepage or dvpp");
+        return bad(absl::StrCat("pool type is one of ", internal::EnumNameList<AllocationType>()));
       }
       uint64_t dev, f, o, i;
       if (!ParseKeyU64(t[3], "device", &dev) || dev >= static_cast<uint64_t>(p.device_count) ||
