@@ -218,8 +218,9 @@ struct DeviceMemInfo {
 /// spErrorUnknown; any other code spErrorInvalidValue; OK spSuccess.
 STREAMPOOL_EXPORT spError_t ToCError(const absl::Status& status);
 
-/// The kind's name in lower case with hyphens: "kernel", "host-func",
-/// "internal-wait", "alloc", "free", ...; "unknown" outside the enum.
+/// The kind's name as the tools and timelines print it: "kernel",
+/// "host_func", "internal_wait", "alloc", "free", ...; "unknown" outside the
+/// enum.
 STREAMPOOL_EXPORT const char* OpKindName(OpKind kind);
 
 /// A runtime: simulated devices with their streams, events and pools, and the

@@ -8,6 +8,7 @@
 
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
+#include "src/pool/names.h"
 #include "src/runtime/runtime_impl.h"
 
 namespace streampool {
@@ -282,28 +283,6 @@ std::vector<TimelineEntry> Runtime::Timeline() const {
   return impl_->Run<&Observation::Timeline>();
 }
 
-const char* OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kKernel:
-      return "kernel";
-    case OpKind::kCopy:
-      return "copy";
-    case OpKind::kFill:
-      return "fill";
-    case OpKind::kHostFunc:
-      return "host-func";
-    case OpKind::kRecord:
-      return "record";
-    case OpKind::kWait:
-      return "wait";
-    case OpKind::kInternalWait:
-      return "internal-wait";
-    case OpKind::kAllocMarker:
-      return "alloc";
-    case OpKind::kFreeMarker:
-      return "free";
-  }
-  return "unknown";
-}
+const char* OpKindName(OpKind kind) { return internal::EnumName(kind); }
 
 }  // namespace streampool
