@@ -64,7 +64,7 @@ absl::StatusOr<uint64_t> Events::CreateEvent(unsigned flags) {
   if ((flags & kEventInterprocess) != 0 && (flags & kEventDisableTiming) == 0) {
     return absl::InvalidArgumentError("an interprocess event needs spEventDisableTiming");
   }
-  EventRec rec;
+  EventRec rec{};  // {} zeroes the clock's inline storage, which the move below copies
   rec.flags = flags;
   if ((flags & kEventInterprocess) != 0) {
     absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Create();
@@ -203,7 +203,7 @@ absl::StatusOr<uint64_t> Events::OpenIpcEvent(const unsigned char handle[64]) {
   absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Open(handle);
   if (!seg.ok()) return seg.status();
   c_.ChargeCall();
-  EventRec rec;
+  EventRec rec{};  // {} zeroes the clock's inline storage, which the move below copies
   rec.flags = kEventDisableTiming | kEventInterprocess;
   rec.ipc = *std::move(seg);
   const uint64_t h = c_.NewHandle(HandleKind::kEvent);

@@ -196,7 +196,9 @@ TEST_F(AclTest, SynchronousAllocatorsFollowCannsSizeRules) {
       const auto at = reinterpret_cast<uintptr_t>(p);
       EXPECT_EQ(at % 64, 0u) << len;
       // Fresh blocks of one granule are carved back to back.
-      if (next != 0) EXPECT_EQ(at, next) << len;
+      if (next != 0) {
+        EXPECT_EQ(at, next) << len;
+      }
       next = at + c.rule(len);
       blocks.push_back(p);
     }
@@ -226,7 +228,9 @@ TEST_F(AclTest, MallocErrorCasesAndPolicies) {
   // HugeOnly without huge pages: a clean allocation error, or huge pages.
   const aclError huge = aclrtMalloc(&p, 64, ACL_MEM_MALLOC_HUGE_ONLY);
   EXPECT_TRUE(huge == ACL_SUCCESS || huge == ACL_ERROR_RT_MEMORY_ALLOCATION) << huge;
-  if (huge == ACL_SUCCESS) ACL_EXPECT_OK(aclrtFree(p));
+  if (huge == ACL_SUCCESS) {
+    ACL_EXPECT_OK(aclrtFree(p));
+  }
 }
 
 TEST_F(AclTest, FreeWithDevSyncWaitsForTheDevice) {

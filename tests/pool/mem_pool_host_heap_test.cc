@@ -17,19 +17,22 @@ namespace {
 std::atomic<size_t> g_allocations{0};
 }  // namespace
 
-void* operator new(size_t n) {
+// Every replacement is noinline. GCC matches allocation and deallocation
+// functions through inlining: an inlined `new` shows it the malloc() inside,
+// and it then reports the library's sized `delete` on that pointer as a
+// mismatch; an inlined `delete` shows it free() on a library `new`'s pointer.
+// Kept opaque, GCC sees only new and delete calls, which these pair correctly.
+[[gnu::noinline]] void* operator new(size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
-void* operator new(size_t n, std::align_val_t al) {
+[[gnu::noinline]] void* operator new(size_t n, std::align_val_t al) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   const size_t a = static_cast<size_t>(al);
   if (void* p = std::aligned_alloc(a, (std::max<size_t>(n, 1) + a - 1) / a * a)) return p;
   throw std::bad_alloc();
 }
-// noinline: once inlined, GCC pairs a library `new` with our free() and warns
-// about a mismatch that is not there.
 [[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }

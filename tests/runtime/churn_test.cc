@@ -151,7 +151,9 @@ TEST_P(ChurnTest, StreamCreateAllocFreeDestroyGivesEverythingBack) {
     auto a = rt_->MallocAsync(1 + i % 8192, *s);
     ASSERT_TRUE(a.ok()) << "cycle " << i << ": " << a.status();
     ASSERT_TRUE(rt_->FreeAsync(a->ptr, *s).ok());
-    if (i % 2 == 1) ASSERT_TRUE(rt_->StreamSynchronize(*s).ok());
+    if (i % 2 == 1) {
+      ASSERT_TRUE(rt_->StreamSynchronize(*s).ok());
+    }
     ASSERT_TRUE(rt_->DestroyStream(*s).ok());
     if (i % 1024 == 0) {
       max_threads = std::max<size_t>(max_threads, ThreadCount());
@@ -170,7 +172,9 @@ TEST_P(ChurnTest, StreamCreateAllocFreeDestroyGivesEverythingBack) {
   EXPECT_LE(Slots(), 2u + kBackground + 16u) << "after " << cycles << " streams";
   // Memory: after the first tenth, growth stays within 8 MiB (allocator
   // noise), however many cycles follow.
-  if (rss_at_tenth != 0) EXPECT_LE(ResidentBytes(), rss_at_tenth + (8u << 20));
+  if (rss_at_tenth != 0) {
+    EXPECT_LE(ResidentBytes(), rss_at_tenth + (8u << 20));
+  }
 }
 
 TEST_P(ChurnTest, EventCreateRecordWaitDestroyGivesEverythingBack) {
@@ -188,13 +192,17 @@ TEST_P(ChurnTest, EventCreateRecordWaitDestroyGivesEverythingBack) {
     // Destroyed while a wait on it is still enqueued: the wait keeps its
     // snapshot, the event goes.
     ASSERT_TRUE(rt_->DestroyEvent(*e).ok());
-    if (i % 4096 == 0) ASSERT_TRUE(rt_->StreamSynchronize(*t).ok());
+    if (i % 4096 == 0) {
+      ASSERT_TRUE(rt_->StreamSynchronize(*t).ok());
+    }
     if (i == cycles / 10) rss_at_tenth = ResidentBytes();
   }
   bg.Stop();
   EXPECT_EQ(bg.errors(), 0u);
   ASSERT_TRUE(rt_->DeviceSynchronize(0).ok());
-  if (rss_at_tenth != 0) EXPECT_LE(ResidentBytes(), rss_at_tenth + (8u << 20));
+  if (rss_at_tenth != 0) {
+    EXPECT_LE(ResidentBytes(), rss_at_tenth + (8u << 20));
+  }
   ASSERT_TRUE(rt_->DestroyStream(*s).ok());
   ASSERT_TRUE(rt_->DestroyStream(*t).ok());
 }

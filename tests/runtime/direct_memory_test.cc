@@ -62,7 +62,9 @@ TEST_F(DirectMemoryTest, AnyByteFindsItsAllocation) {
   found = direct_.Containing(pb + 4095, &base);
   ASSERT_NE(found, nullptr);
   EXPECT_EQ(found->device, 1);
-  if (pb != pa + 4096) EXPECT_EQ(direct_.Containing(pa + 4096, &base), nullptr);
+  if (pb != pa + 4096) {
+    EXPECT_EQ(direct_.Containing(pa + 4096, &base), nullptr);
+  }
   direct_.UnmapAll();
   EXPECT_EQ(budget_.used(), 0u);
   EXPECT_EQ(direct_.Containing(pa, &base), nullptr);

@@ -40,7 +40,9 @@ TEST(HandleTableTest, AReusedSlotGetsANewHandle) {
     auto h = table.Add([i](Rec& r, uint64_t) { r.value = i; });
     ASSERT_TRUE(h.ok());
     EXPECT_TRUE(seen.insert(*h).second) << "handle " << *h << " came back";
-    if (last != 0) EXPECT_EQ(table.Find(last), nullptr);
+    if (last != 0) {
+      EXPECT_EQ(table.Find(last), nullptr);
+    }
     EXPECT_EQ(table.Find(*h)->value, i);
     table.Remove(*h);
     last = *h;
