@@ -165,7 +165,8 @@ install_check_shared() {
   local consumer="$ROOT/build/install-consumer-shared"
   log "shared library build ($build)"
   configure_and_build "$build" Release -DBUILD_SHARED_LIBS=ON -DSTREAMPOOL_BUILD_TESTS=OFF \
-    -DSTREAMPOOL_BUILD_BENCH=OFF -DSTREAMPOOL_BUILD_TOOLS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=ON
+    -DSTREAMPOOL_BUILD_BENCH=OFF -DSTREAMPOOL_BUILD_TOOLS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=ON \
+    -DSTREAMPOOL_WERROR=ON
   ctest --test-dir "$build" --output-on-failure -j2
 
   log "install into $stage, then move to $prefix"
