@@ -8,7 +8,7 @@ cd "$ROOT"
 # Debian packages the build needs.
 PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
           cmake ninja-build g++ clang pkg-config
-          python3-dev python3-pybind11 python3-pytest nlohmann-json3-dev)
+          python3-dev python3-pybind11 python3-pytest nlohmann-json3-dev ccache)
 
 JOBS="$(nproc)"
 
@@ -61,7 +61,15 @@ cmd_deps() {
 configure_and_build() {
   local dir="$1" type="$2"
   shift 2
-  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "$@"
+  # Through ccache where the machine has it: a rebuild of unchanged sources
+  # costs nothing, also from another clone (paths below the root are hashed
+  # relative to it).
+  local launcher=()
+  if command -v ccache >/dev/null 2>&1; then
+    export CCACHE_BASEDIR="$ROOT"
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "${launcher[@]}" "$@"
   cmake --build "$dir" -j"$JOBS"
 }
 

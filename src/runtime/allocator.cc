@@ -116,7 +116,8 @@ void Allocator::PublishSlow(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSI
   }
 }
 
-absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool,
+                                                 uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (const Target* found = size != 0 ? FindTarget(pool, s) : nullptr) {
     const Target target = *found;
     Block* b = nullptr;

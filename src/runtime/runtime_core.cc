@@ -204,8 +204,10 @@ TimeNs RuntimeCore::SimAllocReady(StreamIndex t) const {
     const StreamIndex legacy = ordering.legacy_stream(device);
     if (legacy != kNoStream) at = std::max(at, sim->LastEnd(legacy));
   } else if (kind == StreamKind::kLegacy) {
+    // The lambda is analysed on its own: it gets the simulator, not the lock.
+    const SimExecutor& executor = *sim;
     ordering.ForEachBlocking(device, [&](StreamIndex b) {
-      if (b != t) at = std::max(at, sim->LastEnd(b));
+      if (b != t) at = std::max(at, executor.LastEnd(b));
     });
   }
   return at;
