@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/base/attributes.h"
@@ -75,6 +76,16 @@ spError_t SetHandle(const absl::StatusOr<uint64_t>& h, H* out) {
   if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle; \
   RuntimeImpl& rt_var = *rt_var##_ptr
 
+// The whole of an entry point that hands its handle's runtime one part
+// operation and reports its status: resolve, run, map.
+template <auto Op, typename H, typename... A>
+spError_t RunOn(H handle, A&&... args) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, handle);
+    return ToError(r.Run<Op>(std::forward<A>(args)...));
+  });
+}
+
 // A runtime handle, before anything else is looked at: NULL is a bad value,
 // any other non-runtime handle an invalid one.
 #define SP_CHECK_RUNTIME_HANDLE(rt)               \
@@ -124,6 +135,7 @@ using streampool::internal::IpcService;
 using streampool::internal::IsRuntimeHandle;
 using streampool::internal::Observation;
 using streampool::internal::Pools;
+using streampool::internal::RunOn;
 using streampool::internal::RuntimeImpl;
 using streampool::internal::SetHandle;
 using streampool::internal::Streams;
@@ -236,10 +248,7 @@ spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned fla
 }
 
 spError_t spStreamDestroy(spStream_t s) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, s);
-    return ToError(r.Run<&Streams::DestroyStream>(Value(s)));
-  });
+  return RunOn<&Streams::DestroyStream>(s, Value(s));
 }
 
 spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept {
@@ -252,24 +261,13 @@ spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept 
 }
 
 spError_t spStreamSynchronize(spStream_t s) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, s);
-    return ToError(r.Run<&Streams::StreamSynchronize>(Value(s)));
-  });
+  return RunOn<&Streams::StreamSynchronize>(s, Value(s));
 }
 
-spError_t spStreamQuery(spStream_t s) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, s);
-    return ToError(r.Run<&Streams::StreamQuery>(Value(s)));
-  });
-}
+spError_t spStreamQuery(spStream_t s) noexcept { return RunOn<&Streams::StreamQuery>(s, Value(s)); }
 
 spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, s);
-    return ToError(r.Run<&Events::StreamWaitEvent>(Value(s), Value(e)));
-  });
+  return RunOn<&Events::StreamWaitEvent>(s, Value(s), Value(e));
 }
 
 // ----------------------------------------------------------------- events
@@ -292,33 +290,17 @@ spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned flags) n
   });
 }
 
-spError_t spEventDestroy(spEvent_t e) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, e);
-    return ToError(r.Run<&Events::DestroyEvent>(Value(e)));
-  });
-}
+spError_t spEventDestroy(spEvent_t e) noexcept { return RunOn<&Events::DestroyEvent>(e, Value(e)); }
 
 spError_t spEventRecord(spEvent_t e, spStream_t s) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, e);
-    return ToError(r.Run<&Events::RecordEvent>(Value(e), Value(s)));
-  });
+  return RunOn<&Events::RecordEvent>(e, Value(e), Value(s));
 }
 
 spError_t spEventSynchronize(spEvent_t e) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, e);
-    return ToError(r.Run<&Events::EventSynchronize>(Value(e)));
-  });
+  return RunOn<&Events::EventSynchronize>(e, Value(e));
 }
 
-spError_t spEventQuery(spEvent_t e) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, e);
-    return ToError(r.Run<&Events::EventQuery>(Value(e)));
-  });
-}
+spError_t spEventQuery(spEvent_t e) noexcept { return RunOn<&Events::EventQuery>(e, Value(e)); }
 
 spError_t spDeviceSynchronize(spRuntime_t rt, int device) noexcept {
   return Entry([&]() -> spError_t {
@@ -381,17 +363,11 @@ spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept {
 }
 
 spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, s);
-    return ToError(r.Run<&Work::MemcpyAsync>(dst, src, bytes, Value(s)));
-  });
+  return RunOn<&Work::MemcpyAsync>(s, dst, src, bytes, Value(s));
 }
 
 spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, s);
-    return ToError(r.Run<&Work::MemsetAsync>(dst, value, bytes, Value(s)));
-  });
+  return RunOn<&Work::MemsetAsync>(s, dst, value, bytes, Value(s));
 }
 
 // ----------------------------------------------------------------- memory
@@ -553,10 +529,7 @@ spError_t spDeviceSetHugePageBudget(spRuntime_t rt, int device, uint64_t bytes) 
 }
 
 spError_t spMemPoolDestroy(spMemPool_t pool) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, pool);
-    return ToError(r.Run<&Pools::DestroyPool>(Value(pool)));
-  });
+  return RunOn<&Pools::DestroyPool>(pool, Value(pool));
 }
 
 spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noexcept {
@@ -627,10 +600,7 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
 }
 
 spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, pool);
-    return ToError(r.Run<&Pools::TrimTo>(Value(pool), minBytesToKeep));
-  });
+  return RunOn<&Pools::TrimTo>(pool, Value(pool), minBytesToKeep);
 }
 
 spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
