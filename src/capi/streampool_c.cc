@@ -76,6 +76,13 @@ spError_t SetHandle(const absl::StatusOr<uint64_t>& h, H* out) {
   if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle; \
   RuntimeImpl& rt_var = *rt_var##_ptr
 
+// The runtime whose memory holds ptr (a pointer names no handle), or null.
+std::shared_ptr<RuntimeImpl> RuntimeOwning(const void* ptr) {
+  const Registry& registry = Process::Default().registry();
+  const uint32_t owner = registry.RuntimeOwning(reinterpret_cast<uintptr_t>(ptr));
+  return owner == 0 ? nullptr : registry.Find(owner);
+}
+
 // The whole of an entry point that hands its handle's runtime one part
 // operation and reports its status: resolve, run, map.
 template <auto Op, typename H, typename... A>
@@ -137,6 +144,7 @@ using streampool::internal::Observation;
 using streampool::internal::Pools;
 using streampool::internal::RunOn;
 using streampool::internal::RuntimeImpl;
+using streampool::internal::RuntimeOwning;
 using streampool::internal::SetHandle;
 using streampool::internal::Streams;
 using streampool::internal::ToError;
@@ -442,11 +450,7 @@ spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) noe
   return Entry([&]() -> spError_t {
     if (InHostCallback()) return spErrorNotSupported;
     if (attr == nullptr || ptr == nullptr) return spErrorInvalidValue;
-    const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
-        reinterpret_cast<uintptr_t>(ptr));
-    if (owner == 0) return spErrorInvalidValue;
-    std::shared_ptr<RuntimeImpl> rt =
-        streampool::internal::Process::Default().registry().Find(owner);
+    std::shared_ptr<RuntimeImpl> rt = RuntimeOwning(ptr);
     if (rt == nullptr) return spErrorInvalidValue;
     auto a = rt->Run<&Allocator::GetPointerAttributes>(ptr);
     if (!a.ok()) return ToError(a.status());
@@ -725,11 +729,7 @@ spError_t spMemPoolExportPointer(spMemPoolPtrExportData* data, void* ptr) noexce
   return Entry([&]() -> spError_t {
     if (InHostCallback()) return spErrorNotSupported;
     if (data == nullptr || ptr == nullptr) return spErrorInvalidValue;
-    const uint32_t owner = streampool::internal::Process::Default().registry().RuntimeOwning(
-        reinterpret_cast<uintptr_t>(ptr));
-    if (owner == 0) return spErrorInvalidValue;
-    std::shared_ptr<RuntimeImpl> rt =
-        streampool::internal::Process::Default().registry().Find(owner);
+    std::shared_ptr<RuntimeImpl> rt = RuntimeOwning(ptr);
     if (rt == nullptr) return spErrorInvalidValue;
     auto d = rt->Run<&IpcService::ExportPointer>(ptr);
     if (!d.ok()) return ToError(d.status());
