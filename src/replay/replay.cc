@@ -308,6 +308,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         break;
       }
       case TraceOp::Kind::kSync: {
+        ++r.synchronizes;
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
         st = rt.StreamSynchronize(*s);
@@ -315,6 +316,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         break;
       }
       case TraceOp::Kind::kEventSync: {
+        ++r.synchronizes;
         absl::StatusOr<EventId> e = event(op);
         if (!e.ok()) return e.status();
         st = rt.EventSynchronize(*e);
@@ -322,6 +324,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         break;
       }
       case TraceOp::Kind::kDeviceSync:
+        ++r.synchronizes;
         st = rt.DeviceSynchronize(0);
         if (!st.ok()) return AtLine(trace, op, "DeviceSynchronize", st);
         break;
@@ -368,6 +371,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     process.stream_labels[legacy->value] = "legacy stream";
     r.timeline = std::move(process);
   }
+  if (absl::Status st = rt.DeviceSynchronize(0); !st.ok()) return st;
+  r.makespan_ns = rt.HostNow();
   return r;
 }
 

@@ -48,6 +48,12 @@ struct ReplaySettings {
   Backing backing = Backing::kAddressOnly;
   uint64_t device_capacity = 80 * kGiB;
   bool check_stream_order = true;
+  // Take every pool's reuse switches, threshold, growth and front cache,
+  // and the runtime's device count, capacity and per-call cost, from the
+  // trace (a recorded trace's header and `pool` lines) instead of the fields
+  // above. A trace without them replays at the fields. streampool-replay
+  // sets it when no setting flag is given.
+  bool use_recorded = false;
   // Records the runtime's timeline, allocation lifetimes and pool bytes into
   // ReplayResult::timeline (memory grows with the trace).
   bool record_timeline = false;
@@ -118,6 +124,13 @@ struct ReplayResult {
   HostCost alloc_cost;
   HostCost free_cost;
   uint64_t end_time_ns = 0;  // host virtual time after the last op
+  // Virtual time when every op of the trace has completed: end_time_ns, or
+  // later when work was still running on a stream after the last op. A
+  // final synchronize finds it, after every other figure is taken.
+  uint64_t makespan_ns = 0;
+  // Synchronize calls the trace made (sync, esync, dsync): the host waits a
+  // workload needed besides the pool's inserted waits (stats.waits_inserted).
+  uint64_t synchronizes = 0;
   // Every change of (reserved, used), starting with (0, 0, 0).
   std::vector<SeriesPoint> series;
   // With settings.record_timeline: the run as one timeline process.
