@@ -414,6 +414,22 @@ class STREAMPOOL_EXPORT Runtime {
   /// The ops recorded so far, in enqueue order.
   std::vector<TimelineEntry> Timeline() const;
 
+  // Recording (C: spRuntimeStartRecording).
+
+  /// Writes the runtime's history from now on to `path` as a streampool trace
+  /// v1: streams, events, kernels, copies, synchronizes and queries, host
+  /// time, pools with their settings, and every allocation with the decision
+  /// it got. streampool-replay replays the file; at the recorded settings it
+  /// reproduces every decision when the recording began with the runtime
+  /// (the STREAMPOOL_RECORD variable of the CUDA and AscendCL faces does
+  /// that). While recording, every allocation takes the runtime's lock.
+  /// kInvalidArgument when already recording or the file cannot be created.
+  absl::Status StartRecording(const std::string& path);
+  /// Completes the file (destroying the runtime does too). kInvalidArgument
+  /// when not recording; kInternal when a write failed (the recording ends
+  /// anyway, and the error names the file).
+  absl::Status StopRecording();
+
   /// The implementation behind the runtime, for the library's own tests and
   /// tools. Not part of the API: its type is internal and may change.
   internal::RuntimeImpl& impl() const { return *impl_; }

@@ -184,6 +184,19 @@ SP_API spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userDat
 SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) SP_NOEXCEPT;
 /** Host time now in ns: virtual with the simulator, steady-clock with threads. */
 SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns) SP_NOEXCEPT;
+
+/** Writes the runtime's history from now on to the file at path, as a
+ * streampool trace v1 (streams, events, kernels, copies, synchronizes,
+ * queries, host time, pools with their settings, and every allocation with
+ * the rule, chunk and offset it got); streampool-replay replays it, and at
+ * the recorded settings reproduces every decision of a recording begun with
+ * the runtime. spErrorInvalidValue for a NULL or empty path, a file that
+ * cannot be created, or a runtime already recording. */
+SP_API spError_t spRuntimeStartRecording(spRuntime_t rt, const char* path) SP_NOEXCEPT;
+/** Completes the file (spRuntimeDestroy does too). spErrorInvalidValue when
+ * the runtime is not recording; spErrorUnknown when writing the file failed
+ * (the recording has ended all the same). */
+SP_API spError_t spRuntimeStopRecording(spRuntime_t rt) SP_NOEXCEPT;
 /** Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
  * really move, no later than the synchronize or query that observes it. */
 SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) SP_NOEXCEPT;

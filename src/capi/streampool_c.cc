@@ -360,6 +360,23 @@ spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) noexcept {
   });
 }
 
+spError_t spRuntimeStartRecording(spRuntime_t rt, const char* path) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    if (path == nullptr || *path == '\0') return spErrorInvalidValue;
+    SP_RESOLVE(r, rt);
+    return ToError(r.Run<&Observation::StartRecording>(std::string(path)));
+  });
+}
+
+spError_t spRuntimeStopRecording(spRuntime_t rt) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.Run<&Observation::StopRecording>());
+  });
+}
+
 spError_t spHostNow(spRuntime_t rt, uint64_t* ns) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/pool/names.h"
+#include "src/runtime/runtime_impl.h"
 
 namespace streampool::replay {
 
@@ -167,32 +168,138 @@ uint64_t NowNs() {
 
 }  // namespace
 
-absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
-                                    const ProgressFn& progress) {
+namespace {
+
+// A copy's duration as the runtime times it (bytes / copy_bytes_per_us µs,
+// saturating), so that a recorded copy replays as a kernel of equal length.
+uint64_t TransferNs(uint64_t bytes, uint64_t bytes_per_us) {
+  const unsigned __int128 ns = static_cast<unsigned __int128>(bytes) * 1000 / bytes_per_us;
+  return ns > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(ns);
+}
+
+// The runtime a trace replays on: the workload's own figures from a
+// recording's header (devices, per-call cost, copy bandwidth), the
+// capacity from the settings unless they defer to the recording.
+absl::StatusOr<RuntimeConfig> ConfigFor(const Trace& trace, const ReplaySettings& settings) {
   RuntimeConfig config;
   config.backing = settings.backing;
   config.device_capacity = settings.device_capacity;
-  absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(config);
+  if (std::optional<uint64_t> n = trace.HeaderNumber("device_count")) {
+    if (*n < 1 || *n > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(trace.name, ": header device_count ", *n, " is not 1..64"));
+    }
+    config.device_count = static_cast<int>(*n);
+  }
+  if (std::optional<uint64_t> ns = trace.HeaderNumber("api_call_ns")) config.api_call_ns = *ns;
+  if (std::optional<uint64_t> bw = trace.HeaderNumber("copy_bytes_per_us"); bw && *bw != 0) {
+    config.copy_bytes_per_us = *bw;
+  }
+  if (settings.use_recorded) {
+    if (std::optional<uint64_t> c = trace.HeaderNumber("device_capacity"); c && *c != 0) {
+      config.device_capacity = *c;
+    }
+  }
+  return config;
+}
+
+// A trace pool's properties: as recorded, or with the settings' reuse
+// switches, threshold and growth.
+PoolProps PropsFor(const TracePool& p, const ReplaySettings& settings) {
+  PoolProps props;
+  props.alloc_type = p.type;
+  props.device = p.device;
+  props.max_size = p.max_size;
+  props.page_policy = p.page_policy;
+  props.acl_rounding = p.acl_rounding;
+  props.acl_align32 = p.acl_align32;
+  // Exporting needs a memfd per pool, which a replay has no use for.
+  props.handle_types = 0;
+  if (settings.use_recorded) {
+    props.reuse_follow_event_dependencies = p.reuse_event;
+    props.reuse_allow_opportunistic = p.reuse_opportunistic;
+    props.reuse_allow_internal_dependencies = p.reuse_internal;
+    props.release_threshold = p.release_threshold;
+    props.growth = p.growth;
+  } else {
+    props.reuse_follow_event_dependencies = settings.reuse_event;
+    props.reuse_allow_opportunistic = settings.reuse_opportunistic;
+    props.reuse_allow_internal_dependencies = settings.reuse_internal;
+    props.release_threshold = settings.release_threshold;
+    props.growth = settings.growth;
+  }
+  return props;
+}
+
+std::string DescribeDecision(const RecordedDecision& d) {
+  if (d.failed) return "failed (out of memory)";
+  return absl::StrCat(ReuseRuleName(d.rule), " at chunk ", d.chunk, " offset ", d.offset);
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
+                                    const ProgressFn& progress) {
+  absl::StatusOr<RuntimeConfig> config = ConfigFor(trace, settings);
+  if (!config.ok()) return config.status();
+  absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(*config);
   if (!created.ok()) return created.status();
   Runtime& rt = **created;
   // Collect reports rather than abort: EnableChecker turns off the fatal mode
   // that STREAMPOOL_CHECK_STREAM_ORDER=fatal (the test suite's) would set.
   rt.EnableChecker(settings.check_stream_order);
 
-  PoolProps props;
-  props.alloc_type = settings.pool_type;
-  props.reuse_follow_event_dependencies = settings.reuse_event;
-  props.reuse_allow_opportunistic = settings.reuse_opportunistic;
-  props.reuse_allow_internal_dependencies = settings.reuse_internal;
-  props.release_threshold = settings.release_threshold;
-  props.growth = settings.growth;
-  absl::StatusOr<PoolId> pool = rt.CreatePool(props);
-  if (!pool.ok()) {
-    return absl::Status(pool.status().code(),
-                        absl::StrCat("creating the pool failed: ", pool.status().message()));
+  ReplayResult r;
+  r.settings = settings;
+
+  // The trace's pools, made where their lines stand; a trace that names none
+  // gets one pool of the settings, made now.
+  std::vector<std::optional<PoolId>> pools(trace.pools.size());
+  std::optional<PoolId> own_pool;
+  std::vector<PoolId> all_pools;  // every pool made, for the statistics
+  auto make_pool = [&](const PoolProps& props) -> absl::StatusOr<PoolId> {
+    absl::StatusOr<PoolId> pool = rt.CreatePool(props);
+    if (!pool.ok()) {
+      return absl::Status(pool.status().code(),
+                          absl::StrCat("creating the pool failed: ", pool.status().message()));
+    }
+    all_pools.push_back(*pool);
+    return *pool;
+  };
+  const bool recorded_pools = !trace.pools.empty();
+  bool needs_own_pool = !recorded_pools;
+  for (const TraceOp& op : trace.ops) {
+    if (op.kind == TraceOp::Kind::kAlloc && op.pool == TraceOp::kNoPool) needs_own_pool = true;
   }
-  absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*pool, PoolAttr::kGrowth);
-  if (!growth.ok()) return growth.status();
+  if (needs_own_pool) {
+    PoolProps props;
+    props.alloc_type = settings.pool_type;
+    props.reuse_follow_event_dependencies = settings.reuse_event;
+    props.reuse_allow_opportunistic = settings.reuse_opportunistic;
+    props.reuse_allow_internal_dependencies = settings.reuse_internal;
+    props.release_threshold = settings.release_threshold;
+    props.growth = settings.growth;
+    absl::StatusOr<PoolId> pool = make_pool(props);
+    if (!pool.ok()) return pool.status();
+    own_pool = *pool;
+    absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*own_pool, PoolAttr::kGrowth);
+    if (!growth.ok()) return growth.status();
+    r.growth = static_cast<PoolGrowth>(*growth);
+  }
+  // A pool's bytes as the series and the statistics count them: summed over
+  // every pool the replay made.
+  auto pool_bytes = [&](uint64_t* reserved, uint64_t* used) -> absl::Status {
+    *reserved = *used = 0;
+    for (PoolId p : all_pools) {
+      absl::StatusOr<uint64_t> res = rt.GetPoolAttribute(p, PoolAttr::kReservedMemCurrent);
+      if (!res.ok()) continue;  // destroyed since
+      absl::StatusOr<uint64_t> u = rt.GetPoolAttribute(p, PoolAttr::kUsedMemCurrent);
+      if (!u.ok()) continue;
+      *reserved += *res;
+      *used += *u;
+    }
+    return absl::OkStatus();
+  };
 
   std::vector<std::optional<StreamId>> streams(trace.stream_ids.size());
   std::vector<std::optional<EventId>> events(trace.event_ids.size());
@@ -206,17 +313,18 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   std::vector<uint64_t> alloc_ns, free_ns;
   alloc_ns.reserve(trace.alloc_count);
   free_ns.reserve(trace.free_count);
+  const bool verify = !trace.decisions.empty();
 
-  ReplayResult r;
-  r.settings = settings;
-  r.growth = static_cast<PoolGrowth>(*growth);
   r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
 
   TimelineRecorder recorder;
-  const std::string pool_name = absl::StrCat("pool (", internal::EnumName(settings.pool_type), ")");
+  const std::string pool_name =
+      recorded_pools ? std::string("pools")
+                     : absl::StrCat("pool (", internal::EnumName(settings.pool_type), ")");
+  const uint64_t series_id = own_pool ? own_pool->value : 0;
   if (settings.record_timeline) {
     rt.RecordTimeline(true);
-    recorder.PoolBytes(pool->value, pool_name, rt.HostNow(), 0, 0);
+    recorder.PoolBytes(series_id, pool_name, rt.HostNow(), 0, 0);
   }
 
   // Created on first use, like the trace says; blocking streams, as
@@ -237,6 +345,23 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     }
     return *events[op.event];
   };
+  auto pool_of = [&](const TraceOp& op) -> absl::StatusOr<PoolId> {
+    if (op.pool == TraceOp::kNoPool) return *own_pool;
+    if (!pools[op.pool]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(trace.name, ":", op.line, ": the pool was destroyed"));
+    }
+    return *pools[op.pool];
+  };
+  // The first allocation whose decision differs from the recorded one.
+  auto diverged = [&](const TraceOp& op, const RecordedDecision& want, const std::string& got) {
+    ++r.decisions_diverged;
+    if (r.first_divergence.empty()) {
+      r.first_divergence =
+          absl::StrCat(trace.name, ":", op.line, ": alloc of ", op.value, " bytes: recorded ",
+                       DescribeDecision(want), ", replayed ", got);
+    }
+  };
 
   const size_t total = trace.ops.size();
   for (size_t i = 0; i < total; ++i) {
@@ -247,6 +372,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
       case TraceOp::Kind::kAlloc: {
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
+        absl::StatusOr<PoolId> pool = pool_of(op);
+        if (!pool.ok()) return pool.status();
         const uint64_t t0 = NowNs();
         absl::StatusOr<AllocInfo> a = rt.MallocFromPoolAsync(op.value, *pool, *s);
         const uint64_t t1 = NowNs();
@@ -261,6 +388,38 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
           ++r.failed_allocs;
         } else {
           return AtLine(trace, op, "MallocFromPoolAsync", a.status());
+        }
+        if (verify && op.slot < trace.decisions.size() && trace.decisions[op.slot].present) {
+          const RecordedDecision& want = trace.decisions[op.slot];
+          ++r.decisions_checked;
+          if (!a.ok()) {
+            if (!want.failed) diverged(op, want, "failed (out of memory)");
+          } else if (want.failed) {
+            diverged(op, want, absl::StrCat(ReuseRuleName(a->rule), " (it succeeded)"));
+          } else {
+            absl::StatusOr<internal::Observation::BlockPlace> place =
+                rt.impl().Run<&internal::Observation::PlaceOf>(a->ptr);
+            absl::StatusOr<PointerAttributes> attrs = rt.GetPointerAttributes(a->ptr);
+            if (!place.ok() || !attrs.ok() || !(attrs->pool == *pool) || a->rule != want.rule ||
+                place->chunk != want.chunk || place->offset != want.offset) {
+              diverged(op, want,
+                       place.ok() ? absl::StrCat(ReuseRuleName(a->rule), " at chunk ", place->chunk,
+                                                 " offset ", place->offset)
+                                  : std::string(place.status().message()));
+            }
+          }
+        }
+        break;
+      }
+      case TraceOp::Kind::kMalloc: {
+        absl::StatusOr<void*> p = rt.Malloc(op.value, static_cast<int>(op.aux));
+        if (p.ok()) {
+          ptrs[op.slot] = *p;
+        } else if (absl::IsResourceExhausted(p.status())) {
+          failed[op.slot] = true;
+          ++r.failed_allocs;
+        } else {
+          return AtLine(trace, op, "Malloc", p.status());
         }
         break;
       }
@@ -282,11 +441,38 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         ptrs[op.slot] = nullptr;
         break;
       }
+      case TraceOp::Kind::kRelease: {
+        if (failed[op.slot]) {
+          ++r.skipped_frees;
+          break;
+        }
+        st = rt.Free(ptrs[op.slot]);
+        if (!st.ok()) return AtLine(trace, op, "Free", st);
+        ptrs[op.slot] = nullptr;
+        break;
+      }
       case TraceOp::Kind::kKernel: {
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
         st = rt.LaunchKernel(*s, op.value, {});
         if (!st.ok()) return AtLine(trace, op, "LaunchKernel", st);
+        break;
+      }
+      case TraceOp::Kind::kCopy: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        // A copy of no bytes enqueues nothing but costs its call.
+        st = op.value == 0
+                 ? rt.HostAdvance(0)
+                 : rt.LaunchKernel(*s, TransferNs(op.value, config->copy_bytes_per_us), {});
+        if (!st.ok()) return AtLine(trace, op, "copy", st);
+        break;
+      }
+      case TraceOp::Kind::kHost: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        st = rt.LaunchHostFunc(*s, [] {});
+        if (!st.ok()) return AtLine(trace, op, "LaunchHostFunc", st);
         break;
       }
       case TraceOp::Kind::kRecord: {
@@ -315,6 +501,13 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         if (!st.ok()) return AtLine(trace, op, "StreamSynchronize", st);
         break;
       }
+      case TraceOp::Kind::kQuery: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        st = rt.StreamQuery(*s);
+        if (!st.ok() && !absl::IsUnavailable(st)) return AtLine(trace, op, "StreamQuery", st);
+        break;
+      }
       case TraceOp::Kind::kEventSync: {
         ++r.synchronizes;
         absl::StatusOr<EventId> e = event(op);
@@ -323,37 +516,159 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         if (!st.ok()) return AtLine(trace, op, "EventSynchronize", st);
         break;
       }
+      case TraceOp::Kind::kEventQuery: {
+        absl::StatusOr<EventId> e = event(op);
+        if (!e.ok()) return e.status();
+        st = rt.EventQuery(*e);
+        if (!st.ok() && !absl::IsUnavailable(st)) return AtLine(trace, op, "EventQuery", st);
+        break;
+      }
       case TraceOp::Kind::kDeviceSync:
         ++r.synchronizes;
-        st = rt.DeviceSynchronize(0);
+        st = rt.DeviceSynchronize(static_cast<int>(op.aux));
         if (!st.ok()) return AtLine(trace, op, "DeviceSynchronize", st);
         break;
       case TraceOp::Kind::kAdvance:
         st = rt.HostAdvance(op.value);
         if (!st.ok()) return AtLine(trace, op, "HostAdvance", st);
         break;
+      case TraceOp::Kind::kStream: {
+        absl::StatusOr<StreamId> s =
+            op.value == 2
+                ? rt.LegacyStream(static_cast<int>(op.aux))
+                : rt.CreateStream(static_cast<int>(op.aux), /*non_blocking=*/op.value == 1);
+        if (!s.ok()) return AtLine(trace, op, "CreateStream", s.status());
+        streams[op.stream] = *s;
+        break;
+      }
+      case TraceOp::Kind::kStreamDestroy: {
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
+        if (absl::StatusOr<StreamId> l = rt.LegacyStream(0); l.ok() && l->value == s->value) break;
+        st = rt.DestroyStream(*s);
+        if (!st.ok()) return AtLine(trace, op, "DestroyStream", st);
+        streams[op.stream].reset();
+        break;
+      }
+      case TraceOp::Kind::kEvent: {
+        // Interprocess events need a shared segment a replay has no use for.
+        absl::StatusOr<EventId> e =
+            rt.CreateEvent(static_cast<unsigned>(op.value) & ~kEventInterprocess);
+        if (!e.ok()) return AtLine(trace, op, "CreateEvent", e.status());
+        events[op.event] = *e;
+        break;
+      }
+      case TraceOp::Kind::kEventDestroy: {
+        absl::StatusOr<EventId> e = event(op);
+        if (!e.ok()) return e.status();
+        st = rt.DestroyEvent(*e);
+        if (!st.ok()) return AtLine(trace, op, "DestroyEvent", st);
+        events[op.event].reset();
+        break;
+      }
+      case TraceOp::Kind::kPool: {
+        const TracePool& def = trace.pools[op.pool];
+        if (def.device >= config->device_count) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              trace.name, ":", op.line, ": pool on device ", def.device, ", but the trace has ",
+              config->device_count, " device(s) (header device_count)"));
+        }
+        absl::StatusOr<PoolId> pool = make_pool(PropsFor(def, settings));
+        if (!pool.ok()) return AtLine(trace, op, "CreatePool", pool.status());
+        if (settings.use_recorded && !def.front_cache) {
+          st = rt.SetPoolAttribute(*pool, PoolAttr::kFrontCache, 0);
+          if (!st.ok()) return AtLine(trace, op, "SetPoolAttribute", st);
+        }
+        pools[op.pool] = *pool;
+        if (r.growth == PoolGrowth::kDefault) {
+          absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*pool, PoolAttr::kGrowth);
+          if (growth.ok()) r.growth = static_cast<PoolGrowth>(*growth);
+        }
+        break;
+      }
+      case TraceOp::Kind::kPoolDestroy: {
+        absl::StatusOr<PoolId> pool = pool_of(op);
+        if (!pool.ok()) return pool.status();
+        st = rt.DestroyPool(*pool);
+        if (!st.ok()) return AtLine(trace, op, "DestroyPool", st);
+        pools[op.pool].reset();
+        break;
+      }
+      case TraceOp::Kind::kAttr: {
+        // Other settings than the recorded ones stay what the sweep chose.
+        if (!settings.use_recorded && op.aux != static_cast<uint32_t>(PoolAttr::kFrontCache)) {
+          break;
+        }
+        absl::StatusOr<PoolId> pool = pool_of(op);
+        if (!pool.ok()) return pool.status();
+        st = rt.SetPoolAttribute(*pool, static_cast<PoolAttr>(op.aux), op.value);
+        if (!st.ok()) return AtLine(trace, op, "SetPoolAttribute", st);
+        break;
+      }
+      case TraceOp::Kind::kTrim: {
+        absl::StatusOr<PoolId> pool = pool_of(op);
+        if (!pool.ok()) return pool.status();
+        st = rt.TrimTo(*pool, op.value);
+        if (!st.ok()) return AtLine(trace, op, "TrimTo", st);
+        break;
+      }
     }
-    // Only allocator calls and syncs (releases) change the pool's bytes.
-    if (op.kind != TraceOp::Kind::kAdvance && op.kind != TraceOp::Kind::kKernel) {
-      absl::StatusOr<PoolStats> ps = rt.GetPoolStats(*pool);
-      if (!ps.ok()) return ps.status();
+    // Only allocator calls and syncs (releases) change the pools' bytes.
+    if (op.kind != TraceOp::Kind::kAdvance && op.kind != TraceOp::Kind::kKernel &&
+        op.kind != TraceOp::Kind::kCopy) {
+      uint64_t reserved = 0, used = 0;
+      if (absl::Status bytes = pool_bytes(&reserved, &used); !bytes.ok()) return bytes;
       const SeriesPoint& last = r.series.back();
-      if (ps->reserved_bytes != last.reserved || ps->used_bytes != last.used) {
-        r.series.push_back(SeriesPoint{rt.HostNow(), ps->reserved_bytes, ps->used_bytes});
+      if (reserved != last.reserved || used != last.used) {
+        r.series.push_back(SeriesPoint{rt.HostNow(), reserved, used});
+        r.peak_reserved = std::max(r.peak_reserved, reserved);
         if (settings.record_timeline) {
-          recorder.PoolBytes(pool->value, pool_name, rt.HostNow(), ps->reserved_bytes,
-                             ps->used_bytes);
+          recorder.PoolBytes(series_id, pool_name, rt.HostNow(), reserved, used);
         }
       }
     }
   }
   if (progress) progress(total, total);
 
-  absl::StatusOr<PoolStats> ps = rt.GetPoolStats(*pool);
-  if (!ps.ok()) return ps.status();
-  r.stats = *ps;
-  r.peak_reserved = ps->reserved_high;
-  r.peak_used = ps->used_high;
+  // Statistics: summed over the pools (one, unless the trace names several).
+  PoolStats sum;
+  for (PoolId p : all_pools) {
+    absl::StatusOr<PoolStats> ps = rt.GetPoolStats(p);
+    if (!ps.ok()) continue;
+    sum.reserved_bytes += ps->reserved_bytes;
+    sum.reserved_high += ps->reserved_high;
+    sum.used_bytes += ps->used_bytes;
+    sum.used_high += ps->used_high;
+    sum.alloc_count += ps->alloc_count;
+    sum.free_count += ps->free_count;
+    sum.failed_alloc_count += ps->failed_alloc_count;
+    sum.reuse_same_stream += ps->reuse_same_stream;
+    sum.reuse_event_dependency += ps->reuse_event_dependency;
+    sum.reuse_opportunistic += ps->reuse_opportunistic;
+    sum.reuse_after_sync += ps->reuse_after_sync;
+    sum.reuse_internal_dependency += ps->reuse_internal_dependency;
+    sum.fresh_allocs += ps->fresh_allocs;
+    sum.waits_inserted += ps->waits_inserted;
+    sum.upstream_maps += ps->upstream_maps;
+    sum.upstream_unmaps += ps->upstream_unmaps;
+    sum.huge_page_bytes += ps->huge_page_bytes;
+    sum.transparent_huge_page_bytes += ps->transparent_huge_page_bytes;
+    sum.normal_page_bytes += ps->normal_page_bytes;
+    sum.largest_free_block = std::max(sum.largest_free_block, ps->largest_free_block);
+  }
+  r.stats = sum;
+  if (all_pools.size() == 1) {
+    absl::StatusOr<PoolStats> ps = rt.GetPoolStats(all_pools[0]);
+    if (ps.ok()) r.stats = *ps;
+  }
+  // One pool: its own watermarks. Several: the peak of their sum, from the
+  // series (the sum of each pool's watermark would overstate it).
+  if (all_pools.size() == 1) {
+    r.peak_reserved = r.stats.reserved_high;
+    r.peak_used = r.stats.used_high;
+  } else {
+    for (const SeriesPoint& p : r.series) r.peak_used = std::max(r.peak_used, p.used);
+  }
   r.utilization = r.peak_reserved == 0
                       ? 0
                       : static_cast<double>(r.peak_used) / static_cast<double>(r.peak_reserved);
@@ -371,7 +686,9 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     process.stream_labels[legacy->value] = "legacy stream";
     r.timeline = std::move(process);
   }
-  if (absl::Status st = rt.DeviceSynchronize(0); !st.ok()) return st;
+  for (int d = 0; d < config->device_count; ++d) {
+    if (absl::Status st = rt.DeviceSynchronize(d); !st.ok()) return st;
+  }
   r.makespan_ns = rt.HostNow();
   return r;
 }

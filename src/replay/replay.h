@@ -131,6 +131,12 @@ struct ReplayResult {
   // Synchronize calls the trace made (sync, esync, dsync): the host waits a
   // workload needed besides the pool's inserted waits (stats.waits_inserted).
   uint64_t synchronizes = 0;
+  // A recording's decisions (Trace::decisions) against the replay's: how
+  // many allocations were compared, how many got another rule, pool, chunk,
+  // offset or outcome, and the first of those in words (empty: none).
+  uint64_t decisions_checked = 0;
+  uint64_t decisions_diverged = 0;
+  std::string first_divergence;
   // Every change of (reserved, used), starting with (0, 0, 0).
   std::vector<SeriesPoint> series;
   // With settings.record_timeline: the run as one timeline process.

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "src/pool/names.h"
 
 namespace streampool::replay {
 namespace {
@@ -116,7 +117,9 @@ class TraceBuilder {
     return it->second;
   }
 
-  absl::Status Alloc(uint64_t id, uint64_t size, uint32_t stream, uint32_t line) {
+  absl::Status Alloc(uint64_t id, uint64_t size, uint32_t stream, uint32_t line,
+                     uint32_t pool = TraceOp::kNoPool, TraceOp::Kind kind = TraceOp::Kind::kAlloc,
+                     uint32_t device = 0) {
     auto [it, inserted] = ids_.try_emplace(id);
     IdState& st = it->second;
     if (!inserted && st.live) {
@@ -125,11 +128,13 @@ class TraceBuilder {
     }
     st = IdState{trace_.alloc_count, line, 0, size, true};
     TraceOp op;
-    op.kind = TraceOp::Kind::kAlloc;
+    op.kind = kind;
     op.line = line;
     op.stream = stream;
     op.slot = trace_.alloc_count++;
     op.value = size;
+    op.pool = pool;
+    op.aux = device;
     trace_.ops.push_back(op);
     live_bytes_ += size;
     peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
@@ -138,7 +143,8 @@ class TraceBuilder {
 
   // Size, when given (RMM logs it), must match the allocation's.
   absl::Status Free(uint64_t id, uint32_t stream, uint32_t line,
-                    std::optional<uint64_t> size = std::nullopt) {
+                    std::optional<uint64_t> size = std::nullopt,
+                    TraceOp::Kind kind = TraceOp::Kind::kFree) {
     auto it = ids_.find(id);
     if (it == ids_.end()) return Error(line, absl::StrCat("free of unknown id ", id));
     IdState& st = it->second;
@@ -153,7 +159,7 @@ class TraceBuilder {
     st.live = false;
     st.free_line = line;
     TraceOp op;
-    op.kind = TraceOp::Kind::kFree;
+    op.kind = kind;
     op.line = line;
     op.stream = stream;
     op.slot = st.slot;
@@ -173,6 +179,39 @@ class TraceBuilder {
   }
 
   void Push(const TraceOp& op) { trace_.ops.push_back(op); }
+
+  // The decision the recorder wrote for the allocation just added.
+  void Decision(const RecordedDecision& d) {
+    trace_.decisions.resize(trace_.alloc_count);
+    trace_.decisions.back() = d;
+  }
+
+  // A `pool` line: a new dense index for the id (an id may be defined again
+  // once its pool is destroyed).
+  absl::StatusOr<uint32_t> DefinePool(TracePool pool, uint32_t line) {
+    auto it = pool_index_.find(pool.id);
+    if (it != pool_index_.end()) {
+      return Error(line, absl::StrCat("pool ", pool.id, " is already defined (line ",
+                                      pool_line_[it->second], "); pdestroy it first"));
+    }
+    if (trace_.pools.size() >= kMaxPools) {
+      return Error(line, absl::StrCat("more than ", kMaxPools, " pools"));
+    }
+    const uint32_t index = static_cast<uint32_t>(trace_.pools.size());
+    pool_index_.emplace(pool.id, index);
+    trace_.pools.push_back(pool);
+    pool_line_.push_back(line);
+    return index;
+  }
+  absl::StatusOr<uint32_t> Pool(uint64_t id, uint32_t line) const {
+    auto it = pool_index_.find(id);
+    if (it == pool_index_.end()) {
+      return Error(
+          line, absl::StrCat("pool ", id, " is not defined (no live `pool ", id, "` line before)"));
+    }
+    return it->second;
+  }
+  void UndefinePool(uint64_t id) { pool_index_.erase(id); }
 
   void Header(absl::string_view key, absl::string_view value) {
     trace_.header.try_emplace(std::string(key), std::string(value));
@@ -199,6 +238,8 @@ class TraceBuilder {
   absl::flat_hash_map<uint64_t, uint32_t> stream_index_;
   absl::flat_hash_map<uint64_t, uint32_t> event_index_;
   absl::flat_hash_map<uint64_t, IdState> ids_;
+  absl::flat_hash_map<uint64_t, uint32_t> pool_index_;  // live pools by id
+  std::vector<uint32_t> pool_line_;
   unsigned __int128 live_bytes_ = 0;
   unsigned __int128 peak_live_bytes_ = 0;
 };
@@ -268,32 +309,193 @@ struct OpSpec {
   absl::string_view name;
   TraceOp::Kind kind;
   absl::string_view usage;  // the fields after the op name
-  size_t fields;
+  size_t min_fields;
+  size_t max_fields;  // SIZE_MAX: any number (pool settings)
 };
 
 constexpr OpSpec kOps[] = {
-    {"alloc", TraceOp::Kind::kAlloc, "<id> <size> <stream>", 3},
-    {"free", TraceOp::Kind::kFree, "<id> <stream>", 2},
-    {"kernel", TraceOp::Kind::kKernel, "<stream> <duration_ns>", 2},
-    {"record", TraceOp::Kind::kRecord, "<event> <stream>", 2},
-    {"wait", TraceOp::Kind::kWait, "<stream> <event>", 2},
-    {"sync", TraceOp::Kind::kSync, "<stream>", 1},
-    {"esync", TraceOp::Kind::kEventSync, "<event>", 1},
-    {"dsync", TraceOp::Kind::kDeviceSync, "", 0},
-    {"advance", TraceOp::Kind::kAdvance, "<ns>", 1},
+    {"alloc", TraceOp::Kind::kAlloc, "<id> <size> <stream> [<pool>]", 3, 4},
+    {"free", TraceOp::Kind::kFree, "<id> <stream>", 2, 2},
+    {"kernel", TraceOp::Kind::kKernel, "<stream> <duration_ns>", 2, 2},
+    {"record", TraceOp::Kind::kRecord, "<event> <stream>", 2, 2},
+    {"wait", TraceOp::Kind::kWait, "<stream> <event>", 2, 2},
+    {"sync", TraceOp::Kind::kSync, "<stream>", 1, 1},
+    {"esync", TraceOp::Kind::kEventSync, "<event>", 1, 1},
+    {"dsync", TraceOp::Kind::kDeviceSync, "[<device>]", 0, 1},
+    {"advance", TraceOp::Kind::kAdvance, "<ns>", 1, 1},
+    {"stream", TraceOp::Kind::kStream, "<stream> <device> <flags>", 3, 3},
+    {"sdestroy", TraceOp::Kind::kStreamDestroy, "<stream>", 1, 1},
+    {"event", TraceOp::Kind::kEvent, "<event> <flags>", 2, 2},
+    {"edestroy", TraceOp::Kind::kEventDestroy, "<event>", 1, 1},
+    {"pool", TraceOp::Kind::kPool, "<pool> <device> <key>=<value>...", 2, SIZE_MAX},
+    {"pdestroy", TraceOp::Kind::kPoolDestroy, "<pool>", 1, 1},
+    {"malloc", TraceOp::Kind::kMalloc, "<id> <size> <device>", 3, 3},
+    {"release", TraceOp::Kind::kRelease, "<id>", 1, 1},
+    {"copy", TraceOp::Kind::kCopy, "<stream> <bytes>", 2, 2},
+    {"host", TraceOp::Kind::kHost, "<stream>", 1, 1},
+    {"query", TraceOp::Kind::kQuery, "<stream>", 1, 1},
+    {"equery", TraceOp::Kind::kEventQuery, "<event>", 1, 1},
+    {"attr", TraceOp::Kind::kAttr, "<pool> <name> <value>", 3, 3},
+    {"trim", TraceOp::Kind::kTrim, "<pool> <bytes>", 2, 2},
 };
 
-absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::string_view>& f) {
+// A device number as a line gives it (the replay checks it against the
+// runtime's device count).
+absl::StatusOr<uint32_t> Device(const TraceBuilder& b, uint32_t line, absl::string_view text) {
+  TRY_ASSIGN(d, Number(b, line, "device", text));
+  if (d >= 64) return b.Error(line, absl::StrCat("device ", d, " is out of range (0..63)"));
+  return static_cast<uint32_t>(d);
+}
+
+absl::StatusOr<bool> Switch(const TraceBuilder& b, uint32_t line, absl::string_view key,
+                            absl::string_view text) {
+  if (text == "0") return false;
+  if (text == "1") return true;
+  return b.Error(line, absl::StrCat(key, " is ", Quote(text), "; expected 0 or 1"));
+}
+
+absl::StatusOr<uint64_t> Threshold(const TraceBuilder& b, uint32_t line, absl::string_view text) {
+  if (text == "max") return UINT64_MAX;
+  return Number(b, line, "threshold", text);
+}
+
+template <typename E>
+absl::StatusOr<E> Named(const TraceBuilder& b, uint32_t line, absl::string_view key,
+                        absl::string_view text) {
+  absl::StatusOr<E> v = internal::ParseEnumNameOrError<E>(text);
+  if (!v.ok()) return b.Error(line, absl::StrCat(key, ": ", v.status().message()));
+  return *v;
+}
+
+absl::Status ParseReuseSetting(const TraceBuilder& b, uint32_t line, absl::string_view text,
+                               TracePool* p) {
+  p->reuse_event = p->reuse_opportunistic = p->reuse_internal = false;
+  if (text == "none") return absl::OkStatus();
+  for (absl::string_view name : absl::StrSplit(text, '+')) {
+    if (name == "event") {
+      p->reuse_event = true;
+    } else if (name == "opportunistic") {
+      p->reuse_opportunistic = true;
+    } else if (name == "internal") {
+      p->reuse_internal = true;
+    } else {
+      return b.Error(line, absl::StrCat("reuse ", Quote(text),
+                                        ": expected 'none' or event, opportunistic, internal "
+                                        "joined by '+'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TracePool> ParsePool(const TraceBuilder& b, uint32_t line,
+                                    const std::vector<absl::string_view>& f) {
+  TracePool p;
+  TRY_ASSIGN(id, Number(b, line, "pool", f[1]));
+  TRY_ASSIGN(device, Device(b, line, f[2]));
+  p.id = id;
+  p.device = static_cast<int>(device);
+  for (size_t i = 3; i < f.size(); ++i) {
+    const size_t eq = f[i].find('=');
+    if (eq == absl::string_view::npos) {
+      return b.Error(line, absl::StrCat("pool setting ", Quote(f[i]), " is not <key>=<value>"));
+    }
+    const absl::string_view key = f[i].substr(0, eq);
+    const absl::string_view v = f[i].substr(eq + 1);
+    absl::Status st;
+    if (key == "type") {
+      TRY_ASSIGN(t, Named<AllocationType>(b, line, key, v));
+      p.type = t;
+    } else if (key == "reuse") {
+      st = ParseReuseSetting(b, line, v, &p);
+    } else if (key == "threshold") {
+      TRY_ASSIGN(t, Threshold(b, line, v));
+      p.release_threshold = t;
+    } else if (key == "growth") {
+      TRY_ASSIGN(g, Named<PoolGrowth>(b, line, key, v));
+      p.growth = g;
+    } else if (key == "page_policy") {
+      TRY_ASSIGN(pp, Named<PagePolicy>(b, line, key, v));
+      p.page_policy = pp;
+    } else if (key == "front_cache") {
+      TRY_ASSIGN(on, Switch(b, line, key, v));
+      p.front_cache = on;
+    } else if (key == "default") {
+      TRY_ASSIGN(on, Switch(b, line, key, v));
+      p.is_default = on;
+    } else if (key == "acl_rounding") {
+      TRY_ASSIGN(on, Switch(b, line, key, v));
+      p.acl_rounding = on;
+    } else if (key == "acl_align32") {
+      TRY_ASSIGN(on, Switch(b, line, key, v));
+      p.acl_align32 = on;
+    } else if (key == "max_size") {
+      TRY_ASSIGN(n, Number(b, line, "max_size", v));
+      p.max_size = n;
+    } else if (key == "handle_types") {
+      TRY_ASSIGN(n, Number(b, line, "handle_types", v));
+      p.handle_types = static_cast<unsigned>(n);
+    }
+    // Other keys (imported=1, settings of later versions) are for readers;
+    // the replay makes the pool from what it knows.
+    if (!st.ok()) return st;
+  }
+  return p;
+}
+
+// `# <rule> <chunk>+<offset>` or `# failed` after a recorded alloc; a comment
+// of any other shape is prose.
+std::optional<RecordedDecision> ParseDecision(absl::string_view comment) {
+  const std::vector<absl::string_view> w = Fields(comment);
+  RecordedDecision d;
+  d.present = true;
+  if (w.size() == 1 && w[0] == "failed") {
+    d.failed = true;
+    return d;
+  }
+  if (w.size() != 2) return std::nullopt;
+  std::optional<ReuseRule> rule = internal::ParseEnumName<ReuseRule>(w[0]);
+  const size_t plus = w[1].find('+');
+  if (!rule || plus == absl::string_view::npos) return std::nullopt;
+  std::optional<uint64_t> chunk = ParseUint(w[1].substr(0, plus));
+  std::optional<uint64_t> offset = ParseUint(w[1].substr(plus + 1));
+  if (!chunk || !offset) return std::nullopt;
+  d.rule = *rule;
+  d.chunk = *chunk;
+  d.offset = *offset;
+  return d;
+}
+
+// The attributes an `attr` line may set, by the names the recorder writes.
+std::optional<uint32_t> AttrByName(absl::string_view name) {
+  if (name == "reuse_event") return static_cast<uint32_t>(PoolAttr::kReuseFollowEventDependencies);
+  if (name == "reuse_opportunistic")
+    return static_cast<uint32_t>(PoolAttr::kReuseAllowOpportunistic);
+  if (name == "reuse_internal")
+    return static_cast<uint32_t>(PoolAttr::kReuseAllowInternalDependencies);
+  if (name == "threshold") return static_cast<uint32_t>(PoolAttr::kReleaseThreshold);
+  if (name == "front_cache") return static_cast<uint32_t>(PoolAttr::kFrontCache);
+  return std::nullopt;
+}
+
+absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::string_view>& f,
+                       absl::string_view comment) {
   const OpSpec* spec = nullptr;
   for (const OpSpec& s : kOps) {
     if (s.name == f[0]) spec = &s;
   }
   if (spec == nullptr) return b.Error(line, absl::StrCat("unknown op ", Quote(f[0])));
-  if (f.size() - 1 != spec->fields) {
-    return b.Error(line, absl::StrCat(spec->name, " takes ", spec->fields, " field",
-                                      spec->fields == 1 ? "" : "s",
-                                      spec->fields ? absl::StrCat(" (", spec->usage, ")") : "",
-                                      ", got ", f.size() - 1));
+  const size_t n = f.size() - 1;
+  if (n < spec->min_fields || n > spec->max_fields) {
+    std::string count = absl::StrCat(spec->min_fields);
+    if (spec->max_fields == SIZE_MAX) {
+      absl::StrAppend(&count, " or more");
+    } else if (spec->max_fields != spec->min_fields) {
+      absl::StrAppend(&count, " or ", spec->max_fields);
+    }
+    return b.Error(
+        line,
+        absl::StrCat(spec->name, " takes ", count, " field", spec->max_fields == 1 ? "" : "s",
+                     spec->max_fields ? absl::StrCat(" (", spec->usage, ")") : "", ", got ", n));
   }
   TraceOp op;
   op.kind = spec->kind;
@@ -304,13 +506,31 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
       TRY_ASSIGN(size, Number(b, line, "size", f[2]));
       TRY_ASSIGN(sid, Number(b, line, "stream", f[3]));
       TRY_ASSIGN(stream, b.Stream(sid, line));
-      return b.Alloc(id, size, stream, line);
+      uint32_t pool = TraceOp::kNoPool;
+      if (n == 4) {
+        TRY_ASSIGN(pid, Number(b, line, "pool", f[4]));
+        TRY_ASSIGN(p, b.Pool(pid, line));
+        pool = p;
+      }
+      if (absl::Status st = b.Alloc(id, size, stream, line, pool); !st.ok()) return st;
+      if (std::optional<RecordedDecision> d = ParseDecision(comment)) b.Decision(*d);
+      return absl::OkStatus();
+    }
+    case TraceOp::Kind::kMalloc: {
+      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
+      TRY_ASSIGN(size, Number(b, line, "size", f[2]));
+      TRY_ASSIGN(device, Device(b, line, f[3]));
+      return b.Alloc(id, size, 0, line, TraceOp::kNoPool, TraceOp::Kind::kMalloc, device);
     }
     case TraceOp::Kind::kFree: {
       TRY_ASSIGN(id, Number(b, line, "id", f[1]));
       TRY_ASSIGN(sid, Number(b, line, "stream", f[2]));
       TRY_ASSIGN(stream, b.Stream(sid, line));
       return b.Free(id, stream, line);
+    }
+    case TraceOp::Kind::kRelease: {
+      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
+      return b.Free(id, 0, line, std::nullopt, TraceOp::Kind::kRelease);
     }
     case TraceOp::Kind::kKernel: {
       TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
@@ -319,6 +539,14 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
       if (absl::Status st = b.AddTime(ns, line); !st.ok()) return st;
       op.stream = stream;
       op.value = ns;
+      break;
+    }
+    case TraceOp::Kind::kCopy: {
+      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
+      TRY_ASSIGN(bytes, Number(b, line, "bytes", f[2]));
+      TRY_ASSIGN(stream, b.Stream(sid, line));
+      op.stream = stream;
+      op.value = bytes;
       break;
     }
     case TraceOp::Kind::kRecord: {
@@ -339,24 +567,100 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
       op.stream = stream;
       break;
     }
-    case TraceOp::Kind::kSync: {
+    case TraceOp::Kind::kSync:
+    case TraceOp::Kind::kStreamDestroy:
+    case TraceOp::Kind::kHost:
+    case TraceOp::Kind::kQuery: {
       TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
       TRY_ASSIGN(stream, b.Stream(sid, line));
       op.stream = stream;
       break;
     }
-    case TraceOp::Kind::kEventSync: {
+    case TraceOp::Kind::kStream: {
+      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
+      TRY_ASSIGN(device, Device(b, line, f[2]));
+      TRY_ASSIGN(flags, Number(b, line, "flags", f[3]));
+      if (flags > 2) {
+        return b.Error(line, absl::StrCat("stream flags ", flags,
+                                          ": expected 0 (blocking), 1 (non-blocking) or 2 "
+                                          "(the device's legacy stream)"));
+      }
+      if (sid == 0 && !(flags == 2 && device == 0)) {
+        return b.Error(line, "stream 0 is device 0's legacy stream");
+      }
+      TRY_ASSIGN(stream, b.Stream(sid, line));
+      op.stream = stream;
+      op.aux = device;
+      op.value = flags;
+      break;
+    }
+    case TraceOp::Kind::kEvent: {
+      TRY_ASSIGN(eid, Number(b, line, "event", f[1]));
+      TRY_ASSIGN(flags, Number(b, line, "flags", f[2]));
+      TRY_ASSIGN(event, b.Event(eid, line));
+      op.event = event;
+      op.value = flags;
+      break;
+    }
+    case TraceOp::Kind::kEventSync:
+    case TraceOp::Kind::kEventDestroy:
+    case TraceOp::Kind::kEventQuery: {
       TRY_ASSIGN(eid, Number(b, line, "event", f[1]));
       TRY_ASSIGN(event, b.Event(eid, line));
       op.event = event;
       break;
     }
     case TraceOp::Kind::kDeviceSync:
+      if (n == 1) {
+        TRY_ASSIGN(device, Device(b, line, f[1]));
+        op.aux = device;
+      }
       break;
     case TraceOp::Kind::kAdvance: {
       TRY_ASSIGN(ns, Number(b, line, "advance", f[1]));
       if (absl::Status st = b.AddTime(ns, line); !st.ok()) return st;
       op.value = ns;
+      break;
+    }
+    case TraceOp::Kind::kPool: {
+      TRY_ASSIGN(pool, ParsePool(b, line, f));
+      TRY_ASSIGN(index, b.DefinePool(pool, line));
+      op.pool = index;
+      break;
+    }
+    case TraceOp::Kind::kPoolDestroy: {
+      TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
+      TRY_ASSIGN(index, b.Pool(pid, line));
+      b.UndefinePool(pid);
+      op.pool = index;
+      break;
+    }
+    case TraceOp::Kind::kAttr: {
+      TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
+      TRY_ASSIGN(index, b.Pool(pid, line));
+      std::optional<uint32_t> attr = AttrByName(f[2]);
+      if (!attr) {
+        return b.Error(line, absl::StrCat("attr ", Quote(f[2]),
+                                          ": expected reuse_event, reuse_opportunistic, "
+                                          "reuse_internal, threshold or front_cache"));
+      }
+      if (*attr == static_cast<uint32_t>(PoolAttr::kReleaseThreshold)) {
+        TRY_ASSIGN(v, Threshold(b, line, f[3]));
+        op.value = v;
+      } else {
+        TRY_ASSIGN(on, Switch(b, line, f[2], f[3]));
+        op.value = on ? 1 : 0;
+      }
+      op.pool = index;
+      op.aux = *attr;
+      break;
+    }
+    case TraceOp::Kind::kTrim: {
+      TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
+      TRY_ASSIGN(index, b.Pool(pid, line));
+      TRY_ASSIGN(bytes, Number(b, line, "bytes", f[2]));
+      op.pool = index;
+      op.value = bytes;
       break;
     }
   }
@@ -474,7 +778,7 @@ absl::StatusOr<Trace> ParseStreampoolTrace(absl::string_view text, absl::string_
       continue;
     }
     in_header = false;
-    if (absl::Status st = ParseV1Op(b, n, f); !st.ok()) return st;
+    if (absl::Status st = ParseV1Op(b, n, f, comment); !st.ok()) return st;
   }
   if (!status.ok()) return status;
   return std::move(b).Finish();

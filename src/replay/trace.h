@@ -15,6 +15,40 @@
 //   dsync                            DeviceSynchronize
 //   advance <ns>                     host virtual time moves on
 //
+// What a recording (Runtime::StartRecording) adds, so that a live program's
+// history replays exactly. A file without these ops means what it always did.
+//
+//   stream <stream> <device> <flags> creates a stream: flags 0 blocking,
+//                                    1 non-blocking, 2 the device's legacy
+//                                    stream (created by nothing)
+//   sdestroy <stream>                DestroyStream; a later `stream` line may
+//                                    give the id to a new stream
+//   event <event> <flags>            CreateEvent(flags); edestroy <event>
+//   pool <pool> <device> <key>=<value>...
+//                                    a pool and its settings: type, reuse
+//                                    (event+opportunistic+internal | none),
+//                                    threshold (bytes | max), growth,
+//                                    front_cache, default, max_size,
+//                                    page_policy, acl_rounding, acl_align32,
+//                                    handle_types; pdestroy <pool>
+//   alloc <id> <size> <stream> <pool>
+//                                    from that pool; the recorder appends the
+//                                    decision as a comment:
+//                                    `# <rule> <chunk>+<offset>` or `# failed`
+//   malloc <id> <size> <device>      Malloc; release <id> is Free (free <id>
+//                                    <stream> is FreeAsync of either kind)
+//   copy <stream> <bytes>            a copy or fill, timed by copy_bytes_per_us
+//   host <stream>                    a host function
+//   query <stream>, equery <event>   StreamQuery, EventQuery (either answer)
+//   attr <pool> <name> <value>       reuse_event, reuse_opportunistic,
+//                                    reuse_internal, front_cache (0 or 1),
+//                                    threshold (bytes or max)
+//   trim <pool> <bytes>              TrimTo
+//   dsync [<device>]                 DeviceSynchronize (device 0 by default)
+//
+// Header keys a recording writes: executor, device_count, device_capacity,
+// backing, api_call_ns, copy_bytes_per_us.
+//
 // Numbers are unsigned decimal. `#` starts a comment anywhere on a line.
 // Stream 0 is the legacy default stream; every other stream and every event
 // is created on first use. An id names one allocation from its alloc to its
@@ -42,6 +76,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "streampool/mem_pool.h"
+#include "streampool/pool_props.h"
 
 namespace streampool::replay {
 
@@ -51,6 +87,7 @@ namespace streampool::replay {
 inline constexpr size_t kMaxLineLength = 4096;
 inline constexpr size_t kMaxStreams = 1024;
 inline constexpr size_t kMaxEvents = 65536;
+inline constexpr size_t kMaxPools = 4096;
 // Virtual time is a uint64 in ns; the sum of every advance and kernel
 // duration bounds it, so a trace is refused when that sum passes 2^62.
 inline constexpr uint64_t kMaxTotalTimeNs = uint64_t{1} << 62;
@@ -60,15 +97,29 @@ const char* TraceFormatName(TraceFormat format);
 
 struct TraceOp {
   enum class Kind : uint8_t {
-    kAlloc,       // slot, bytes, stream
-    kFree,        // slot, stream
-    kKernel,      // stream, ns
-    kRecord,      // event, stream
-    kWait,        // stream, event
-    kSync,        // stream
-    kEventSync,   // event
-    kDeviceSync,  //
-    kAdvance,     // ns
+    kAlloc,          // slot, bytes, stream
+    kFree,           // slot, stream
+    kKernel,         // stream, ns
+    kRecord,         // event, stream
+    kWait,           // stream, event
+    kSync,           // stream
+    kEventSync,      // event
+    kDeviceSync,     //
+    kAdvance,        // ns
+    kStream,         // stream, aux = device, value = flags
+    kStreamDestroy,  // stream
+    kEvent,          // event, value = flags
+    kEventDestroy,   // event
+    kPool,           // pool (its definition: Trace::pools[pool])
+    kPoolDestroy,    // pool
+    kMalloc,         // slot, bytes, aux = device
+    kRelease,        // slot
+    kCopy,           // stream, value = bytes
+    kHost,           // stream
+    kQuery,          // stream
+    kEventQuery,     // event
+    kAttr,           // pool, aux = PoolAttr, value
+    kTrim,           // pool, value = bytes kept
   };
   Kind kind = Kind::kAdvance;
   uint32_t line = 0;    // 1-based line in the source file
@@ -78,6 +129,39 @@ struct TraceOp {
   // (so a replay keeps pointers in a vector indexed by slot).
   uint64_t slot = 0;
   uint64_t value = 0;  // kAlloc: bytes; kKernel, kAdvance: ns
+  // kAlloc: the pool (index into Trace::pools), kNoPool when the line names
+  // none (the replay's own pool); kPool, kPoolDestroy, kAttr, kTrim: the pool.
+  uint32_t pool = kNoPool;
+  uint32_t aux = 0;  // kStream, kMalloc, kDeviceSync: device; kAttr: PoolAttr
+  static constexpr uint32_t kNoPool = UINT32_MAX;
+};
+
+// A `pool` line: a pool the replay creates where the line stands.
+struct TracePool {
+  uint64_t id = 0;  // the number the file gives it
+  int device = 0;
+  AllocationType type = AllocationType::kDevice;
+  bool reuse_event = true;
+  bool reuse_opportunistic = true;
+  bool reuse_internal = true;
+  uint64_t release_threshold = 0;
+  PoolGrowth growth = PoolGrowth::kDefault;
+  bool front_cache = true;
+  bool is_default = false;
+  uint64_t max_size = 0;
+  PagePolicy page_policy = PagePolicy::kHugeFirst;
+  bool acl_rounding = false;
+  bool acl_align32 = false;
+  unsigned handle_types = 0;
+};
+
+// What the recorder wrote after an alloc: the live run's decision.
+struct RecordedDecision {
+  bool present = false;
+  bool failed = false;
+  ReuseRule rule = ReuseRule::kFresh;
+  uint64_t chunk = 0;
+  uint64_t offset = 0;
 };
 
 struct Trace {
@@ -91,6 +175,11 @@ struct Trace {
   // had in the file (stream_ids[0] == 0, the legacy stream); likewise events.
   std::vector<uint64_t> stream_ids{0};
   std::vector<uint64_t> event_ids;
+  // The trace's pools, in the order their `pool` lines come (empty: the
+  // trace names none, and a replay makes one pool of its settings).
+  std::vector<TracePool> pools;
+  // By slot, when the trace is a recording (else empty).
+  std::vector<RecordedDecision> decisions;
 
   uint64_t alloc_count = 0;  // == slots
   uint64_t free_count = 0;

@@ -156,7 +156,36 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool,
   }
   MutexLock lock(&c_.mu);
   if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
+  if (c_.recorder != nullptr) return MallocAsyncRecorded(size, pool, s);
   return MallocAsyncLocked(size, pool, s);
+}
+
+absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s) {
+  const uint64_t t0 = c_.RecordClock();
+  absl::StatusOr<AllocInfo> a = MallocAsyncLocked(size, pool, s);
+  // Out of memory is a decision a replay must reproduce; a bad handle is not.
+  if (!a.ok() && !absl::IsResourceExhausted(a.status())) return a;
+  uint64_t ph = pool;
+  if (ph == 0) {
+    absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+    if (!rec.ok()) return a;
+    ph = c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+  }
+  if (!a.ok()) {
+    c_.recorder->AllocationFailed(size, s, ph, t0);
+    return a;
+  }
+  const Block* b = nullptr;
+  if (a->ptr != nullptr) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(a->ptr);
+    b = c_.page_map.Get(addr);
+    if (b == nullptr) {
+      auto it = c_.allocs.find(addr);
+      if (it != c_.allocs.end()) b = it->second.block;
+    }
+  }
+  c_.recorder->Allocated(size, s, ph, b, a->rule, t0);
+  return a;
 }
 
 std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
@@ -217,7 +246,11 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
   }
   MutexLock lock(&c_.mu);
   if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
-  return FreeAsyncLocked(ptr, s);
+  if (c_.recorder == nullptr) return FreeAsyncLocked(ptr, s);
+  const uint64_t t0 = c_.RecordClock();
+  absl::Status st = FreeAsyncLocked(ptr, s);
+  if (st.ok() && ptr != nullptr) c_.recorder->Freed(ptr, s, t0);
+  return st;
 }
 
 void Allocator::FinishFree(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {

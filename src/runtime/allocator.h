@@ -95,6 +95,8 @@ class Allocator {
   // memory, exportable pools.
   absl::StatusOr<AllocInfo> MallocAsyncLocked(uint64_t size, uint64_t pool, uint64_t s);
   absl::Status FreeAsyncLocked(void* ptr, uint64_t s);
+  // MallocAsyncLocked, written to the open recording with its decision.
+  absl::StatusOr<AllocInfo> MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s);
   // Makes a block handed out without the runtime's lock findable by its base
   // (pool handle ph). Reads nothing of the pool: the caller may have
   // unpinned it.

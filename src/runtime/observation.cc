@@ -74,6 +74,38 @@ void Observation::RecordTimeline(bool on) {
   c_.UpdateFastPath();
 }
 
+absl::Status Observation::StartRecording(const std::string& path) {
+  if (c_.recorder != nullptr) {
+    return absl::InvalidArgumentError("this runtime is already recording");
+  }
+  absl::StatusOr<std::unique_ptr<Recorder>> r = Recorder::Open(path, c_);
+  if (!r.ok()) return r.status();
+  c_.recorder = *std::move(r);
+  MutexLock order_lock(&c_.order_mu);
+  c_.UpdateFastPath();
+  return absl::OkStatus();
+}
+
+absl::Status Observation::StopRecording() {
+  if (c_.recorder == nullptr) return absl::InvalidArgumentError("this runtime is not recording");
+  absl::Status closed = c_.recorder->Close();
+  c_.recorder.reset();
+  MutexLock order_lock(&c_.order_mu);
+  c_.UpdateFastPath();
+  return closed;
+}
+
+absl::StatusOr<Observation::BlockPlace> Observation::PlaceOf(const void* ptr) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
+  const Block* b = c_.page_map.Get(addr);
+  if (b == nullptr) {
+    auto it = c_.allocs.find(addr);
+    if (it != c_.allocs.end()) b = it->second.block;
+  }
+  if (b == nullptr) return absl::InvalidArgumentError("not the start of a live pool allocation");
+  return BlockPlace{b->chunk->id, b->addr() - b->chunk->base()};
+}
+
 std::vector<TimelineEntry> Observation::Timeline() {
   MutexLock order_lock(&c_.order_mu);
   std::vector<TimelineEntry> out;

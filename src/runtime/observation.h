@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,6 +37,20 @@ class Observation {
   std::vector<streampool::CheckReport> CheckReports();
   void ClearCheckReports();
   void RecordTimeline(bool on);
+  // The runtime's history from now on, as a v1 trace at `path` (recorder.h);
+  // kInvalidArgument when one is already open or the file cannot be made.
+  absl::Status StartRecording(const std::string& path);
+  // Completes the file; kInvalidArgument when none is open, kInternal when
+  // writing it failed (the recording still ends).
+  absl::Status StopRecording();
+  // Where a live pool allocation starting at `ptr` lies: its chunk's id in
+  // the pool and its offset there, what a recording writes of each decision
+  // and a replay compares. kInvalidArgument for anything else.
+  struct BlockPlace {
+    uint64_t chunk = 0;
+    uint64_t offset = 0;
+  };
+  absl::StatusOr<BlockPlace> PlaceOf(const void* ptr);
   std::vector<TimelineEntry> Timeline();
 
  private:

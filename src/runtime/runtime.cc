@@ -6,9 +6,9 @@
 #include <cstring>
 #include <utility>
 
+#include "src/pool/names.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
-#include "src/pool/names.h"
 #include "src/runtime/runtime_impl.h"
 
 namespace streampool {
@@ -272,6 +272,10 @@ absl::StatusOr<EventId> Runtime::OpenIpcEvent(const spIpcEventHandle& handle) {
 }
 
 void Runtime::RecordTimeline(bool on) { impl_->Run<&Observation::RecordTimeline>(on); }
+absl::Status Runtime::StartRecording(const std::string& path) {
+  return Call<&Observation::StartRecording>(*impl_, path);
+}
+absl::Status Runtime::StopRecording() { return Call<&Observation::StopRecording>(*impl_); }
 void Runtime::EnableChecker(bool on) {
   impl_->Run<&Observation::EnableChecker>(on, /*fatal=*/false);
 }

@@ -204,6 +204,12 @@ void RuntimeImpl::TearDown() {
     MutexLock order_lock(&c.order_mu);
     c.executor->RunDueEffects();
   }
+  // The recording is complete once the runtime is gone: its last lines are
+  // the synchronize above's effects, which write nothing.
+  if (c.recorder != nullptr) {
+    (void)c.recorder->Close();
+    c.recorder.reset();
+  }
   alloc_.UnmapAll();
   c.allocs.clear();
   c.pools.Clear();

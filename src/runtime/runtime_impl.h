@@ -45,6 +45,7 @@
 #include "src/runtime/observation.h"
 #include "src/runtime/pools.h"
 #include "src/runtime/process.h"
+#include "src/runtime/recorded_calls.h"
 #include "src/runtime/runtime_core.h"
 #include "src/runtime/streams.h"
 #include "src/runtime/sync_protocol.h"
@@ -112,6 +113,18 @@ class RuntimeImpl {
     if (!pass.entered()) return Refused<R>(Destroyed());
     MutexLock lock(&mu_);
     if (absl::Status entered = Enter(); !entered.ok()) return Refused<R>(std::move(entered));
+    if constexpr (RecordedCall<Op>::kWritten) {
+      if (core_.recorder != nullptr) {
+        const uint64_t t0 = core_.RecordClock();
+        R result = (part<Part>().*Op)(std::forward<A>(args)...);
+        // A synchronize lets the lock go while it waits: the recording may
+        // have been stopped meanwhile.
+        if (core_.recorder != nullptr) {
+          RecordedCall<Op>::Write(*core_.recorder, result, t0, args...);
+        }
+        return result;
+      }
+    }
     return (part<Part>().*Op)(std::forward<A>(args)...);
   }
 
