@@ -1,14 +1,9 @@
 #include "src/compat/context.h"
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <optional>
-#include <string>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
 
 namespace streampool::internal::compat {
 
@@ -77,24 +72,6 @@ class ThreadStates {
 
 namespace {
 thread_local ThreadStates thread_states;
-// STREAMPOOL_RECORD=<path>: the implicit runtime writes its history there
-// from its first call (Runtime::StartRecording), so that an unchanged program
-// can be replayed. A program that resets its device makes one runtime per
-// reset: the second recording goes to <path>.2, and so on, rather than
-// overwriting the first. A path that cannot be written is said on stderr;
-// the program runs on unrecorded.
-void StartRecordingFromEnv(Runtime& runtime) {
-  std::optional<std::string> path = ProcessEnv()("STREAMPOOL_RECORD");
-  if (!path || path->empty()) return;
-  static std::atomic<uint64_t> recordings{0};
-  const uint64_t n = recordings.fetch_add(1) + 1;
-  const std::string file = n == 1 ? *path : absl::StrCat(*path, ".", n);
-  if (absl::Status st = runtime.StartRecording(file); !st.ok()) {
-    std::fprintf(stderr, "streampool: STREAMPOOL_RECORD: %s; not recording\n",
-                 std::string(st.message()).c_str());
-  }
-}
-
 }  // namespace
 
 Context::Context(std::string env_prefix) : env_prefix_(std::move(env_prefix)) {
@@ -128,7 +105,6 @@ absl::StatusOr<std::shared_ptr<ProcessRuntime>> Context::Acquire() {
     return runtime_;
   }
   for (const std::string& problem : problems) std::fprintf(stderr, "%s\n", problem.c_str());
-  StartRecordingFromEnv(created->cpp());
   runtime_ = std::move(created);
   return runtime_;
 }

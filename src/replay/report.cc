@@ -130,6 +130,11 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       for (const std::string& m : r.first_checker_reports) {
         absl::StrAppend(&out, "    checker: ", m, "\n");
       }
+      if (r.decisions_checked != 0) {
+        absl::StrAppend(&out, "    recorded decisions: ", r.decisions_checked, " compared, ",
+                        r.decisions_diverged, " diverged",
+                        r.first_divergence.empty() ? "" : "; first: ", r.first_divergence, "\n");
+      }
     }
     absl::StrAppend(&out, "\n");
   }
@@ -229,6 +234,13 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
           {"used_at_end", s.used_bytes},
           {"checker_reports", r.checker_reports},
           {"end_time_ns", r.end_time_ns},
+          {"makespan_ns", r.makespan_ns},
+          {"synchronizes", r.synchronizes},
+          {"recorded_decisions",
+           {{"compared", r.decisions_checked},
+            {"diverged", r.decisions_diverged},
+            {"first_divergence",
+             r.first_divergence.empty() ? Json(nullptr) : Json(r.first_divergence)}}},
           {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}};
 }
 

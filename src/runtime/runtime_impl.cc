@@ -1,5 +1,7 @@
 #include "src/runtime/runtime_impl.h"
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -34,6 +36,22 @@ RuntimeImpl::~RuntimeImpl() {
 
 uint64_t RuntimeImpl::handle() const { return MakeHandle(HandleKind::kRuntime, id_, 0); }
 
+void RuntimeImpl::RecordFromEnv() {
+  const char* path = std::getenv("STREAMPOOL_RECORD");
+  if (path == nullptr || *path == '\0') return;
+  // One file per runtime: the process's first writes <path>, later ones
+  // <path>.2, <path>.3, ... (a program that resets its device, a test that
+  // makes a runtime per case), rather than overwriting each other.
+  static std::atomic<uint64_t> recordings{0};
+  const uint64_t n = recordings.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::string file = n == 1 ? std::string(path) : absl::StrCat(path, ".", n);
+  if (absl::Status st = Run<&Observation::StartRecording>(file); !st.ok()) {
+    // The program runs on unrecorded: a diagnostic must not stop it.
+    std::fprintf(stderr, "streampool: STREAMPOOL_RECORD: %s; not recording\n",
+                 std::string(st.message()).c_str());
+  }
+}
+
 absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeConfig& config,
                                                                  Process& process) {
   if (config.device_count < 1 || config.device_count > 64) {
@@ -64,6 +82,7 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
     }
   }
   process.registry().Add(id, rt);
+  rt->RecordFromEnv();
   return rt;
 }
 

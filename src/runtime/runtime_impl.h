@@ -168,6 +168,10 @@ class RuntimeImpl {
       return R();
     }
   }
+  // STREAMPOOL_RECORD=<path>: every runtime of the process records its
+  // history from creation (a face's implicit runtime included), so that an
+  // unchanged program can be replayed.
+  void RecordFromEnv() ABSL_LOCKS_EXCLUDED(mu_);
   // The executor, the upstream, the checker and each device with its legacy
   // stream and default pool.
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
