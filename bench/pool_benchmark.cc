@@ -122,6 +122,19 @@ void BM_Pool_PairNoCache(benchmark::State& state) {
   state.counters["front_cache"] = read_back;
 }
 
+// The pair while the runtime records its history (spRuntimeStartRecording):
+// every call takes the runtime's lock and writes a line. The file goes to
+// /dev/null, so the cost measured is the recorder's, not the disk's.
+void BM_Pool_PairRecording(benchmark::State& state) {
+  CRuntime rt;
+  if (!rt.ok() || spRuntimeStartRecording(rt.rt(), "/dev/null") != spSuccess) {
+    state.SkipWithError("runtime setup (recording) failed");
+    return;
+  }
+  PoolPairs(state, rt, static_cast<uint64_t>(state.range(0)));
+  if (spRuntimeStopRecording(rt.rt()) != spSuccess) state.SkipWithError("recording failed");
+}
+
 void BM_Runtime_Pair(benchmark::State& state) {
   const uint64_t size = static_cast<uint64_t>(state.range(0));
   RuntimeConfig cfg;
@@ -308,6 +321,7 @@ void SizeArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Pool_Pair)->Apply(SizeArgs);
 BENCHMARK(BM_Pool_PairNoCache)->Apply(SizeArgs);
+BENCHMARK(BM_Pool_PairRecording)->Apply(SizeArgs);
 BENCHMARK(BM_Runtime_Pair)->Apply(SizeArgs);
 BENCHMARK(BM_MemPool_Pair)->Apply(SizeArgs);
 BENCHMARK(BM_MemPool_CachedPair)->Apply(SizeArgs);

@@ -838,6 +838,18 @@ void Bind(py::module_& m) {
           },
           "The checker's findings, oldest first, as dicts.")
       .def("clear_checker_reports", [](PyRuntime& r) { r.rt().ClearCheckReports(); })
+      .def(
+          "start_recording",
+          [](PyRuntime& r, const py::object& path) {
+            const std::string file = py::str(py::module_::import("os").attr("fspath")(path));
+            Check(r.rt().StartRecording(file));
+          },
+          py::arg("path"),
+          "Writes the runtime's history from now on to path as a streampool trace v1, which "
+          "replay() replays (at the recorded settings, every decision as it was taken).")
+      .def(
+          "stop_recording", [](PyRuntime& r) { Check(r.rt().StopRecording()); },
+          "Completes the recording's file (closing the runtime does too).")
       .def("record_timeline", &PyRuntime::RecordTimeline, py::arg("on") = true,
            "Records every op's schedule, allocation lifetimes and pool bytes from now on.")
       .def(
