@@ -1,0 +1,189 @@
+#include "src/replay/capacity.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace streampool::replay {
+
+const char* BelowEvidenceName(BelowEvidence evidence) {
+  switch (evidence) {
+    case BelowEvidence::kNone:
+      return "none";
+    case BelowEvidence::kReplayed:
+      return "replayed";
+    case BelowEvidence::kBelowPeakLive:
+      return "below_peak_live";
+  }
+  return "none";
+}
+
+namespace {
+
+// The header key of a recording's device capacity (src/replay/trace.h).
+constexpr char kRecordedCapacityKey[] = "device_capacity";
+
+uint64_t CeilGranules(uint64_t bytes) {
+  return bytes / kCapacityGranule + (bytes % kCapacityGranule != 0 ? 1 : 0);
+}
+
+// A search runs one trace many times and keeps two results; the series
+// grows with the trace and nothing a search reports reads it.
+ReplayResult Slim(ReplayResult r) {
+  r.series.clear();
+  r.series.shrink_to_fit();
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySettings& settings) {
+  if (settings.pool_type == AllocationType::kPinnedHost) {
+    return absl::InvalidArgumentError(
+        "the device's capacity does not bound a pinned host pool; search a device pool");
+  }
+  CapacityResult out;
+  out.settings = settings;
+  // With use_recorded a recording's `device_capacity` header would take the
+  // place of the capacity the search sets; the search replays a copy without
+  // it, keeping every other recorded setting.
+  std::optional<Trace> unbounded;
+  if (settings.use_recorded && trace.header.count(kRecordedCapacityKey) != 0) {
+    unbounded = trace;
+    unbounded->header.erase(std::string(kRecordedCapacityKey));
+  }
+  const Trace& replayed = unbounded ? *unbounded : trace;
+  ReplaySettings run = settings;
+  // Speed: a search replays the trace ~log2(range) times, and it reports
+  // neither checker findings nor a timeline.
+  run.check_stream_order = false;
+  run.record_timeline = false;
+
+  // Runs at `capacity` bytes; whether it fitted.
+  auto replay_at = [&](uint64_t capacity) -> absl::StatusOr<ReplayResult> {
+    run.device_capacity = capacity;
+    absl::StatusOr<ReplayResult> r = Replay(replayed, run);
+    ++out.replays;
+    if (!r.ok()) return r.status();
+    if (r->peak_reserved > capacity) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(trace.name, ": a replay at a capacity of ", capacity, " bytes reserved ",
+                       r->peak_reserved, " (", settings.Label(),
+                       "): the replay did not run at the capacity the search set"));
+    }
+    return Slim(*std::move(r));
+  };
+
+  absl::StatusOr<ReplayResult> unconstrained = replay_at(settings.device_capacity);
+  if (!unconstrained.ok()) return unconstrained.status();
+  out.unconstrained = *std::move(unconstrained);
+  out.fits = out.unconstrained.failed_allocs == 0;
+  if (!out.fits) return out;
+  if (out.unconstrained.peak_reserved == 0) {
+    out.at_min = out.unconstrained;
+    return out;
+  }
+
+  // Invariants: `lo` granules fail (replayed, or below peak live; 0 granules
+  // is no device at all); `hi` granules fit, or, while hi_bytes is not
+  // hi * granule, the settings' capacity (hi_bytes) does.
+  const uint64_t live_granules = CeilGranules(trace.peak_live_bytes);
+  uint64_t lo = live_granules == 0 ? 0 : live_granules - 1;
+  BelowEvidence lo_evidence = BelowEvidence::kBelowPeakLive;
+  uint64_t hi = CeilGranules(out.unconstrained.peak_reserved);
+  uint64_t hi_bytes = settings.device_capacity;
+  ReplayResult at_hi = out.unconstrained;
+  if (hi * kCapacityGranule < settings.device_capacity) {
+    absl::StatusOr<ReplayResult> r = replay_at(hi * kCapacityGranule);
+    if (!r.ok()) return r.status();
+    if (r->failed_allocs == 0) {
+      hi_bytes = hi * kCapacityGranule;
+      at_hi = *std::move(r);
+    } else {
+      // The unconstrained run's own peak did not suffice at that capacity:
+      // bisect from the settings' capacity instead.
+      lo = std::max(lo, hi);
+      lo_evidence = BelowEvidence::kReplayed;
+      hi = CeilGranules(settings.device_capacity);
+    }
+  } else {
+    hi = CeilGranules(settings.device_capacity);
+  }
+  // A trace's peak live bytes never exceed what a fitting run reserved, but
+  // the bisection must not rely on a relation it did not check.
+  lo = std::min(lo, hi - 1);
+
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    absl::StatusOr<ReplayResult> r = replay_at(mid * kCapacityGranule);
+    if (!r.ok()) return r.status();
+    if (r->failed_allocs == 0) {
+      hi = mid;
+      hi_bytes = mid * kCapacityGranule;
+      at_hi = *std::move(r);
+    } else {
+      lo = mid;
+      lo_evidence = BelowEvidence::kReplayed;
+    }
+  }
+  out.min_capacity = hi_bytes;
+  out.at_min = std::move(at_hi);
+  out.below = lo_evidence;
+  return out;
+}
+
+int CapacityThreads(size_t jobs, int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(std::min<size_t>(jobs, static_cast<size_t>(threads)));
+}
+
+std::vector<absl::StatusOr<CapacityResult>> MinCapacities(absl::Span<const CapacityJob> jobs,
+                                                          int threads,
+                                                          const JobProgressFn& progress) {
+  std::vector<absl::StatusOr<CapacityResult>> results(
+      jobs.size(), absl::StatusOr<CapacityResult>(absl::UnknownError("not run")));
+  // Longest first: a search costs about ops x replays, and replays vary
+  // less than ops do between traces.
+  std::vector<size_t> order(jobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return jobs[a].trace->ops.size() > jobs[b].trace->ops.size();
+  });
+
+  std::atomic<size_t> next{0};
+  std::mutex progress_mu;
+  size_t done = 0;
+  auto work = [&] {
+    for (size_t k = next.fetch_add(1); k < order.size(); k = next.fetch_add(1)) {
+      const CapacityJob& job = jobs[order[k]];
+      results[order[k]] = MinCapacity(*job.trace, job.settings);
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress(++done, jobs.size());
+      }
+    }
+  };
+  const int n = CapacityThreads(jobs.size(), threads);
+  if (n <= 1) {
+    work();
+    return results;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(n - 1);
+  for (int i = 1; i < n; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return results;
+}
+
+}  // namespace streampool::replay

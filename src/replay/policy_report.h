@@ -1,0 +1,111 @@
+// The policy lab: for each trace, every swept setting (reuse policy set x
+// release threshold x growth) with the smallest device that runs it
+// (src/replay/capacity.h) and what the trace costs there, and which policy set
+// needs the least memory.
+//
+// A row's figures: peak reserved of the unconstrained run; the minimum
+// capacity; at that capacity, the makespan (virtual time when all work has
+// completed), the waits the pool inserted (rule 5), the trace's synchronize
+// calls and the allocations served by each reuse rule. Per trace, the best
+// row (smallest minimum capacity, ties to the shorter makespan, then to the
+// earlier row) and what it saves against all reuse off at its threshold and
+// growth, and against CUDA's defaults: every reuse rule on, threshold 0 and
+// chunked growth (a CUDA pool maps chunks; "default" growth here is
+// expandable).
+//
+// JSON (PolicyReportJson, schema "streampool-policy-report/1"; fields are only
+// ever added, a change of meaning changes the schema name):
+//
+//   {"schema": "streampool-policy-report/1",
+//    "granule_bytes": 2097152,          the unit of the capacity search
+//    "pool": "device", "backing": "address_only",
+//    "search_capacity_bytes": N,        the unconstrained runs' capacity
+//    "traces": [{
+//      "file": "...", "format": "streampool-v1", "ops": N, "peak_live_bytes": N,
+//      "rows": [ROW...],                the sweep, in its order
+//      "best": {"row": i, "setting": "...", "min_capacity_bytes": N,
+//               "makespan_ns_at_min_capacity": N} | null   (null: nothing fits)
+//      "vs_none": REF | null,           all reuse off at best's threshold and
+//                                       growth (null: no best, or not swept)
+//      "vs_cuda_defaults": REF | null}]}  (null: no best, or neither swept
+//                                          nor searched apart)
+//   ROW: {"setting": "none, threshold max", "reuse": "event+opportunistic+internal" | "none",
+//         "threshold": 0 | "max" | N, "growth": "default", "pool_growth": "expandable",
+//         "fits": bool, "peak_reserved_bytes": N, "makespan_ns_unconstrained": N,
+//         "min_capacity_bytes": N, "min_capacity_granules": N,
+//         "peak_reserved_bytes_at_min_capacity": N, "makespan_ns_at_min_capacity": N,
+//         "waits_inserted": N, "synchronizes": N,
+//         "reuse_counts": {"fresh", "same_stream", "event_dependency", "opportunistic",
+//                          "after_sync", "internal_dependency"},
+//         "one_granule_below": "replayed" | "below_peak_live", "replays": N}
+//     Where "fits" is false, every field from "min_capacity_bytes" to
+//     "one_granule_below" is null; peak reserved and makespan are then those
+//     of a run with failed allocations. A trace that reserves nothing fits
+//     in 0 bytes, with "one_granule_below" null.
+//   REF: {"row": i | null (null: searched apart, not a row), "setting": "...", "fits": bool,
+//         "min_capacity_bytes": N | null, "makespan_ns_at_min_capacity": N | null,
+//         "saved_bytes": N | null}      saved_bytes = its minimum capacity - best's
+#ifndef STREAMPOOL_SRC_REPLAY_POLICY_REPORT_H_
+#define STREAMPOOL_SRC_REPLAY_POLICY_REPORT_H_
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "src/replay/capacity.h"
+#include "src/replay/replay.h"
+#include "src/replay/trace.h"
+
+namespace streampool::replay {
+
+inline constexpr char kPolicyReportSchema[] = "streampool-policy-report/1";
+
+struct TracePolicyReport {
+  const Trace* trace = nullptr;
+  // One per swept setting, in the sweep's order.
+  std::vector<CapacityResult> rows;
+  // CUDA's defaults, when they were searched apart from the sweep (which did
+  // not have them).
+  std::optional<CapacityResult> cuda_defaults;
+};
+
+// `base` with CUDA's defaults: every reuse rule on, threshold 0, chunked.
+ReplaySettings CudaDefaults(const ReplaySettings& base);
+bool IsCudaDefaults(const ReplaySettings& settings);
+
+// What a report concludes for one trace; pointers into the report, null
+// where there is nothing to point to.
+struct PolicySummary {
+  const CapacityResult* best = nullptr;
+  const CapacityResult* none = nullptr;  // all off, at best's threshold and growth
+  const CapacityResult* cuda_defaults = nullptr;
+};
+PolicySummary SummarizePolicies(const TracePolicyReport& report);
+
+// Searches every trace under every setting on up to `threads` threads (0: the
+// hardware's concurrency), plus CUDA's defaults apart for each trace when
+// `with_cuda_defaults` and the settings do not have them. The first error of
+// any search is the result.
+absl::StatusOr<std::vector<TracePolicyReport>> BuildPolicyReports(
+    absl::Span<const Trace> traces, const std::vector<ReplaySettings>& settings,
+    bool with_cuda_defaults, int threads = 0, const JobProgressFn& progress = {});
+
+// An aligned table per trace, sizes in GiB or MiB and granules, and the
+// summary under it.
+std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports);
+// The schema above.
+nlohmann::ordered_json PolicyReportJson(const std::vector<TracePolicyReport>& reports);
+// PolicyReportJson as text, indented, with a final newline.
+std::string FormatPolicyJson(const std::vector<TracePolicyReport>& reports);
+// A self-contained SVG: one panel per trace, minimum capacity (x) against the
+// makespan at that capacity (y), one labelled point per row (colour: reuse
+// policy set, shape: threshold and growth), CUDA's defaults and the best row
+// marked, and a legend.
+std::string FormatPolicySvg(const std::vector<TracePolicyReport>& reports);
+
+}  // namespace streampool::replay
+
+#endif  // STREAMPOOL_SRC_REPLAY_POLICY_REPORT_H_
