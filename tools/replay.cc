@@ -6,6 +6,8 @@
 // rule, waits inserted, failed allocations, checker reports and the host cost
 // of MallocAsync and FreeAsync calls (wall clock); and, when the trace header
 // has PyTorch's figures, the comparison with them (see src/replay/report.h).
+// --min-capacity and --policy-report search the smallest device instead
+// (src/replay/capacity.h, src/replay/policy_report.h).
 #include "src/replay/replay.h"
 
 #include <unistd.h>
@@ -23,6 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "src/pool/names.h"
+#include "src/replay/capacity.h"
+#include "src/replay/policy_report.h"
 #include "src/replay/report.h"
 #include "src/replay/timeline.h"
 #include "src/replay/trace.h"
@@ -67,12 +71,19 @@ bool Fail(const absl::Status& status, std::string* error) {
   return false;
 }
 
+// The setting flags below know whether the command line gave them: absl
+// parses a flag's text only when it is given (on the command line or in a
+// --flagfile), never for its default, so `given` is that default's sentinel.
+// A recorded trace replays at its own settings unless one of them is given.
+
 // --reuse: which reuse switches are on.
 struct ReuseFlag {
   rp::ReplaySettings switches;
+  bool given = false;
 };
 bool AbslParseFlag(absl::string_view text, ReuseFlag* flag, std::string* error) {
   absl::Status st = rp::ParseReuse(text, &flag->switches);
+  flag->given = true;
   return st.ok() || Fail(st, error);
 }
 std::string AbslUnparseFlag(const ReuseFlag& flag) {
@@ -88,9 +99,11 @@ std::string AbslUnparseFlag(const ReuseFlag& flag) {
 // --policies: only "all" (or nothing).
 struct PoliciesFlag {
   bool all = false;
+  bool given = false;
 };
 bool AbslParseFlag(absl::string_view text, PoliciesFlag* flag, std::string* error) {
   flag->all = text == "all";
+  flag->given = true;
   if (flag->all || text.empty()) return true;
   *error = "--policies takes only 'all'";
   return false;
@@ -138,8 +151,10 @@ bool ParseList(absl::string_view text, std::vector<T>* out, Parse parse, std::st
 // --threshold: release thresholds, bytes or "max".
 struct ThresholdsFlag {
   std::vector<uint64_t> thresholds;
+  bool given = false;
 };
 bool AbslParseFlag(absl::string_view text, ThresholdsFlag* flag, std::string* error) {
+  flag->given = true;
   return ParseList(text, &flag->thresholds, rp::ParseThreshold, error);
 }
 std::string AbslUnparseFlag(const ThresholdsFlag& flag) {
@@ -151,8 +166,10 @@ std::string AbslUnparseFlag(const ThresholdsFlag& flag) {
 // --growth: growth modes.
 struct GrowthsFlag {
   std::vector<streampool::PoolGrowth> growths;
+  bool given = false;
 };
 bool AbslParseFlag(absl::string_view text, GrowthsFlag* flag, std::string* error) {
+  flag->given = true;
   return ParseList(text, &flag->growths,
                    streampool::internal::ParseEnumNameOrError<streampool::PoolGrowth>, error);
 }
@@ -166,12 +183,14 @@ std::string AbslUnparseFlag(const GrowthsFlag& flag) {
 
 ABSL_FLAG(ReuseFlag, reuse, ReuseFlag{},
           "reuse rules on: a comma-separated list of event, opportunistic and internal, or all "
-          "or none");
+          "or none. When none of --reuse, --policies, --threshold and --growth is given, a "
+          "trace that records its pool settings replays at those (except in --policy-report, "
+          "which sweeps its own)");
 ABSL_FLAG(PoliciesFlag, policies, PoliciesFlag{},
           "'all' replays under all 8 combinations of the reuse rules instead of --reuse");
 ABSL_FLAG(ThresholdsFlag, threshold, ThresholdsFlag{{0}},
           "release thresholds, comma-separated: bytes (K/M/G/T and KiB/MiB/GiB/TiB suffixes are "
-          "binary) or max, which never shrinks the pool");
+          "binary) or max, which never shrinks the pool; --policy-report's default is 0,max");
 ABSL_FLAG(GrowthsFlag, growth, GrowthsFlag{{streampool::PoolGrowth::kDefault}},
           "pool growths, comma-separated: default (expandable on both backings), chunked or "
           "expandable; a row names its growth when more than one is given or it is not the "
@@ -181,12 +200,30 @@ ABSL_FLAG(streampool::AllocationType, pool, streampool::AllocationType::kDevice,
 ABSL_FLAG(streampool::Backing, backing, streampool::Backing::kAddressOnly,
           "memory behind the pool: address_only (or address: reserved, never touched) or host");
 ABSL_FLAG(BytesFlag, capacity, BytesFlag{80 * rp::kGiB},
-          "device capacity in bytes (suffixes as for --threshold)");
+          "device capacity in bytes (suffixes as for --threshold); for --min-capacity and "
+          "--policy-report, the capacity of the unconstrained run the search starts from");
 ABSL_FLAG(bool, check, true,
           "the stream-order checker (--nocheck or --no-check turns it off); its lookup is part "
-          "of the measured host cost");
-ABSL_FLAG(bool, json, false, "print JSON instead of the table");
-ABSL_FLAG(std::string, svg, "", "also write reserved and used bytes over virtual time as SVG");
+          "of the measured host cost. Capacity searches run without it");
+ABSL_FLAG(bool, min_capacity, false,
+          "for every swept setting, search the smallest device capacity, in whole 2 MiB "
+          "granules, at which the trace has no failed allocation, and print that table (peak "
+          "reserved unconstrained; at the minimum capacity the makespan, inserted waits, "
+          "synchronizes and reuse by rule) instead of the report; also spelled --min-capacity");
+ABSL_FLAG(bool, policy_report, false,
+          "the capacity table for all 8 reuse policy sets x --threshold (default 0,max) x "
+          "--growth, and per trace the best set and what it saves against all reuse off and "
+          "against CUDA's defaults (every rule on, threshold 0, growth chunked; searched besides "
+          "when not swept); also spelled --policy-report");
+ABSL_FLAG(int, threads, 0,
+          "threads for --min-capacity and --policy-report searches; 0 is the hardware's "
+          "concurrency, and there are never more threads than searches");
+ABSL_FLAG(bool, json, false,
+          "print JSON instead of the table (with --min-capacity or --policy-report: the schema "
+          "streampool-policy-report/1, src/replay/policy_report.h)");
+ABSL_FLAG(std::string, svg, "",
+          "also write reserved and used bytes over virtual time as SVG (with --min-capacity or "
+          "--policy-report: minimum capacity against the makespan there, a point per setting)");
 ABSL_FLAG(std::string, timeline, "",
           "also write every run's stream ops, allocation lifetimes and pool bytes as Chrome "
           "trace-event JSON (Perfetto, chrome://tracing), one process per run");
@@ -204,18 +241,24 @@ constexpr char kUsage[] =
     "TRACE is a \"streampool trace v1\" file (traces/README.md) or an RMM replay log\n"
     "(CSV). Each threshold is combined with each growth and each reuse setting.\n"
     "\n"
+    "--min-capacity and --policy-report search instead the smallest device each setting\n"
+    "runs in (in 2 MiB granules) and report the trace at that capacity.\n"
+    "\n"
     "Exit status: 0 on success, 1 when a trace is malformed or a replay fails, 2 on a\n"
     "bad command line. Out-of-memory allocations are results, not errors.\n"
     "\n"
     "  streampool-replay --threshold=0,max traces/*.trace\n"
-    "  streampool-replay --policies=all --json traces/torch-medium-512-inference.trace";
+    "  streampool-replay --policies=all --json traces/torch-medium-512-inference.trace\n"
+    "  streampool-replay --policy-report --svg lab.svg traces/*.trace";
 
 const streampool::tools::CommandLine kCommandLine = {
     .program = "streampool-replay",
     .synopsis = "streampool-replay [flags] TRACE...",
     .usage = kUsage,
     .source_file = "tools/replay.cc",
-    .aliases = {{"--no-check", "--nocheck"}},
+    .aliases = {{"--no-check", "--nocheck"},
+                {"--min-capacity", "--min_capacity"},
+                {"--policy-report", "--policy_report"}},
 };
 
 // A progress bar on stderr, drawn only when stderr is a terminal, so that
@@ -223,8 +266,9 @@ const streampool::tools::CommandLine kCommandLine = {
 class Progress {
  public:
   Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
-  void Update(const std::string& label, size_t done, size_t total) {
-    if (!enabled_ || total < 2048) return;
+  // `min_total`: smaller totals finish too soon to need a bar.
+  void Update(const std::string& label, size_t done, size_t total, size_t min_total = 2048) {
+    if (!enabled_ || total < min_total) return;
     constexpr int kBar = 30;
     const int filled = static_cast<int>(kBar * done / total);
     std::fprintf(stderr, "\r[%s%s] %3d%% %.60s", std::string(filled, '=').c_str(),
@@ -253,12 +297,46 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
+// --min-capacity and --policy-report: searches in parallel, then their table,
+// JSON or SVG.
+int Search(const std::vector<rp::Trace>& traces, const std::vector<rp::ReplaySettings>& settings,
+           bool with_cuda_defaults, bool json, const std::string& svg_path) {
+  Progress progress;
+  absl::StatusOr<std::vector<rp::TracePolicyReport>> reports = rp::BuildPolicyReports(
+      traces, settings, with_cuda_defaults, absl::GetFlag(FLAGS_threads),
+      [&](size_t done, size_t total) {
+        progress.Update(absl::StrCat("capacity searches: ", done, " of ", total), done, total,
+                        /*min_total=*/2);
+      });
+  progress.Clear();
+  if (!reports.ok()) {
+    std::fprintf(stderr, "streampool-replay: %s\n",
+                 std::string(reports.status().message()).c_str());
+    return 1;
+  }
+  const std::string text = json ? rp::FormatPolicyJson(*reports) : rp::FormatPolicyText(*reports);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!svg_path.empty() && !WriteFile(svg_path, rp::FormatPolicySvg(*reports))) return 1;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string> files =
       streampool::tools::ParseCommandLine(argc, argv, kCommandLine);
   if (files.empty()) streampool::tools::UsageError(kCommandLine, "no trace given");
+  if (absl::GetFlag(FLAGS_threads) < 0) {
+    streampool::tools::UsageError(kCommandLine, "--threads is 0 (the hardware's) or more");
+  }
+  const bool min_capacity = absl::GetFlag(FLAGS_min_capacity);
+  const bool policy_report = absl::GetFlag(FLAGS_policy_report);
+  if (min_capacity && policy_report) {
+    streampool::tools::UsageError(
+        kCommandLine,
+        "--min-capacity and --policy-report exclude each other (the policy report "
+        "has the capacity table)");
+  }
 
   rp::ReplaySettings base = absl::GetFlag(FLAGS_reuse).switches;
   base.pool_type = absl::GetFlag(FLAGS_pool);
@@ -267,14 +345,27 @@ int main(int argc, char** argv) {
   base.check_stream_order = absl::GetFlag(FLAGS_check);
   const std::string svg_path = absl::GetFlag(FLAGS_svg);
   const std::string timeline_path = absl::GetFlag(FLAGS_timeline);
+  if ((min_capacity || policy_report) && !timeline_path.empty()) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--timeline records one run; a capacity search has many");
+  }
   base.record_timeline = !timeline_path.empty();
   const bool json = absl::GetFlag(FLAGS_json);
-  const std::vector<uint64_t> thresholds = absl::GetFlag(FLAGS_threshold).thresholds;
+  std::vector<uint64_t> thresholds = absl::GetFlag(FLAGS_threshold).thresholds;
   const std::vector<streampool::PoolGrowth> growths = absl::GetFlag(FLAGS_growth).growths;
   const bool all_policies = absl::GetFlag(FLAGS_policies).all;
+  // A recorded trace's own settings are the ones to replay it at, unless the
+  // command line names others. The policy report sweeps the policy sets
+  // itself, so it never replays at the recorded ones.
+  const bool thresholds_given = absl::GetFlag(FLAGS_threshold).given;
+  const bool settings_given = absl::GetFlag(FLAGS_reuse).given ||
+                              absl::GetFlag(FLAGS_policies).given || thresholds_given ||
+                              absl::GetFlag(FLAGS_growth).given;
+  base.use_recorded = !settings_given && !policy_report;
+  if (policy_report && !thresholds_given) thresholds = {0, UINT64_MAX};
 
   const std::vector<rp::ReplaySettings> settings =
-      rp::SweepSettings(base, thresholds, growths, all_policies);
+      rp::SweepSettings(base, thresholds, growths, all_policies || policy_report);
 
   // Every trace is parsed before anything runs, so a malformed one costs no
   // replay time.
@@ -286,6 +377,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     traces.push_back(*std::move(t));
+  }
+  if (min_capacity || policy_report) {
+    return Search(traces, settings, /*with_cuda_defaults=*/policy_report, json, svg_path);
   }
 
   Progress progress;

@@ -2,7 +2,8 @@
 """The streampool-replay command line: its JSON parses, its SVG is XML, --growth
 sweeps like --threshold and expandable growth holds less than chunked on a real
 trace, bad input exits non-zero with the file and line, and a bad flag is a
-usage error.
+usage error. --min-capacity's answer replays without a failed allocation and
+one granule less fails; --policy-report's JSON has its schema's fields.
 
 Run by CTest with STREAMPOOL_REPLAY naming the binary (tests/CMakeLists.txt);
 reads the bundled traces from the source tree's traces/.
@@ -18,6 +19,12 @@ import xml.etree.ElementTree as ET
 TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "traces")
 INFERENCE = os.path.join(TRACES, "torch-medium-512-inference.trace")
 SVG_NS = "{http://www.w3.org/2000/svg}"
+GRANULE = 2 << 20
+POLICY_ROW_KEYS = {
+    "setting", "reuse", "threshold", "growth", "pool_growth", "fits", "peak_reserved_bytes",
+    "makespan_ns_unconstrained", "min_capacity_bytes", "min_capacity_granules",
+    "peak_reserved_bytes_at_min_capacity", "makespan_ns_at_min_capacity", "waits_inserted",
+    "synchronizes", "reuse_counts", "one_granule_below", "replays"}
 
 
 def replay(*args):
@@ -33,6 +40,12 @@ def header_number(path, key):
             if line.startswith(f"# {key} "):
                 return int(line.split()[2])
     return None
+
+
+def nonzero_allocs(path):
+    """Allocations of more than 0 bytes: each is served by one reuse rule."""
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.startswith("alloc ") and line.split()[2] != "0")
 
 
 class ReplayToolTest(unittest.TestCase):
@@ -143,7 +156,10 @@ class ReplayToolTest(unittest.TestCase):
         for args in (["--reuse=sometimes", INFERENCE], ["--pool=gpu", INFERENCE],
                      ["--threshold=lots", INFERENCE], ["--capacity=0", INFERENCE],
                      ["--growth=sometimes", INFERENCE], ["--growth=chunked,", INFERENCE],
-                     ["--frobnicate", INFERENCE], [], ["--svg"]):
+                     ["--frobnicate", INFERENCE], [], ["--svg"],
+                     ["--min-capacity", "--policy-report", INFERENCE],
+                     ["--policy-report", "--timeline=/dev/null", INFERENCE],
+                     ["--min-capacity", "--threads=-1", INFERENCE]):
             r = replay(*args)
             self.assertEqual(r.returncode, 2, args)
             self.assertIn("usage: streampool-replay", r.stderr)
@@ -154,7 +170,8 @@ class ReplayToolTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("usage: streampool-replay [flags] TRACE...", r.stdout)
             for name in ("reuse", "policies", "threshold", "growth", "pool", "backing",
-                         "capacity", "check", "json", "svg", "timeline"):
+                         "capacity", "check", "min_capacity", "policy_report", "threads", "json",
+                         "svg", "timeline"):
                 self.assertIn(f"--{name} (", r.stdout)
 
     def test_short_names_and_no_check_still_work(self):
@@ -183,6 +200,101 @@ class ReplayToolTest(unittest.TestCase):
         self.assertGreater(run["failed_allocs"], 0)
         self.assertLessEqual(run["peak_reserved_bytes"], 1 << 30)
         self.assertIsNone(run["live_utilization"])
+
+    def test_min_capacity_fits_and_one_granule_less_fails(self):
+        r = replay("--min-capacity", "--json", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")  # no progress bar when stderr is not a terminal
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["schema"], "streampool-policy-report/1")
+        self.assertEqual(doc["granule_bytes"], GRANULE)
+        (trace,) = doc["traces"]
+        (row,) = trace["rows"]
+        self.assertEqual(set(row), POLICY_ROW_KEYS)
+        self.assertTrue(row["fits"])
+        self.assertEqual(row["setting"], "event+opportunistic+internal, threshold 0")
+        capacity = row["min_capacity_bytes"]
+        self.assertEqual(capacity, row["min_capacity_granules"] * GRANULE)
+        self.assertGreaterEqual(capacity, trace["peak_live_bytes"])
+        self.assertLessEqual(capacity, -(-row["peak_reserved_bytes"] // GRANULE) * GRANULE)
+        self.assertLessEqual(row["peak_reserved_bytes_at_min_capacity"], capacity)
+        self.assertEqual(sum(row["reuse_counts"].values()), nonzero_allocs(INFERENCE))
+        # The plain report at that capacity and one granule below.
+        fit = json.loads(replay("--json", f"--capacity={capacity}", INFERENCE).stdout)
+        (run,) = fit["traces"][0]["runs"]
+        self.assertEqual(run["failed_allocs"], 0)
+        self.assertEqual(run["peak_reserved_bytes"], row["peak_reserved_bytes_at_min_capacity"])
+        below = json.loads(replay("--json", f"--capacity={capacity - GRANULE}", INFERENCE).stdout)
+        self.assertGreater(below["traces"][0]["runs"][0]["failed_allocs"], 0)
+
+    def test_min_capacity_table_and_a_trace_that_does_not_fit(self):
+        r = replay("--min-capacity", "--threshold=0,max", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("min capacity", r.stdout)
+        self.assertIn("granules", r.stdout)
+        self.assertIn("best: ", r.stdout)  # two rows: which is better is said
+        r = replay("--min-capacity", "--capacity=1GiB", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("does not fit", r.stdout)
+        doc = json.loads(replay("--min-capacity", "--json", "--capacity=1GiB", INFERENCE).stdout)
+        (row,) = doc["traces"][0]["rows"]
+        self.assertFalse(row["fits"])
+        self.assertIsNone(row["min_capacity_bytes"])
+        self.assertEqual(doc["search_capacity_bytes"], 1 << 30)
+
+    def test_policy_report_json_and_svg(self):
+        with tempfile.TemporaryDirectory() as d:
+            svg = os.path.join(d, "lab.svg")
+            r = replay("--policy-report", "--json", "--svg", svg, "--threads=2", INFERENCE,
+                       INFERENCE)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            doc = json.loads(r.stdout)
+            self.assertEqual(doc["schema"], "streampool-policy-report/1")
+            self.assertEqual(len(doc["traces"]), 2)
+            for trace in doc["traces"]:
+                rows = trace["rows"]
+                # All 8 policy sets at threshold 0 and max, the default thresholds.
+                self.assertEqual(len(rows), 16)
+                self.assertEqual([row["threshold"] for row in rows], [0] * 8 + ["max"] * 8)
+                self.assertEqual(rows[0]["reuse"], "event+opportunistic+internal")
+                self.assertEqual(rows[7]["reuse"], "none")
+                for row in rows:
+                    self.assertEqual(set(row), POLICY_ROW_KEYS)
+                    self.assertTrue(row["fits"])
+                    self.assertEqual(row["min_capacity_bytes"] % GRANULE, 0)
+                best = trace["best"]
+                self.assertEqual(best["min_capacity_bytes"],
+                                 min(row["min_capacity_bytes"] for row in rows))
+                self.assertEqual(rows[best["row"]]["setting"], best["setting"])
+                none = trace["vs_none"]
+                self.assertEqual(rows[none["row"]]["reuse"], "none")
+                self.assertEqual(none["saved_bytes"],
+                                 none["min_capacity_bytes"] - best["min_capacity_bytes"])
+                cuda = trace["vs_cuda_defaults"]
+                self.assertIsNone(cuda["row"])  # default growth is not CUDA's: searched apart
+                self.assertEqual(cuda["setting"],
+                                 "event+opportunistic+internal, threshold 0, growth chunked")
+                self.assertGreaterEqual(cuda["saved_bytes"], 0)
+            self.assertEqual(doc["traces"][0], doc["traces"][1])  # deterministic
+            root = ET.parse(svg).getroot()
+            self.assertEqual(root.tag, SVG_NS + "svg")
+            texts = [t.text for t in root.iter(SVG_NS + "text")]
+            self.assertEqual(texts.count("torch-medium-512-inference.trace"), 2)  # a panel each
+            self.assertEqual(texts.count("CUDA defaults"), 2)
+            self.assertEqual(sum(1 for t in texts if t and t.endswith(" best")), 2)
+            self.assertIn("makespan at that capacity (ms)", texts)
+
+    def test_policy_report_text_and_explicit_sweep(self):
+        r = replay("--policy-report", "--threshold=0", "--growth=chunked", INFERENCE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("best: ", r.stdout)
+        self.assertIn("against all reuse off (none, threshold 0, growth chunked)", r.stdout)
+        self.assertNotIn("\n  CUDA defaults: ", r.stdout)  # in the sweep, not searched apart
+        doc = json.loads(replay("--policy-report", "--json", "--threshold=0", "--growth=chunked",
+                                INFERENCE).stdout)
+        trace = doc["traces"][0]
+        self.assertEqual(len(trace["rows"]), 8)
+        self.assertEqual(trace["vs_cuda_defaults"]["row"], 0)
 
 
 if __name__ == "__main__":
