@@ -64,6 +64,15 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
   }
   const Trace& replayed = unbounded ? *unbounded : trace;
   ReplaySettings run = settings;
+  if (settings.use_recorded && !trace.pools.empty()) {
+    const TracePool& p = trace.pools[0];
+    out.settings.reuse_event = p.reuse_event;
+    out.settings.reuse_opportunistic = p.reuse_opportunistic;
+    out.settings.reuse_internal = p.reuse_internal;
+    out.settings.release_threshold = p.release_threshold;
+    out.settings.growth = p.growth;
+    out.recorded_pools = trace.pools.size();
+  }
   // Speed: a search replays the trace ~log2(range) times, and it reports
   // neither checker findings nor a timeline.
   run.check_stream_order = false;
@@ -78,7 +87,7 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
     if (r->peak_reserved > capacity) {
       return absl::FailedPreconditionError(
           absl::StrCat(trace.name, ": a replay at a capacity of ", capacity, " bytes reserved ",
-                       r->peak_reserved, " (", settings.Label(),
+                       r->peak_reserved, " (", out.settings.Label(),
                        "): the replay did not run at the capacity the search set"));
     }
     return Slim(*std::move(r));

@@ -41,8 +41,13 @@ const char* BelowEvidenceName(BelowEvidence evidence);
 
 struct CapacityResult {
   // As given; the runs below differ from it in device_capacity, and the
-  // search runs them with the checker and the timeline off.
+  // search runs them with the checker and the timeline off. Where the replay
+  // took a recording's pool settings (use_recorded), its reuse switches,
+  // threshold and growth are the first recorded pool's, so that labels say
+  // what ran.
   ReplaySettings settings;
+  // The trace's recorded pools when the replay took their settings, else 0.
+  size_t recorded_pools = 0;
   // The run at settings.device_capacity. Its series is dropped (a search
   // keeps many results, and nothing here plots them).
   ReplayResult unconstrained;

@@ -188,7 +188,9 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
         rep.rows.empty() ? 0 : rep.rows[0].unconstrained.synchronizes,
         !rep.rows.empty() && rep.rows[0].unconstrained.synchronizes == 1 ? "" : "s");
     std::vector<std::pair<std::string, const CapacityResult*>> lines;
-    for (const CapacityResult& r : rep.rows) lines.emplace_back("", &r);
+    for (const CapacityResult& r : rep.rows) {
+      lines.emplace_back(r.recorded_pools == 0 ? "" : "recorded: ", &r);
+    }
     if (rep.cuda_defaults) lines.emplace_back("CUDA defaults: ", &*rep.cuda_defaults);
     int reuse_w = 28, group_w = 9, growth_w = 10;
     for (const auto& [prefix, r] : lines) {
@@ -277,6 +279,7 @@ Json RowJson(const CapacityResult& r) {
               {"threshold", ThresholdJson(c.release_threshold)},
               {"growth", internal::EnumName(c.growth)},
               {"pool_growth", internal::EnumName(r.unconstrained.growth)},
+              {"recorded_pools", r.recorded_pools},
               {"fits", r.fits},
               {"peak_reserved_bytes", r.unconstrained.peak_reserved},
               {"makespan_ns_unconstrained", r.unconstrained.makespan_ns}};

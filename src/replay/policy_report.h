@@ -31,6 +31,9 @@
 //                                          nor searched apart)
 //   ROW: {"setting": "none, threshold max", "reuse": "event+opportunistic+internal" | "none",
 //         "threshold": 0 | "max" | N, "growth": "default", "pool_growth": "expandable",
+//         "recorded_pools": N,             0, or the recording's pools when the row
+//                                          replayed at their settings (use_recorded; the
+//                                          setting fields are then the first pool's)
 //         "fits": bool, "peak_reserved_bytes": N, "makespan_ns_unconstrained": N,
 //         "min_capacity_bytes": N, "min_capacity_granules": N,
 //         "peak_reserved_bytes_at_min_capacity": N, "makespan_ns_at_min_capacity": N,

@@ -192,6 +192,47 @@ TEST(MinCapacity, ARecordedCapacityDoesNotOverrideTheSearch) {
   EXPECT_EQ(r.below, BelowEvidence::kReplayed);
 }
 
+TEST(MinCapacity, RowsSayTheRecordedSettingsTheyRanAt) {
+  // kEventOrdered in a recorded pool with no reuse rule: two granules at the
+  // recorded settings, one at the settings' (every rule on).
+  const Trace t = MustParse(
+      "pool 0 0 type=device reuse=none threshold=max growth=chunked default=1\n"
+      "alloc 0 2097152 1 0\n"
+      "kernel 1 1000\n"
+      "free 0 1\n"
+      "record 5 1\n"
+      "wait 2 5\n"
+      "alloc 1 2097152 2 0\n"
+      "free 1 2\n");
+  ReplaySettings s;
+  s.use_recorded = true;
+  const CapacityResult recorded = MustSearch(t, s);
+  EXPECT_EQ(recorded.recorded_pools, 1u);
+  EXPECT_EQ(recorded.settings.Label(), "none, threshold max, growth chunked");
+  EXPECT_EQ(recorded.min_capacity, 2 * kG);
+  s.use_recorded = false;
+  const CapacityResult swept = MustSearch(t, s);
+  EXPECT_EQ(swept.recorded_pools, 0u);
+  EXPECT_EQ(swept.settings.Label(), "event+opportunistic+internal, threshold 0");
+  EXPECT_EQ(swept.min_capacity, kG);
+
+  const std::vector<Trace> traces = {t};
+  absl::StatusOr<std::vector<TracePolicyReport>> rep = BuildPolicyReports(traces,
+                                                                          {ReplaySettings{},
+                                                                           [] {
+                                                                             ReplaySettings r;
+                                                                             r.use_recorded = true;
+                                                                             return r;
+                                                                           }()},
+                                                                          false, 1);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const nlohmann::ordered_json doc = PolicyReportJson(*rep);
+  EXPECT_EQ(doc["traces"][0]["rows"][0]["recorded_pools"], 0);
+  EXPECT_EQ(doc["traces"][0]["rows"][1]["recorded_pools"], 1);
+  EXPECT_EQ(doc["traces"][0]["rows"][1]["reuse"], "none");
+  EXPECT_THAT(FormatPolicyText(*rep), HasSubstr("recorded: none"));
+}
+
 TEST(MinCapacity, PinnedHostPoolsAreRefused) {
   ReplaySettings s;
   s.pool_type = AllocationType::kPinnedHost;
@@ -353,10 +394,11 @@ TEST(PolicyReport, BestSetAndItsSavings) {
   ASSERT_EQ(trace["rows"].size(), 16u);
   for (const auto& row : trace["rows"]) {
     for (const char* key :
-         {"setting", "reuse", "threshold", "growth", "pool_growth", "fits", "peak_reserved_bytes",
-          "makespan_ns_unconstrained", "min_capacity_bytes", "min_capacity_granules",
-          "peak_reserved_bytes_at_min_capacity", "makespan_ns_at_min_capacity", "waits_inserted",
-          "synchronizes", "reuse_counts", "one_granule_below", "replays"}) {
+         {"setting", "reuse", "threshold", "growth", "pool_growth", "recorded_pools", "fits",
+          "peak_reserved_bytes", "makespan_ns_unconstrained", "min_capacity_bytes",
+          "min_capacity_granules", "peak_reserved_bytes_at_min_capacity",
+          "makespan_ns_at_min_capacity", "waits_inserted", "synchronizes", "reuse_counts",
+          "one_granule_below", "replays"}) {
       EXPECT_TRUE(row.contains(key)) << key;
     }
     EXPECT_TRUE(row["fits"].get<bool>());

@@ -21,7 +21,8 @@ INFERENCE = os.path.join(TRACES, "torch-medium-512-inference.trace")
 SVG_NS = "{http://www.w3.org/2000/svg}"
 GRANULE = 2 << 20
 POLICY_ROW_KEYS = {
-    "setting", "reuse", "threshold", "growth", "pool_growth", "fits", "peak_reserved_bytes",
+    "setting", "reuse", "threshold", "growth", "pool_growth", "recorded_pools", "fits",
+    "peak_reserved_bytes",
     "makespan_ns_unconstrained", "min_capacity_bytes", "min_capacity_granules",
     "peak_reserved_bytes_at_min_capacity", "makespan_ns_at_min_capacity", "waits_inserted",
     "synchronizes", "reuse_counts", "one_granule_below", "replays"}
@@ -241,6 +242,37 @@ class ReplayToolTest(unittest.TestCase):
         self.assertFalse(row["fits"])
         self.assertIsNone(row["min_capacity_bytes"])
         self.assertEqual(doc["search_capacity_bytes"], 1 << 30)
+
+    def test_a_recorded_trace_is_searched_at_its_settings_unless_a_setting_is_given(self):
+        # Stream 2 reuses stream 1's granule through an event, which the
+        # recorded pool's rules (none) do not allow: two granules recorded,
+        # one with every rule on.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "recorded.trace")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("# device_capacity 1073741824\n"
+                        "pool 0 0 type=device reuse=none threshold=max growth=chunked default=1\n"
+                        "alloc 0 2097152 1 0\nkernel 1 1000\nfree 0 1\nrecord 5 1\n"
+                        "wait 2 5\nalloc 1 2097152 2 0\nfree 1 2\n")
+
+            def row(*flags):
+                r = replay("--min-capacity", "--json", *flags, path)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                return json.loads(r.stdout)["traces"][0]["rows"][0]  # every rule on first
+
+            recorded = row()
+            self.assertEqual(recorded["recorded_pools"], 1)
+            self.assertEqual(recorded["setting"], "none, threshold max, growth chunked")
+            self.assertEqual(recorded["min_capacity_granules"], 2)
+            for flag in ("--reuse=all", "--threshold=0", "--growth=default", "--policies=all"):
+                swept = row(flag)
+                self.assertEqual(swept["recorded_pools"], 0, flag)
+                self.assertEqual(swept["reuse"], "event+opportunistic+internal", flag)
+                self.assertEqual(swept["min_capacity_granules"], 1, flag)
+            r = replay("--policy-report", "--json", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = json.loads(r.stdout)["traces"][0]["rows"]
+            self.assertEqual({row["recorded_pools"] for row in rows}, {0})
 
     def test_policy_report_json_and_svg(self):
         with tempfile.TemporaryDirectory() as d:
