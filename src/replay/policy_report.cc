@@ -571,14 +571,22 @@ std::string FormatPolicySvg(const std::vector<TracePolicyReport>& reports) {
       }
       if (r == sum.best) label += " best";
       // About 6.6 px per character at font-size 12, plus the glyph.
-      Box box{x + 12, x + 12 + 14 + 6.6 * label.size(), y - 6, y + 7};
-      for (int tries = 0; tries < 40; ++tries) {
-        const bool clash = std::any_of(taken.begin(), taken.end(), [&](const Box& b) {
-          return box.x0 < b.x1 && b.x0 < box.x1 && box.y0 < b.y1 && b.y0 < box.y1;
+      const Box at{x + 12, x + 12 + 14 + 6.6 * label.size(), y - 6, y + 7};
+      // Beside the point, else the nearest free line below or above it
+      // inside the plot, so that no label runs into the axis labels.
+      const double top = y0 + kTop, bottom = y0 + kTop + plot_h;
+      Box box = at;
+      for (int k = 0; k < 80; ++k) {
+        const double shift = 13.0 * ((k + 1) / 2) * (k % 2 == 1 ? 1 : -1);
+        Box b = at;
+        b.y0 += shift;
+        b.y1 += shift;
+        if (b.y0 < top || b.y1 > bottom) continue;
+        const bool clash = std::any_of(taken.begin(), taken.end(), [&](const Box& t) {
+          return b.x0 < t.x1 && t.x0 < b.x1 && b.y0 < t.y1 && t.y0 < b.y1;
         });
+        box = b;
         if (!clash) break;
-        box.y0 += 13;
-        box.y1 += 13;
       }
       taken.push_back(box);
       absl::StrAppendFormat(&out, "%s<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
