@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -110,13 +111,58 @@ void Recorder::Flush() {
   buf_.clear();
 }
 
+namespace {
+
+// The program and its arguments (/proc/self/cmdline), so that a recording
+// says what produced it: the program's file name without its directory, each
+// argument as given, cut at kMaxCommand bytes; empty where the system has no
+// such file.
+std::string CommandLine() {
+  constexpr size_t kMaxCommand = 1024;
+  std::string raw;
+  if (std::FILE* f = std::fopen("/proc/self/cmdline", "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && raw.size() < 64 * 1024) {
+      raw.append(buf, n);
+    }
+    std::fclose(f);
+  }
+  std::string out;
+  size_t start = 0;
+  for (size_t i = 0; i <= raw.size(); ++i) {
+    if (i < raw.size() && raw[i] != '\0') continue;
+    std::string arg = raw.substr(start, i - start);
+    start = i + 1;
+    if (out.empty()) {
+      const size_t slash = arg.rfind('/');
+      if (slash != std::string::npos) arg = arg.substr(slash + 1);
+    }
+    if (arg.empty() && !out.empty()) continue;
+    for (char& ch : arg) {
+      if (ch == '\n' || ch == '\r' || ch == '#') ch = ' ';  // one comment line
+    }
+    absl::StrAppend(&out, out.empty() ? "" : " ", arg);
+    if (out.size() > kMaxCommand) {
+      out.resize(kMaxCommand);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 void Recorder::Header() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const RuntimeConfig& c = core_.config;
-  absl::StrAppend(&buf_, "# streampool trace v1\n", "# recorded_by streampool\n", "# executor ",
-                  core_.sim != nullptr ? "simulator" : "real_time", "\n", "# device_count ",
-                  c.device_count, "\n", "# device_capacity ", c.device_capacity, "\n", "# backing ",
-                  EnumName(c.backing), "\n", "# api_call_ns ", c.api_call_ns, "\n",
-                  "# copy_bytes_per_us ", c.copy_bytes_per_us, "\n");
+  absl::StrAppend(&buf_, "# streampool trace v1\n", "# recorded_by streampool\n");
+  if (const std::string command = CommandLine(); !command.empty()) {
+    absl::StrAppend(&buf_, "# program ", command, "\n");
+  }
+  absl::StrAppend(&buf_, "# executor ", core_.sim != nullptr ? "simulator" : "real_time", "\n",
+                  "# device_count ", c.device_count, "\n", "# device_capacity ", c.device_capacity,
+                  "\n", "# backing ", EnumName(c.backing), "\n", "# api_call_ns ", c.api_call_ns,
+                  "\n", "# copy_bytes_per_us ", c.copy_bytes_per_us, "\n");
   // Every device's current pool, as the program starts with it.
   for (int d = 0; d < c.device_count; ++d) {
     PoolId(core_.devices[d].current_pool.load(std::memory_order_relaxed));
