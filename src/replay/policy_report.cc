@@ -182,11 +182,8 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
   }
   for (const TracePolicyReport& rep : reports) {
     const Trace& t = *rep.trace;
-    absl::StrAppendFormat(
-        &out, "%s: %d ops, peak live %s (%d bytes), %d synchronize%s\n", t.name, t.ops.size(),
-        Human(t.peak_live_bytes), t.peak_live_bytes,
-        rep.rows.empty() ? 0 : rep.rows[0].unconstrained.synchronizes,
-        !rep.rows.empty() && rep.rows[0].unconstrained.synchronizes == 1 ? "" : "s");
+    absl::StrAppendFormat(&out, "%s: %d ops, peak live %s (%d bytes)\n", t.name, t.ops.size(),
+                          Human(t.peak_live_bytes), t.peak_live_bytes);
     std::vector<std::pair<std::string, const CapacityResult*>> lines;
     for (const CapacityResult& r : rep.rows) {
       lines.emplace_back(r.recorded_pools == 0 ? "" : "recorded: ", &r);
@@ -199,27 +196,29 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
       growth_w = std::max(
           growth_w, static_cast<int>(std::string(internal::EnumName(r->settings.growth)).size()));
     }
-    absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s  %-40s %7s\n", reuse_w,
+    absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7s\n", reuse_w,
                           "reuse", group_w, "threshold", growth_w, "growth", "peak reserved",
-                          "min capacity", "granules", "makespan ms", "waits",
+                          "min capacity", "granules", "makespan ms", "waits", "syncs",
                           "reuse same/event/opp/sync/internal/fresh", "replays");
     for (const auto& [prefix, r] : lines) {
-      std::string min = "does not fit", granules = "-", makespan = "-", waits = "-", reuse = "-";
+      std::string min = "does not fit", granules = "-", makespan = "-", waits = "-", syncs = "-",
+                  reuse = "-";
       if (r->fits) {
         min = Human(r->min_capacity);
         granules = absl::StrCat(r->min_capacity_granules());
         makespan = Ms(r->at_min.makespan_ns);
         waits = absl::StrCat(r->at_min.stats.waits_inserted);
+        syncs = absl::StrCat(r->at_min.synchronizes);
         const PoolStats& s = r->at_min.stats;
         reuse = absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency,
                                 s.reuse_opportunistic, s.reuse_after_sync,
                                 s.reuse_internal_dependency, s.fresh_allocs);
       }
       absl::StrAppendFormat(
-          &out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s  %-40s %7d\n", reuse_w,
+          &out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7d\n", reuse_w,
           prefix + r->settings.ReuseLabel(), group_w, r->settings.ThresholdLabel(), growth_w,
           internal::EnumName(r->settings.growth), Human(r->unconstrained.peak_reserved), min,
-          granules, makespan, waits, reuse, r->replays);
+          granules, makespan, waits, syncs, reuse, r->replays);
     }
     // One row is its own best; the summary is for a choice between several.
     if (lines.size() < 2) {
@@ -260,7 +259,8 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
       &out,
       "peak reserved: unconstrained run; min capacity: the smallest device (whole 2 MiB "
       "granules) with no failed allocation, and at it: makespan (virtual time when all work "
-      "completed), waits the pool inserted (rule 5) and reuse by rule; growth default is "
+      "completed), waits the pool inserted (rule 5), the trace's synchronize calls and reuse "
+      "by rule; growth default is "
       "expandable, CUDA's pools grow chunked; CUDA defaults: every reuse rule on, threshold 0, "
       "growth chunked\n");
   return out;
