@@ -30,6 +30,10 @@ const char* BelowEvidenceName(BelowEvidence evidence) {
 
 namespace {
 
+// A found capacity is checked from below at most this many times; each pass
+// costs about log2(granules above the peak live bytes) replays.
+constexpr int kMaxSpotCheckPasses = 4;
+
 // The header key of a recording's device capacity (src/replay/trace.h).
 constexpr char kRecordedCapacityKey[] = "device_capacity";
 
@@ -120,7 +124,7 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
       at_hi = *std::move(r);
     } else {
       // The unconstrained run's own peak did not suffice at that capacity:
-      // bisect from the settings' capacity instead.
+      // search down from the settings' capacity instead.
       lo = std::max(lo, hi);
       lo_evidence = BelowEvidence::kReplayed;
       hi = CeilGranules(settings.device_capacity);
@@ -129,21 +133,63 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
     hi = CeilGranules(settings.device_capacity);
   }
   // A trace's peak live bytes never exceed what a fitting run reserved, but
-  // the bisection must not rely on a relation it did not check.
+  // the search must not rely on a relation it did not check.
   lo = std::min(lo, hi - 1);
 
-  while (hi - lo > 1) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    absl::StatusOr<ReplayResult> r = replay_at(mid * kCapacityGranule);
+  // Whether `granules` fit; moves hi or lo there.
+  auto probe = [&](uint64_t granules) -> absl::StatusOr<bool> {
+    absl::StatusOr<ReplayResult> r = replay_at(granules * kCapacityGranule);
     if (!r.ok()) return r.status();
     if (r->failed_allocs == 0) {
-      hi = mid;
-      hi_bytes = mid * kCapacityGranule;
+      hi = granules;
+      hi_bytes = granules * kCapacityGranule;
       at_hi = *std::move(r);
-    } else {
-      lo = mid;
-      lo_evidence = BelowEvidence::kReplayed;
+      return true;
     }
+    lo = granules;
+    lo_evidence = BelowEvidence::kReplayed;
+    return false;
+  };
+  // A boundary between lo and hi: down from hi in doubling steps until a
+  // replay fails (the answer is often a few granules below the unconstrained
+  // peak), then bisection.
+  auto boundary = [&]() -> absl::Status {
+    for (uint64_t step = 1; hi - lo > step; step *= 2) {
+      absl::StatusOr<bool> fits = probe(hi - step);
+      if (!fits.ok()) return fits.status();
+      if (!*fits) break;
+    }
+    while (hi - lo > 1) {
+      absl::StatusOr<bool> fits = probe(lo + (hi - lo) / 2);
+      if (!fits.ok()) return fits.status();
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status st = boundary(); !st.ok()) return st;
+  // Below a boundary another capacity may fit again (fitting is not monotone
+  // in the capacity): spot checks at 2, 3, 5, 9, ... granules below it, down
+  // to the peak live bytes; where one fits, the search goes on below it.
+  const uint64_t live_floor = live_granules == 0 ? 0 : live_granules - 1;
+  for (int pass = 0; pass < kMaxSpotCheckPasses; ++pass) {
+    bool lower = false;
+    for (uint64_t d = 1; hi > live_floor + d + 1; d *= 2) {
+      const uint64_t below = lo;
+      const BelowEvidence below_evidence = lo_evidence;
+      absl::StatusOr<bool> fits = probe(hi - d - 1);
+      if (!fits.ok()) return fits.status();
+      if (*fits) {
+        lower = true;
+        ++out.lower_fits_found;
+        break;
+      }
+      // A failure there says nothing about the granule below the answer.
+      lo = below;
+      lo_evidence = below_evidence;
+    }
+    if (!lower) break;
+    lo = live_floor;
+    lo_evidence = BelowEvidence::kBelowPeakLive;
+    if (absl::Status st = boundary(); !st.ok()) return st;
   }
   out.min_capacity = hi_bytes;
   out.at_min = std::move(at_hi);

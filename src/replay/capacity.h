@@ -1,19 +1,22 @@
-// The smallest device that runs a trace: a bisection over device capacity,
-// in whole 2 MiB granules, for the capacity at which a replay has no failed
-// allocation.
+// The smallest device that runs a trace: a search over device capacity, in
+// whole 2 MiB granules, for the capacity at which a replay has no failed
+// allocation. It steps down from the unconstrained peak in doubling steps
+// until a replay fails, then bisects between the last that failed and the
+// last that fitted; then it checks a few capacities further below (2, 3, 5,
+// 9, ... granules), and where one fits it searches on from there.
 //
 // A pool under a tight capacity behaves differently, not just fails later:
 // where growth fails, rule 5 serves instead (and inserts a wait), so later
 // allocations find other blocks and the run takes another course. Whether a
 // replay fits is therefore not proven monotone in the capacity, and the
-// search claims no more than bisection establishes: the
-// answer fits (it was replayed), and one granule less fails (it was replayed,
-// or it is below the trace's peak live bytes, which no pool can hold in less).
+// search claims no more than it establishes: the answer fits (it was
+// replayed), and one granule less fails (it was replayed, or it is below the
+// trace's peak live bytes, which no pool can hold in less).
 //
 // The bounds: below ceil(peak live bytes / granule) granules nothing fits;
 // a run at the settings' own capacity (80 GiB by default), unconstrained in
 // practice, fits or the trace "does not fit", and its peak reserved, rounded
-// up to a granule, is where the bisection starts from above.
+// up to a granule, is where the search starts from above.
 #ifndef STREAMPOOL_SRC_REPLAY_CAPACITY_H_
 #define STREAMPOOL_SRC_REPLAY_CAPACITY_H_
 
@@ -63,6 +66,10 @@ struct CapacityResult {
   // inserted waits and reuse by rule are the trace's at that capacity.
   ReplayResult at_min;
   BelowEvidence below = BelowEvidence::kNone;
+  // Times a spot check below a found capacity fitted, though capacities
+  // between them failed: proof that fitting is not monotone here, and that
+  // a smaller device than the answer may fit where no check looked.
+  int lower_fits_found = 0;
   // Replays the search took, the unconstrained run included.
   int replays = 0;
 

@@ -205,7 +205,8 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
                   reuse = "-";
       if (r->fits) {
         min = Human(r->min_capacity);
-        granules = absl::StrCat(r->min_capacity_granules());
+        // A mark where a smaller device fitted below one that failed.
+        granules = absl::StrCat(r->min_capacity_granules(), r->lower_fits_found > 0 ? "*" : "");
         makespan = Ms(r->at_min.makespan_ns);
         waits = absl::StrCat(r->at_min.stats.waits_inserted);
         syncs = absl::StrCat(r->at_min.synchronizes);
@@ -262,7 +263,9 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
       "completed), waits the pool inserted (rule 5), the trace's synchronize calls and reuse "
       "by rule; growth default is "
       "expandable, CUDA's pools grow chunked; CUDA defaults: every reuse rule on, threshold 0, "
-      "growth chunked\n");
+      "growth chunked; granules*: a capacity below one that failed fitted during the search "
+      "(fitting is not monotone in the capacity there, and a smaller device may fit where the "
+      "search did not look)\n");
   return out;
 }
 
@@ -297,11 +300,12 @@ Json RowJson(const CapacityResult& r) {
     row["reuse_counts"] = std::move(counts);
     row["one_granule_below"] =
         r.below == BelowEvidence::kNone ? Json(nullptr) : Json(BelowEvidenceName(r.below));
+    row["lower_fits_found"] = r.lower_fits_found;
   } else {
     for (const char* key :
          {"min_capacity_bytes", "min_capacity_granules", "peak_reserved_bytes_at_min_capacity",
           "makespan_ns_at_min_capacity", "waits_inserted", "synchronizes", "reuse_counts",
-          "one_granule_below"}) {
+          "one_granule_below", "lower_fits_found"}) {
       row[key] = nullptr;
     }
   }

@@ -40,9 +40,13 @@
 //         "waits_inserted": N, "synchronizes": N,
 //         "reuse_counts": {"fresh", "same_stream", "event_dependency", "opportunistic",
 //                          "after_sync", "internal_dependency"},
-//         "one_granule_below": "replayed" | "below_peak_live", "replays": N}
+//         "one_granule_below": "replayed" | "below_peak_live",
+//         "lower_fits_found": N,           spot checks below a found capacity that
+//                                          fitted although capacities above them
+//                                          failed (capacity.h): not monotone
+//         "replays": N}
 //     Where "fits" is false, every field from "min_capacity_bytes" to
-//     "one_granule_below" is null; peak reserved and makespan are then those
+//     "lower_fits_found" is null; peak reserved and makespan are then those
 //     of a run with failed allocations. A trace that reserves nothing fits
 //     in 0 bytes, with "one_granule_below" null.
 //   REF: {"row": i | null (null: searched apart, not a row), "setting": "...", "fits": bool,

@@ -38,6 +38,14 @@ CapacityResult MustSearch(const Trace& trace, const ReplaySettings& settings) {
   return r.ok() ? *std::move(r) : CapacityResult{};
 }
 
+// Failed allocations of a replay at `capacity` bytes.
+uint64_t FailedAt(const Trace& trace, ReplaySettings settings, uint64_t capacity) {
+  settings.device_capacity = capacity;
+  absl::StatusOr<ReplayResult> r = Replay(trace, settings);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->failed_allocs : 0;
+}
+
 ReplaySettings Reuse(bool event, bool opportunistic, bool internal) {
   ReplaySettings s;
   s.reuse_event = event;
@@ -312,6 +320,25 @@ TEST(MinCapacity, TheAnswerFitsAndOneGranuleLessFails) {
   }
 }
 
+TEST(MinCapacity, SpotChecksFindASmallerDeviceBelowOneThatFails) {
+  // Where growth fails rule 5 takes over, and the run takes another course:
+  // on this trace a device fits, a larger one fails, and a larger one still
+  // fits. The search's spot checks below its first boundary find the lower
+  // one and say so.
+  const Trace t = MustParse(RandomTrace(1, 300), "random1");
+  const ReplaySettings s = Reuse(false, true, true);
+  const CapacityResult r = MustSearch(t, s);
+  ASSERT_TRUE(r.fits);
+  EXPECT_EQ(r.lower_fits_found, 1);
+  EXPECT_EQ(FailedAt(t, s, r.min_capacity), 0u);
+  EXPECT_GT(FailedAt(t, s, r.min_capacity - kG), 0u);
+  bool larger_fails = false;
+  for (uint64_t c = r.min_capacity + kG; c < r.unconstrained.peak_reserved; c += kG) {
+    larger_fails = larger_fails || FailedAt(t, s, c) > 0;
+  }
+  EXPECT_TRUE(larger_fails);
+}
+
 TEST(MinCapacities, ParallelResultsAreTheSerialOnesInJobOrder) {
   std::vector<Trace> traces;
   for (uint32_t seed = 10; seed < 13; ++seed) {
@@ -398,7 +425,7 @@ TEST(PolicyReport, BestSetAndItsSavings) {
           "peak_reserved_bytes", "makespan_ns_unconstrained", "min_capacity_bytes",
           "min_capacity_granules", "peak_reserved_bytes_at_min_capacity",
           "makespan_ns_at_min_capacity", "waits_inserted", "synchronizes", "reuse_counts",
-          "one_granule_below", "replays"}) {
+          "one_granule_below", "lower_fits_found", "replays"}) {
       EXPECT_TRUE(row.contains(key)) << key;
     }
     EXPECT_TRUE(row["fits"].get<bool>());

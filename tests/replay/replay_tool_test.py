@@ -25,7 +25,7 @@ POLICY_ROW_KEYS = {
     "peak_reserved_bytes",
     "makespan_ns_unconstrained", "min_capacity_bytes", "min_capacity_granules",
     "peak_reserved_bytes_at_min_capacity", "makespan_ns_at_min_capacity", "waits_inserted",
-    "synchronizes", "reuse_counts", "one_granule_below", "replays"}
+    "synchronizes", "reuse_counts", "one_granule_below", "lower_fits_found", "replays"}
 
 
 def replay(*args):
