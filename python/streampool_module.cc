@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "src/pool/names.h"
+#include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
 #include "src/replay/report.h"
 #include "src/replay/timeline.h"
@@ -452,14 +453,19 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
                         bool all_policies, const std::vector<uint64_t>& thresholds,
                         const std::vector<std::string>& growth_names, const std::string& pool,
                         const std::string& backing, uint64_t capacity, bool check,
-                        const std::string& timeline_path) {
+                        const std::string& timeline_path, bool recorded,
+                        const std::string& report) {
+  if (report != "runs" && report != "policy") {
+    Raise(spErrorInvalidValue, absl::StrCat("report is 'runs' or 'policy', not '", report, "'"));
+  }
   replay::ReplaySettings base;
   Check(replay::ParseReuse(reuse, &base));
   base.pool_type = ParseName<AllocationType>(pool);
   base.backing = ParseName<Backing>(backing);
   base.device_capacity = capacity;
   base.check_stream_order = check;
-  base.record_timeline = !timeline_path.empty();
+  base.record_timeline = !timeline_path.empty() && report == "runs";
+  base.use_recorded = recorded;
   std::vector<PoolGrowth> growths;
   for (const std::string& g : growth_names) growths.push_back(ParseName<PoolGrowth>(g));
   const std::vector<replay::ReplaySettings> settings =
@@ -469,6 +475,7 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   size_t unreadable = files.size();
   std::vector<replay::Trace> traces;
   std::vector<replay::TraceReport> reports;
+  nlohmann::ordered_json policy_json;
   {
     py::gil_scoped_release release;
     for (size_t i = 0; i < files.size(); ++i) {
@@ -480,7 +487,16 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
       }
       traces.push_back(*std::move(t));
     }
-    for (size_t i = 0; failed.ok() && i < traces.size(); ++i) {
+    if (failed.ok() && report == "policy") {
+      absl::StatusOr<std::vector<replay::TracePolicyReport>> policy =
+          replay::BuildPolicyReports(traces, settings, /*with_cuda_defaults=*/true);
+      if (!policy.ok()) {
+        failed = policy.status();
+      } else {
+        policy_json = replay::PolicyReportJson(*policy);
+      }
+    }
+    for (size_t i = 0; failed.ok() && report == "runs" && i < traces.size(); ++i) {
       replay::TraceReport rep;
       rep.trace = &traces[i];
       for (const replay::ReplaySettings& s : settings) {
@@ -496,6 +512,7 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   }
   if (unreadable < files.size()) RaiseFileError(files[unreadable], failed);
   Check(failed);
+  if (report == "policy") return ToPython(policy_json);
   if (!timeline_path.empty()) {
     std::vector<replay::TimelineProcess> processes;
     for (const replay::TraceReport& rep : reports) {
@@ -876,7 +893,8 @@ void Bind(py::module_& m) {
 
   m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
         py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),
-        py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"));
+        py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"),
+        py::arg("recorded") = false, py::arg("report") = "runs");
   py::list reuse_switches;
   for (const replay::ReuseSwitch& r : replay::ReuseSwitches()) reuse_switches.append(r.name);
   m.attr("REUSE_RULES") = py::tuple(reuse_switches);

@@ -81,33 +81,60 @@ def _threshold(value):
     return value
 
 
-def replay(traces, *, reuse="all", policies=None, threshold=0, growth="default", pool="device",
-           backing="address_only", capacity=80 << 30, check=True, timeline=None):
+class _Unset:
+    """A setting replay() was not given (None already means "none" for reuse)."""
+
+    def __repr__(self):
+        return "<not given>"
+
+
+_UNSET = _Unset()
+
+
+def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNSET, pool="device",
+           backing="address_only", capacity=80 << 30, check=True, timeline=None, report="runs"):
     """Replays trace files (streampool trace v1 or RMM CSV logs) the way
     ``streampool-replay --json`` does and returns its JSON document as Python
     objects: ``{"traces": [{"file", "ops", ..., "runs": [{"setting",
-    "peak_reserved_bytes", "reuse_counts", ...}]}]}``.
+    "peak_reserved_bytes", "reuse_counts", "makespan_ns", "recorded_decisions",
+    ...}]}]}``.
 
     reuse: "all", "none" or a set of "event", "opportunistic", "internal".
     policies: "all" sweeps all 8 reuse combinations instead.
     threshold, growth: one value or a list; each threshold is combined with
     each growth and each reuse setting. A threshold is bytes or "max".
+    With none of reuse, policies, threshold and growth given, a recording
+    (Runtime.start_recording, STREAMPOOL_RECORD) replays at its own settings,
+    and every run says how many of its decisions it compared with the
+    recorded ones and how many differed; other traces replay with every reuse
+    rule on, threshold 0, default growth.
     pool: "device", "pinned_host", "huge_page" or "dvpp" (create_pool's kinds;
     the replay tool's "pinned" and "hugepage" too).
     backing: "address_only" (nothing touched; also "address") or "host".
     capacity: device bytes. check: the stream-order checker. timeline: a path
     to also write every run as Chrome trace-event JSON (one process per run).
+    report: "runs" (the above) or "policy": for each trace and setting, the
+    smallest device it runs on and the makespan, inserted waits and reuse by
+    rule there, the best policy set and what it saves against all reuse off
+    and CUDA's defaults (``streampool-replay --policy-report --json``, schema
+    "streampool-policy-report/1").
 
     A trace that cannot be read raises FileNotFoundError, PermissionError or
     IsADirectoryError; a malformed one raises Error naming its file and line.
     """
     if policies not in (None, "all"):
         raise Error("spErrorInvalidValue", "policies takes only 'all'")
+    if report not in ("runs", "policy"):
+        raise Error("spErrorInvalidValue", f"report is 'runs' or 'policy', not {report!r}")
     files = [_os.fspath(t) for t in _as_list(traces)]
     if not files:
         raise Error("spErrorInvalidValue", "no trace given")
-    return _core.replay(files, reuse=_reuse_list(reuse), all_policies=policies == "all",
-                        thresholds=[_threshold(t) for t in _as_list(threshold)],
-                        growths=_as_list(growth), pool=pool, backing=backing,
-                        capacity=capacity, check=check,
-                        timeline_path=_os.fspath(timeline) if timeline is not None else "")
+    recorded = reuse is _UNSET and policies is None and threshold is _UNSET and growth is _UNSET
+    return _core.replay(files, reuse=_reuse_list("all" if reuse is _UNSET else reuse),
+                        all_policies=policies == "all",
+                        thresholds=[_threshold(t) for t in _as_list(0 if threshold is _UNSET
+                                                                     else threshold)],
+                        growths=_as_list("default" if growth is _UNSET else growth), pool=pool,
+                        backing=backing, capacity=capacity, check=check,
+                        timeline_path=_os.fspath(timeline) if timeline is not None else "",
+                        recorded=recorded, report=report)
