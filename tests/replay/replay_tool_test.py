@@ -307,7 +307,11 @@ class ReplayToolTest(unittest.TestCase):
                 self.assertEqual(cuda["setting"],
                                  "event+opportunistic+internal, threshold 0, growth chunked")
                 self.assertGreaterEqual(cuda["saved_bytes"], 0)
-            self.assertEqual(doc["traces"][0], doc["traces"][1])  # deterministic
+            # The same trace twice, searched on two threads, gives the same rows.
+            # (CUDA's defaults are left out: chunked growth's decisions can
+            # depend on where the address space puts each chunk.)
+            for key in ("rows", "best", "vs_none"):
+                self.assertEqual(doc["traces"][0][key], doc["traces"][1][key], key)
             root = ET.parse(svg).getroot()
             self.assertEqual(root.tag, SVG_NS + "svg")
             texts = [t.text for t in root.iter(SVG_NS + "text")]
