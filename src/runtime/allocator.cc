@@ -132,6 +132,10 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool,
         b = target.mp->CacheAllocate(target.t, size);
         if (b != nullptr) {
           c_.ordering.AdvancePoint(target.t);
+          if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
+            const uint64_t now = r->Now();
+            r->Allocated(size, s, target.ph, b, ReuseRule::kSameStream, {now, now});
+          }
         } else {
           // Pinned, the pool is not freed, so its lock may be taken once
           // this one is let go.
@@ -145,7 +149,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool,
       return AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
     }
     if (pinned) {
-      std::optional<absl::StatusOr<MemPool::Allocation>> a = AllocateCentral(target, size);
+      std::optional<absl::StatusOr<MemPool::Allocation>> a = AllocateCentral(target, size, s);
       target.mp->Unpin();
       if (a.has_value()) {
         if (!a->ok()) return a->status();  // out of memory: the call's answer
@@ -161,8 +165,10 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool,
 }
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s) {
-  const uint64_t t0 = c_.RecordClock();
+  Recorder& r = *c_.recorder;
+  const uint64_t start = r.Now();
   absl::StatusOr<AllocInfo> a = MallocAsyncLocked(size, pool, s);
+  const Recorder::Times t{start, r.Now()};
   // Out of memory is a decision a replay must reproduce; a bad handle is not.
   if (!a.ok() && !absl::IsResourceExhausted(a.status())) return a;
   uint64_t ph = pool;
@@ -172,7 +178,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
     ph = c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
   }
   if (!a.ok()) {
-    c_.recorder->AllocationFailed(size, s, ph, t0);
+    r.AllocationFailed(size, s, ph, t);
     return a;
   }
   const Block* b = nullptr;
@@ -184,12 +190,12 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
       if (it != c_.allocs.end()) b = it->second.block;
     }
   }
-  c_.recorder->Allocated(size, s, ph, b, a->rule, t0);
+  r.Allocated(size, s, ph, b, a->rule, t);
   return a;
 }
 
 std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
-    const Target& target, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const Target& target, uint64_t size, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   MemPool& mp = *target.mp;
   if (mp.owner_data() != nullptr) return std::nullopt;
   MutexLock pool_lock(&mp.central_mu());
@@ -201,13 +207,21 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   // (the pool asks about other streams, and rule 5 inserts a wait).
   Oracle oracle(c_, target.t, /*lazy=*/true);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
-  if (!a.ok()) return a;
+  Recorder* r = c_.recording.load(std::memory_order_acquire);
+  const uint64_t now = r != nullptr ? r->Now() : 0;
+  if (!a.ok()) {
+    if (r != nullptr && absl::IsResourceExhausted(a.status())) {
+      r->AllocationFailed(size, s, target.ph, {now, now});
+    }
+    return a;
+  }
   if (oracle.ordered()) {
     c_.AdvancePoint(target.t, OpKind::kAllocMarker);
   } else {
     SpinLockHolder lock(target.lock);
     c_.ordering.AdvancePoint(target.t);
   }
+  if (r != nullptr) r->Allocated(size, s, target.ph, a->block, a->rule, {now, now});
   // The stream's frees of this pool can now take the fast path.
   mp.EnsureCache(target.t, target.lock);
   return a;
@@ -239,6 +253,10 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
         SpinLockHolder hold(lock);
         f.at = c_.ordering.AdvancePoint(t);
         cached = b->chunk->pool->CacheFree(b, t, f.at);
+        if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
+          const uint64_t now = r->Now();
+          r->Freed(ptr, s, {now, now});
+        }
       }
       if (!cached) FinishFree(f);
       return absl::OkStatus();
@@ -247,9 +265,10 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
   MutexLock lock(&c_.mu);
   if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
   if (c_.recorder == nullptr) return FreeAsyncLocked(ptr, s);
-  const uint64_t t0 = c_.RecordClock();
+  Recorder& r = *c_.recorder;
+  const uint64_t start = r.Now();
   absl::Status st = FreeAsyncLocked(ptr, s);
-  if (st.ok() && ptr != nullptr) c_.recorder->Freed(ptr, s, t0);
+  if (st.ok() && ptr != nullptr) r.Freed(ptr, s, {start, r.Now()});
   return st;
 }
 

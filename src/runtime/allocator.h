@@ -85,8 +85,9 @@ class Allocator {
   // under the runtime's lock (the pool was destroyed meanwhile, or the pool is
   // exportable: its growth is the runtime lock's, IPC reads its memfd).
   // Runs with the pool pinned.
+  // `s` is the stream's handle, for the recording.
   std::optional<absl::StatusOr<MemPool::Allocation>> AllocateCentral(const Target& target,
-                                                                     uint64_t size);
+                                                                     uint64_t size, uint64_t s);
   // The central free of a claimed block: without the runtime's lock when the
   // fast path is on, else under it (the checker's records).
   void FinishFree(const ClaimedFree& f);

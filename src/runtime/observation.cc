@@ -81,17 +81,21 @@ absl::Status Observation::StartRecording(const std::string& path) {
   absl::StatusOr<std::unique_ptr<Recorder>> r = Recorder::Open(path, c_);
   if (!r.ok()) return r.status();
   c_.recorder = *std::move(r);
-  MutexLock order_lock(&c_.order_mu);
-  c_.UpdateFastPath();
+  c_.recording.store(c_.recorder.get(), std::memory_order_release);
   return absl::OkStatus();
 }
 
 absl::Status Observation::StopRecording() {
   if (c_.recorder == nullptr) return absl::InvalidArgumentError("this runtime is not recording");
+  // The allocator's paths without the runtime's lock write under a stream's
+  // lock or a pool's: once each has been passed, none is still writing.
+  c_.recording.store(nullptr, std::memory_order_release);
+  for (StreamIndex s = 0; s < c_.stream_slots(); ++s) {
+    SpinLockHolder pass(&c_.stream_lock(s));
+  }
+  c_.pools.ForEachMemPool([](MemPool& pool) { MutexLock pass(&pool.central_mu()); });
   absl::Status closed = c_.recorder->Close();
   c_.recorder.reset();
-  MutexLock order_lock(&c_.order_mu);
-  c_.UpdateFastPath();
   return closed;
 }
 

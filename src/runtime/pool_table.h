@@ -107,6 +107,11 @@ class PoolTable {
     }
     for (auto& [h, pool] : draining_) fn(*pool);
   }
+  // Every live pool's handle (local, exportable or imported): fn(h).
+  template <typename Fn>
+  void ForEachPool(Fn fn) const {
+    for (const auto& [h, rec] : pools_) fn(h);
+  }
   // The same with handles, stopping at the first fn(h, MemPool&) that returns
   // true.
   template <typename Fn>

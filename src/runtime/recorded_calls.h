@@ -1,6 +1,6 @@
 // Which part operations a recording writes, and how: RuntimeImpl::Run calls
 // RecordedCall<Op>::Write after the operation, still under the runtime's
-// lock, with the operation's arguments and result. Arguments the operation
+// lock, with the operation's arguments, result and times. Arguments the operation
 // took by move (a pool's upstream, a host function) are read by no Write. Operations not listed
 // here (getters, the checker's and the timeline's switches, IPC) change
 // nothing a replay reproduces. The allocator's stream-ordered paths do not
@@ -29,46 +29,46 @@ struct RecordedCall {
 };
 
 // A call that succeeded is written; a failed one changed nothing.
-#define SP_RECORDED(op, params, ...)                                                   \
-  template <>                                                                          \
-  struct RecordedCall<&op> {                                                           \
-    static constexpr bool kWritten = true;                                             \
-    template <typename Result>                                                         \
-    static void Write(Recorder& r, const Result& result, uint64_t t0 [[maybe_unused]], \
-                      SP_UNPAREN params) {                                             \
-      if (result.ok()) __VA_ARGS__                                                     \
-    }                                                                                  \
+#define SP_RECORDED(op, params, ...)                                                         \
+  template <>                                                                                \
+  struct RecordedCall<&op> {                                                                 \
+    static constexpr bool kWritten = true;                                                   \
+    template <typename Result>                                                               \
+    static void Write(Recorder& r, const Result& result, Recorder::Times t [[maybe_unused]], \
+                      SP_UNPAREN params) {                                                   \
+      if (result.ok()) __VA_ARGS__                                                           \
+    }                                                                                        \
   }
 #define SP_UNPAREN(...) __VA_ARGS__
 
 SP_RECORDED(Streams::CreateStream, (int device, bool non_blocking),
-            { r.StreamCreated(*result, device, non_blocking, t0); });
-SP_RECORDED(Streams::DestroyStream, (uint64_t s), { r.StreamDestroyed(s, t0); });
-SP_RECORDED(Streams::StreamSynchronize, (uint64_t s), { r.StreamSynchronized(s, t0); });
-SP_RECORDED(Streams::DeviceSynchronize, (int device), { r.DeviceSynchronized(device, t0); });
-SP_RECORDED(Events::CreateEvent, (unsigned flags), { r.EventCreated(*result, flags, t0); });
-SP_RECORDED(Events::DestroyEvent, (uint64_t e), { r.EventDestroyed(e, t0); });
-SP_RECORDED(Events::RecordEvent, (uint64_t e, uint64_t s), { r.EventRecorded(e, s, t0); });
-SP_RECORDED(Events::StreamWaitEvent, (uint64_t s, uint64_t e), { r.StreamWaited(s, e, t0); });
-SP_RECORDED(Events::EventSynchronize, (uint64_t e), { r.EventSynchronized(e, t0); });
-SP_RECORDED(Work::LaunchKernel, (uint64_t s, uint64_t ns, const auto&), { r.Kernel(s, ns, t0); });
+            { r.StreamCreated(*result, device, non_blocking, t); });
+SP_RECORDED(Streams::DestroyStream, (uint64_t s), { r.StreamDestroyed(s, t); });
+SP_RECORDED(Streams::StreamSynchronize, (uint64_t s), { r.StreamSynchronized(s, t); });
+SP_RECORDED(Streams::DeviceSynchronize, (int device), { r.DeviceSynchronized(device, t); });
+SP_RECORDED(Events::CreateEvent, (unsigned flags), { r.EventCreated(*result, flags, t); });
+SP_RECORDED(Events::DestroyEvent, (uint64_t e), { r.EventDestroyed(e, t); });
+SP_RECORDED(Events::RecordEvent, (uint64_t e, uint64_t s), { r.EventRecorded(e, s, t); });
+SP_RECORDED(Events::StreamWaitEvent, (uint64_t s, uint64_t e), { r.StreamWaited(s, e, t); });
+SP_RECORDED(Events::EventSynchronize, (uint64_t e), { r.EventSynchronized(e, t); });
+SP_RECORDED(Work::LaunchKernel, (uint64_t s, uint64_t ns, const auto&), { r.Kernel(s, ns, t); });
 SP_RECORDED(Work::LaunchWork, (uint64_t s, uint64_t ns, const auto&, const auto&),
-            { r.Kernel(s, ns, t0); });
-SP_RECORDED(Work::LaunchHostFunc, (uint64_t s, const auto&), { r.HostFunc(s, t0); });
+            { r.Kernel(s, ns, t); });
+SP_RECORDED(Work::LaunchHostFunc, (uint64_t s, const auto&), { r.HostFunc(s, t); });
 SP_RECORDED(Work::MemcpyAsync, (void*, const void*, uint64_t bytes, uint64_t s),
-            { r.Copy(s, bytes, t0); });
-SP_RECORDED(Work::MemsetAsync, (void*, int, uint64_t bytes, uint64_t s), { r.Copy(s, bytes, t0); });
-SP_RECORDED(Work::HostAdvance, (uint64_t ns), { r.HostAdvanced(ns); });
-SP_RECORDED(Pools::CreatePool, (const auto&, const auto&), { r.PoolCreated(*result, t0); });
-SP_RECORDED(Pools::DestroyPool, (uint64_t pool), { r.PoolDestroyed(pool, t0); });
+            { r.Copy(s, bytes, t); });
+SP_RECORDED(Work::MemsetAsync, (void*, int, uint64_t bytes, uint64_t s), { r.Copy(s, bytes, t); });
+SP_RECORDED(Work::HostAdvance, (uint64_t ns), { r.HostAdvanced(ns, t); });
+SP_RECORDED(Pools::CreatePool, (const auto&, const auto&), { r.PoolCreated(*result, t); });
+SP_RECORDED(Pools::DestroyPool, (uint64_t pool), { r.PoolDestroyed(pool, t); });
 SP_RECORDED(Pools::SetPoolAttribute, (uint64_t pool, PoolAttr attr, uint64_t value),
-            { r.PoolAttributeSet(pool, attr, value, t0); });
-SP_RECORDED(Pools::TrimTo, (uint64_t pool, uint64_t keep), { r.PoolTrimmed(pool, keep, t0); });
+            { r.PoolAttributeSet(pool, attr, value, t); });
+SP_RECORDED(Pools::TrimTo, (uint64_t pool, uint64_t keep), { r.PoolTrimmed(pool, keep, t); });
 SP_RECORDED(Pools::SetCurrentPool, (int device, uint64_t pool),
-            { r.CurrentPoolSet(device, pool, t0); });
+            { r.CurrentPoolSet(device, pool, t); });
 SP_RECORDED(Allocator::Malloc, (uint64_t size, int device),
-            { r.Malloced(*result, size, device, t0); });
-SP_RECORDED(Allocator::Free, (void* ptr), { r.FreedNow(ptr, t0); });
+            { r.Malloced(*result, size, device, t); });
+SP_RECORDED(Allocator::Free, (void* ptr), { r.FreedNow(ptr, t); });
 
 #undef SP_RECORDED
 #undef SP_UNPAREN
@@ -77,15 +77,15 @@ SP_RECORDED(Allocator::Free, (void* ptr), { r.FreedNow(ptr, t0); });
 template <>
 struct RecordedCall<&Streams::StreamQuery> {
   static constexpr bool kWritten = true;
-  static void Write(Recorder& r, const absl::Status& result, uint64_t t0, uint64_t s) {
-    if (result.ok() || absl::IsUnavailable(result)) r.StreamQueried(s, result.ok(), t0);
+  static void Write(Recorder& r, const absl::Status& result, Recorder::Times t, uint64_t s) {
+    if (result.ok() || absl::IsUnavailable(result)) r.StreamQueried(s, result.ok(), t);
   }
 };
 template <>
 struct RecordedCall<&Events::EventQuery> {
   static constexpr bool kWritten = true;
-  static void Write(Recorder& r, const absl::Status& result, uint64_t t0, uint64_t e) {
-    if (result.ok() || absl::IsUnavailable(result)) r.EventQueried(e, result.ok(), t0);
+  static void Write(Recorder& r, const absl::Status& result, Recorder::Times t, uint64_t e) {
+    if (result.ok() || absl::IsUnavailable(result)) r.EventQueried(e, result.ok(), t);
   }
 };
 

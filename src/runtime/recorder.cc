@@ -4,17 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/pool/block.h"
 #include "src/pool/names.h"
 #include "src/runtime/runtime_core.h"
+#include "src/util/check.h"
 
 namespace streampool::internal {
 namespace {
@@ -22,12 +24,51 @@ namespace {
 // Lines are buffered and written in blocks: a recording costs a formatted
 // line per call, not a system call.
 constexpr size_t kFlushBytes = 64 * 1024;
+// Room for a flush's worth and the longest line the allocator writes; longer
+// text (a pool's settings, the command line) is written by Emit in pieces.
+constexpr size_t kBufferBytes = kFlushBytes + 4096;
 
-const char* ThresholdText(uint64_t v, std::string* storage) {
-  if (v == UINT64_MAX) return "max";
-  *storage = absl::StrCat(v);
-  return storage->c_str();
+// The allocator's lines are formatted by hand, straight into the buffer:
+// they are written on its fast path, where a recording must cost little.
+// Put* return the position after what they wrote; the caller has made room
+// (Recorder::Room) for a whole line first.
+char* Put(char* p, absl::string_view text) {
+  std::memcpy(p, text.data(), text.size());
+  return p + text.size();
 }
+char* Put(char* p, uint64_t v) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *p++ = digits[--n];
+  return p;
+}
+char* Put(char* p, char c) {
+  *p = c;
+  return p + 1;
+}
+// The most a line of Put parts takes: 20 digits a number, text as it is.
+inline size_t MaxLength(absl::string_view text) { return text.size(); }
+constexpr size_t MaxLength(uint64_t) { return 20; }
+constexpr size_t MaxLength(char) { return 1; }
+
+// A rule's name as a view, measured once: every allocation line has one.
+absl::string_view RuleText(ReuseRule rule) {
+  static const auto* const kNames = [] {
+    auto* names = new std::array<absl::string_view, 6>;
+    for (size_t i = 0; i < names->size(); ++i) {
+      (*names)[i] = ReuseRuleName(static_cast<ReuseRule>(i));
+    }
+    return names;
+  }();
+  const auto i = static_cast<size_t>(rule);
+  return i < kNames->size() ? (*kNames)[i] : absl::string_view(ReuseRuleName(rule));
+}
+
+std::string ThresholdText(uint64_t v) { return v == UINT64_MAX ? "max" : absl::StrCat(v); }
 
 // The names `attr` lines use: the settings a replay must reproduce.
 const char* AttrName(PoolAttr attr) {
@@ -46,72 +87,6 @@ const char* AttrName(PoolAttr attr) {
       return nullptr;  // watermarks and read-only values decide nothing
   }
 }
-
-}  // namespace
-
-uint64_t Recorder::IdSpace::Take() {
-  if (free.empty()) return next++;
-  // Smallest first, so that ids stay small and a reader's tables dense.
-  auto it = std::min_element(free.begin(), free.end());
-  const uint64_t id = *it;
-  *it = free.back();
-  free.pop_back();
-  return id;
-}
-
-absl::StatusOr<std::unique_ptr<Recorder>> Recorder::Open(const std::string& path,
-                                                         RuntimeCore& core) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot open ", path, " for the recording: ", std::strerror(errno)));
-  }
-  std::unique_ptr<Recorder> r(new Recorder(fd, path, core));
-  r->Header();
-  return r;
-}
-
-Recorder::Recorder(int fd, std::string path, RuntimeCore& core) ABSL_NO_THREAD_SAFETY_ANALYSIS
-    : fd_(fd),
-      path_(std::move(path)),
-      core_(core),
-      real_time_(core.sim == nullptr) {
-  buf_.reserve(kFlushBytes + 4096);
-  // The legacy stream of device 0 is stream 0 in every v1 trace.
-  stream_ids_.next = 1;
-  streams_.emplace(core.devices[0].legacy_stream, 0);
-  MutexLock order_lock(&core.order_mu);
-  last_ns_ = core.executor->Now();
-}
-
-Recorder::~Recorder() { Close().IgnoreError(); }
-
-absl::Status Recorder::Close() {
-  if (!closed_) {
-    Flush();
-    if (::close(fd_) != 0 && error_.ok()) {
-      error_ = absl::InternalError(absl::StrCat("closing ", path_, ": ", std::strerror(errno)));
-    }
-    closed_ = true;
-  }
-  return error_;
-}
-
-void Recorder::Flush() {
-  size_t done = 0;
-  while (done < buf_.size() && error_.ok()) {
-    const ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error_ = absl::InternalError(absl::StrCat("writing ", path_, ": ", std::strerror(errno)));
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  buf_.clear();
-}
-
-namespace {
 
 // The program and its arguments (/proc/self/cmdline), so that a recording
 // says what produced it: the program's file name without its directory, each
@@ -153,63 +128,194 @@ std::string CommandLine() {
 
 }  // namespace
 
-void Recorder::Header() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+uint64_t Recorder::IdSpace::Take() {
+  if (free.empty()) return next++;
+  // Smallest first, so that ids stay small and a reader's tables dense.
+  auto it = std::min_element(free.begin(), free.end());
+  const uint64_t id = *it;
+  *it = free.back();
+  free.pop_back();
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<Recorder>> Recorder::Open(const std::string& path,
+                                                         RuntimeCore& core) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", path, " for the recording: ", std::strerror(errno)));
+  }
+  std::unique_ptr<Recorder> r(new Recorder(fd, path, core));
+  r->Header();
+  return r;
+}
+
+Recorder::Recorder(int fd, std::string path, RuntimeCore& core) ABSL_NO_THREAD_SAFETY_ANALYSIS
+    : fd_(fd),
+      path_(std::move(path)),
+      core_(core),
+      clock_(core.sim == nullptr ? core.executor.get() : nullptr),
+      buf_(new char[kBufferBytes]) {
+  last_ns_ = Now();
+}
+
+Recorder::~Recorder() { Close().IgnoreError(); }
+
+absl::Status Recorder::Close() {
+  MutexLock lock(&mu_);
+  if (!closed_) {
+    Flush();
+    if (::close(fd_) != 0 && error_.ok()) {
+      error_ = absl::InternalError(absl::StrCat("closing ", path_, ": ", std::strerror(errno)));
+    }
+    closed_ = true;
+  }
+  return error_;
+}
+
+void Recorder::Flush() {
+  size_t done = 0;
+  while (done < len_ && error_.ok()) {
+    const ssize_t n = ::write(fd_, buf_.get() + done, len_ - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error_ = absl::InternalError(absl::StrCat("writing ", path_, ": ", std::strerror(errno)));
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  len_ = 0;
+}
+
+void Recorder::Header() {
   const RuntimeConfig& c = core_.config;
-  absl::StrAppend(&buf_, "# streampool trace v1\n", "# recorded_by streampool\n");
+  EmitText("# streampool trace v1\n# recorded_by streampool\n");
   if (const std::string command = CommandLine(); !command.empty()) {
-    absl::StrAppend(&buf_, "# program ", command, "\n");
+    EmitText(absl::StrCat("# program ", command, "\n"));
   }
-  absl::StrAppend(&buf_, "# executor ", core_.sim != nullptr ? "simulator" : "real_time", "\n",
-                  "# device_count ", c.device_count, "\n", "# device_capacity ", c.device_capacity,
-                  "\n", "# backing ", EnumName(c.backing), "\n", "# api_call_ns ", c.api_call_ns,
-                  "\n", "# copy_bytes_per_us ", c.copy_bytes_per_us, "\n");
-  // Every device's current pool, as the program starts with it.
-  for (int d = 0; d < c.device_count; ++d) {
-    PoolId(core_.devices[d].current_pool.load(std::memory_order_relaxed));
+  EmitText(absl::StrCat("# executor ", clock_ == nullptr ? "simulator" : "real_time",
+                        "\n# device_count ", c.device_count, "\n# device_capacity ",
+                        c.device_capacity, "\n# backing ", EnumName(c.backing), "\n# api_call_ns ",
+                        c.api_call_ns, "\n# copy_bytes_per_us ", c.copy_bytes_per_us, "\n"));
+  // Every live pool and stream: their calls can come at any time, some by
+  // the allocator's fast path, which must find them defined. The legacy
+  // stream of device 0 is stream 0 in every v1 trace.
+  std::vector<uint64_t> pools;
+  core_.pools.ForEachPool([&](uint64_t h) { pools.push_back(h); });
+  std::sort(pools.begin(), pools.end());
+  for (uint64_t h : pools) {
+    const uint64_t id = pool_ids_.Take();
+    pools_.emplace(h, id);
+    EmitText(PoolLine(h, id));
+  }
+  stream_ids_.next = 1;
+  streams_.emplace(core_.devices[0].legacy_stream, 0);
+  for (uint64_t h : core_.stream_handles) {
+    if (h == 0 || streams_.contains(h)) continue;
+    const uint64_t id = stream_ids_.Take();
+    streams_.emplace(h, id);
+    EmitText(StreamLine(h, id, /*runtime_locked=*/true));
   }
 }
 
-std::string& Recorder::Line(uint64_t start_ns) {
-  if (real_time_ && start_ns > last_ns_) {
-    absl::StrAppend(&buf_, "advance ", start_ns - last_ns_, "\n");
-    last_ns_ = start_ns;
-  }
-  return buf_;
-}
-
-void Recorder::EndLine() {
-  buf_.push_back('\n');
-  Done();
-}
-
-void Recorder::Done() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (real_time_) {
-    MutexLock order_lock(&core_.order_mu);
-    last_ns_ = std::max(last_ns_, core_.executor->Now());
-  }
-  if (buf_.size() >= kFlushBytes) Flush();
-}
-
-uint64_t Recorder::StreamId(uint64_t handle) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  auto it = streams_.find(handle);
-  if (it != streams_.end()) return it->second;
-  // A stream made before the recording began, or a legacy stream of another
-  // device: defined where it is first used.
-  const uint64_t id = stream_ids_.Take();
-  streams_.emplace(handle, id);
+std::string Recorder::StreamLine(uint64_t handle, uint64_t id, bool runtime_locked) {
   int device = 0;
   unsigned flags = 0;
   if (absl::StatusOr<RuntimeCore::StreamRec*> rec = core_.FindStream(handle); rec.ok()) {
     device = (*rec)->device.load(std::memory_order_relaxed);
     if ((*rec)->legacy.load(std::memory_order_relaxed)) {
       flags = 2;
-    } else {
-      MutexLock order_lock(&core_.order_mu);
-      const StreamIndex idx = (*rec)->index.load(std::memory_order_relaxed);
-      if (core_.ordering.kind(idx) == StreamKind::kNonBlocking) flags = 1;
+    } else if (runtime_locked && core_.ordering.kind((*rec)->index.load(
+                                     std::memory_order_relaxed)) == StreamKind::kNonBlocking) {
+      // Only under the runtime's lock, which every stream creation holds;
+      // elsewhere the kind is not known, and the stream is written blocking.
+      flags = 1;
     }
   }
-  absl::StrAppend(&buf_, "stream ", id, " ", device, " ", flags, "\n");
+  return absl::StrCat("stream ", id, " ", device, " ", flags, "\n");
+}
+
+std::string Recorder::PoolLine(uint64_t handle, uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  absl::StatusOr<PoolTable::PoolRec*> rec = core_.pools.Find(handle);
+  if (!rec.ok() || (*rec)->mem() == nullptr) {
+    // An imported pool allocates nothing; it is named for completeness.
+    return absl::StrCat("pool ", id, " 0 imported=1\n");
+  }
+  MemPool& mp = *(*rec)->mem();
+  const PoolProps& p = mp.props();
+  MutexLock pool_lock(&mp.central_mu());
+  std::string reuse;
+  if (mp.reuse_follow_event_dependencies()) absl::StrAppend(&reuse, "event");
+  if (mp.reuse_allow_opportunistic()) {
+    absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "opportunistic");
+  }
+  if (mp.reuse_allow_internal_dependencies()) {
+    absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "internal");
+  }
+  if (reuse.empty()) reuse = "none";
+  std::string line = absl::StrCat(
+      "pool ", id, " ", std::max((*rec)->attrs.device, 0), " type=", EnumName(p.alloc_type),
+      " reuse=", reuse, " threshold=", ThresholdText(mp.release_threshold()),
+      " growth=", EnumName(mp.growth()), " front_cache=", mp.front_cache() ? 1 : 0,
+      " default=", (*rec)->attrs.is_default ? 1 : 0);
+  if (p.max_size != 0) absl::StrAppend(&line, " max_size=", p.max_size);
+  if (p.alloc_type == AllocationType::kHugePage || p.alloc_type == AllocationType::kDvpp) {
+    absl::StrAppend(&line, " page_policy=", EnumName(p.page_policy));
+  }
+  if (p.acl_rounding) absl::StrAppend(&line, " acl_rounding=1");
+  if (p.acl_align32) absl::StrAppend(&line, " acl_align32=1");
+  if (p.handle_types != 0) absl::StrAppend(&line, " handle_types=", p.handle_types);
+  line.push_back('\n');
+  return line;
+}
+
+template <typename... A>
+void Recorder::Emit(const A&... parts) {
+  // Lines written this way are short (numbers and short names).
+  const size_t most = (MaxLength(parts) + ...);
+  SP_DCHECK(most <= kBufferBytes - kFlushBytes);
+  if (len_ + most > kBufferBytes) Flush();
+  char* p = buf_.get() + len_;
+  ((p = Put(p, parts)), ...);
+  len_ = static_cast<size_t>(p - buf_.get());
+}
+
+void Recorder::EmitText(absl::string_view text) {
+  while (!text.empty()) {
+    if (len_ == kBufferBytes) Flush();
+    const size_t n = std::min(text.size(), kBufferBytes - len_);
+    std::memcpy(buf_.get() + len_, text.data(), n);
+    len_ += n;
+    text.remove_prefix(n);
+  }
+}
+
+void Recorder::Line(Times t) {
+  if (clock_ != nullptr && t.start > last_ns_) {
+    Emit("advance ", t.start - last_ns_, '\n');
+    last_ns_ = t.start;
+  }
+}
+
+void Recorder::Done(Times t) {
+  last_ns_ = std::max(last_ns_, t.end);
+  if (len_ >= kFlushBytes) Flush();
+}
+
+uint64_t Recorder::StreamId(uint64_t handle) {
+  if (handle == last_stream_) return last_stream_id_;
+  auto it = streams_.find(handle);
+  uint64_t id;
+  if (it != streams_.end()) {
+    id = it->second;
+  } else {
+    // A stream made while the recording opened: defined where first used.
+    id = stream_ids_.Take();
+    streams_.emplace(handle, id);
+    EmitText(StreamLine(handle, id, /*runtime_locked=*/false));
+  }
+  last_stream_ = handle;
+  last_stream_id_ = id;
   return id;
 }
 
@@ -222,250 +328,271 @@ uint64_t Recorder::EventId(uint64_t handle) {
 }
 
 uint64_t Recorder::PoolId(uint64_t handle) {
+  if (handle == last_pool_) return last_pool_id_;
   auto [it, inserted] = pools_.try_emplace(handle, 0);
   if (inserted) {
+    // Made while the recording opened (its lock cannot be taken here): its
+    // type and device, at the settings a pool is made with.
     it->second = pool_ids_.Take();
-    DefinePool(handle, it->second);
+    Emit("pool ", it->second, " 0\n");
   }
+  last_pool_ = handle;
+  last_pool_id_ = it->second;
   return it->second;
 }
 
-void Recorder::DefinePool(uint64_t handle, uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  absl::StatusOr<PoolTable::PoolRec*> rec = core_.pools.Find(handle);
-  if (!rec.ok() || (*rec)->mem() == nullptr) {
-    // An imported pool allocates nothing; it is named for completeness.
-    absl::StrAppend(&buf_, "pool ", id, " 0 imported=1\n");
-    return;
-  }
-  MemPool& mp = *(*rec)->mem();
-  const PoolProps& p = mp.props();
-  std::string threshold;
-  MutexLock pool_lock(&mp.central_mu());
-  std::string reuse;
-  if (mp.reuse_follow_event_dependencies()) absl::StrAppend(&reuse, "event");
-  if (mp.reuse_allow_opportunistic())
-    absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "opportunistic");
-  if (mp.reuse_allow_internal_dependencies()) {
-    absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "internal");
-  }
-  if (reuse.empty()) reuse = "none";
-  absl::StrAppend(&buf_, "pool ", id, " ", (*rec)->attrs.device < 0 ? 0 : (*rec)->attrs.device,
-                  " type=", EnumName(p.alloc_type), " reuse=", reuse,
-                  " threshold=", ThresholdText(mp.release_threshold(), &threshold),
-                  " growth=", EnumName(mp.growth()), " front_cache=", mp.front_cache() ? 1 : 0,
-                  " default=", (*rec)->attrs.is_default ? 1 : 0);
-  if (p.max_size != 0) absl::StrAppend(&buf_, " max_size=", p.max_size);
-  if (p.alloc_type == AllocationType::kHugePage || p.alloc_type == AllocationType::kDvpp) {
-    absl::StrAppend(&buf_, " page_policy=", EnumName(p.page_policy));
-  }
-  if (p.acl_rounding) absl::StrAppend(&buf_, " acl_rounding=1");
-  if (p.acl_align32) absl::StrAppend(&buf_, " acl_align32=1");
-  if (p.handle_types != 0) absl::StrAppend(&buf_, " handle_types=", p.handle_types);
-  buf_.push_back('\n');
-}
-
-void Recorder::StreamCreated(uint64_t s, int device, bool non_blocking, uint64_t start_ns) {
+void Recorder::StreamCreated(uint64_t s, int device, bool non_blocking, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t id = stream_ids_.Take();
   streams_[s] = id;
-  absl::StrAppend(&Line(start_ns), "stream ", id, " ", device, " ", non_blocking ? 1 : 0);
-  EndLine();
+  Line(t);
+  Emit("stream ", id, ' ', static_cast<uint64_t>(device), ' ', uint64_t{non_blocking ? 1u : 0u},
+       '\n');
+  Done(t);
 }
 
-void Recorder::StreamDestroyed(uint64_t s, uint64_t start_ns) {
+void Recorder::StreamDestroyed(uint64_t s, Times t) {
+  MutexLock lock(&mu_);
   auto it = streams_.find(s);
-  if (it == streams_.end()) return;  // never used while recording: nothing to undo
-  absl::StrAppend(&Line(start_ns), "sdestroy ", it->second);
-  EndLine();
+  if (it == streams_.end()) return;
+  Line(t);
+  Emit("sdestroy ", it->second, '\n');
+  Done(t);
   stream_ids_.Give(it->second);
   streams_.erase(it);
+  if (last_stream_ == s) last_stream_ = 0;
 }
 
-void Recorder::EventCreated(uint64_t e, unsigned flags, uint64_t start_ns) {
+void Recorder::EventCreated(uint64_t e, unsigned flags, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t id = event_ids_.Take();
   events_[e] = id;
-  absl::StrAppend(&Line(start_ns), "event ", id, " ", flags);
-  EndLine();
+  Line(t);
+  Emit("event ", id, ' ', uint64_t{flags}, '\n');
+  Done(t);
 }
 
-void Recorder::EventDestroyed(uint64_t e, uint64_t start_ns) {
+void Recorder::EventDestroyed(uint64_t e, Times t) {
+  MutexLock lock(&mu_);
   auto it = events_.find(e);
   if (it == events_.end()) return;
-  absl::StrAppend(&Line(start_ns), "edestroy ", it->second);
-  EndLine();
+  Line(t);
+  Emit("edestroy ", it->second, '\n');
+  Done(t);
   event_ids_.Give(it->second);
   events_.erase(it);
 }
 
-void Recorder::EventRecorded(uint64_t e, uint64_t s, uint64_t start_ns) {
+void Recorder::EventRecorded(uint64_t e, uint64_t s, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
   const uint64_t eid = EventId(e);
-  absl::StrAppend(&Line(start_ns), "record ", eid, " ", sid);
-  EndLine();
+  Line(t);
+  Emit("record ", eid, ' ', sid, '\n');
+  Done(t);
 }
 
-void Recorder::StreamWaited(uint64_t s, uint64_t e, uint64_t start_ns) {
+void Recorder::StreamWaited(uint64_t s, uint64_t e, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
   const uint64_t eid = EventId(e);
-  absl::StrAppend(&Line(start_ns), "wait ", sid, " ", eid);
-  EndLine();
+  Line(t);
+  Emit("wait ", sid, ' ', eid, '\n');
+  Done(t);
 }
 
-void Recorder::StreamSynchronized(uint64_t s, uint64_t start_ns) {
+void Recorder::StreamSynchronized(uint64_t s, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  absl::StrAppend(&Line(start_ns), "sync ", sid);
-  EndLine();
+  Line(t);
+  Emit("sync ", sid, '\n');
+  Done(t);
 }
 
-void Recorder::EventSynchronized(uint64_t e, uint64_t start_ns) {
+void Recorder::EventSynchronized(uint64_t e, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t eid = EventId(e);
-  absl::StrAppend(&Line(start_ns), "esync ", eid);
-  EndLine();
+  Line(t);
+  Emit("esync ", eid, '\n');
+  Done(t);
 }
 
-void Recorder::DeviceSynchronized(int device, uint64_t start_ns) {
-  std::string& line = Line(start_ns);
+void Recorder::DeviceSynchronized(int device, Times t) {
+  MutexLock lock(&mu_);
+  Line(t);
   if (device == 0) {
-    absl::StrAppend(&line, "dsync");
+    Emit("dsync\n");
   } else {
-    absl::StrAppend(&line, "dsync ", device);
+    Emit("dsync ", static_cast<uint64_t>(device), '\n');
   }
-  EndLine();
+  Done(t);
 }
 
-void Recorder::StreamQueried(uint64_t s, bool complete, uint64_t start_ns) {
+void Recorder::StreamQueried(uint64_t s, bool complete, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  absl::StrAppend(&Line(start_ns), "query ", sid, complete ? "" : "  # not_ready");
-  EndLine();
+  Line(t);
+  Emit("query ", sid, complete ? "\n" : "  # not_ready\n");
+  Done(t);
 }
 
-void Recorder::EventQueried(uint64_t e, bool complete, uint64_t start_ns) {
+void Recorder::EventQueried(uint64_t e, bool complete, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t eid = EventId(e);
-  absl::StrAppend(&Line(start_ns), "equery ", eid, complete ? "" : "  # not_ready");
-  EndLine();
+  Line(t);
+  Emit("equery ", eid, complete ? "\n" : "  # not_ready\n");
+  Done(t);
 }
 
-void Recorder::Kernel(uint64_t s, uint64_t duration_ns, uint64_t start_ns) {
+void Recorder::Kernel(uint64_t s, uint64_t duration_ns, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  absl::StrAppend(&Line(start_ns), "kernel ", sid, " ", duration_ns);
-  EndLine();
+  Line(t);
+  Emit("kernel ", sid, ' ', duration_ns, '\n');
+  Done(t);
 }
 
-void Recorder::Copy(uint64_t s, uint64_t bytes, uint64_t start_ns) {
+void Recorder::Copy(uint64_t s, uint64_t bytes, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  absl::StrAppend(&Line(start_ns), "copy ", sid, " ", bytes);
-  EndLine();
+  Line(t);
+  Emit("copy ", sid, ' ', bytes, '\n');
+  Done(t);
 }
 
-void Recorder::HostFunc(uint64_t s, uint64_t start_ns) {
+void Recorder::HostFunc(uint64_t s, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  absl::StrAppend(&Line(start_ns), "host ", sid);
-  EndLine();
+  Line(t);
+  Emit("host ", sid, '\n');
+  Done(t);
 }
 
-void Recorder::HostAdvanced(uint64_t ns) {
+void Recorder::HostAdvanced(uint64_t ns, Times t) {
   // A real-time executor's host time is written as the gaps between calls.
-  if (real_time_) return;
-  absl::StrAppend(&buf_, "advance ", ns);
-  EndLine();
+  if (clock_ != nullptr) return;
+  MutexLock lock(&mu_);
+  Line(t);
+  Emit("advance ", ns, '\n');
+  Done(t);
 }
 
-void Recorder::PoolCreated(uint64_t pool, uint64_t start_ns) {
-  Line(start_ns);
-  PoolId(pool);
-  Done();
+void Recorder::PoolCreated(uint64_t pool, Times t) {
+  uint64_t id;
+  {
+    MutexLock lock(&mu_);
+    id = pool_ids_.Take();
+    pools_[pool] = id;
+  }
+  const std::string line = PoolLine(pool, id);
+  MutexLock lock(&mu_);
+  Line(t);
+  EmitText(line);
+  Done(t);
 }
 
-void Recorder::PoolDestroyed(uint64_t pool, uint64_t start_ns) {
+void Recorder::PoolDestroyed(uint64_t pool, Times t) {
+  MutexLock lock(&mu_);
   auto it = pools_.find(pool);
   if (it == pools_.end()) return;
-  absl::StrAppend(&Line(start_ns), "pdestroy ", it->second);
-  EndLine();
+  Line(t);
+  Emit("pdestroy ", it->second, '\n');
+  Done(t);
   pool_ids_.Give(it->second);
   pools_.erase(it);
+  if (last_pool_ == pool) last_pool_ = 0;
 }
 
-void Recorder::PoolAttributeSet(uint64_t pool, PoolAttr attr, uint64_t value, uint64_t start_ns) {
+void Recorder::PoolAttributeSet(uint64_t pool, PoolAttr attr, uint64_t value, Times t) {
   const char* name = AttrName(attr);
   if (name == nullptr) return;
+  MutexLock lock(&mu_);
   const uint64_t pid = PoolId(pool);
-  std::string text;
-  absl::StrAppend(
-      &Line(start_ns), "attr ", pid, " ", name, " ",
-      attr == PoolAttr::kReleaseThreshold ? ThresholdText(value, &text) : (value != 0 ? "1" : "0"));
-  EndLine();
+  Line(t);
+  Emit("attr ", pid, ' ', absl::string_view(name), ' ',
+       attr == PoolAttr::kReleaseThreshold ? ThresholdText(value) : (value != 0 ? "1" : "0"), '\n');
+  Done(t);
 }
 
-void Recorder::PoolTrimmed(uint64_t pool, uint64_t min_bytes_to_keep, uint64_t start_ns) {
+void Recorder::PoolTrimmed(uint64_t pool, uint64_t min_bytes_to_keep, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t pid = PoolId(pool);
-  absl::StrAppend(&Line(start_ns), "trim ", pid, " ", min_bytes_to_keep);
-  EndLine();
+  Line(t);
+  Emit("trim ", pid, ' ', min_bytes_to_keep, '\n');
+  Done(t);
 }
 
-void Recorder::CurrentPoolSet(int device, uint64_t pool, uint64_t start_ns) {
+void Recorder::CurrentPoolSet(int device, uint64_t pool, Times t) {
   // Allocations name their pool, so a replay needs no current pool; the
-  // call is written for what it costs (nothing) and for readers.
+  // call is written for readers.
+  MutexLock lock(&mu_);
   const uint64_t pid = PoolId(pool);
-  absl::StrAppend(&Line(start_ns), "# current_pool ", device, " ", pid);
-  EndLine();
+  Line(t);
+  Emit("# current_pool ", static_cast<uint64_t>(device), ' ', pid, '\n');
+  Done(t);
 }
 
 void Recorder::Allocated(uint64_t size, uint64_t s, uint64_t pool, const Block* block,
-                         ReuseRule rule, uint64_t start_ns) {
+                         ReuseRule rule, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
   const uint64_t pid = PoolId(pool);
   const uint64_t id = alloc_ids_.Take();
-  std::string& line = Line(start_ns);
-  absl::StrAppend(&line, "alloc ", id, " ", size, " ", sid, " ", pid);
+  Line(t);
+  Emit("alloc ", id, ' ', size, ' ', sid, ' ', pid);
   if (block == nullptr) {
     // Size 0: a null pointer, nothing to free; the id goes back at once.
     alloc_ids_.Give(id);
-    absl::StrAppend(&line, "\nfree ", id, " ", sid);
+    Emit("\nfree ", id, ' ', sid, '\n');
   } else {
     allocs_.emplace(block->addr(), id);
-    absl::StrAppend(&line, "  # ", ReuseRuleName(rule), " ", block->chunk->id, "+",
-                    block->addr() - block->chunk->base());
+    Emit("  # ", RuleText(rule), ' ', block->chunk->id, '+',
+         static_cast<uint64_t>(block->addr() - block->chunk->base()), '\n');
   }
-  EndLine();
+  Done(t);
 }
 
-void Recorder::AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, uint64_t start_ns) {
+void Recorder::AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
   const uint64_t pid = PoolId(pool);
+  // Nothing became live: a replay skips the free that keeps the id's
+  // bookkeeping whole, and the id is free again at once.
   const uint64_t id = alloc_ids_.Take();
-  // Nothing became live: the id is free again, and a replay's free of it is
-  // never written.
   alloc_ids_.Give(id);
-  std::string& line = Line(start_ns);
-  absl::StrAppend(&line, "alloc ", id, " ", size, " ", sid, " ", pid, "  # failed");
-  EndLine();
-  // The replay keeps the id live until a free; give it one that frees
-  // nothing (a failed allocation's free is skipped).
-  absl::StrAppend(&buf_, "free ", id, " ", sid);
-  EndLine();
+  Line(t);
+  Emit("alloc ", id, ' ', size, ' ', sid, ' ', pid, "  # failed\nfree ", id, ' ', sid, '\n');
+  Done(t);
 }
 
-void Recorder::Freed(const void* ptr, uint64_t s, uint64_t start_ns) {
+void Recorder::Freed(const void* ptr, uint64_t s, Times t) {
+  MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) return;  // made before the recording began
   const uint64_t sid = StreamId(s);
-  absl::StrAppend(&Line(start_ns), "free ", it->second, " ", sid);
-  EndLine();
+  Line(t);
+  Emit("free ", it->second, ' ', sid, '\n');
+  Done(t);
   alloc_ids_.Give(it->second);
   allocs_.erase(it);
 }
 
-void Recorder::Malloced(const void* ptr, uint64_t size, int device, uint64_t start_ns) {
+void Recorder::Malloced(const void* ptr, uint64_t size, int device, Times t) {
+  MutexLock lock(&mu_);
   const uint64_t id = alloc_ids_.Take();
   allocs_.emplace(reinterpret_cast<uintptr_t>(ptr), id);
-  absl::StrAppend(&Line(start_ns), "malloc ", id, " ", size, " ", device);
-  EndLine();
+  Line(t);
+  Emit("malloc ", id, ' ', size, ' ', static_cast<uint64_t>(device), '\n');
+  Done(t);
 }
 
-void Recorder::FreedNow(const void* ptr, uint64_t start_ns) {
+void Recorder::FreedNow(const void* ptr, Times t) {
+  MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) return;
-  absl::StrAppend(&Line(start_ns), "release ", it->second);
-  EndLine();
+  Line(t);
+  Emit("release ", it->second, '\n');
+  Done(t);
   alloc_ids_.Give(it->second);
   allocs_.erase(it);
 }

@@ -3,22 +3,29 @@
 // replayed by streampool-replay under other settings, and replayed at its
 // own to reproduce every decision.
 //
-// What is written: the runtime's configuration in the header; streams with
-// their flags, events, pools with their settings as they are first used;
-// kernels and copies with their durations, host functions, event records
-// and waits, synchronizes and queries, host time; allocations with the
-// decision each got (rule, chunk and offset, as a comment v1 readers skip)
-// and frees. Handles become small trace ids, reused once their object is
-// gone, so that a program that runs for hours writes lines in proportion to
-// its calls and nothing else grows.
+// What is written: the runtime's configuration in the header; every live
+// stream and pool when the recording begins, and those made later as they
+// are made, pools with their settings; events; kernels and copies with their
+// durations, host functions, event records and waits, synchronizes and
+// queries, host time; allocations with the decision each got (rule, chunk
+// and offset, as a comment v1 readers skip) and frees. Handles become small
+// trace ids, reused once their object is gone, so that a program that runs
+// for hours writes lines in proportion to its calls and nothing else grows.
 //
-// Every method runs under the runtime's lock, which is what orders the
-// lines: while a recorder is open the allocator's paths without that lock
-// are off (RuntimeCore::UpdateFastPath), so the file's order is the order in
-// which the runtime decided. Methods are called after a call succeeded (a
-// failed call changed nothing, so there is nothing to replay), except for
-// failed allocations, which a replay must fail too, and queries, which cost
-// host time either way.
+// Order. A line is appended under the recorder's own lock while the caller
+// still holds the lock that serialized the call's decision: the runtime's
+// lock for calls that take it, a stream's lock for the allocator's fast
+// path, a pool's lock for its central path without the runtime's lock. With
+// one host thread calling the runtime at a time the file is the calls'
+// order exactly. Calls of several threads on one stream, or a fast-path call
+// racing a call that flushes that stream's cache, are written in the order
+// their lines were appended, which a replay follows: it stays a valid
+// history, but where two threads raced, a decision may come out otherwise
+// (the replay counts those).
+//
+// Lines are written only for calls that succeeded (a failed call changed
+// nothing), but for failed allocations, which a replay must fail too, and
+// queries, which cost host time either way.
 #ifndef STREAMPOOL_SRC_RUNTIME_RECORDER_H_
 #define STREAMPOOL_SRC_RUNTIME_RECORDER_H_
 
@@ -27,9 +34,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/util/mutex.h"
+#include "streampool/executor.h"
 #include "streampool/mem_pool.h"
 #include "streampool/runtime.h"
 
@@ -40,7 +50,17 @@ struct Block;
 
 class Recorder {
  public:
-  // Opens `path` for writing (truncated) and writes the header. Fails with
+  // When a call ran, under an executor in real time (0 with the simulator,
+  // whose virtual host time a replay reproduces by itself): `start` on entry
+  // and `end` on return, so that the time between calls becomes an `advance`
+  // and a synchronize's own wait, which a replay waits too, does not.
+  struct Times {
+    uint64_t start = 0;
+    uint64_t end = 0;
+  };
+
+  // Opens `path` for writing (truncated) and writes the header, with every
+  // live stream and pool of the runtime. Runs under the runtime's lock.
   // kInvalidArgument naming the path and the reason when it cannot be opened.
   static absl::StatusOr<std::unique_ptr<Recorder>> Open(const std::string& path, RuntimeCore& core);
   ~Recorder();
@@ -49,62 +69,72 @@ class Recorder {
 
   // Writes what is buffered and closes the file; the first write error since
   // Open, if any (kInternal with the path and errno's text).
-  absl::Status Close();
+  absl::Status Close() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Host time under an executor that runs in real time: the gap since the
-  // last recorded call becomes an `advance` before the next one. `start_ns`
-  // of a call that blocks (a synchronize) is its host time on entry, so that
-  // the wait itself, which a replay reproduces, is not written as host time.
-  bool real_time() const { return real_time_; }
+  // Host time now, for Times, when it is real (else 0). Lock-free.
+  uint64_t Now() const { return clock_ != nullptr ? clock_->Now() : 0; }
 
-  void StreamCreated(uint64_t s, int device, bool non_blocking, uint64_t start_ns);
-  void StreamDestroyed(uint64_t s, uint64_t start_ns);
-  void EventCreated(uint64_t e, unsigned flags, uint64_t start_ns);
-  void EventDestroyed(uint64_t e, uint64_t start_ns);
-  void EventRecorded(uint64_t e, uint64_t s, uint64_t start_ns);
-  void StreamWaited(uint64_t s, uint64_t e, uint64_t start_ns);
-  void StreamSynchronized(uint64_t s, uint64_t start_ns);
-  void EventSynchronized(uint64_t e, uint64_t start_ns);
-  void DeviceSynchronized(int device, uint64_t start_ns);
-  void StreamQueried(uint64_t s, bool complete, uint64_t start_ns);
-  void EventQueried(uint64_t e, bool complete, uint64_t start_ns);
-  void Kernel(uint64_t s, uint64_t duration_ns, uint64_t start_ns);
-  void Copy(uint64_t s, uint64_t bytes, uint64_t start_ns);
-  void HostFunc(uint64_t s, uint64_t start_ns);
-  void HostAdvanced(uint64_t ns);
-  void PoolCreated(uint64_t pool, uint64_t start_ns);
-  void PoolDestroyed(uint64_t pool, uint64_t start_ns);
-  void PoolAttributeSet(uint64_t pool, PoolAttr attr, uint64_t value, uint64_t start_ns);
-  void PoolTrimmed(uint64_t pool, uint64_t min_bytes_to_keep, uint64_t start_ns);
-  void CurrentPoolSet(int device, uint64_t pool, uint64_t start_ns);
-  // A MallocAsync that succeeded (block: what it handed out, null for size
-  // 0) or failed for lack of memory (rule unused).
+  // Calls through the runtime's lock (RuntimeImpl::Run).
+  void StreamCreated(uint64_t s, int device, bool non_blocking, Times t);
+  void StreamDestroyed(uint64_t s, Times t);
+  void EventCreated(uint64_t e, unsigned flags, Times t);
+  void EventDestroyed(uint64_t e, Times t);
+  void EventRecorded(uint64_t e, uint64_t s, Times t);
+  void StreamWaited(uint64_t s, uint64_t e, Times t);
+  void StreamSynchronized(uint64_t s, Times t);
+  void EventSynchronized(uint64_t e, Times t);
+  void DeviceSynchronized(int device, Times t);
+  void StreamQueried(uint64_t s, bool complete, Times t);
+  void EventQueried(uint64_t e, bool complete, Times t);
+  void Kernel(uint64_t s, uint64_t duration_ns, Times t);
+  void Copy(uint64_t s, uint64_t bytes, Times t);
+  void HostFunc(uint64_t s, Times t);
+  void HostAdvanced(uint64_t ns, Times t);
+  // Takes the pool's lock to read its settings: not under a pool's lock.
+  void PoolCreated(uint64_t pool, Times t);
+  void PoolDestroyed(uint64_t pool, Times t);
+  void PoolAttributeSet(uint64_t pool, PoolAttr attr, uint64_t value, Times t);
+  void PoolTrimmed(uint64_t pool, uint64_t min_bytes_to_keep, Times t);
+  void CurrentPoolSet(int device, uint64_t pool, Times t);
+  void Malloced(const void* ptr, uint64_t size, int device, Times t);
+  void FreedNow(const void* ptr, Times t);
+
+  // The allocator's calls, from any of its paths, under the lock that
+  // serialized the decision. A MallocAsync that succeeded (block: what it
+  // handed out, null for size 0), one that failed for lack of memory, and a
+  // FreeAsync.
   void Allocated(uint64_t size, uint64_t s, uint64_t pool, const Block* block, ReuseRule rule,
-                 uint64_t start_ns);
-  void AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, uint64_t start_ns);
-  void Freed(const void* ptr, uint64_t s, uint64_t start_ns);
-  // Malloc memory: made, and freed synchronously (Free) or in stream order
-  // (FreeAsync, which Freed writes).
-  void Malloced(const void* ptr, uint64_t size, int device, uint64_t start_ns);
-  void FreedNow(const void* ptr, uint64_t start_ns);
+                 Times t);
+  void AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, Times t);
+  void Freed(const void* ptr, uint64_t s, Times t);
 
  private:
   Recorder(int fd, std::string path, RuntimeCore& core);
-  void Header();
-  // Host time since the last call, written as an advance (real-time
-  // executors only), then the line's start.
-  std::string& Line(uint64_t start_ns);
-  // Ends the line Line began; Done is the same for text that already ends
-  // in a newline.
-  void EndLine();
-  void Done();
-  void Flush();
+  // The header and the definitions of what is live (Open, before anyone
+  // else can see the recorder).
+  void Header() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Host time since the last call as an `advance` (real time only), before
+  // a call's line.
+  void Line(Times t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the parts (text, unsigned numbers, characters) to the buffer.
+  template <typename... A>
+  void Emit(const A&... parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EmitText(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a line: the time it ended, and a write once enough is buffered.
+  void Done(Times t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  uint64_t StreamId(uint64_t handle);
-  uint64_t EventId(uint64_t handle);
-  uint64_t PoolId(uint64_t handle);
-  // The pool's `pool` line (settings now), written once.
-  void DefinePool(uint64_t handle, uint64_t id);
+  uint64_t StreamId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t EventId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pool's id; one not defined yet (imported, or made while the recording
+  // opened) is defined by what the caller can tell without its lock.
+  uint64_t PoolId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pool's `pool` line with its settings now; takes its lock.
+  std::string PoolLine(uint64_t handle, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // A stream's `stream` line: device and flags (whether it is non-blocking
+  // is read only under the runtime's lock).
+  std::string StreamLine(uint64_t handle, uint64_t id,
+                         bool runtime_locked) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Ids that come back when their object goes, smallest first.
   struct IdSpace {
@@ -115,22 +145,30 @@ class Recorder {
   };
 
   const int fd_;
-  bool closed_ = false;
   const std::string path_;
   RuntimeCore& core_;
-  const bool real_time_;
-  std::string buf_;
-  absl::Status error_;
-  uint64_t last_ns_ = 0;
+  // The executor's clock when host time is real, else null.
+  const Executor* const clock_;
 
-  absl::flat_hash_map<uint64_t, uint64_t> streams_;  // handle -> trace id
-  absl::flat_hash_map<uint64_t, uint64_t> events_;
-  absl::flat_hash_map<uint64_t, uint64_t> pools_;
-  absl::flat_hash_map<uintptr_t, uint64_t> allocs_;  // base -> trace id
-  IdSpace stream_ids_;
-  IdSpace event_ids_;
-  IdSpace pool_ids_;
-  IdSpace alloc_ids_;
+  mutable Mutex mu_{LockRank::kRecorder};
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  const std::unique_ptr<char[]> buf_ ABSL_PT_GUARDED_BY(mu_);
+  size_t len_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, uint64_t> streams_ ABSL_GUARDED_BY(mu_);  // handle -> id
+  absl::flat_hash_map<uint64_t, uint64_t> events_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> pools_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uintptr_t, uint64_t> allocs_ ABSL_GUARDED_BY(mu_);  // base -> id
+  IdSpace stream_ids_ ABSL_GUARDED_BY(mu_);
+  IdSpace event_ids_ ABSL_GUARDED_BY(mu_);
+  IdSpace pool_ids_ ABSL_GUARDED_BY(mu_);
+  IdSpace alloc_ids_ ABSL_GUARDED_BY(mu_);
+  // The last stream and pool looked up: most calls repeat them.
+  uint64_t last_stream_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_pool_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_pool_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace streampool::internal

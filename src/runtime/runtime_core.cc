@@ -114,12 +114,6 @@ void RuntimeCore::ChargeCall() {
   ChargeCallLocked();
 }
 
-uint64_t RuntimeCore::RecordClock() {
-  if (recorder == nullptr || !recorder->real_time()) return 0;
-  MutexLock order_lock(&order_mu);
-  return executor->Now();
-}
-
 void RuntimeCore::ChargeCallLocked() {
   if (config.api_call_ns != 0) executor->HostAdvance(config.api_call_ns);
 }
@@ -228,8 +222,7 @@ void RuntimeCore::UpdateFastPath() {
   // What the fast path skips: the checker's and the timeline's records, the
   // simulated cost of a call, and the native marker an adapter's points need.
   const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
-                  adapter == nullptr && recorder == nullptr &&
-                  (sim == nullptr || !sim->record_timeline());
+                  adapter == nullptr && (sim == nullptr || !sim->record_timeline());
   fast_path.store(on, std::memory_order_release);
   InvalidateLookups();
 }

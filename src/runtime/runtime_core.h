@@ -128,7 +128,7 @@ struct RuntimeCore {
   // In fatal mode, aborts with the first new report.
   void CheckerAfterEvent();
   // Whether the fast path may run: no checker, no recorded timeline, no
-  // per-call host cost, no adapter, no recording, not destroyed.
+  // per-call host cost, no adapter, not destroyed.
   void UpdateFastPath() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // Called by our upstreams when memory goes back (under the lock) ...
   void OnUnmapped(uintptr_t base, uint64_t size);
@@ -196,12 +196,11 @@ struct RuntimeCore {
   // Pinned host pools' bytes: bounded only by their maxSize and the system.
   DeviceBudget host_budget{UINT64_MAX};
   std::atomic<bool> fast_path{false};
-  // The open recording (spRuntimeStartRecording), else null. While it is
-  // open the fast path is off: every call it writes runs under the lock.
+  // The open recording (spRuntimeStartRecording), else null; the allocator's
+  // paths without the runtime's lock read `recording`, which a stop clears
+  // and then passes every stream and pool lock before the recorder goes.
   std::unique_ptr<Recorder> recorder;
-  // Host time at a call's start for the recorder: only under an executor in
-  // real time (virtual host time is reproduced by a replay), else 0.
-  uint64_t RecordClock() ABSL_LOCKS_EXCLUDED(order_mu);
+  std::atomic<Recorder*> recording{nullptr};
   // What the allocator's per-thread memo of (stream, pool) was resolved
   // under: a value no runtime of this process had before, replaced by
   // InvalidateLookups whenever a resolution could change (a stream or pool

@@ -226,6 +226,9 @@ void RuntimeImpl::TearDown() {
   // The recording is complete once the runtime is gone: its last lines are
   // the synchronize above's effects, which write nothing.
   if (c.recorder != nullptr) {
+    // No call is inside any more (Shutdown drained them): nothing can be
+    // writing.
+    c.recording.store(nullptr, std::memory_order_release);
     (void)c.recorder->Close();
     c.recorder.reset();
   }

@@ -115,12 +115,12 @@ class RuntimeImpl {
     if (absl::Status entered = Enter(); !entered.ok()) return Refused<R>(std::move(entered));
     if constexpr (RecordedCall<Op>::kWritten) {
       if (core_.recorder != nullptr) {
-        const uint64_t t0 = core_.RecordClock();
+        const uint64_t start = core_.recorder->Now();
         R result = (part<Part>().*Op)(std::forward<A>(args)...);
         // A synchronize lets the lock go while it waits: the recording may
         // have been stopped meanwhile.
-        if (core_.recorder != nullptr) {
-          RecordedCall<Op>::Write(*core_.recorder, result, t0, args...);
+        if (Recorder* r = core_.recorder.get()) {
+          RecordedCall<Op>::Write(*r, result, Recorder::Times{start, r->Now()}, args...);
         }
         return result;
       }

@@ -15,6 +15,8 @@ const char* LockRankName(LockRank rank) {
       return "the ordering core's lock";
     case LockRank::kStream:
       return "a stream's lock";
+    case LockRank::kRecorder:
+      return "the recorder's lock";
     case LockRank::kExecWorkers:
       return "the threads executor's worker table";
     case LockRank::kExecQueue:
@@ -36,7 +38,7 @@ const char* LockRankName(LockRank rank) {
 #if SP_LOCK_RANK_CHECK_ENABLED
 namespace {
 
-// Deeper nesting than this is a bug by itself: the order has eleven ranks
+// Deeper nesting than this is a bug by itself: the order has twelve ranks
 // and no rank is held twice.
 constexpr int kMaxHeld = 16;
 

@@ -30,6 +30,7 @@ enum class LockRank : uint8_t {
   kPool = 20,           // MemPool::central_mu_
   kOrdering = 30,       // RuntimeCore::order_mu
   kStream = 40,         // a stream slot's SpinLock (pos(S), its front caches)
+  kRecorder = 45,       // Recorder: the open recording's tables and buffer
   kExecWorkers = 50,    // ThreadExecutor: the worker table
   kExecQueue = 51,      // ThreadExecutor: one worker's queue; AdapterExecutor's state
   kExecDone = 52,       // ThreadExecutor: completions, for cross-stream waits

@@ -5,6 +5,7 @@
 // entry points validate what they are given.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -354,6 +356,63 @@ TEST(RecordReplay, ThreadsExecutorRecordingReplaysInVirtualTime) {
   // time had run, which virtual time reproduces only approximately.
   EXPECT_EQ(r.decisions_checked, live.rules.size() + live.failed);
   EXPECT_EQ(r.failed_allocs, 0u);
+}
+
+TEST(RecordReplay, SeveralHostThreadsRecordWhileTheFastPathRuns) {
+  // The shipped configuration: checker off, so allocations on a thread's own
+  // stream take the fast path, which writes under the stream's lock. Each
+  // thread has its own stream, so their calls commute and the file replays
+  // with every decision as it was; a stop while threads run is safe.
+  TempFile file("record_threads_fast");
+  RuntimeConfig config;
+  config.backing = Backing::kAddressOnly;
+  std::unique_ptr<Runtime> rt = *Runtime::Create(config);
+  rt->EnableChecker(false);
+  ASSERT_TRUE(rt->StartRecording(file.path()).ok());
+  constexpr int kThreads = 4;
+  constexpr int kPairs = 3000;
+  std::vector<StreamId> streams;
+  for (int i = 0; i < kThreads; ++i) streams.push_back(*rt->CreateStream(0));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int n = 0; n < kPairs; ++n) {
+        absl::StatusOr<AllocInfo> a = rt->MallocAsync(64 + 64 * (n % 4), streams[i]);
+        ASSERT_TRUE(a.ok());
+        ASSERT_TRUE(rt->FreeAsync(a->ptr, streams[i]).ok());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(rt->StopRecording().ok());
+  const ReplayResult r = ReplayRecorded(file.path());
+  EXPECT_EQ(r.decisions_checked, uint64_t{kThreads} * kPairs);
+  EXPECT_EQ(r.decisions_diverged, 0u) << r.first_divergence;
+}
+
+TEST(RecordReplay, StoppingWhileOtherThreadsAllocateIsSafe) {
+  TempFile file("record_stop_race");
+  std::unique_ptr<Runtime> rt = *Runtime::Create({});
+  rt->EnableChecker(false);
+  StreamId s = *rt->CreateStream(0);
+  std::atomic<bool> stop{false};
+  std::thread worker([&] {
+    while (!stop.load()) {
+      absl::StatusOr<AllocInfo> a = rt->MallocAsync(256, s);
+      ASSERT_TRUE(a.ok());
+      ASSERT_TRUE(rt->FreeAsync(a->ptr, s).ok());
+    }
+  });
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(rt->StartRecording(file.path()).ok());
+    ASSERT_TRUE(rt->StopRecording().ok());
+  }
+  stop = true;
+  worker.join();
+  // The last file is a trace (perhaps with a free whose allocation came
+  // before it began, which it leaves out).
+  absl::StatusOr<Trace> t = LoadTrace(file.path());
+  EXPECT_TRUE(t.ok()) << t.status();
 }
 
 TEST(RecordReplay, ALongRunWritesInProportionToItsCalls) {
