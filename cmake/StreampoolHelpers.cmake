@@ -98,3 +98,19 @@ function(streampool_cc_benchmark)
   target_link_libraries(${SP_NAME} PRIVATE
     streampool_internal benchmark::benchmark_main benchmark::benchmark ${SP_DEPS})
 endfunction()
+
+# streampool_record_replay_test(<target>): the CTest record_replay.<target>,
+# which runs the program with STREAMPOOL_RECORD and replays every recording
+# at its settings, each decision compared (cmake/RecordReplayCheck.cmake).
+# Needs the replay tool (STREAMPOOL_BUILD_TOOLS).
+function(streampool_record_replay_test target)
+  if(NOT STREAMPOOL_BUILD_TOOLS)
+    return()
+  endif()
+  add_test(NAME record_replay.${target}
+           COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${target}>
+                   -DREPLAY=$<TARGET_FILE:streampool-replay>
+                   -DOUT=${CMAKE_CURRENT_BINARY_DIR}/recordings/${target}
+                   -P ${PROJECT_SOURCE_DIR}/cmake/RecordReplayCheck.cmake)
+  set_tests_properties(record_replay.${target} PROPERTIES LABELS record_replay)
+endfunction()

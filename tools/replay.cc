@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -224,6 +225,13 @@ ABSL_FLAG(bool, json, false,
 ABSL_FLAG(std::string, svg, "",
           "also write reserved and used bytes over virtual time as SVG (with --min-capacity or "
           "--policy-report: minimum capacity against the makespan there, a point per setting)");
+ABSL_FLAG(bool, verify, false,
+          "replay each trace at its recorded settings and compare every allocation's decision "
+          "(rule, pool, chunk, offset) with the one the recording wrote; exit 3 when one differs "
+          "in a recording made in virtual time, or when a trace with allocations has no recorded "
+          "decision (a recording in real time, threads or adapter, or one with a pool on the "
+          "program's own upstream, is replayed and reported: its decisions depended on what a "
+          "replay does not have). Takes no setting flag");
 ABSL_FLAG(std::string, timeline, "",
           "also write every run's stream ops, allocation lifetimes and pool bytes as Chrome "
           "trace-event JSON (Perfetto, chrome://tracing), one process per run");
@@ -239,17 +247,21 @@ constexpr char kUsage[] =
     "usage: streampool-replay [flags] TRACE...\n"
     "\n"
     "TRACE is a \"streampool trace v1\" file (traces/README.md) or an RMM replay log\n"
-    "(CSV). Each threshold is combined with each growth and each reuse setting.\n"
+    "(CSV). Each threshold is combined with each growth and each reuse setting. A\n"
+    "recording (spRuntimeStartRecording, STREAMPOOL_RECORD) replays at its own settings\n"
+    "when no setting flag is given, and its decisions are compared with the replay's.\n"
     "\n"
     "--min-capacity and --policy-report search instead the smallest device each setting\n"
     "runs in (in 2 MiB granules) and report the trace at that capacity.\n"
     "\n"
     "Exit status: 0 on success, 1 when a trace is malformed or a replay fails, 2 on a\n"
-    "bad command line. Out-of-memory allocations are results, not errors.\n"
+    "bad command line, 3 when --verify finds a decision the replay took otherwise.\n"
+    "Out-of-memory allocations are results, not errors.\n"
     "\n"
     "  streampool-replay --threshold=0,max traces/*.trace\n"
     "  streampool-replay --policies=all --json traces/torch-medium-512-inference.trace\n"
-    "  streampool-replay --policy-report --svg lab.svg traces/*.trace";
+    "  streampool-replay --policy-report --svg lab.svg traces/lab/*.trace\n"
+    "  streampool-replay --verify traces/lab/server.trace";
 
 const streampool::tools::CommandLine kCommandLine = {
     .program = "streampool-replay",
@@ -362,6 +374,13 @@ int main(int argc, char** argv) {
                               absl::GetFlag(FLAGS_policies).given || thresholds_given ||
                               absl::GetFlag(FLAGS_growth).given;
   base.use_recorded = !settings_given && !policy_report;
+  const bool verify = absl::GetFlag(FLAGS_verify);
+  if (verify && (settings_given || min_capacity || policy_report)) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--verify replays at the recorded settings: no --reuse, "
+                                  "--policies, --threshold, --growth, --min-capacity or "
+                                  "--policy-report with it");
+  }
   if (policy_report && !thresholds_given) thresholds = {0, UINT64_MAX};
 
   const std::vector<rp::ReplaySettings> settings =
@@ -403,6 +422,27 @@ int main(int argc, char** argv) {
 
   const std::string text = json ? rp::FormatJson(reports) : rp::FormatText(reports);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  int verdict = 0;
+  if (verify) {
+    for (const rp::TraceReport& rep : reports) {
+      for (const rp::ReplayResult& r : rep.runs) {
+        const bool pool_allocs =
+            std::any_of(rep.trace->ops.begin(), rep.trace->ops.end(),
+                        [](const rp::TraceOp& op) { return op.kind == rp::TraceOp::Kind::kAlloc; });
+        if (r.decisions_checked == 0 && pool_allocs) {
+          std::fprintf(stderr, "streampool-replay: %s: no recorded decision to compare\n",
+                       rep.trace->name.c_str());
+          verdict = 3;
+        } else if (r.decisions_diverged != 0 && r.not_reproducible.empty()) {
+          std::fprintf(
+              stderr, "streampool-replay: %s: %llu of %llu decisions differ; first: %s\n",
+              rep.trace->name.c_str(), static_cast<unsigned long long>(r.decisions_diverged),
+              static_cast<unsigned long long>(r.decisions_checked), r.first_divergence.c_str());
+          verdict = 3;
+        }
+      }
+    }
+  }
   if (!svg_path.empty() && !WriteFile(svg_path, rp::FormatSvg(reports))) return 1;
   if (!timeline_path.empty()) {
     std::vector<rp::TimelineProcess> processes;
@@ -411,5 +451,5 @@ int main(int argc, char** argv) {
     }
     if (!WriteFile(timeline_path, rp::FormatChromeTrace(processes))) return 1;
   }
-  return 0;
+  return verdict;
 }

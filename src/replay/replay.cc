@@ -314,6 +314,13 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   alloc_ns.reserve(trace.alloc_count);
   free_ns.reserve(trace.free_count);
   const bool verify = !trace.decisions.empty();
+  if (auto it = trace.header.find("executor");
+      it != trace.header.end() && it->second == "real_time") {
+    r.not_reproducible = "recorded in real time (threads or adapter executor)";
+  }
+  for (const TracePool& p : trace.pools) {
+    if (p.custom_upstream) r.not_reproducible = "a pool sat on the program's own upstream";
+  }
 
   r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
 

@@ -137,6 +137,9 @@ struct ReplayResult {
   uint64_t decisions_checked = 0;
   uint64_t decisions_diverged = 0;
   std::string first_divergence;
+  // Why the recorded decisions need not hold here (empty: they must): the
+  // recording ran in real time, or a pool sat on the program's own upstream.
+  std::string not_reproducible;
   // Every change of (reserved, used), starting with (0, 0, 0).
   std::vector<SeriesPoint> series;
   // With settings.record_timeline: the run as one timeline process.

@@ -133,7 +133,9 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       if (r.decisions_checked != 0) {
         absl::StrAppend(&out, "    recorded decisions: ", r.decisions_checked, " compared, ",
                         r.decisions_diverged, " diverged",
-                        r.first_divergence.empty() ? "" : "; first: ", r.first_divergence, "\n");
+                        r.first_divergence.empty() ? "" : "; first: ", r.first_divergence,
+                        r.not_reproducible.empty() ? "" : " (need not match: ", r.not_reproducible,
+                        r.not_reproducible.empty() ? "" : ")", "\n");
       }
     }
     absl::StrAppend(&out, "\n");
@@ -208,40 +210,42 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
   if (torch.peak_reserved && *torch.peak_reserved != 0) {
     vs_torch = static_cast<double>(r.peak_reserved) / *torch.peak_reserved;
   }
-  return {{"setting", c.Label()},
-          {"reuse", std::move(reuse)},
-          {"release_threshold",
-           c.release_threshold == UINT64_MAX ? Json("max") : Json(c.release_threshold)},
-          {"growth", internal::EnumName(c.growth)},
-          {"pool_growth", internal::EnumName(r.growth)},
-          {"pool", internal::EnumName(c.pool_type)},
-          {"backing", internal::EnumName(c.backing)},
-          {"capacity", c.device_capacity},
-          {"peak_reserved_bytes", r.peak_reserved},
-          {"peak_used_bytes", r.peak_used},
-          {"utilization", Ratio(r.utilization)},
-          {"live_utilization", Ratio(live_utilization)},
-          {"vs_torch_peak_reserved", Ratio(vs_torch)},
-          {"reuse_counts", std::move(counts)},
-          {"alloc_count", s.alloc_count},
-          {"free_count", s.free_count},
-          {"waits_inserted", s.waits_inserted},
-          {"failed_allocs", r.failed_allocs},
-          {"skipped_frees", r.skipped_frees},
-          {"upstream_maps", s.upstream_maps},
-          {"upstream_unmaps", s.upstream_unmaps},
-          {"reserved_at_end", s.reserved_bytes},
-          {"used_at_end", s.used_bytes},
-          {"checker_reports", r.checker_reports},
-          {"end_time_ns", r.end_time_ns},
-          {"makespan_ns", r.makespan_ns},
-          {"synchronizes", r.synchronizes},
-          {"recorded_decisions",
-           {{"compared", r.decisions_checked},
-            {"diverged", r.decisions_diverged},
-            {"first_divergence",
-             r.first_divergence.empty() ? Json(nullptr) : Json(r.first_divergence)}}},
-          {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}};
+  return {
+      {"setting", c.Label()},
+      {"reuse", std::move(reuse)},
+      {"release_threshold",
+       c.release_threshold == UINT64_MAX ? Json("max") : Json(c.release_threshold)},
+      {"growth", internal::EnumName(c.growth)},
+      {"pool_growth", internal::EnumName(r.growth)},
+      {"pool", internal::EnumName(c.pool_type)},
+      {"backing", internal::EnumName(c.backing)},
+      {"capacity", c.device_capacity},
+      {"peak_reserved_bytes", r.peak_reserved},
+      {"peak_used_bytes", r.peak_used},
+      {"utilization", Ratio(r.utilization)},
+      {"live_utilization", Ratio(live_utilization)},
+      {"vs_torch_peak_reserved", Ratio(vs_torch)},
+      {"reuse_counts", std::move(counts)},
+      {"alloc_count", s.alloc_count},
+      {"free_count", s.free_count},
+      {"waits_inserted", s.waits_inserted},
+      {"failed_allocs", r.failed_allocs},
+      {"skipped_frees", r.skipped_frees},
+      {"upstream_maps", s.upstream_maps},
+      {"upstream_unmaps", s.upstream_unmaps},
+      {"reserved_at_end", s.reserved_bytes},
+      {"used_at_end", s.used_bytes},
+      {"checker_reports", r.checker_reports},
+      {"end_time_ns", r.end_time_ns},
+      {"makespan_ns", r.makespan_ns},
+      {"synchronizes", r.synchronizes},
+      {"recorded_decisions",
+       {{"compared", r.decisions_checked},
+        {"diverged", r.decisions_diverged},
+        {"first_divergence", r.first_divergence.empty() ? Json(nullptr) : Json(r.first_divergence)},
+        {"not_reproducible",
+         r.not_reproducible.empty() ? Json(nullptr) : Json(r.not_reproducible)}}},
+      {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}};
 }
 
 }  // namespace

@@ -431,6 +431,8 @@ absl::StatusOr<TracePool> ParsePool(const TraceBuilder& b, uint32_t line,
     } else if (key == "max_size") {
       TRY_ASSIGN(n, Number(b, line, "max_size", v));
       p.max_size = n;
+    } else if (key == "upstream") {
+      p.custom_upstream = v == "custom";
     } else if (key == "handle_types") {
       TRY_ASSIGN(n, Number(b, line, "handle_types", v));
       p.handle_types = static_cast<unsigned>(n);

@@ -30,7 +30,7 @@
 //                                    threshold (bytes | max), growth,
 //                                    front_cache, default, max_size,
 //                                    page_policy, acl_rounding, acl_align32,
-//                                    handle_types; pdestroy <pool>
+//                                    handle_types, upstream=custom; pdestroy <pool>
 //   alloc <id> <size> <stream> <pool>
 //                                    from that pool; the recorder appends the
 //                                    decision as a comment:
@@ -153,6 +153,9 @@ struct TracePool {
   bool acl_rounding = false;
   bool acl_align32 = false;
   unsigned handle_types = 0;
+  // upstream=custom: the program gave the pool an upstream of its own, whose
+  // limits and placement a replay does not have (it uses the runtime's).
+  bool custom_upstream = false;
 };
 
 // What the recorder wrote after an alloc: the live run's decision.

@@ -48,6 +48,9 @@ class PoolTable {
     std::shared_ptr<AccessRights> access;
     // The resident device (-1: host).
     int device = 0;
+    // Made over a caller's upstream (spMemPoolCreateWithUpstream), whose
+    // limits a recording's replay cannot have.
+    bool custom_upstream = false;
   };
   struct PoolRec {
     std::variant<LocalPool, ExportablePool, ImportedPoolRef> kind;

@@ -128,6 +128,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
       return absl::UnimplementedError("only Device and PinnedHost pools can be exportable");
     }
   }
+  const bool custom = custom_upstream != nullptr;
   const bool touchable = c_.config.backing == Backing::kHost;
   const bool pinned = !VariantConfig(props.alloc_type)->device_memory;
   std::shared_ptr<PhysicalMemory> upstream = std::move(custom_upstream);
@@ -184,6 +185,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
     rec.kind = PoolTable::LocalPool{std::move(pool)};
   }
   rec.attrs.device = pinned ? -1 : props.device;
+  rec.attrs.custom_upstream = custom;
   rec.attrs.access = c_.NewAccessRights(rec.attrs.device, props.alloc_type);
   absl::StatusOr<uint64_t> h = c_.pools.Add(std::move(rec));
   if (!h.ok()) return h.status();

@@ -265,6 +265,7 @@ std::string Recorder::PoolLine(uint64_t handle, uint64_t id) ABSL_NO_THREAD_SAFE
   if (p.acl_rounding) absl::StrAppend(&line, " acl_rounding=1");
   if (p.acl_align32) absl::StrAppend(&line, " acl_align32=1");
   if (p.handle_types != 0) absl::StrAppend(&line, " handle_types=", p.handle_types);
+  if ((*rec)->attrs.custom_upstream) absl::StrAppend(&line, " upstream=custom");
   line.push_back('\n');
   return line;
 }

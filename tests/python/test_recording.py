@@ -41,7 +41,7 @@ def test_a_recording_replays_at_its_settings_with_every_decision(tmp_path):
     (trace,) = sp.replay(path)["traces"]
     (run,) = trace["runs"]
     assert run["recorded_decisions"] == {"compared": len(rules), "diverged": 0,
-                                         "first_divergence": None}
+                                         "first_divergence": None, "not_reproducible": None}
     assert run["reuse_counts"]["event_dependency"] == rules.count("event_dependency")
     assert run["failed_allocs"] == 0
 
