@@ -18,13 +18,14 @@ def test_files_go_to_one_directory_which_the_demo_names(tmp_path):
     # Nothing but the default directory lands in the working directory.
     assert [p.name for p in tmp_path.iterdir()] == ["streampool-demo"]
     assert sorted(p.name for p in (tmp_path / "streampool-demo").iterdir()) == [
-        "timeline.json", "traces.svg"]
+        "policy_lab.svg", "timeline.json", "traces.svg"]
     assert "Written to streampool-demo/:" in r.stdout
 
     out = tmp_path / "elsewhere" / "nested"
     r = demo(f"--traces_dir={tool('STREAMPOOL_TRACES_DIR')}", f"--output_dir={out}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["timeline.json", "traces.svg"]
+    assert sorted(p.name for p in out.iterdir()) == ["policy_lab.svg", "timeline.json",
+                                                      "traces.svg"]
     assert f"Written to {out}/:" in r.stdout
 
 
