@@ -128,6 +128,12 @@ struct Chunk {
   }
 };
 
+// A block's place for best-fit ties (SizeIndexNode::order): its chunk's
+// creation number, then its offset in the chunk, so that ties break alike in
+// every process, wherever the system mapped the chunks. Offsets below 16 TiB
+// keep chunks apart.
+inline uint64_t OrderOf(const Chunk& c) { return c.id << 44; }
+
 // Block objects come from slabs and go back to a free list, never to the
 // system: the steady state allocates nothing, and a stale queue entry may
 // still read a recycled block's stamp safely.

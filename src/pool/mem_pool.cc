@@ -236,6 +236,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
     // points at b) stays valid with the same stamp and free point.
     live = arena_.New();
     live->node.addr = b->addr();
+    live->node.order = b->node.order;
     live->node.size = size;
     live->chunk = b->chunk;
     live->prev = b->prev;
@@ -247,6 +248,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
     }
     b->prev = live;
     b->node.addr += size;
+    b->node.order += size;
     b->node.size -= size;
     InsertFree(b);
   } else if (b->state == BlockState::kPending) {

@@ -382,9 +382,11 @@ class MemPool {
   void UnlinkFreeChunk(Chunk* c);
   void Activate(StreamIndex s);
   void CompactQueue(StreamFrees& frees);
+  // Best fit across indexes, ties as inside one (SizeIndexNode::order).
   static bool Better(const Block* a, const Block* b) {
-    return b == nullptr || (a != nullptr && (a->size() != b->size() ? a->size() < b->size()
-                                                                    : a->addr() < b->addr()));
+    return b == nullptr ||
+           (a != nullptr &&
+            (a->size() != b->size() ? a->size() < b->size() : a->node.order < b->node.order));
   }
 
   const PoolProps props_;

@@ -36,6 +36,7 @@ Block* MemPool::GrowChunk(uint64_t size) {
   c->mapped_bytes = c->size();
   Block* b = arena_.New();
   b->node.addr = c->base();
+  b->node.order = OrderOf(*c);
   b->node.size = c->size();
   b->chunk = c;
   b->state = BlockState::kReady;
@@ -171,6 +172,7 @@ Chunk* MemPool::NewReservation(uint64_t bytes) {
   c->mapped_bits.assign((c->granules() + 63) / 64, 0);
   Block* b = arena_.New();
   b->node.addr = c->base();
+  b->node.order = OrderOf(*c);
   b->node.size = bytes;
   b->chunk = c;
   b->state = BlockState::kReady;

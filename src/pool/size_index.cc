@@ -85,7 +85,7 @@ bool SizeIndex::QueryKey(uint64_t min_size, uint64_t* key) {
 }
 
 SizeIndexNode* SizeIndex::Link(SizeIndexNode* a, SizeIndexNode* b) {
-  if (b->addr < a->addr) std::swap(a, b);
+  if (b->order < a->order) std::swap(a, b);
   // b becomes a's first child.
   b->sibling = a->child;
   if (a->child != nullptr) a->child->prev = b;
@@ -173,7 +173,7 @@ void SizeIndex::Remove(SizeIndexNode* node) {
 
   if (node->prev != nullptr) {
     // Not a heap root: put the merged children where the node was. This
-    // keeps heap order (they all have addr >= node->addr >= its parent's)
+    // keeps heap order (they all have order >= node->order >= its parent's)
     // and, unlike cut-and-meld-with-root, never needs the bin, so removing
     // from the middle of a heap does not touch the trie at all.
     SizeIndexNode* p = node->prev;
@@ -294,7 +294,7 @@ bool SizeIndex::CheckBin(const SizeIndexNode* root, uint64_t key, size_t limit, 
     const SizeIndexNode* expected_prev = x;
     size_t siblings = 0;
     for (const SizeIndexNode* c = x->child; c != nullptr; c = c->sibling) {
-      if (c->prev != expected_prev || c->addr < x->addr || ++siblings > limit) {
+      if (c->prev != expected_prev || c->order < x->order || ++siblings > limit) {
         ok = false;
         return Walk::kStop;
       }

@@ -1,8 +1,10 @@
 // SizeIndex: exact best-fit lookup over a pool's free blocks.
 //
 // A request for n bytes must get the free block with the smallest size >= n,
-// and among blocks of that size the one with the lowest address (so that
-// reuse is deterministic and packs towards the low end of a chunk). The index
+// and among blocks of that size the one with the lowest `order` (the pool's
+// place of a block: its chunk's creation number, then its offset there), so
+// that reuse packs towards the low end of a chunk and is the same in every
+// process, wherever the system placed the chunks. The index
 // sits on the allocator's hot path, so every operation costs O(trie depth)
 // plus, within one size, an O(log k) amortized pairing-heap term (k = blocks
 // of exactly that size); nothing ever scans blocks of other sizes.
@@ -11,7 +13,7 @@
 // 64-ary radix trie: an internal node holds a bitmap of its non-empty
 // children and 64 child pointers, so "next non-empty key >= k" is a masked
 // std::countr_zero per level. Each child of a bottom-level node is a bin: the
-// root of a pairing heap, ordered by address, of the nodes with that key. A
+// root of a pairing heap, ordered by `order`, of the nodes with that key. A
 // bin is nothing but that root pointer; the trie allocates no per-bin memory.
 //
 // Height. The root covers keys < 64^height_. height_ starts at 1 and grows
@@ -42,11 +44,13 @@
 
 namespace streampool::internal {
 
-// Embedded in a caller's block. The caller sets `size` and `addr` before
-// Insert and must not change them while the node is in an index.
+// Embedded in a caller's block. The caller sets `size`, `addr` and `order`
+// before Insert and must not change them while the node is in an index.
+// Ties between blocks of one size go to the lowest `order`.
 struct SizeIndexNode {
   uint64_t size = 0;
   uintptr_t addr = 0;
+  uint64_t order = 0;
   // Pairing-heap links, owned by the index.
   SizeIndexNode* child = nullptr;
   SizeIndexNode* sibling = nullptr;
@@ -77,7 +81,7 @@ class SizeIndex {
   // under STREAMPOOL_EXPENSIVE_CHECKS, since it costs a walk to the heap root).
   void Remove(SizeIndexNode* node);
 
-  // Smallest size >= min_size, lowest address among equals; nullptr if none.
+  // Smallest size >= min_size, lowest order among equals; nullptr if none.
   // min_size need not be a multiple of kSizeQuantum.
   SizeIndexNode* FindBestFit(uint64_t min_size) const;
 
@@ -85,24 +89,24 @@ class SizeIndex {
   // (eligible is called with a SizeIndexNode* and must not modify the index).
   // Examines nodes in nondecreasing size order; inside the first bin that has
   // an eligible node, it examines the whole bin (subject to the budget) so the
-  // lowest eligible address wins. Stops after examining at most `budget`
+  // lowest eligible order wins. Stops after examining at most `budget`
   // nodes and returns the best eligible node found so far (or nullptr).
   // *examined (if non-null) receives the number of nodes examined.
   //
   // "Examined" counts every node the search touches. Within a bin, once an
-  // eligible node at address a is known, a node at address >= a is touched
+  // eligible node of order a is known, a node of order >= a is touched
   // (counted, eligible() not called) but its heap subtree is skipped: heap
-  // order puts all of it at addresses >= a.
+  // order puts all of it at orders >= a.
   template <typename Pred>
   SizeIndexNode* FindBestFitIf(uint64_t min_size, Pred&& eligible, size_t budget,
                                size_t* examined = nullptr) const;
 
-  // The node with the largest size (lowest address among equals); nullptr if
+  // The node with the largest size (lowest order among equals); nullptr if
   // empty.
   SizeIndexNode* Largest() const;
 
   // Calls fn(node) with a SizeIndexNode* for every node, in increasing size
-  // order (address order within a size is unspecified); fn must not modify
+  // order (order within a size is unspecified); fn must not modify
   // the index.
   template <typename Fn>
   void ForEach(Fn&& fn) const;
@@ -121,7 +125,7 @@ class SizeIndex {
   //   every key reachable at the root is < 64^height_;
   //   for a bin with key k: the heap root has prev == sibling == nullptr,
   //     every heap node has size == k * kSizeQuantum and in_index, each
-  //     child's addr >= its parent's addr, prev links mirror child/sibling;
+  //     child's order >= its parent's order, prev links mirror child/sibling;
   //   Σ |bin| == size_;
   //   every free-list node has bitmap == 0 and all slots null.
   // Returns false on any inconsistency.
@@ -232,7 +236,7 @@ SizeIndexNode* SizeIndex::FindBestFitIf(uint64_t min_size, Pred&& eligible, size
       WalkHeap(bin, [&](SizeIndexNode* x) {
         if (seen == budget) return Walk::kStop;
         ++seen;
-        if (best != nullptr && x->addr >= best->addr) {
+        if (best != nullptr && x->order >= best->order) {
           return Walk::kSkipChildren;
         }
         if (eligible(x)) {

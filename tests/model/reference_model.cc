@@ -328,7 +328,11 @@ void ReferenceModel::Touch(int id, uint32_t s, uint64_t end) {
 
 bool ReferenceModel::Better(const Pool& pool, Ref a, Ref b) {
   const uint64_t sa = At(pool, a).size, sb = At(pool, b).size;
-  return sa != sb ? sa < sb : Addr(pool, a) < Addr(pool, b);
+  if (sa != sb) return sa < sb;
+  // Ties: the earlier-made reservation, then the lower offset (not the
+  // address, which the system chooses differently in every process).
+  const uint64_t ra = pool.res[a.r].id, rb = pool.res[b.r].id;
+  return ra != rb ? ra < rb : At(pool, a).offset < At(pool, b).offset;
 }
 
 std::optional<ReferenceModel::Ref> ReferenceModel::BestFit(

@@ -412,8 +412,8 @@ class ReferenceModel {
   }
   static const Block& At(const Pool& pool, Ref x) { return pool.res[x.r].blocks[x.b]; }
   static Block& At(Pool& pool, Ref x) { return pool.res[x.r].blocks[x.b]; }
-  // Smallest block satisfying pred with size >= need, lowest address among
-  // equals.
+  // Smallest block satisfying pred with size >= need; among equals, the one
+  // of the earliest reservation, at the lowest offset.
   std::optional<Ref> BestFit(const Pool& pool, uint64_t need,
                              const std::function<bool(Ref)>& pred) const;
   static bool Better(const Pool& pool, Ref a, Ref b);

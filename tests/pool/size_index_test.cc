@@ -104,6 +104,7 @@ class Arena {
         a = (rng() & ((uint64_t{1} << 47) - 1)) & ~uintptr_t{kQ - 1};
       } while (!used.insert(a).second);
       node.addr = a;
+      node.order = a;
     }
   }
   size_t capacity() const { return nodes_.size(); }
@@ -192,11 +193,11 @@ TEST(SizeIndexTest, EmptyIndex) {
 TEST(SizeIndexTest, TieGoesToLowestAddress) {
   SizeIndex index;
   // Inserted in an order where neither first nor last is lowest.
-  SizeIndexNode a{.size = 256, .addr = 0x5000};
-  SizeIndexNode b{.size = 256, .addr = 0x1000};
-  SizeIndexNode c{.size = 256, .addr = 0x9000};
-  SizeIndexNode smaller_but_too_small{.size = 224, .addr = 0x0};
-  SizeIndexNode bigger_lower_addr{.size = 288, .addr = 0x20};
+  SizeIndexNode a{.size = 256, .addr = 0x5000, .order = 0x5000};
+  SizeIndexNode b{.size = 256, .addr = 0x1000, .order = 0x1000};
+  SizeIndexNode c{.size = 256, .addr = 0x9000, .order = 0x9000};
+  SizeIndexNode smaller_but_too_small{.size = 224, .addr = 0x0, .order = 0x0};
+  SizeIndexNode bigger_lower_addr{.size = 288, .addr = 0x20, .order = 0x20};
   for (SizeIndexNode* n : {&a, &b, &c, &smaller_but_too_small, &bigger_lower_addr}) {
     index.Insert(n);
   }
@@ -213,9 +214,9 @@ TEST(SizeIndexTest, TieGoesToLowestAddress) {
 
 TEST(SizeIndexTest, ExtremeSizesAndRootGrowth) {
   SizeIndex index;
-  SizeIndexNode small{.size = 32, .addr = 1 << 10};
-  SizeIndexNode max{.size = SizeIndex::kMaxSize, .addr = 1 << 11};
-  SizeIndexNode mid{.size = uint64_t{1} << 30, .addr = 1 << 12};
+  SizeIndexNode small{.size = 32, .addr = 1 << 10, .order = 1 << 10};
+  SizeIndexNode max{.size = SizeIndex::kMaxSize, .addr = 1 << 11, .order = 1 << 11};
+  SizeIndexNode mid{.size = uint64_t{1} << 30, .addr = 1 << 12, .order = 1 << 12};
   index.Insert(&small);
   EXPECT_EQ(index.FindBestFit(33), nullptr);
   index.Insert(&max);  // grows the root to full height under `small`
@@ -241,13 +242,13 @@ TEST(SizeIndexTest, ExtremeSizesAndRootGrowth) {
 
 TEST(SizeIndexDeathTest, RejectsBadSizesAndDoubleInsert) {
   SizeIndex index;
-  SizeIndexNode odd{.size = 48, .addr = 0};
+  SizeIndexNode odd{.size = 48, .addr = 0, .order = 0};
   EXPECT_DEATH(index.Insert(&odd), "");
-  SizeIndexNode zero{.size = 0, .addr = 0};
+  SizeIndexNode zero{.size = 0, .addr = 0, .order = 0};
   EXPECT_DEATH(index.Insert(&zero), "");
-  SizeIndexNode huge{.size = SizeIndex::kMaxSize + kQ, .addr = 0};
+  SizeIndexNode huge{.size = SizeIndex::kMaxSize + kQ, .addr = 0, .order = 0};
   EXPECT_DEATH(index.Insert(&huge), "");
-  SizeIndexNode ok{.size = 64, .addr = 0};
+  SizeIndexNode ok{.size = 64, .addr = 0, .order = 0};
   index.Insert(&ok);
   EXPECT_DEATH(index.Insert(&ok), "");
   index.Remove(&ok);
@@ -265,6 +266,7 @@ TEST(SizeIndexTest, RemoveFromMiddleOfHeap) {
   for (size_t i = 0; i < kN; ++i) {
     nodes[i].size = 4096;
     nodes[i].addr = (i + 1) * 4096;
+    nodes[i].order = (i + 1) * 4096;
     order[i] = i;
   }
   std::shuffle(order.begin(), order.end(), rng);
@@ -421,9 +423,10 @@ TEST(SizeIndexTest, FindBestFitIfScansWholeFirstEligibleBin) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     nodes[i].size = 512;
     nodes[i].addr = 0x10000 - i * 64;  // inserted from high to low address
+    nodes[i].order = 0x10000 - i * 64;
     index.Insert(&nodes[i]);
   }
-  SizeIndexNode larger{.size = 1024, .addr = 0};
+  SizeIndexNode larger{.size = 1024, .addr = 0, .order = 0};
   index.Insert(&larger);
   // Only two addresses in the bin are eligible; the lower one must win.
   const uintptr_t want = nodes[150].addr;
@@ -456,6 +459,7 @@ TEST(SizeIndexTest, SteadyStateDoesNotAllocate) {
   for (size_t i = 0; i < background.size(); ++i) {
     background[i].size = DrawSize(rng);
     background[i].addr = (i + 1) * 1024;
+    background[i].order = (i + 1) * 1024;
     index.Insert(&background[i]);
   }
   // Proves the counter sees the index's allocations, so the check below is
@@ -465,9 +469,9 @@ TEST(SizeIndexTest, SteadyStateDoesNotAllocate) {
   // Sizes whose paths are shared with the background (a wide bin) and
   // sizes on their own path, which empties and is recycled on every
   // Remove.
-  SizeIndexNode shared{.size = background[0].size, .addr = 7};
-  SizeIndexNode lonely{.size = (uint64_t{1} << 44) + 3 * kQ, .addr = 9};
-  SizeIndexNode lonely_small{.size = 64 * 1024 - kQ, .addr = 11};
+  SizeIndexNode shared{.size = background[0].size, .addr = 7, .order = 7};
+  SizeIndexNode lonely{.size = (uint64_t{1} << 44) + 3 * kQ, .addr = 9, .order = 9};
+  SizeIndexNode lonely_small{.size = 64 * 1024 - kQ, .addr = 11, .order = 11};
   for (SizeIndexNode* n : {&shared, &lonely, &lonely_small}) {
     // Warm-up: the first insert of a new path may allocate.
     index.Insert(n);

@@ -174,10 +174,15 @@ TEST(TraceParseErrors, UnknownOp) {
 }
 
 TEST(TraceParseErrors, MissingAndExtraFields) {
-  EXPECT_EQ(ParseError("alloc 1 100\n"), "t:1: alloc takes 3 fields (<id> <size> <stream>), got 2");
+  EXPECT_EQ(ParseError("alloc 1 100\n"),
+            "t:1: alloc takes 3 or 4 fields (<id> <size> <stream> [<pool>]), got 2");
+  EXPECT_EQ(ParseError("pool 1 0\nalloc 1 100 0 1 7\n"),
+            "t:2: alloc takes 3 or 4 fields (<id> <size> <stream> [<pool>]), got 5");
   EXPECT_EQ(ParseError("free 1\n"), "t:1: free takes 2 fields (<id> <stream>), got 1");
   EXPECT_EQ(ParseError("sync\n"), "t:1: sync takes 1 field (<stream>), got 0");
-  EXPECT_EQ(ParseError("dsync 0\n"), "t:1: dsync takes 0 fields, got 1");
+  EXPECT_EQ(ParseError("dsync 0 1\n"), "t:1: dsync takes 0 or 1 field ([<device>]), got 2");
+  EXPECT_EQ(ParseError("pool 1\n"),
+            "t:1: pool takes 2 or more fields (<pool> <device> <key>=<value>...), got 1");
   EXPECT_EQ(ParseError("advance 1 2\n"), "t:1: advance takes 1 field (<ns>), got 2");
 }
 
