@@ -421,9 +421,11 @@ class STREAMPOOL_EXPORT Runtime {
   /// time, pools with their settings, and every allocation with the decision
   /// it got. streampool-replay replays the file; at the recorded settings it
   /// reproduces every decision when the recording began with the runtime
-  /// (the STREAMPOOL_RECORD variable of the CUDA and AscendCL faces does
-  /// that). While recording, every allocation takes the runtime's lock.
-  /// kInvalidArgument when already recording or the file cannot be created.
+  /// (the STREAMPOOL_RECORD variable does that for every runtime of a
+  /// process, the CUDA and AscendCL faces' included). With several host
+  /// threads racing on one pool, decisions may replay otherwise where they
+  /// raced. kInvalidArgument when already recording or the file cannot be
+  /// created.
   absl::Status StartRecording(const std::string& path);
   /// Completes the file (destroying the runtime does too). kInvalidArgument
   /// when not recording; kInternal when a write failed (the recording ends
