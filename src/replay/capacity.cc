@@ -81,10 +81,14 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
   // neither checker findings nor a timeline.
   run.check_stream_order = false;
   run.record_timeline = false;
+  run.measure_host_cost = false;
 
-  // Runs at `capacity` bytes; whether it fitted.
-  auto replay_at = [&](uint64_t capacity) -> absl::StatusOr<ReplayResult> {
+  // Runs at `capacity` bytes; whether it fitted. Only the unconstrained run
+  // is reported when it fails; a probe that fails is only a "no", and stops
+  // at its first failed allocation.
+  auto replay_at = [&](uint64_t capacity, bool stop_early = true) -> absl::StatusOr<ReplayResult> {
     run.device_capacity = capacity;
+    run.stop_at_first_failure = stop_early;
     absl::StatusOr<ReplayResult> r = Replay(replayed, run);
     ++out.replays;
     if (!r.ok()) return r.status();
@@ -97,7 +101,8 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
     return Slim(*std::move(r));
   };
 
-  absl::StatusOr<ReplayResult> unconstrained = replay_at(settings.device_capacity);
+  absl::StatusOr<ReplayResult> unconstrained =
+      replay_at(settings.device_capacity, /*stop_early=*/false);
   if (!unconstrained.ok()) return unconstrained.status();
   out.unconstrained = *std::move(unconstrained);
   out.fits = out.unconstrained.failed_allocs == 0;

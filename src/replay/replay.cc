@@ -311,9 +311,12 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   std::vector<void*> ptrs(trace.alloc_count, nullptr);
   std::vector<bool> failed(trace.alloc_count, false);
   std::vector<uint64_t> alloc_ns, free_ns;
-  alloc_ns.reserve(trace.alloc_count);
-  free_ns.reserve(trace.free_count);
+  if (settings.measure_host_cost) {
+    alloc_ns.reserve(trace.alloc_count);
+    free_ns.reserve(trace.free_count);
+  }
   const bool verify = !trace.decisions.empty();
+  const bool timed = settings.measure_host_cost;
   if (auto it = trace.header.find("executor");
       it != trace.header.end() && it->second == "real_time") {
     r.not_reproducible = "recorded in real time (threads or adapter executor)";
@@ -381,10 +384,9 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         if (!s.ok()) return s.status();
         absl::StatusOr<PoolId> pool = pool_of(op);
         if (!pool.ok()) return pool.status();
-        const uint64_t t0 = NowNs();
+        const uint64_t t0 = timed ? NowNs() : 0;
         absl::StatusOr<AllocInfo> a = rt.MallocFromPoolAsync(op.value, *pool, *s);
-        const uint64_t t1 = NowNs();
-        alloc_ns.push_back(t1 - t0);
+        if (timed) alloc_ns.push_back(NowNs() - t0);
         if (a.ok()) {
           ptrs[op.slot] = a->ptr;
           if (settings.record_timeline && op.value != 0) {
@@ -393,6 +395,10 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         } else if (absl::IsResourceExhausted(a.status())) {
           failed[op.slot] = true;
           ++r.failed_allocs;
+          if (settings.stop_at_first_failure) {
+            r.stopped_at_line = op.line;
+            i = total;  // leaves the loop after this op's bookkeeping
+          }
         } else {
           return AtLine(trace, op, "MallocFromPoolAsync", a.status());
         }
@@ -437,10 +443,9 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         }
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
-        const uint64_t t0 = NowNs();
+        const uint64_t t0 = timed ? NowNs() : 0;
         st = rt.FreeAsync(ptrs[op.slot], *s);
-        const uint64_t t1 = NowNs();
-        free_ns.push_back(t1 - t0);
+        if (timed) free_ns.push_back(NowNs() - t0);
         if (!st.ok()) return AtLine(trace, op, "FreeAsync", st);
         if (settings.record_timeline && ptrs[op.slot] != nullptr) {
           recorder.Freed(*s, ptrs[op.slot], rt.HostNow());

@@ -54,6 +54,13 @@ struct ReplaySettings {
   // above. A trace without them replays at the fields. streampool-replay
   // sets it when no setting flag is given.
   bool use_recorded = false;
+  // Time every MallocAsync and FreeAsync call (ReplayResult's host cost);
+  // capacity searches, which report none, turn it off.
+  bool measure_host_cost = true;
+  // End the replay at the first allocation that fails for lack of memory
+  // (the result then covers the trace up to there): a capacity search only
+  // asks whether a trace fits.
+  bool stop_at_first_failure = false;
   // Records the runtime's timeline, allocation lifetimes and pool bytes into
   // ReplayResult::timeline (memory grows with the trace).
   bool record_timeline = false;
@@ -137,6 +144,9 @@ struct ReplayResult {
   uint64_t decisions_checked = 0;
   uint64_t decisions_diverged = 0;
   std::string first_divergence;
+  // With stop_at_first_failure: the line of the allocation that failed and
+  // ended the replay (0: it ran to the end).
+  uint32_t stopped_at_line = 0;
   // Why the recorded decisions need not hold here (empty: they must): the
   // recording ran in real time, or a pool sat on the program's own upstream.
   std::string not_reproducible;
