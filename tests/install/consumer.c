@@ -41,6 +41,12 @@ static void PrintStats(const spMemPoolStats* st) {
 
 /* Everything between runtime creation and destruction. */
 static int Exercise(spRuntime_t rt) {
+  /* The history goes nowhere: what is checked is that the entry points are
+   * exported and answer as documented. */
+  EXPECT(spRuntimeStopRecording(rt) == spErrorInvalidValue); /* not recording */
+  CHECK(spRuntimeStartRecording(rt, "/dev/null"));
+  EXPECT(spRuntimeStartRecording(rt, "/dev/null") == spErrorInvalidValue); /* already */
+
   spStream_t stream = NULL;
   CHECK(spStreamCreate(&stream, rt, 0, spStreamNonBlocking));
 
@@ -62,6 +68,7 @@ static int Exercise(spRuntime_t rt) {
   EXPECT(st.usedHigh >= kAllocBytes);
 
   CHECK(spStreamDestroy(stream));
+  CHECK(spRuntimeStopRecording(rt));
   return 0;
 }
 
