@@ -135,7 +135,9 @@ LiveRun RunProgram(Runtime& rt, uint32_t seed, bool with_second_pool) {
         break;
       }
       case 9:
-        if (rng() % 4 == 0) EXPECT_TRUE(rt.StreamSynchronize(s).ok());
+        if (rng() % 4 == 0) {
+          EXPECT_TRUE(rt.StreamSynchronize(s).ok());
+        }
         break;
       case 10:
         if (!live_ptrs.empty()) {
