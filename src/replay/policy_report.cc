@@ -75,24 +75,6 @@ bool Better(const CapacityResult& a, const CapacityResult& b) {
   return a.at_min.makespan_ns < b.at_min.makespan_ns;
 }
 
-uint64_t ReuseCount(const PoolStats& s, ReuseRule rule) {
-  switch (rule) {
-    case ReuseRule::kFresh:
-      return s.fresh_allocs;
-    case ReuseRule::kSameStream:
-      return s.reuse_same_stream;
-    case ReuseRule::kEventDependency:
-      return s.reuse_event_dependency;
-    case ReuseRule::kOpportunistic:
-      return s.reuse_opportunistic;
-    case ReuseRule::kAfterSync:
-      return s.reuse_after_sync;
-    case ReuseRule::kInternalDependency:
-      return s.reuse_internal_dependency;
-  }
-  return 0;
-}
-
 }  // namespace
 
 ReplaySettings CudaDefaults(const ReplaySettings& base) {
@@ -384,16 +366,6 @@ namespace {
 // AllReuseCombinations order.
 constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
                                     "#E69F00", "#56B4E9", "#000000", "#999999"};
-
-double NiceStep(double range, int want) {
-  if (range <= 0) return 1;
-  const double raw = range / want;
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * p >= raw) return m * p;
-  }
-  return 10 * p;
-}
 
 // An axis over [lo, hi] with a margin, never empty.
 struct Axis {

@@ -173,24 +173,6 @@ Json CostJson(const HostCost& c) {
           {"max_ns", c.max_ns}};
 }
 
-uint64_t ReuseCount(const PoolStats& s, ReuseRule rule) {
-  switch (rule) {
-    case ReuseRule::kFresh:
-      return s.fresh_allocs;
-    case ReuseRule::kSameStream:
-      return s.reuse_same_stream;
-    case ReuseRule::kEventDependency:
-      return s.reuse_event_dependency;
-    case ReuseRule::kOpportunistic:
-      return s.reuse_opportunistic;
-    case ReuseRule::kAfterSync:
-      return s.reuse_after_sync;
-    case ReuseRule::kInternalDependency:
-      return s.reuse_internal_dependency;
-  }
-  return 0;
-}
-
 Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
   const ReplaySettings& c = r.settings;
   const PoolStats& s = r.stats;
@@ -294,17 +276,6 @@ namespace {
 // Colour-blind-safe palette (Okabe-Ito), one per setting.
 constexpr const char* kPalette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
                                     "#E69F00", "#56B4E9", "#000000", "#F0E442"};
-
-// A tick step of 1, 2 or 5 times a power of ten giving about `want` ticks.
-double NiceStep(double range, int want) {
-  if (range <= 0) return 1;
-  const double raw = range / want;
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * p >= raw) return m * p;
-  }
-  return 10 * p;
-}
 
 // The series as an SVG step polyline, at most one vertical segment per pixel
 // column: a column's points collapse to its maximum and its last value, so
@@ -468,6 +439,34 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
   }
   out += "</svg>\n";
   return out;
+}
+
+uint64_t ReuseCount(const PoolStats& s, ReuseRule rule) {
+  switch (rule) {
+    case ReuseRule::kFresh:
+      return s.fresh_allocs;
+    case ReuseRule::kSameStream:
+      return s.reuse_same_stream;
+    case ReuseRule::kEventDependency:
+      return s.reuse_event_dependency;
+    case ReuseRule::kOpportunistic:
+      return s.reuse_opportunistic;
+    case ReuseRule::kAfterSync:
+      return s.reuse_after_sync;
+    case ReuseRule::kInternalDependency:
+      return s.reuse_internal_dependency;
+  }
+  return 0;
+}
+
+double NiceStep(double range, int want) {
+  if (range <= 0) return 1;
+  const double raw = range / want;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
 }
 
 }  // namespace streampool::replay

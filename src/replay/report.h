@@ -53,6 +53,12 @@ std::string DumpJson(const nlohmann::ordered_json& json, int indent);
 // For SVG text.
 std::string XmlEscape(absl::string_view s);
 
+// The allocations a rule served, from the pool's statistics.
+uint64_t ReuseCount(const PoolStats& s, ReuseRule rule);
+// An axis tick step of 1, 2 or 5 times a power of ten giving about `want`
+// ticks over `range`.
+double NiceStep(double range, int want);
+
 }  // namespace streampool::replay
 
 #endif  // STREAMPOOL_SRC_REPLAY_REPORT_H_
