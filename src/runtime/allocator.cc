@@ -181,15 +181,8 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
     r.AllocationFailed(size, s, ph, t);
     return a;
   }
-  const Block* b = nullptr;
-  if (a->ptr != nullptr) {
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(a->ptr);
-    b = c_.page_map.Get(addr);
-    if (b == nullptr) {
-      auto it = c_.allocs.find(addr);
-      if (it != c_.allocs.end()) b = it->second.block;
-    }
-  }
+  const Block* b =
+      a->ptr != nullptr ? c_.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
   r.Allocated(size, s, ph, b, a->rule, t);
   return a;
 }

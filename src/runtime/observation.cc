@@ -100,12 +100,7 @@ absl::Status Observation::StopRecording() {
 }
 
 absl::StatusOr<Observation::BlockPlace> Observation::PlaceOf(const void* ptr) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(ptr);
-  const Block* b = c_.page_map.Get(addr);
-  if (b == nullptr) {
-    auto it = c_.allocs.find(addr);
-    if (it != c_.allocs.end()) b = it->second.block;
-  }
+  const Block* b = c_.PoolBlockAt(reinterpret_cast<uintptr_t>(ptr));
   if (b == nullptr) return absl::InvalidArgumentError("not the start of a live pool allocation");
   return BlockPlace{b->chunk->id, b->addr() - b->chunk->base()};
 }

@@ -98,6 +98,13 @@ struct RuntimeCore {
   // by every call that makes one, before it changes anything.
   absl::Status HandleRoom() const;
   uint64_t NewHandle(HandleKind kind);
+  // The live pool block starting at addr: the page map's, else the one the
+  // core's allocs hold for it; null for anything else.
+  const Block* PoolBlockAt(uintptr_t addr) const {
+    if (const Block* b = page_map.Get(addr)) return b;
+    auto it = allocs.find(addr);
+    return it != allocs.end() ? it->second.block : nullptr;
+  }
   // The handle of the stream in slot s now (0: destroyed), for reports.
   uint64_t StreamHandleOf(StreamIndex s) const {
     return s < stream_handles.size() ? stream_handles[s] : 0;
