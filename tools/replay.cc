@@ -29,7 +29,9 @@
 #include "src/replay/capacity.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/report.h"
+#include "src/replay/rmm_model.h"
 #include "src/replay/timeline.h"
+#include "src/replay/torch_validation.h"
 #include "src/replay/trace.h"
 #include "tools/command_line.h"
 
@@ -114,11 +116,12 @@ std::string AbslUnparseFlag(const PoliciesFlag& flag) { return flag.all ? "all" 
 // A byte count with binary suffixes, printed with the largest that divides it.
 struct BytesFlag {
   uint64_t bytes = 0;
+  bool zero_allowed = false;
 };
 bool AbslParseFlag(absl::string_view text, BytesFlag* flag, std::string* error) {
   absl::StatusOr<uint64_t> bytes = rp::ParseBytes(text);
   if (!bytes.ok()) return Fail(bytes.status(), error);
-  if (*bytes == 0) {
+  if (*bytes == 0 && !flag->zero_allowed) {
     *error = "a device has at least one byte";
     return false;
   }
@@ -196,6 +199,28 @@ ABSL_FLAG(GrowthsFlag, growth, GrowthsFlag{{streampool::PoolGrowth::kDefault}},
           "pool growths, comma-separated: default (expandable on both backings), chunked or "
           "expandable; a row names its growth when more than one is given or it is not the "
           "default");
+ABSL_FLAG(std::string, allocator, "streampool",
+          "allocators to replay each trace under, comma-separated, on identical inputs: "
+          "streampool (the pool at the setting flags), pytorch (a model of PyTorch's CUDA "
+          "caching allocator, see --torch-conf), rmm-pool (a model of RMM's "
+          "pool_memory_resource, see --rmm-initial), cuda (streampool's pool at CUDA's "
+          "defaults: chunked growth, every reuse rule, threshold 0), or all");
+ABSL_FLAG(std::string, torch_conf, "",
+          "the pytorch model's options, as PYTORCH_CUDA_ALLOC_CONF writes them: "
+          "max_split_size_mb, roundup_power2_divisions, expandable_segments, "
+          "garbage_collection_threshold (against --capacity, as with a memory fraction); "
+          "also spelled --torch-conf");
+ABSL_FLAG(BytesFlag, rmm_initial, (BytesFlag{0, true}),
+          "the rmm-pool model's initial_pool_size (a multiple of 256; default 0: the pool grows "
+          "from the first request); also spelled --rmm-initial");
+ABSL_FLAG(BytesFlag, rmm_max, (BytesFlag{0, true}),
+          "the rmm-pool model's maximum_pool_size (a multiple of 256; default: none); also "
+          "spelled --rmm-max");
+ABSL_FLAG(bool, validate_torch, false,
+          "replay each PyTorch trace through the pytorch model from the trace's own initial "
+          "segments (or, for a trace converted without them, from a warm start: one pass of "
+          "the trace first) and compare the segment history and peak reserved with PyTorch's "
+          "own; also spelled --validate-torch");
 ABSL_FLAG(streampool::AllocationType, pool, streampool::AllocationType::kDevice,
           "pool type: device, pinned_host (or pinned), huge_page (or hugepage) or dvpp");
 ABSL_FLAG(streampool::Backing, backing, streampool::Backing::kAddressOnly,
@@ -270,7 +295,11 @@ const streampool::tools::CommandLine kCommandLine = {
     .source_file = "tools/replay.cc",
     .aliases = {{"--no-check", "--nocheck"},
                 {"--min-capacity", "--min_capacity"},
-                {"--policy-report", "--policy_report"}},
+                {"--policy-report", "--policy_report"},
+                {"--torch-conf", "--torch_conf"},
+                {"--rmm-initial", "--rmm_initial"},
+                {"--rmm-max", "--rmm_max"},
+                {"--validate-torch", "--validate_torch"}},
 };
 
 // A progress bar on stderr, drawn only when stderr is a terminal, so that
@@ -383,8 +412,54 @@ int main(int argc, char** argv) {
   }
   if (policy_report && !thresholds_given) thresholds = {0, UINT64_MAX};
 
-  const std::vector<rp::ReplaySettings> settings =
-      rp::SweepSettings(base, thresholds, growths, all_policies || policy_report);
+  absl::StatusOr<std::vector<rp::AllocatorKind>> allocators =
+      rp::ParseAllocatorList(absl::GetFlag(FLAGS_allocator));
+  if (!allocators.ok()) {
+    streampool::tools::UsageError(kCommandLine, std::string(allocators.status().message()));
+  }
+  absl::StatusOr<rp::TorchOptions> torch = rp::ParseTorchConf(absl::GetFlag(FLAGS_torch_conf));
+  if (!torch.ok())
+    streampool::tools::UsageError(kCommandLine, std::string(torch.status().message()));
+  base.torch = *torch;
+  base.rmm.initial_pool_size = absl::GetFlag(FLAGS_rmm_initial).bytes;
+  base.rmm.maximum_pool_size = absl::GetFlag(FLAGS_rmm_max).bytes;
+  if (base.rmm.initial_pool_size % rp::kRmmAlignment != 0 ||
+      base.rmm.maximum_pool_size % rp::kRmmAlignment != 0 ||
+      (base.rmm.maximum_pool_size != 0 &&
+       base.rmm.initial_pool_size > base.rmm.maximum_pool_size)) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--rmm-initial and --rmm-max are multiples of 256, the initial "
+                                  "size no more than the maximum");
+  }
+  const bool validate = absl::GetFlag(FLAGS_validate_torch);
+  if (validate && (min_capacity || policy_report || verify)) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--validate-torch is a report of its own: no --min-capacity, "
+                                  "--policy-report or --verify with it");
+  }
+  const bool other_allocators =
+      allocators->size() != 1 || allocators->front() != rp::AllocatorKind::kStreampool;
+  if (other_allocators && (policy_report || verify)) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--policy-report and --verify are about streampool's pool: "
+                                  "no --allocator with them");
+  }
+
+  // streampool's rows are the sweep; every other allocator is one row.
+  std::vector<rp::ReplaySettings> settings;
+  for (rp::AllocatorKind kind : *allocators) {
+    if (kind == rp::AllocatorKind::kStreampool) {
+      for (const rp::ReplaySettings& s :
+           rp::SweepSettings(base, thresholds, growths, all_policies || policy_report)) {
+        settings.push_back(s);
+      }
+    } else {
+      rp::ReplaySettings s = base;
+      s.allocator = kind;
+      s.use_recorded = base.use_recorded;
+      settings.push_back(s);
+    }
+  }
 
   // Every trace is parsed before anything runs, so a malformed one costs no
   // replay time.
@@ -399,6 +474,21 @@ int main(int argc, char** argv) {
   }
   if (min_capacity || policy_report) {
     return Search(traces, settings, /*with_cuda_defaults=*/policy_report, json, svg_path);
+  }
+  if (validate) {
+    std::vector<rp::TorchValidation> validations;
+    for (const rp::Trace& t : traces) {
+      absl::StatusOr<rp::TorchValidation> v = rp::ValidateTorch(t, base);
+      if (!v.ok()) {
+        std::fprintf(stderr, "streampool-replay: %s\n", std::string(v.status().message()).c_str());
+        return 1;
+      }
+      validations.push_back(*std::move(v));
+    }
+    const std::string text =
+        json ? rp::FormatValidationJson(validations) : rp::FormatValidationText(validations);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
   }
 
   Progress progress;

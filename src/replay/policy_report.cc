@@ -162,21 +162,37 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
                           internal::EnumName(c.pool_type), internal::EnumName(c.backing),
                           Human(c.device_capacity));
   }
+  // Another allocator's row names it where a pool setting would stand.
+  auto reuse_of = [](const ReplaySettings& s) {
+    return s.allocator == AllocatorKind::kStreampool ? s.ReuseLabel() : s.AllocatorLabel();
+  };
+  auto threshold_of = [](const ReplaySettings& s) {
+    return s.allocator == AllocatorKind::kStreampool ? s.ThresholdLabel()
+           : s.allocator == AllocatorKind::kCuda     ? std::string("0")
+                                                     : std::string("-");
+  };
+  auto growth_of = [](const ReplaySettings& s) {
+    return s.allocator == AllocatorKind::kStreampool ? std::string(internal::EnumName(s.growth))
+           : s.allocator == AllocatorKind::kCuda     ? std::string("chunked")
+                                                     : std::string("-");
+  };
   for (const TracePolicyReport& rep : reports) {
     const Trace& t = *rep.trace;
     absl::StrAppendFormat(&out, "%s: %d ops, peak live %s (%d bytes)\n", t.name, t.ops.size(),
                           Human(t.peak_live_bytes), t.peak_live_bytes);
     std::vector<std::pair<std::string, const CapacityResult*>> lines;
     for (const CapacityResult& r : rep.rows) {
-      lines.emplace_back(r.recorded_pools == 0 ? "" : "recorded: ", &r);
+      lines.emplace_back(r.recorded_pools == 0 || r.settings.allocator != AllocatorKind::kStreampool
+                             ? ""
+                             : "recorded: ",
+                         &r);
     }
     if (rep.cuda_defaults) lines.emplace_back("CUDA defaults: ", &*rep.cuda_defaults);
     int reuse_w = 28, group_w = 9, growth_w = 10;
     for (const auto& [prefix, r] : lines) {
-      reuse_w = std::max(reuse_w, static_cast<int>((prefix + r->settings.ReuseLabel()).size()));
-      group_w = std::max(group_w, static_cast<int>(r->settings.ThresholdLabel().size()));
-      growth_w = std::max(
-          growth_w, static_cast<int>(std::string(internal::EnumName(r->settings.growth)).size()));
+      reuse_w = std::max(reuse_w, static_cast<int>((prefix + reuse_of(r->settings)).size()));
+      group_w = std::max(group_w, static_cast<int>(threshold_of(r->settings).size()));
+      growth_w = std::max(growth_w, static_cast<int>(growth_of(r->settings).size()));
     }
     absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7s\n", reuse_w,
                           "reuse", group_w, "threshold", growth_w, "growth", "peak reserved",
@@ -190,18 +206,23 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
         // A mark where a smaller device fitted below one that failed.
         granules = absl::StrCat(r->min_capacity_granules(), r->lower_fits_found > 0 ? "*" : "");
         makespan = Ms(r->at_min.makespan_ns);
-        waits = absl::StrCat(r->at_min.stats.waits_inserted);
+        waits = absl::StrCat(r->at_min.counters.waits);
         syncs = absl::StrCat(r->at_min.synchronizes);
         const PoolStats& s = r->at_min.stats;
-        reuse = absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency,
-                                s.reuse_opportunistic, s.reuse_after_sync,
-                                s.reuse_internal_dependency, s.fresh_allocs);
+        reuse =
+            IsModel(r->settings.allocator)
+                ? absl::StrFormat("cross-stream %d, segments %d",
+                                  r->at_min.counters.cross_stream_reuses,
+                                  r->at_min.counters.segments_made)
+                : absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream,
+                                  s.reuse_event_dependency, s.reuse_opportunistic,
+                                  s.reuse_after_sync, s.reuse_internal_dependency, s.fresh_allocs);
       }
-      absl::StrAppendFormat(
-          &out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7d\n", reuse_w,
-          prefix + r->settings.ReuseLabel(), group_w, r->settings.ThresholdLabel(), growth_w,
-          internal::EnumName(r->settings.growth), Human(r->unconstrained.peak_reserved), min,
-          granules, makespan, waits, syncs, reuse, r->replays);
+      absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7d\n",
+                            reuse_w, prefix + reuse_of(r->settings), group_w,
+                            threshold_of(r->settings), growth_w, growth_of(r->settings),
+                            Human(r->unconstrained.peak_reserved), min, granules, makespan, waits,
+                            syncs, reuse, r->replays);
     }
     // One row is its own best; the summary is for a choice between several.
     if (lines.size() < 2) {
@@ -260,6 +281,7 @@ Json ThresholdJson(uint64_t t) { return t == UINT64_MAX ? Json("max") : Json(t);
 Json RowJson(const CapacityResult& r) {
   const ReplaySettings& c = r.settings;
   Json row = {{"setting", c.Label()},
+              {"allocator", c.AllocatorLabel()},
               {"reuse", c.ReuseLabel()},
               {"threshold", ThresholdJson(c.release_threshold)},
               {"growth", internal::EnumName(c.growth)},

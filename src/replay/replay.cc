@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -91,7 +93,25 @@ std::string ReplaySettings::ThresholdLabel() const {
   return release_threshold == UINT64_MAX ? "max" : absl::StrCat(release_threshold);
 }
 
+std::string ReplaySettings::AllocatorLabel() const {
+  std::string label = AllocatorName(allocator);
+  if (allocator == AllocatorKind::kPytorch && !torch.ToString().empty()) {
+    absl::StrAppend(&label, " ", torch.ToString());
+  }
+  if (allocator == AllocatorKind::kRmmPool) {
+    if (rmm.initial_pool_size != 0) absl::StrAppend(&label, " initial ", rmm.initial_pool_size);
+    if (rmm.maximum_pool_size != 0) absl::StrAppend(&label, " maximum ", rmm.maximum_pool_size);
+  }
+  return label;
+}
+
 std::string ReplaySettings::Label() const {
+  if (allocator == AllocatorKind::kPytorch || allocator == AllocatorKind::kRmmPool) {
+    return AllocatorLabel();
+  }
+  if (allocator == AllocatorKind::kCuda) {
+    return "cuda (chunked growth, every reuse rule, threshold 0)";
+  }
   std::string label = absl::StrCat(ReuseLabel(), ", threshold ", ThresholdLabel());
   if (growth != PoolGrowth::kDefault || label_growth) {
     absl::StrAppend(&label, ", growth ", internal::EnumName(growth));
@@ -203,6 +223,73 @@ absl::StatusOr<RuntimeConfig> ConfigFor(const Trace& trace, const ReplaySettings
   return config;
 }
 
+// CUDA's own pool as created by default: every reuse rule, threshold 0,
+// and a chunk per growth.
+void CudaDefaults(PoolProps* props) {
+  props->reuse_follow_event_dependencies = true;
+  props->reuse_allow_opportunistic = true;
+  props->reuse_allow_internal_dependencies = true;
+  props->release_threshold = 0;
+  props->growth = PoolGrowth::kChunked;
+}
+
+// A model's view of stream order: events on the replay's runtime.
+class RuntimeStreams final : public ModelStreams {
+ public:
+  using StreamFn = std::function<absl::StatusOr<StreamId>(uint32_t)>;
+  RuntimeStreams(Runtime& rt, int devices, StreamFn stream)
+      : rt_(rt), devices_(devices), stream_(std::move(stream)) {}
+  ~RuntimeStreams() override {
+    for (auto& [marker, e] : events_) (void)rt_.DestroyEvent(e);
+  }
+
+  absl::StatusOr<uint64_t> Record(uint32_t stream) override {
+    absl::StatusOr<StreamId> s = stream_(stream);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<EventId> e = rt_.CreateEvent(kEventDisableTiming);
+    if (!e.ok()) return e.status();
+    if (absl::Status st = rt_.RecordEvent(*e, *s); !st.ok()) {
+      (void)rt_.DestroyEvent(*e);
+      return st;
+    }
+    events_.emplace(next_, *e);
+    return next_++;
+  }
+  absl::StatusOr<bool> Done(uint64_t marker) override {
+    absl::Status st = rt_.EventQuery(events_.at(marker));
+    if (st.ok()) return true;
+    if (absl::IsUnavailable(st)) return false;
+    return st;
+  }
+  absl::Status Wait(uint32_t stream, uint64_t marker) override {
+    absl::StatusOr<StreamId> s = stream_(stream);
+    if (!s.ok()) return s.status();
+    return rt_.StreamWaitEvent(*s, events_.at(marker));
+  }
+  absl::Status Synchronize(uint64_t marker) override {
+    return rt_.EventSynchronize(events_.at(marker));
+  }
+  void Forget(uint64_t marker) override {
+    auto it = events_.find(marker);
+    if (it == events_.end()) return;
+    (void)rt_.DestroyEvent(it->second);
+    events_.erase(it);
+  }
+  absl::Status SynchronizeDevice() override {
+    for (int d = 0; d < devices_; ++d) {
+      if (absl::Status st = rt_.DeviceSynchronize(d); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Runtime& rt_;
+  int devices_;
+  StreamFn stream_;
+  absl::flat_hash_map<uint64_t, EventId> events_;
+  uint64_t next_ = 1;
+};
+
 // A trace pool's properties: as recorded, or with the settings' reuse
 // switches, threshold and growth.
 PoolProps PropsFor(const TracePool& p, const ReplaySettings& settings) {
@@ -228,6 +315,7 @@ PoolProps PropsFor(const TracePool& p, const ReplaySettings& settings) {
     props.release_threshold = settings.release_threshold;
     props.growth = settings.growth;
   }
+  if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
   return props;
 }
 
@@ -267,9 +355,12 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     return *pool;
   };
   const bool recorded_pools = !trace.pools.empty();
-  bool needs_own_pool = !recorded_pools;
+  const bool modelled = IsModel(settings.allocator);
+  bool needs_own_pool = !recorded_pools && !modelled;
   for (const TraceOp& op : trace.ops) {
-    if (op.kind == TraceOp::Kind::kAlloc && op.pool == TraceOp::kNoPool) needs_own_pool = true;
+    if (op.kind == TraceOp::Kind::kAlloc && op.pool == TraceOp::kNoPool && !modelled) {
+      needs_own_pool = true;
+    }
   }
   if (needs_own_pool) {
     PoolProps props;
@@ -279,6 +370,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     props.reuse_allow_internal_dependencies = settings.reuse_internal;
     props.release_threshold = settings.release_threshold;
     props.growth = settings.growth;
+    if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
     absl::StatusOr<PoolId> pool = make_pool(props);
     if (!pool.ok()) return pool.status();
     own_pool = *pool;
@@ -286,10 +378,20 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     if (!growth.ok()) return growth.status();
     r.growth = static_cast<PoolGrowth>(*growth);
   }
+  // The other allocators: one model per device, serving every pool of it.
+  std::vector<std::unique_ptr<AllocatorModel>> models(config->device_count);
+  std::vector<uint64_t> model_address;      // by slot
+  std::vector<uint8_t> model_device;        // by slot
+  std::vector<std::vector<uint32_t>> uses;  // by slot: streampool's record_stream streams
   // A pool's bytes as the series and the statistics count them: summed over
   // every pool the replay made.
   auto pool_bytes = [&](uint64_t* reserved, uint64_t* used) -> absl::Status {
     *reserved = *used = 0;
+    for (const std::unique_ptr<AllocatorModel>& m : models) {
+      if (m == nullptr) continue;
+      *reserved += m->reserved();
+      *used += m->used();
+    }
     for (PoolId p : all_pools) {
       absl::StatusOr<uint64_t> res = rt.GetPoolAttribute(p, PoolAttr::kReservedMemCurrent);
       if (!res.ok()) continue;  // destroyed since
@@ -315,7 +417,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     alloc_ns.reserve(trace.alloc_count);
     free_ns.reserve(trace.free_count);
   }
-  const bool verify = !trace.decisions.empty();
+  // A recording's decisions are streampool's at its recorded settings.
+  const bool verify = !trace.decisions.empty() && settings.allocator == AllocatorKind::kStreampool;
   const bool timed = settings.measure_host_cost;
   if (auto it = trace.header.find("executor");
       it != trace.header.end() && it->second == "real_time") {
@@ -339,13 +442,53 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
 
   // Created on first use, like the trace says; blocking streams, as
   // cudaStreamCreate makes them.
-  auto stream = [&](const TraceOp& op) -> absl::StatusOr<StreamId> {
-    if (!streams[op.stream]) {
+  auto stream_at = [&](uint32_t index) -> absl::StatusOr<StreamId> {
+    if (!streams[index]) {
       absl::StatusOr<StreamId> s = rt.CreateStream(0);
-      if (!s.ok()) return AtLine(trace, op, "CreateStream", s.status());
-      streams[op.stream] = *s;
+      if (!s.ok()) return s.status();
+      streams[index] = *s;
     }
-    return *streams[op.stream];
+    return *streams[index];
+  };
+  auto stream = [&](const TraceOp& op) -> absl::StatusOr<StreamId> {
+    absl::StatusOr<StreamId> s = stream_at(op.stream);
+    if (!s.ok()) return AtLine(trace, op, "CreateStream", s.status());
+    return s;
+  };
+  RuntimeStreams model_streams(rt, config->device_count, stream_at);
+  std::vector<bool> seeded;
+  if (modelled) {
+    model_address.assign(trace.alloc_count, 0);
+    model_device.assign(trace.alloc_count, 0);
+    ModelConfig mc;
+    mc.device_capacity = config->device_capacity;
+    mc.keep_history = settings.keep_segment_history;
+    mc.torch = settings.torch;
+    mc.rmm = settings.rmm;
+    for (int d = 0; d < config->device_count; ++d) {
+      absl::StatusOr<std::unique_ptr<AllocatorModel>> m =
+          MakeAllocatorModel(settings.allocator, mc, &model_streams);
+      if (!m.ok()) return m.status();
+      models[d] = *std::move(m);
+    }
+    if (settings.allocator == AllocatorKind::kPytorch && settings.seed_from_trace &&
+        !trace.initial_segments.empty()) {
+      if (absl::Status st = models[0]->Seed(trace.initial_segments, trace.initial_blocks);
+          !st.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(trace.name, ": the trace's torch_segment lines: ", st.message()));
+      }
+      seeded.assign(trace.alloc_count, false);
+      for (const InitialBlock& b : trace.initial_blocks) {
+        seeded[b.slot] = true;
+        model_address[b.slot] = b.address;
+      }
+    }
+  } else {
+    uses.resize(trace.alloc_count);
+  }
+  auto device_of = [&](const TraceOp& op) -> uint8_t {
+    return op.pool == TraceOp::kNoPool ? 0 : static_cast<uint8_t>(trace.pools[op.pool].device);
   };
   auto event = [&](const TraceOp& op) -> absl::StatusOr<EventId> {
     if (!events[op.event]) {
@@ -382,6 +525,27 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
       case TraceOp::Kind::kAlloc: {
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
+        if (modelled) {
+          if (!seeded.empty() && seeded[op.slot]) break;  // placed by Seed
+          const uint8_t device = device_of(op);
+          const uint64_t t0 = timed ? NowNs() : 0;
+          absl::StatusOr<uint64_t> a = models[device]->Allocate(op.value, op.stream, op.line);
+          if (timed) alloc_ns.push_back(NowNs() - t0);
+          if (a.ok()) {
+            model_address[op.slot] = *a;
+            model_device[op.slot] = device;
+          } else if (absl::IsResourceExhausted(a.status())) {
+            failed[op.slot] = true;
+            ++r.failed_allocs;
+            if (settings.stop_at_first_failure) {
+              r.stopped_at_line = op.line;
+              i = total;
+            }
+          } else {
+            return AtLine(trace, op, "Allocate", a.status());
+          }
+          break;
+        }
         absl::StatusOr<PoolId> pool = pool_of(op);
         if (!pool.ok()) return pool.status();
         const uint64_t t0 = timed ? NowNs() : 0;
@@ -443,6 +607,29 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         }
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
+        if (modelled && (ptrs[op.slot] == nullptr)) {
+          const uint64_t t0 = timed ? NowNs() : 0;
+          st = models[model_device[op.slot]]->Free(model_address[op.slot], op.stream, op.line);
+          if (timed) free_ns.push_back(NowNs() - t0);
+          if (!st.ok()) return AtLine(trace, op, "Free", st);
+          break;
+        }
+        // record_stream without an allocator that keeps it: the program
+        // orders the free after each using stream's work itself.
+        if (!uses.empty()) {
+          for (uint32_t u : uses[op.slot]) {
+            if (u == op.stream) continue;
+            absl::StatusOr<StreamId> us = stream_at(u);
+            if (!us.ok()) return AtLine(trace, op, "CreateStream", us.status());
+            absl::StatusOr<EventId> e = rt.CreateEvent(kEventDisableTiming);
+            if (!e.ok()) return AtLine(trace, op, "CreateEvent", e.status());
+            st = rt.RecordEvent(*e, *us);
+            if (st.ok()) st = rt.StreamWaitEvent(*s, *e);
+            (void)rt.DestroyEvent(*e);
+            if (!st.ok()) return AtLine(trace, op, "StreamWaitEvent", st);
+          }
+          uses[op.slot].clear();
+        }
         const uint64_t t0 = timed ? NowNs() : 0;
         st = rt.FreeAsync(ptrs[op.slot], *s);
         if (timed) free_ns.push_back(NowNs() - t0);
@@ -578,6 +765,18 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         events[op.event].reset();
         break;
       }
+      case TraceOp::Kind::kUse: {
+        if (failed[op.slot]) break;
+        if (absl::StatusOr<StreamId> s = stream(op); !s.ok()) return s.status();
+        if (modelled && ptrs[op.slot] == nullptr) {
+          st = models[model_device[op.slot]]->RecordUse(model_address[op.slot], op.stream);
+          if (!st.ok()) return AtLine(trace, op, "RecordUse", st);
+        } else if (!uses.empty() && std::find(uses[op.slot].begin(), uses[op.slot].end(),
+                                              op.stream) == uses[op.slot].end()) {
+          uses[op.slot].push_back(op.stream);
+        }
+        break;
+      }
       case TraceOp::Kind::kPool: {
         const TracePool& def = trace.pools[op.pool];
         if (def.device >= config->device_count) {
@@ -585,6 +784,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
               trace.name, ":", op.line, ": pool on device ", def.device, ", but the trace has ",
               config->device_count, " device(s) (header device_count)"));
         }
+        if (modelled) break;  // the device's model serves it
         absl::StatusOr<PoolId> pool = make_pool(PropsFor(def, settings));
         if (!pool.ok()) return AtLine(trace, op, "CreatePool", pool.status());
         if (settings.use_recorded && !def.front_cache) {
@@ -599,6 +799,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         break;
       }
       case TraceOp::Kind::kPoolDestroy: {
+        if (modelled) break;
         absl::StatusOr<PoolId> pool = pool_of(op);
         if (!pool.ok()) return pool.status();
         st = rt.DestroyPool(*pool);
@@ -608,7 +809,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
       }
       case TraceOp::Kind::kAttr: {
         // Other settings than the recorded ones stay what the sweep chose.
-        if (!settings.use_recorded && op.aux != static_cast<uint32_t>(PoolAttr::kFrontCache)) {
+        if (modelled ||
+            (!settings.use_recorded && op.aux != static_cast<uint32_t>(PoolAttr::kFrontCache))) {
           break;
         }
         absl::StatusOr<PoolId> pool = pool_of(op);
@@ -618,12 +820,17 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         break;
       }
       case TraceOp::Kind::kTrim: {
+        if (modelled) break;
         absl::StatusOr<PoolId> pool = pool_of(op);
         if (!pool.ok()) return pool.status();
         st = rt.TrimTo(*pool, op.value);
         if (!st.ok()) return AtLine(trace, op, "TrimTo", st);
         break;
       }
+    }
+    if (settings.stop_after_line != 0 && op.line >= settings.stop_after_line) {
+      if (modelled) r.model_state = models[0]->Describe(op.stream);
+      i = total;
     }
     // Only allocator calls and syncs (releases) change the pools' bytes.
     if (op.kind != TraceOp::Kind::kAdvance && op.kind != TraceOp::Kind::kKernel &&
@@ -641,6 +848,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     }
   }
   if (progress) progress(total, total);
+  if (modelled && r.model_state.empty() && !models.empty()) r.model_state = models[0]->Describe(0);
 
   // Statistics: summed over the pools (one, unless the trace names several).
   PoolStats sum;
@@ -669,6 +877,45 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     sum.largest_free_block = std::max(sum.largest_free_block, ps->largest_free_block);
   }
   r.stats = sum;
+  r.counters.segments_made = sum.upstream_maps;
+  r.counters.segments_freed = sum.upstream_unmaps;
+  r.counters.cross_stream_reuses = sum.reuse_event_dependency + sum.reuse_opportunistic +
+                                   sum.reuse_internal_dependency + sum.reuse_after_sync;
+  r.counters.waits = sum.waits_inserted;
+  r.counters.failed = sum.failed_alloc_count;
+  if (modelled) {
+    // A model's figures in the statistics' terms, so that every report
+    // reads them in one place.
+    PoolStats m;
+    ModelCounters c;
+    for (const std::unique_ptr<AllocatorModel>& model : models) {
+      m.reserved_bytes += model->reserved();
+      m.reserved_high += model->reserved_high();
+      m.used_bytes += model->used();
+      m.used_high += model->used_high();
+      const ModelCounters& mc = model->counters();
+      c.segments_made += mc.segments_made;
+      c.segments_freed += mc.segments_freed;
+      c.segments_high += mc.segments_high;
+      c.cross_stream_reuses += mc.cross_stream_reuses;
+      c.waits += mc.waits;
+      c.syncs += mc.syncs;
+      c.oom_retries += mc.oom_retries;
+      c.failed += mc.failed;
+      if (settings.keep_segment_history) {
+        r.segment_history.insert(r.segment_history.end(), model->history().begin(),
+                                 model->history().end());
+      }
+    }
+    m.failed_alloc_count = c.failed;
+    m.upstream_maps = c.segments_made;
+    m.upstream_unmaps = c.segments_freed;
+    m.waits_inserted = c.waits;
+    r.stats = m;
+    r.counters = c;
+    r.peak_reserved = config->device_count == 1 ? m.reserved_high : r.peak_reserved;
+    r.peak_used = m.used_high;
+  }
   if (all_pools.size() == 1) {
     absl::StatusOr<PoolStats> ps = rt.GetPoolStats(all_pools[0]);
     if (ps.ok()) r.stats = *ps;

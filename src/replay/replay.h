@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "src/replay/allocator_model.h"
 #include "src/replay/timeline.h"
 #include "src/replay/trace.h"
 #include "streampool/mem_pool.h"
@@ -65,12 +66,31 @@ struct ReplaySettings {
   // ReplayResult::timeline (memory grows with the trace).
   bool record_timeline = false;
 
+  // Which allocator serves the trace's allocations. kCuda replaces the reuse
+  // switches, threshold and growth above (and recorded ones) with CUDA's
+  // defaults; the models ignore them and serve every pool of a device.
+  AllocatorKind allocator = AllocatorKind::kStreampool;
+  TorchOptions torch;  // kPytorch's PYTORCH_CUDA_ALLOC_CONF
+  RmmOptions rmm;      // kRmmPool's construction arguments
+  // kPytorch starts from the segments a converted snapshot names (the
+  // trace's initial_segments, with its initial_blocks live in them) instead
+  // of empty.
+  bool seed_from_trace = true;
+  // Keeps a model's segment events in ReplayResult::segment_history.
+  bool keep_segment_history = false;
+  // Ends the replay after the op on this trace line (0: runs to the end); a
+  // model's state there is ReplayResult::model_state.
+  uint32_t stop_after_line = 0;
+
   // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
   // is on, "max" for UINT64_MAX; ", growth chunked" appended when the growth
   // is not the default or label_growth is set.
   std::string ReuseLabel() const;
   std::string ThresholdLabel() const;
   std::string Label() const;
+  // "streampool", "pytorch", "pytorch max_split_size_mb:128", "rmm-pool",
+  // "rmm-pool initial 1073741824", "cuda".
+  std::string AllocatorLabel() const;
 };
 
 // The 8 combinations of the three reuse switches, all-on first, none last.
@@ -150,6 +170,16 @@ struct ReplayResult {
   // Why the recorded decisions need not hold here (empty: they must): the
   // recording ran in real time, or a pool sat on the program's own upstream.
   std::string not_reproducible;
+  // What every allocator reports alike: segments (PyTorch), upstream blocks
+  // (RMM), or maps (streampool: chunks, or runs of granules) made and given
+  // back; cross-stream reuses; waits the allocator inserted and device
+  // synchronizations it forced; retries after freeing its cache.
+  ModelCounters counters;
+  // With settings.keep_segment_history, a model's segment events.
+  std::vector<SegmentEvent> segment_history;
+  // A model's state at the end, in words (AllocatorModel::Describe for the
+  // stream of the last op).
+  std::string model_state;
   // Every change of (reserved, used), starting with (0, 0, 0).
   std::vector<SeriesPoint> series;
   // With settings.record_timeline: the run as one timeline process.

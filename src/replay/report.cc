@@ -138,6 +138,22 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
                         r.not_reproducible.empty() ? "" : ")", "\n");
       }
     }
+    // Several allocators: what each did, in the terms they share.
+    const bool allocators = std::any_of(
+        rep.runs.begin(), rep.runs.end(),
+        [](const ReplayResult& r) { return r.settings.allocator != AllocatorKind::kStreampool; });
+    if (allocators) {
+      absl::StrAppendFormat(&out, "  %-*s %26s %10s %8s %12s %6s %6s %8s\n", label_width,
+                            "allocator", "peak reserved", "segments", "seg high", "cross-stream",
+                            "waits", "syncs", "retries");
+      for (const ReplayResult& r : rep.runs) {
+        const ModelCounters& c = r.counters;
+        absl::StrAppendFormat(&out, "  %-*s %26s %10d %8s %12d %6d %6d %8d\n", label_width,
+                              r.settings.AllocatorLabel(), Bytes(r.peak_reserved), c.segments_made,
+                              IsModel(r.settings.allocator) ? absl::StrCat(c.segments_high) : "-",
+                              c.cross_stream_reuses, c.waits, c.syncs, c.oom_retries);
+      }
+    }
     absl::StrAppend(&out, "\n");
   }
   absl::StrAppend(&out,
@@ -194,6 +210,7 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
   }
   return {
       {"setting", c.Label()},
+      {"allocator", c.AllocatorLabel()},
       {"reuse", std::move(reuse)},
       {"release_threshold",
        c.release_threshold == UINT64_MAX ? Json("max") : Json(c.release_threshold)},
@@ -221,6 +238,14 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
       {"end_time_ns", r.end_time_ns},
       {"makespan_ns", r.makespan_ns},
       {"synchronizes", r.synchronizes},
+      {"allocator_counts",
+       {{"segments_made", r.counters.segments_made},
+        {"segments_freed", r.counters.segments_freed},
+        {"segments_high", r.counters.segments_high},
+        {"cross_stream_reuses", r.counters.cross_stream_reuses},
+        {"waits", r.counters.waits},
+        {"syncs", r.counters.syncs},
+        {"oom_retries", r.counters.oom_retries}}},
       {"recorded_decisions",
        {{"compared", r.decisions_checked},
         {"diverged", r.decisions_diverged},

@@ -169,6 +169,41 @@ class TraceBuilder {
     return absl::OkStatus();
   }
 
+  // record_stream: the live allocation `id` is used on `stream` too.
+  absl::Status Use(uint64_t id, uint32_t stream, uint32_t line) {
+    auto it = ids_.find(id);
+    if (it == ids_.end() || !it->second.live) {
+      return Error(line, absl::StrCat("use of id ", id, ", which is not live"));
+    }
+    TraceOp op;
+    op.kind = TraceOp::Kind::kUse;
+    op.line = line;
+    op.stream = stream;
+    op.slot = it->second.slot;
+    trace_.ops.push_back(op);
+    return absl::OkStatus();
+  }
+
+  // PyTorch's segment history, from a converted snapshot's comments.
+  absl::Status InitialSegmentLine(const InitialSegment& s, uint32_t line) {
+    if (!trace_.ops.empty()) {
+      return Error(line, "torch_segment lines come before the first op");
+    }
+    if (s.size == 0 || s.address + s.size < s.address) {
+      return Error(line, "a torch_segment has a size and fits in 64 bits");
+    }
+    trace_.initial_segments.push_back(s);
+    return absl::OkStatus();
+  }
+  void SegmentHistory(SegmentEvent e) {
+    e.line = 0;
+    history_op_.push_back(trace_.ops.size());
+    trace_.segment_history.push_back(e);
+  }
+  void BlockPlace(uint64_t address, uint64_t size) {
+    trace_.initial_blocks.push_back(InitialBlock{trace_.alloc_count - 1, address, size});
+  }
+
   // Kernel durations and advances: both move virtual time.
   absl::Status AddTime(uint64_t ns, uint32_t line) {
     if (ns > kMaxTotalTimeNs - trace_.total_time_ns) {
@@ -223,6 +258,13 @@ class TraceBuilder {
     constexpr unsigned __int128 kMax = std::numeric_limits<uint64_t>::max();
     trace_.peak_live_bytes = static_cast<uint64_t>(std::min(peak_live_bytes_, kMax));
     trace_.live_at_end_bytes = static_cast<uint64_t>(std::min(live_bytes_, kMax));
+    // A segment event belongs to the op after it (PyTorch writes it before
+    // the allocation that caused it); after the last op, to none (line 0).
+    for (size_t i = 0; i < history_op_.size(); ++i) {
+      if (history_op_[i] < trace_.ops.size()) {
+        trace_.segment_history[i].line = trace_.ops[history_op_[i]].line;
+      }
+    }
     return std::move(trace_);
   }
 
@@ -240,6 +282,7 @@ class TraceBuilder {
   absl::flat_hash_map<uint64_t, IdState> ids_;
   absl::flat_hash_map<uint64_t, uint32_t> pool_index_;  // live pools by id
   std::vector<uint32_t> pool_line_;
+  std::vector<size_t> history_op_;  // per segment_history entry: ops before it
   unsigned __int128 live_bytes_ = 0;
   unsigned __int128 peak_live_bytes_ = 0;
 };
@@ -337,6 +380,7 @@ constexpr OpSpec kOps[] = {
     {"equery", TraceOp::Kind::kEventQuery, "<event>", 1, 1},
     {"attr", TraceOp::Kind::kAttr, "<pool> <name> <value>", 3, 3},
     {"trim", TraceOp::Kind::kTrim, "<pool> <bytes>", 2, 2},
+    {"use", TraceOp::Kind::kUse, "<id> <stream>", 2, 2},
 };
 
 // A device number as a line gives it (the replay checks it against the
@@ -479,6 +523,46 @@ std::optional<uint32_t> AttrByName(absl::string_view name) {
   return std::nullopt;
 }
 
+// `# torch_segment <address> <size> <stream> small|large [expandable]` (a
+// segment live when the trace starts) and `# segment_alloc|segment_free|
+// segment_map|segment_unmap <address> <size> <stream>` (PyTorch's own
+// history): true when the comment is one of them.
+absl::StatusOr<bool> ParseSegmentComment(TraceBuilder& b, uint32_t line,
+                                         absl::string_view comment) {
+  const std::vector<absl::string_view> w = Fields(comment);
+  if (w.empty()) return false;
+  constexpr std::pair<absl::string_view, SegmentEvent::Kind> kEvents[] = {
+      {"segment_alloc", SegmentEvent::Kind::kAlloc},
+      {"segment_free", SegmentEvent::Kind::kFree},
+      {"segment_map", SegmentEvent::Kind::kMap},
+      {"segment_unmap", SegmentEvent::Kind::kUnmap}};
+  if (w[0] == "torch_segment") {
+    if ((w.size() != 5 && w.size() != 6) || (w[4] != "small" && w[4] != "large") ||
+        (w.size() == 6 && w[5] != "expandable")) {
+      return b.Error(line,
+                     "torch_segment takes <address> <size> <stream> small|large [expandable]");
+    }
+    TRY_ASSIGN(address, Number(b, line, "address", w[1]));
+    TRY_ASSIGN(size, Number(b, line, "size", w[2]));
+    TRY_ASSIGN(sid, Number(b, line, "stream", w[3]));
+    TRY_ASSIGN(stream, b.Stream(sid, line));
+    InitialSegment s{address, size, stream, w[4] == "small", w.size() == 6};
+    if (absl::Status st = b.InitialSegmentLine(s, line); !st.ok()) return st;
+    return true;
+  }
+  for (const auto& [name, kind] : kEvents) {
+    if (w[0] != name) continue;
+    if (w.size() != 4) return b.Error(line, absl::StrCat(name, " takes <address> <size> <stream>"));
+    TRY_ASSIGN(address, Number(b, line, "address", w[1]));
+    TRY_ASSIGN(size, Number(b, line, "size", w[2]));
+    TRY_ASSIGN(sid, Number(b, line, "stream", w[3]));
+    TRY_ASSIGN(stream, b.Stream(sid, line));
+    b.SegmentHistory(SegmentEvent{kind, 0, address, size, stream});
+    return true;
+  }
+  return false;
+}
+
 absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::string_view>& f,
                        absl::string_view comment) {
   const OpSpec* spec = nullptr;
@@ -516,6 +600,17 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
       }
       if (absl::Status st = b.Alloc(id, size, stream, line, pool); !st.ok()) return st;
       if (std::optional<RecordedDecision> d = ParseDecision(comment)) b.Decision(*d);
+      // `# torch_block <address> <size>`: where PyTorch placed it.
+      const std::vector<absl::string_view> w = Fields(comment);
+      if (w.size() == 3 && w[0] == "torch_block") {
+        TRY_ASSIGN(address, Number(b, line, "torch_block address", w[1]));
+        TRY_ASSIGN(bytes, Number(b, line, "torch_block size", w[2]));
+        if (bytes < size) {
+          return b.Error(line, absl::StrCat("torch_block of ", bytes, " bytes holds less than the ",
+                                            size, " allocated"));
+        }
+        b.BlockPlace(address, bytes);
+      }
       return absl::OkStatus();
     }
     case TraceOp::Kind::kMalloc: {
@@ -533,6 +628,12 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
     case TraceOp::Kind::kRelease: {
       TRY_ASSIGN(id, Number(b, line, "id", f[1]));
       return b.Free(id, 0, line, std::nullopt, TraceOp::Kind::kRelease);
+    }
+    case TraceOp::Kind::kUse: {
+      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
+      TRY_ASSIGN(sid, Number(b, line, "stream", f[2]));
+      TRY_ASSIGN(stream, b.Stream(sid, line));
+      return b.Use(id, stream, line);
     }
     case TraceOp::Kind::kKernel: {
       TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
@@ -765,6 +866,11 @@ absl::StatusOr<Trace> ParseStreampoolTrace(absl::string_view text, absl::string_
     }
     const std::vector<absl::string_view> f = Fields(body);
     if (f.empty()) {
+      if (absl::StatusOr<bool> seg = ParseSegmentComment(b, n, comment); !seg.ok()) {
+        return seg.status();
+      } else if (*seg) {
+        continue;
+      }
       if (in_header && !comment.empty()) {
         absl::string_view c = Trim(comment);
         if (absl::ConsumePrefix(&c, "streampool trace ")) {

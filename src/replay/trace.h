@@ -45,6 +45,21 @@
 //                                    threshold (bytes or max)
 //   trim <pool> <bytes>              TrimTo
 //   dsync [<device>]                 DeviceSynchronize (device 0 by default)
+//   use <id> <stream>                the live allocation is used on another
+//                                    stream too (record_stream); its free is
+//                                    ordered after that stream's work
+//
+// What a converted PyTorch snapshot adds, as comments older readers skip:
+//
+//   # torch_segment <address> <size> <stream> small|large [expandable]
+//                                    a segment PyTorch held when the trace
+//                                    began (before the first op)
+//   alloc ... # torch_block <address> <size>
+//                                    where PyTorch placed that allocation
+//                                    (the block's size, rounded or unsplit)
+//   # segment_alloc|segment_free|segment_map|segment_unmap <address> <size> <stream>
+//                                    PyTorch's own segment history, where it
+//                                    happened: before the op that caused it
 //
 // Header keys a recording writes: executor, device_count, device_capacity,
 // backing, api_call_ns, copy_bytes_per_us.
@@ -120,6 +135,7 @@ struct TraceOp {
     kEventQuery,     // event
     kAttr,           // pool, aux = PoolAttr, value
     kTrim,           // pool, value = bytes kept
+    kUse,            // slot, stream (record_stream)
   };
   Kind kind = Kind::kAdvance;
   uint32_t line = 0;    // 1-based line in the source file
@@ -158,6 +174,34 @@ struct TracePool {
   bool custom_upstream = false;
 };
 
+// A segment an allocator took or gave back (or an expandable segment's
+// mapping changing): from a converted snapshot's history, or a replay
+// model's. `line` is the trace line of the op that caused it.
+struct SegmentEvent {
+  enum class Kind : uint8_t { kAlloc, kFree, kMap, kUnmap };
+  Kind kind = Kind::kAlloc;
+  uint32_t line = 0;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint32_t stream = 0;  // dense stream index
+};
+// "segment_alloc", "segment_free", "segment_map", "segment_unmap".
+const char* SegmentEventName(SegmentEvent::Kind kind);
+
+// A segment live when a trace starts, and an allocation placed in one.
+struct InitialSegment {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint32_t stream = 0;
+  bool small = false;
+  bool expandable = false;
+};
+struct InitialBlock {
+  uint64_t slot = 0;  // the trace allocation living there
+  uint64_t address = 0;
+  uint64_t size = 0;  // the block's size (rounded, or larger when unsplit)
+};
+
 // What the recorder wrote after an alloc: the live run's decision.
 struct RecordedDecision {
   bool present = false;
@@ -183,6 +227,11 @@ struct Trace {
   std::vector<TracePool> pools;
   // By slot, when the trace is a recording (else empty).
   std::vector<RecordedDecision> decisions;
+  // From a converted PyTorch snapshot (else empty): the segments live at
+  // the start, where allocations sat in them, and PyTorch's segment events.
+  std::vector<InitialSegment> initial_segments;
+  std::vector<InitialBlock> initial_blocks;
+  std::vector<SegmentEvent> segment_history;
 
   uint64_t alloc_count = 0;  // == slots
   uint64_t free_count = 0;

@@ -1,0 +1,344 @@
+#include "src/replay/torch_validation.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "src/replay/report.h"
+
+namespace streampool::replay {
+
+namespace {
+
+bool Grows(SegmentEvent::Kind k) {
+  return k == SegmentEvent::Kind::kAlloc || k == SegmentEvent::Kind::kMap;
+}
+
+// "segment_alloc=1" and the like from the `# actions` header.
+uint64_t ActionCount(const Trace& trace, absl::string_view action) {
+  auto it = trace.header.find("actions");
+  if (it == trace.header.end()) return 0;
+  uint64_t n = 0;
+  for (absl::string_view kv : absl::StrSplit(it->second, ' ', absl::SkipEmpty())) {
+    const size_t eq = kv.find('=');
+    if (eq == absl::string_view::npos || kv.substr(0, eq) != action) continue;
+    n += ParseUint(kv.substr(eq + 1)).value_or(0);
+  }
+  return n;
+}
+
+std::string Describe(const SegmentEvent& e) {
+  return absl::StrCat(SegmentEventName(e.kind), " of ", e.size, " bytes");
+}
+
+std::optional<double> Error(uint64_t model, std::optional<uint64_t> torch) {
+  if (!torch || *torch == 0) return std::nullopt;
+  return (static_cast<double>(model) - static_cast<double>(*torch)) / static_cast<double>(*torch);
+}
+
+}  // namespace
+
+std::optional<double> TorchValidation::PeakError() const {
+  return Error(model_peak_reserved, torch_peak_reserved);
+}
+
+std::optional<double> TorchValidation::SegmentCountError() const {
+  if (torch_segment_allocs == 0) {
+    return model_segment_allocs == 0 ? std::optional<double>(0) : std::nullopt;
+  }
+  return Error(model_segment_allocs, torch_segment_allocs);
+}
+
+absl::StatusOr<Trace> TwoPassTrace(const Trace& trace, uint32_t* line_offset) {
+  const uint64_t pretrace = std::min(trace.HeaderNumber("pretrace").value_or(0), trace.alloc_count);
+  uint32_t max_line = 0;
+  for (const TraceOp& op : trace.ops) max_line = std::max(max_line, op.line);
+  if (max_line >= (uint32_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat(trace.name, ": too long to run twice"));
+  }
+  *line_offset = max_line + 1;
+  Trace out = trace;
+  out.ops.clear();
+  out.decisions.clear();
+  out.initial_segments.clear();
+  out.initial_blocks.clear();
+  auto is_alloc = [](const TraceOp& op) {
+    return op.kind == TraceOp::Kind::kAlloc || op.kind == TraceOp::Kind::kMalloc;
+  };
+  auto is_free = [](const TraceOp& op) {
+    return op.kind == TraceOp::Kind::kFree || op.kind == TraceOp::Kind::kRelease;
+  };
+  std::vector<const TraceOp*> alloc_of(trace.alloc_count, nullptr);
+  std::vector<bool> live(trace.alloc_count, false);
+  uint64_t frees = 0;
+  for (const TraceOp& op : trace.ops) {
+    out.ops.push_back(op);
+    if (is_alloc(op)) {
+      live[op.slot] = true;
+      alloc_of[op.slot] = &op;
+    } else if (is_free(op)) {
+      live[op.slot] = false;
+      ++frees;
+    }
+  }
+  // Between the passes: what the trace allocated and left live goes, and
+  // what it freed of the pre-trace set comes back.
+  uint64_t next_slot = trace.alloc_count;
+  for (uint64_t slot = pretrace; slot < trace.alloc_count; ++slot) {
+    if (!live[slot]) continue;
+    TraceOp f;
+    f.kind = alloc_of[slot]->kind == TraceOp::Kind::kMalloc ? TraceOp::Kind::kRelease
+                                                            : TraceOp::Kind::kFree;
+    f.line = max_line;
+    f.stream = alloc_of[slot]->stream;
+    f.slot = slot;
+    out.ops.push_back(f);
+    ++frees;
+  }
+  std::vector<uint64_t> slot_of(trace.alloc_count);
+  for (uint64_t slot = 0; slot < trace.alloc_count; ++slot) slot_of[slot] = slot;
+  for (uint64_t slot = 0; slot < pretrace; ++slot) {
+    if (live[slot]) continue;
+    TraceOp a = *alloc_of[slot];
+    a.line = max_line;
+    a.slot = slot_of[slot] = next_slot++;
+    out.ops.push_back(a);
+  }
+  for (const TraceOp& op : trace.ops) {
+    if (is_alloc(op) && op.slot < pretrace) continue;
+    TraceOp o = op;
+    o.line += *line_offset;
+    if (is_alloc(op)) {
+      slot_of[op.slot] = next_slot++;
+      o.slot = slot_of[op.slot];
+    } else if (is_free(op) || op.kind == TraceOp::Kind::kUse) {
+      o.slot = slot_of[op.slot];
+      if (is_free(op)) ++frees;
+    }
+    out.ops.push_back(o);
+  }
+  out.alloc_count = next_slot;
+  out.free_count = frees;
+  return out;
+}
+
+absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySettings& base) {
+  TorchValidation v;
+  v.trace = trace.name;
+  v.options = base.torch.ToString();
+  v.torch_peak_reserved = trace.HeaderNumber("torch_peak_reserved_bytes");
+  v.torch_start_reserved = trace.HeaderNumber("torch_reserved_at_trace_start");
+
+  ReplaySettings s = base;
+  s.allocator = AllocatorKind::kPytorch;
+  s.keep_segment_history = true;
+  s.measure_host_cost = false;
+  s.check_stream_order = false;
+  s.record_timeline = false;
+  s.stop_at_first_failure = false;
+
+  uint32_t offset = 0;  // the measured pass's lines are the trace's plus this
+  const Trace* replayed = &trace;
+  Trace two_pass;
+  if (!trace.initial_segments.empty()) {
+    v.seeded = true;
+    s.seed_from_trace = true;
+    v.torch_history = trace.segment_history;
+    for (const SegmentEvent& e : v.torch_history) {
+      ++(Grows(e.kind) ? v.torch_segment_allocs : v.torch_segment_frees);
+    }
+    for (const InitialSegment& seg : trace.initial_segments) v.model_start_reserved += seg.size;
+    v.model_start_segments = trace.initial_segments.size();
+  } else {
+    s.seed_from_trace = false;
+    v.torch_segment_allocs =
+        ActionCount(trace, "segment_alloc") + ActionCount(trace, "segment_map");
+    v.torch_segment_frees =
+        ActionCount(trace, "segment_free") + ActionCount(trace, "segment_unmap");
+    absl::StatusOr<Trace> t = TwoPassTrace(trace, &offset);
+    if (!t.ok()) return t.status();
+    two_pass = *std::move(t);
+    replayed = &two_pass;
+  }
+  absl::StatusOr<ReplayResult> r = Replay(*replayed, s);
+  if (!r.ok()) return r.status();
+  v.model_peak_reserved = r->peak_reserved;
+  uint64_t start_segments = v.model_start_segments;
+  for (const SegmentEvent& e : r->segment_history) {
+    if (e.line < offset) {  // the warm-up pass (never when seeded: offset 0)
+      if (Grows(e.kind)) {
+        v.model_start_reserved += e.size;
+        ++start_segments;
+      } else {
+        v.model_start_reserved -= e.size;
+        --start_segments;
+      }
+      continue;
+    }
+    SegmentEvent m = e;
+    m.line -= offset;
+    ++(Grows(m.kind) ? v.model_segment_allocs : v.model_segment_frees);
+    v.model_history.push_back(m);
+  }
+  v.model_start_segments = start_segments;
+
+  // The first difference, and both sides' state just before it.
+  const bool sized = v.seeded;
+  size_t i = 0;
+  if (sized) {
+    while (i < v.torch_history.size() && i < v.model_history.size()) {
+      const SegmentEvent& a = v.torch_history[i];
+      const SegmentEvent& b = v.model_history[i];
+      if (a.kind != b.kind || a.size != b.size || a.line != b.line) break;
+      ++i;
+    }
+    v.matched = i;
+  } else {
+    v.matched = std::min(v.torch_segment_allocs, v.model_segment_allocs);
+  }
+  const bool differ = sized ? (i < v.torch_history.size() || i < v.model_history.size())
+                            : (v.torch_segment_allocs != v.model_segment_allocs ||
+                               v.torch_segment_frees != v.model_segment_frees);
+  if (differ) {
+    std::string torch_side, model_side;
+    uint32_t line = 0;
+    if (sized) {
+      if (i < v.torch_history.size()) {
+        torch_side = Describe(v.torch_history[i]);
+        line = v.torch_history[i].line;
+      } else {
+        torch_side = "nothing more";
+      }
+      if (i < v.model_history.size()) {
+        model_side = Describe(v.model_history[i]);
+        if (line == 0 || v.model_history[i].line < line) line = v.model_history[i].line;
+      } else {
+        model_side = "nothing more";
+      }
+    } else {
+      torch_side = absl::StrCat(v.torch_segment_allocs, " segment allocations");
+      model_side = absl::StrCat(v.model_segment_allocs, " segment allocations");
+      if (!v.model_history.empty()) {
+        line = v.model_history.front().line;
+        absl::StrAppend(&model_side, ", the first a ", Describe(v.model_history.front()));
+      }
+    }
+    // PyTorch's state before the event: its start plus what came before.
+    uint64_t torch_reserved =
+        v.seeded ? v.model_start_reserved : v.torch_start_reserved.value_or(0);
+    uint64_t model_reserved = v.model_start_reserved;
+    for (size_t k = 0; k < i && k < v.torch_history.size(); ++k) {
+      const SegmentEvent& e = v.torch_history[k];
+      torch_reserved = Grows(e.kind) ? torch_reserved + e.size : torch_reserved - e.size;
+    }
+    for (size_t k = 0; k < i && k < v.model_history.size(); ++k) {
+      const SegmentEvent& e = v.model_history[k];
+      model_reserved = Grows(e.kind) ? model_reserved + e.size : model_reserved - e.size;
+    }
+    std::string model_state;
+    if (line > 1) {
+      ReplaySettings upto = s;
+      upto.stop_after_line = line - 1 + offset;
+      upto.keep_segment_history = false;
+      absl::StatusOr<ReplayResult> before = Replay(*replayed, upto);
+      if (before.ok()) model_state = before->model_state;
+    }
+    v.first_divergence =
+        absl::StrCat(trace.name, ":", line, ": PyTorch ", torch_side, " (it held ", torch_reserved,
+                     " bytes before), the model ", model_side, " (it held ", model_reserved,
+                     " bytes", model_state.empty() ? "" : absl::StrCat("; ", model_state), ")");
+  }
+  return v;
+}
+
+std::string FormatValidationText(const std::vector<TorchValidation>& vs) {
+  std::string out = "The pytorch model against PyTorch's own segment history\n";
+  auto pct = [](std::optional<double> e) {
+    return e ? absl::StrFormat("%+.2f%%", *e * 100) : std::string("n/a");
+  };
+  for (const TorchValidation& v : vs) {
+    absl::StrAppend(&out, "\n", v.trace,
+                    v.options.empty() ? "" : absl::StrCat(" (", v.options, ")"), "\n  start: ",
+                    v.seeded ? "the trace's own segments"
+                             : "warm (one pass of the trace first; the trace names no segments)",
+                    ", ", v.model_start_reserved, " bytes in ", v.model_start_segments,
+                    " segments");
+    if (v.torch_start_reserved) {
+      absl::StrAppend(&out, " (PyTorch: ", *v.torch_start_reserved, " bytes)");
+    }
+    absl::StrAppend(&out, "\n  peak reserved: PyTorch ",
+                    v.torch_peak_reserved ? absl::StrCat(*v.torch_peak_reserved) : "unknown",
+                    ", model ", v.model_peak_reserved, " (", pct(v.PeakError()), ")");
+    absl::StrAppend(&out, "\n  segment allocations in the trace: PyTorch ", v.torch_segment_allocs,
+                    ", model ", v.model_segment_allocs, " (",
+                    v.torch_segment_allocs == 0 && v.model_segment_allocs != 0
+                        ? absl::StrCat("+", v.model_segment_allocs)
+                        : pct(v.SegmentCountError()),
+                    "); frees PyTorch ", v.torch_segment_frees, ", model ", v.model_segment_frees);
+    if (v.seeded) {
+      absl::StrAppend(&out, "; ", v.matched, " events match in order, size and op");
+    }
+    absl::StrAppend(&out, "\n  ",
+                    v.first_divergence.empty()
+                        ? std::string("no divergence")
+                        : absl::StrCat("first divergence: ", v.first_divergence),
+                    "\n");
+  }
+  return out;
+}
+
+nlohmann::ordered_json ValidationJson(const std::vector<TorchValidation>& vs) {
+  nlohmann::ordered_json traces = nlohmann::ordered_json::array();
+  auto opt = [](std::optional<double> e) {
+    return e ? nlohmann::ordered_json(*e) : nlohmann::ordered_json(nullptr);
+  };
+  auto events = [](const std::vector<SegmentEvent>& es) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const SegmentEvent& e : es) {
+      a.push_back({{"action", SegmentEventName(e.kind)}, {"line", e.line}, {"size", e.size}});
+    }
+    return a;
+  };
+  for (const TorchValidation& v : vs) {
+    nlohmann::ordered_json j;
+    j["file"] = v.trace;
+    j["options"] = v.options;
+    j["start"] = v.seeded ? "recorded_segments" : "warm";
+    j["torch"] = {{"peak_reserved_bytes", v.torch_peak_reserved
+                                              ? nlohmann::ordered_json(*v.torch_peak_reserved)
+                                              : nlohmann::ordered_json(nullptr)},
+                  {"start_reserved_bytes", v.torch_start_reserved
+                                               ? nlohmann::ordered_json(*v.torch_start_reserved)
+                                               : nlohmann::ordered_json(nullptr)},
+                  {"segment_allocs", v.torch_segment_allocs},
+                  {"segment_frees", v.torch_segment_frees},
+                  {"history", events(v.torch_history)}};
+    j["model"] = {{"peak_reserved_bytes", v.model_peak_reserved},
+                  {"start_reserved_bytes", v.model_start_reserved},
+                  {"start_segments", v.model_start_segments},
+                  {"segment_allocs", v.model_segment_allocs},
+                  {"segment_frees", v.model_segment_frees},
+                  {"history", events(v.model_history)}};
+    j["peak_error"] = opt(v.PeakError());
+    j["segment_count_error"] = opt(v.SegmentCountError());
+    j["matched"] = v.matched;
+    j["first_divergence"] = v.first_divergence.empty() ? nlohmann::ordered_json(nullptr)
+                                                       : nlohmann::ordered_json(v.first_divergence);
+    traces.push_back(std::move(j));
+  }
+  return {{"schema", "streampool-torch-validation/1"}, {"traces", std::move(traces)}};
+}
+
+std::string FormatValidationJson(const std::vector<TorchValidation>& vs) {
+  return DumpJson(ValidationJson(vs), 2) + "\n";
+}
+
+}  // namespace streampool::replay
