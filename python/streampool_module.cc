@@ -16,6 +16,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <fstream>
@@ -34,7 +35,9 @@
 #include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
 #include "src/replay/report.h"
+#include "src/replay/rmm_model.h"
 #include "src/replay/timeline.h"
+#include "src/replay/torch_validation.h"
 #include "src/replay/trace.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
@@ -453,10 +456,31 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
                         bool all_policies, const std::vector<uint64_t>& thresholds,
                         const std::vector<std::string>& growth_names, const std::string& pool,
                         const std::string& backing, uint64_t capacity, bool check,
-                        const std::string& timeline_path, bool recorded,
-                        const std::string& report) {
-  if (report != "runs" && report != "policy") {
-    Raise(spErrorInvalidValue, absl::StrCat("report is 'runs' or 'policy', not '", report, "'"));
+                        const std::string& timeline_path, bool recorded, const std::string& report,
+                        const std::vector<std::string>& allocator_names,
+                        const std::string& torch_conf, uint64_t rmm_initial, uint64_t rmm_max) {
+  if (report != "runs" && report != "policy" && report != "torch_validation") {
+    Raise(spErrorInvalidValue, absl::StrCat("report is 'runs', 'policy' or 'torch_validation', "
+                                            "not '",
+                                            report, "'"));
+  }
+  std::vector<replay::AllocatorKind> allocators;
+  for (const std::string& name : allocator_names) {
+    absl::StatusOr<std::vector<replay::AllocatorKind>> kinds = replay::ParseAllocatorList(name);
+    Check(kinds.status());
+    for (replay::AllocatorKind k : *kinds) {
+      if (std::find(allocators.begin(), allocators.end(), k) == allocators.end()) {
+        allocators.push_back(k);
+      }
+    }
+  }
+  absl::StatusOr<replay::TorchOptions> torch = replay::ParseTorchConf(torch_conf);
+  Check(torch.status());
+  if (rmm_initial % replay::kRmmAlignment != 0 || rmm_max % replay::kRmmAlignment != 0 ||
+      (rmm_max != 0 && rmm_initial > rmm_max)) {
+    Raise(
+        spErrorInvalidValue,
+        "rmm_initial and rmm_max are multiples of 256, the initial size no more than the maximum");
   }
   replay::ReplaySettings base;
   Check(replay::ParseReuse(reuse, &base));
@@ -466,16 +490,20 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   base.check_stream_order = check;
   base.record_timeline = !timeline_path.empty() && report == "runs";
   base.use_recorded = recorded;
+  base.torch = *torch;
+  base.rmm.initial_pool_size = rmm_initial;
+  base.rmm.maximum_pool_size = rmm_max;
   std::vector<PoolGrowth> growths;
   for (const std::string& g : growth_names) growths.push_back(ParseName<PoolGrowth>(g));
-  const std::vector<replay::ReplaySettings> settings =
-      replay::SweepSettings(base, thresholds, growths, all_policies);
+  const std::vector<replay::ReplaySettings> settings = replay::AllocatorRows(
+      allocators, replay::SweepSettings(base, thresholds, growths, all_policies));
 
   absl::Status failed;
   size_t unreadable = files.size();
   std::vector<replay::Trace> traces;
   std::vector<replay::TraceReport> reports;
   nlohmann::ordered_json policy_json;
+  std::vector<replay::TorchValidation> validations;
   {
     py::gil_scoped_release release;
     for (size_t i = 0; i < files.size(); ++i) {
@@ -486,6 +514,14 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
         break;
       }
       traces.push_back(*std::move(t));
+    }
+    for (size_t i = 0; failed.ok() && report == "torch_validation" && i < traces.size(); ++i) {
+      absl::StatusOr<replay::TorchValidation> v = replay::ValidateTorch(traces[i], base);
+      if (!v.ok()) {
+        failed = v.status();
+      } else {
+        validations.push_back(*std::move(v));
+      }
     }
     if (failed.ok() && report == "policy") {
       absl::StatusOr<std::vector<replay::TracePolicyReport>> policy =
@@ -513,6 +549,7 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   if (unreadable < files.size()) RaiseFileError(files[unreadable], failed);
   Check(failed);
   if (report == "policy") return ToPython(policy_json);
+  if (report == "torch_validation") return ToPython(replay::ValidationJson(validations));
   if (!timeline_path.empty()) {
     std::vector<replay::TimelineProcess> processes;
     for (const replay::TraceReport& rep : reports) {
@@ -894,7 +931,9 @@ void Bind(py::module_& m) {
   m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
         py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),
         py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"),
-        py::arg("recorded") = false, py::arg("report") = "runs");
+        py::arg("recorded") = false, py::arg("report") = "runs",
+        py::arg("allocators") = std::vector<std::string>{"streampool"}, py::arg("torch_conf") = "",
+        py::arg("rmm_initial") = 0, py::arg("rmm_max") = 0);
   py::list reuse_switches;
   for (const replay::ReuseSwitch& r : replay::ReuseSwitches()) reuse_switches.append(r.name);
   m.attr("REUSE_RULES") = py::tuple(reuse_switches);

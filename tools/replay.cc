@@ -446,20 +446,8 @@ int main(int argc, char** argv) {
   }
 
   // streampool's rows are the sweep; every other allocator is one row.
-  std::vector<rp::ReplaySettings> settings;
-  for (rp::AllocatorKind kind : *allocators) {
-    if (kind == rp::AllocatorKind::kStreampool) {
-      for (const rp::ReplaySettings& s :
-           rp::SweepSettings(base, thresholds, growths, all_policies || policy_report)) {
-        settings.push_back(s);
-      }
-    } else {
-      rp::ReplaySettings s = base;
-      s.allocator = kind;
-      s.use_recorded = base.use_recorded;
-      settings.push_back(s);
-    }
-  }
+  const std::vector<rp::ReplaySettings> settings = rp::AllocatorRows(
+      *allocators, rp::SweepSettings(base, thresholds, growths, all_policies || policy_report));
 
   // Every trace is parsed before anything runs, so a malformed one costs no
   // replay time.

@@ -22,10 +22,30 @@ The conversion (the rules traces/README.md states for the bundled traces):
   the free reaches the pool when PyTorch completes it, so that is what counts.
 * Streams: 0 (the default stream) stays 0, others are numbered 1, 2, ... in
   order of appearance. Time stamps (`time_us`) become `advance <ns>`.
+* PyTorch's own segment history is kept for streampool-replay --validate-torch
+  as comments that other readers skip: `# torch_segment <address> <size>
+  <stream> small|large [expandable]` for each segment live when the trace
+  begins (the segments at the end, less those the trace allocated, plus
+  those it freed), `# torch_block <address> <size>` after each pre-trace
+  `alloc` (where the block sits; its size from the segment's block list, or
+  the request rounded to 512 B when the trace freed it), and `# segment_alloc
+  | segment_free | segment_map | segment_unmap <address> <size> <stream>`
+  where the event happened, before the op that caused it.
 * Header comments carry the figures a replay compares with: peak_live_bytes
   (peak of live requested sizes, pre-trace allocations included) and
   torch_peak_reserved_bytes (the sum of the segments' total_size at the end,
   less in-trace segment growth, plus the peak of that growth).
+
+Snapshots read: the layout torch.cuda.memory._snapshot() has had since
+PyTorch 2.1 (device_traces entries with action, addr, size, stream,
+time_us; segments with address, total_size, stream, segment_type,
+is_expandable and blocks), through 2.10; keys added on the way
+(allocator_settings, external_annotations, compile_context, user_metadata,
+frames) carry nothing a trace needs and are skipped. Blocks without an
+address (older snapshots) are taken to tile their segment in order. The 2.0
+layout with a per-block history instead of device_traces is not read.
+Expandable segments' start state is taken as their end state: segment_map
+and segment_unmap inside the trace are kept as events but not undone.
 
 A snapshot is a pickle, and unpickling runs whatever a pickle names: this
 reads it with an Unpickler that refuses every global, since a snapshot is only
@@ -79,7 +99,7 @@ def _int(entry, key, where, allow_missing=False):
 
 
 def _blocks_of(segment, where):
-    """(address, requested size, state) of each block of a segment. Older
+    """(address, requested size, state, size) of each block of a segment. Older
     snapshots give no block addresses: blocks tile the segment in order."""
     address = _int(segment, "address", where)
     blocks = segment.get("blocks", [])
@@ -96,7 +116,7 @@ def _blocks_of(segment, where):
         if addr is None:
             addr = offset
         requested = _int(b, "requested_size", bw, allow_missing=True)
-        out.append((addr, requested if requested is not None else size, b.get("state")))
+        out.append((addr, requested if requested is not None else size, b.get("state"), size))
         offset = addr + size
     return out
 
@@ -192,9 +212,13 @@ def convert(snapshot, device=None, source="snapshot"):
             seg_run += _int(e, "size", where)
             seg_peak = max(seg_peak, seg_run)
             seg_delta += _int(e, "size", where)
+            ops.append(("segment", action, _int(e, "addr", where), _int(e, "size", where),
+                        stream_of(e.get("stream"), where)))
         elif action in ("segment_free", "segment_unmap"):
             seg_run -= _int(e, "size", where)
             seg_delta -= _int(e, "size", where)
+            ops.append(("segment", action, _int(e, "addr", where), _int(e, "size", where),
+                        stream_of(e.get("stream"), where)))
         # free_requested, oom, snapshot and unknown actions move no memory.
 
     if pending_ns:
@@ -204,31 +228,66 @@ def convert(snapshot, device=None, source="snapshot"):
     # before it began.
     reserved_end = 0
     end_active = 0
+    block_size = {}          # pre-trace address -> its block's size
+    start_segments = {}      # address -> (size, stream, small, expandable)
     for k, seg in enumerate(segments):
         where = f"segments[{k}]"
         if not isinstance(seg, dict):
             raise ConversionError(f"{where}: must be a dict")
         if seg.get("device", device) != device:
             continue
-        reserved_end += _int(seg, "total_size", where)
-        for addr, requested, state in _blocks_of(seg, where):
+        total = _int(seg, "total_size", where)
+        reserved_end += total
+        seg_stream = stream_of(seg.get("stream"), where)
+        kind = seg.get("segment_type")
+        small = kind == "small" if kind in ("small", "large") else total == 2 * 1024 * 1024
+        start_segments[_int(seg, "address", where)] = (total, seg_stream, small,
+                                                       bool(seg.get("is_expandable", False)))
+        for addr, requested, state, size in _blocks_of(seg, where):
             if state not in ("active_allocated", "active_pending_free", "active_awaiting_free"):
                 continue
             end_active += 1
             if addr in live or addr in seen:
                 continue
             key = ("pre", addr)
-            pretrace[addr] = (key, requested, stream_of(seg.get("stream"), where))
+            pretrace[addr] = (key, requested, seg_stream)
             sizes[key] = requested
+            block_size[addr] = size
+    # The segments at the start: undo the trace's whole-segment events, the
+    # last first.
+    for op in reversed(ops):
+        if op[0] != "segment":
+            continue
+        _, action, addr, size, stream = op
+        if action == "segment_alloc":
+            start_segments.pop(addr, None)
+        elif action == "segment_free":
+            start_segments[addr] = (size, stream, size == 2 * 1024 * 1024, False)
+
+    def segment_holding(addr):
+        for base, (size, _, _, _) in start_segments.items():
+            if base <= addr < base + size:
+                return base
+        return None
 
     # Ids: pre-trace allocations first, in address order, then the trace's.
     ids = {}
     lines_ops = []
     live_bytes = peak_live = 0
+    for base in sorted(start_segments):
+        size, stream, small, expandable = start_segments[base]
+        lines_ops.append(f"# torch_segment {base} {size} {stream} "
+                         f"{'small' if small else 'large'}{' expandable' if expandable else ''}")
     for addr in sorted(pretrace):
         key, size, stream = pretrace[addr]
         ids[key] = len(ids)
-        lines_ops.append(f"alloc {ids[key]} {size} {stream}")
+        line = f"alloc {ids[key]} {size} {stream}"
+        # Where it sits, when a segment known at the start holds it.
+        bsize = block_size.get(addr, max(512, (size + 511) // 512 * 512))
+        base = segment_holding(addr)
+        if base is not None and addr + bsize <= base + start_segments[base][0]:
+            line += f"  # torch_block {addr} {bsize}"
+        lines_ops.append(line)
         live_bytes += size
     pretrace_bytes = live_bytes
     peak_live = live_bytes
@@ -246,6 +305,8 @@ def convert(snapshot, device=None, source="snapshot"):
             lines_ops.append(f"free {ids[op[1]]} {op[2]}")
             live_bytes -= sizes[op[1]]
             frees += 1
+        elif op[0] == "segment":
+            lines_ops.append(f"# {op[1]} {op[2]} {op[3]} {op[4]}")
         else:
             lines_ops.append(f"advance {op[1]}")
             trace_time += op[1]
@@ -282,7 +343,8 @@ def convert(snapshot, device=None, source="snapshot"):
         f"# free_size_mismatches {size_mismatches}",
         f"# duration_ns {trace_time}",
         f"# streams {len(stream_ids)}",
-        "# ops: alloc <id> <size_bytes> <stream> | free <id> <stream> | advance <ns>",
+        "# ops: alloc <id> <size_bytes> <stream> | free <id> <stream> | advance <ns>; "
+        "torch_segment, torch_block and segment_* comments: PyTorch's own segments",
     ]
     return "\n".join(header + lines_ops) + "\n"
 

@@ -92,7 +92,8 @@ _UNSET = _Unset()
 
 
 def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNSET, pool="device",
-           backing="address_only", capacity=80 << 30, check=True, timeline=None, report="runs"):
+           backing="address_only", capacity=80 << 30, check=True, timeline=None, report="runs",
+           allocator="streampool", torch_conf="", rmm_initial=0, rmm_max=0):
     """Replays trace files (streampool trace v1 or RMM CSV logs) the way
     ``streampool-replay --json`` does and returns its JSON document as Python
     objects: ``{"traces": [{"file", "ops", ..., "runs": [{"setting",
@@ -113,7 +114,18 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     backing: "address_only" (nothing touched; also "address") or "host".
     capacity: device bytes. check: the stream-order checker. timeline: a path
     to also write every run as Chrome trace-event JSON (one process per run).
-    report: "runs" (the above) or "policy": for each trace and setting, the
+    allocator: "streampool", "pytorch", "rmm-pool", "cuda", a list of them or
+    "all": each trace replays under each on identical inputs (streampool's
+    rows are the settings above; every other allocator is one row; each run
+    names it under "allocator" and gives "allocator_counts": segments made
+    and freed, cross-stream reuses, waits, syncs, retries).
+    torch_conf: the pytorch model's PYTORCH_CUDA_ALLOC_CONF
+    ("max_split_size_mb:128,expandable_segments:True", ...).
+    rmm_initial, rmm_max: the rmm-pool model's initial and maximum pool sizes
+    (multiples of 256; 0: none).
+    report: "runs" (the above), "torch_validation" (the pytorch model against
+    the segment history a converted PyTorch snapshot carries:
+    ``streampool-replay --validate-torch --json``), or "policy": for each trace and setting, the
     smallest device it runs on and the makespan, inserted waits and reuse by
     rule there, the best policy set and what it saves against all reuse off
     and CUDA's defaults (``streampool-replay --policy-report --json``, schema
@@ -124,8 +136,9 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     """
     if policies not in (None, "all"):
         raise Error("spErrorInvalidValue", "policies takes only 'all'")
-    if report not in ("runs", "policy"):
-        raise Error("spErrorInvalidValue", f"report is 'runs' or 'policy', not {report!r}")
+    if report not in ("runs", "policy", "torch_validation"):
+        raise Error("spErrorInvalidValue",
+                    f"report is 'runs', 'policy' or 'torch_validation', not {report!r}")
     files = [_os.fspath(t) for t in _as_list(traces)]
     if not files:
         raise Error("spErrorInvalidValue", "no trace given")
@@ -137,4 +150,7 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
                         growths=_as_list("default" if growth is _UNSET else growth), pool=pool,
                         backing=backing, capacity=capacity, check=check,
                         timeline_path=_os.fspath(timeline) if timeline is not None else "",
-                        recorded=recorded, report=report)
+                        recorded=recorded, report=report,
+                        allocators=[str(a) for a in _as_list(allocator)],
+                        torch_conf=str(torch_conf), rmm_initial=int(rmm_initial),
+                        rmm_max=int(rmm_max))

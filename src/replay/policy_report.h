@@ -29,7 +29,11 @@
 //                                       growth (null: no best, or not swept)
 //      "vs_cuda_defaults": REF | null}]}  (null: no best, or neither swept
 //                                          nor searched apart)
-//   ROW: {"setting": "none, threshold max", "reuse": "event+opportunistic+internal" | "none",
+//   ROW: {"setting": "none, threshold max",
+//         "allocator": "streampool" | "pytorch ..." | "rmm-pool ..." | "cuda",
+//                                          the model rows (streampool-replay --allocator)
+//                                          keep the pool fields of the sweep's first row
+//         "reuse": "event+opportunistic+internal" | "none",
 //         "threshold": 0 | "max" | N, "growth": "default", "pool_growth": "expandable",
 //         "recorded_pools": N,             0, or the recording's pools when the row
 //                                          replayed at their settings (use_recorded; the

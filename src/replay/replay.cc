@@ -153,6 +153,22 @@ std::vector<ReplaySettings> SweepSettings(const ReplaySettings& base,
   return out;
 }
 
+std::vector<ReplaySettings> AllocatorRows(const std::vector<AllocatorKind>& allocators,
+                                          const std::vector<ReplaySettings>& sweep) {
+  std::vector<ReplaySettings> out;
+  for (AllocatorKind kind : allocators) {
+    if (kind == AllocatorKind::kStreampool) {
+      out.insert(out.end(), sweep.begin(), sweep.end());
+    } else if (!sweep.empty()) {
+      ReplaySettings s = sweep.front();
+      s.allocator = kind;
+      s.label_growth = false;
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
 HostCost SummarizeCost(std::vector<uint64_t>& samples) {
   HostCost c;
   c.calls = samples.size();

@@ -104,6 +104,11 @@ std::vector<ReplaySettings> SweepSettings(const ReplaySettings& base,
                                           const std::vector<PoolGrowth>& growths,
                                           bool all_policies);
 
+// Rows for several allocators: streampool's are `sweep`; every other
+// allocator is one row, sweep's first setting with that allocator.
+std::vector<ReplaySettings> AllocatorRows(const std::vector<AllocatorKind>& allocators,
+                                          const std::vector<ReplaySettings>& sweep);
+
 // A reuse switch by the name --reuse, reports and Python give it: "event",
 // "opportunistic" and "internal", in that order.
 struct ReuseSwitch {

@@ -544,7 +544,10 @@ class TorchModel final : public AllocatorModel {
   }
 
   static bool Whole(const Block* b) { return b->prev == nullptr && b->next == nullptr; }
-  bool Releasable(const Block* b) const { return Whole(b) || segments_.at(b->segment).expandable; }
+  // A whole segment, or the free end of an expandable one.
+  bool Releasable(const Block* b) const {
+    return Whole(b) || (segments_.at(b->segment).expandable && b->next == nullptr);
+  }
 
   // Out of memory, first step: free one cached oversize block at least as
   // large as the request, or, when none is, oversize blocks from the largest

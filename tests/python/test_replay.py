@@ -93,3 +93,42 @@ def test_reuse_rules_are_the_replay_tools():
     (run,) = trace["runs"]
     assert run["reuse"] == {"event": False, "opportunistic": False, "internal": False}
     assert (run["pool"], run["backing"]) == ("pinned_host", "address_only")
+
+
+def test_allocators_side_by_side_match_the_command_line_tool():
+    doc = sp.replay(INFERENCE_TRACE, allocator="all", check=False)
+    runs = doc["traces"][0]["runs"]
+    assert [r["allocator"] for r in runs] == ["streampool", "pytorch", "rmm-pool", "cuda"]
+    cli = cli_json("--allocator=all", "--no-check", INFERENCE_TRACE)
+    assert without_host_cost(doc) == without_host_cost(cli)
+    by = {r["allocator"]: r for r in runs}
+    # The pytorch model holds what PyTorch held on this trace, to the byte;
+    # RMM's pool grows by doubling and holds more.
+    torch = doc["traces"][0]["torch"]["peak_reserved_bytes"]
+    assert by["pytorch"]["peak_reserved_bytes"] == torch
+    assert by["rmm-pool"]["peak_reserved_bytes"] > torch
+    assert by["rmm-pool"]["allocator_counts"]["segments_made"] > 0
+    assert by["streampool"]["peak_reserved_bytes"] <= by["pytorch"]["peak_reserved_bytes"]
+
+
+def test_allocator_options_and_their_errors():
+    doc = sp.replay(INFERENCE_TRACE, allocator=["pytorch"], torch_conf="max_split_size_mb:64")
+    assert doc["traces"][0]["runs"][0]["allocator"] == "pytorch max_split_size_mb:64"
+    doc = sp.replay(INFERENCE_TRACE, allocator="rmm-pool", rmm_initial=4 << 30)
+    assert doc["traces"][0]["runs"][0]["peak_reserved_bytes"] == 4 << 30
+    with pytest.raises(sp.Error, match="unknown allocator"):
+        sp.replay(INFERENCE_TRACE, allocator="tcmalloc")
+    with pytest.raises(sp.Error, match="PYTORCH_CUDA_ALLOC_CONF"):
+        sp.replay(INFERENCE_TRACE, allocator="pytorch", torch_conf="max_split_size_mb:1")
+    with pytest.raises(sp.Error, match="multiples of 256"):
+        sp.replay(INFERENCE_TRACE, allocator="rmm-pool", rmm_initial=100)
+
+
+def test_torch_validation_report():
+    doc = sp.replay(INFERENCE_TRACE, report="torch_validation")
+    assert doc["schema"] == "streampool-torch-validation/1"
+    v = doc["traces"][0]
+    assert v["start"] == "warm"
+    assert abs(v["peak_error"]) <= 0.02
+    assert v["torch"]["segment_allocs"] == v["model"]["segment_allocs"]
+    assert v == cli_json("--validate-torch", INFERENCE_TRACE)["traces"][0]

@@ -21,7 +21,7 @@ INFERENCE = os.path.join(TRACES, "torch-medium-512-inference.trace")
 SVG_NS = "{http://www.w3.org/2000/svg}"
 GRANULE = 2 << 20
 POLICY_ROW_KEYS = {
-    "setting", "reuse", "threshold", "growth", "pool_growth", "recorded_pools", "fits",
+    "setting", "allocator", "reuse", "threshold", "growth", "pool_growth", "recorded_pools", "fits",
     "peak_reserved_bytes",
     "makespan_ns_unconstrained", "min_capacity_bytes", "min_capacity_granules",
     "peak_reserved_bytes_at_min_capacity", "makespan_ns_at_min_capacity", "waits_inserted",

@@ -66,7 +66,9 @@ def synthetic_snapshot():
 
 
 def ops_of(text):
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
+    """The ops, without their comments."""
+    return [line.split("#")[0].rstrip() for line in text.splitlines()
+            if line and not line.startswith("#")]
 
 
 def header_of(text):
@@ -76,6 +78,7 @@ def header_of(text):
             parts = line[2:].split(" ", 1)
             out.setdefault(parts[0].rstrip(":"), parts[1] if len(parts) > 1 else "")
     return out
+
 
 
 class Evil:
@@ -125,6 +128,24 @@ class ConvertTest(unittest.TestCase):
         self.assertEqual(h["streams"], "2")
         self.assertEqual(h["actions"], "alloc=2 free_completed=2 free_requested=2 "
                                        "segment_alloc=1 snapshot=1")
+
+    def test_keeps_pytorchs_segments_and_their_history(self):
+        text = conv.convert(conv.load_snapshot(pickle.dumps(synthetic_snapshot())),
+                            source="synthetic")
+        lines = text.splitlines()
+        # The 20 MiB segment was there at the start; the 2 MiB one came in
+        # the trace, where its event stands.
+        self.assertEqual([l for l in lines if l.startswith("# torch_segment ")],
+                         [f"# torch_segment {0x10000000} {20 * MiB} 0 large"])
+        self.assertEqual([l for l in lines if l.startswith("# segment_")],
+                         [f"# segment_alloc {0x40000000} {2 * MiB} 0"])
+        # The pre-trace block in that segment is placed; the one freed at an
+        # address no known segment holds is not.
+        self.assertIn(f"alloc 0 500 0  # torch_block {0x10000000} 512", lines)
+        self.assertIn("alloc 1 2048 0", lines)
+        # The segment event comes after the last free and before the end.
+        self.assertLess(lines.index("free 1 0"), lines.index(f"# segment_alloc {0x40000000} "
+                                                             f"{2 * MiB} 0"))
 
     def test_segment_freed_inside_the_trace_counts_at_its_peak(self):
         snap = {"segments": [{"device": 0, "address": 0, "total_size": 4 * MiB,
