@@ -279,6 +279,10 @@ constexpr char kUsage[] =
     "--min-capacity and --policy-report search instead the smallest device each setting\n"
     "runs in (in 2 MiB granules) and report the trace at that capacity.\n"
     "\n"
+    "--allocator replays each trace under other allocators too, on identical inputs:\n"
+    "models of PyTorch's caching allocator and RMM's pool, and CUDA's defaults.\n"
+    "--validate-torch compares the PyTorch model with a trace's own segment history.\n"
+    "\n"
     "Exit status: 0 on success, 1 when a trace is malformed or a replay fails, 2 on a\n"
     "bad command line, 3 when --verify finds a decision the replay took otherwise.\n"
     "Out-of-memory allocations are results, not errors.\n"
@@ -286,7 +290,9 @@ constexpr char kUsage[] =
     "  streampool-replay --threshold=0,max traces/*.trace\n"
     "  streampool-replay --policies=all --json traces/torch-medium-512-inference.trace\n"
     "  streampool-replay --policy-report --svg lab.svg traces/lab/*.trace\n"
-    "  streampool-replay --verify traces/lab/server.trace";
+    "  streampool-replay --verify traces/lab/server.trace\n"
+    "  streampool-replay --allocator=all --min-capacity traces/lab/*.trace\n"
+    "  streampool-replay --validate-torch traces/*.trace";
 
 const streampool::tools::CommandLine kCommandLine = {
     .program = "streampool-replay",

@@ -227,6 +227,7 @@ def convert(snapshot, device=None, source="snapshot"):
     # Blocks active at the end that the trace did not allocate were live
     # before it began.
     reserved_end = 0
+    segments_end = 0
     end_active = 0
     block_size = {}          # pre-trace address -> its block's size
     start_segments = {}      # address -> (size, stream, small, expandable)
@@ -238,6 +239,7 @@ def convert(snapshot, device=None, source="snapshot"):
             continue
         total = _int(seg, "total_size", where)
         reserved_end += total
+        segments_end += 1
         seg_stream = stream_of(seg.get("stream"), where)
         kind = seg.get("segment_type")
         small = kind == "small" if kind in ("small", "large") else total == 2 * 1024 * 1024
@@ -334,6 +336,7 @@ def convert(snapshot, device=None, source="snapshot"):
         f"total_size {reserved_end} minus net in-trace segment growth {seg_delta}, plus the "
         f"peak of in-trace segment growth {seg_peak})",
         f"# torch_reserved_at_trace_start {reserved_start}",
+        f"# torch_segments_at_end {segments_end}",
         f"# pretrace_live_bytes {pretrace_bytes}",
         f"# live_at_end_allocs {allocs - frees}",
         f"# live_at_end_bytes {live_bytes}",

@@ -35,6 +35,21 @@ uint64_t ActionCount(const Trace& trace, absl::string_view action) {
   return n;
 }
 
+// "... (377 segments))" in the reserved figure's method, as older
+// conversions wrote it.
+std::optional<uint64_t> EndSegments(const Trace& trace) {
+  if (std::optional<uint64_t> n = trace.HeaderNumber("torch_segments_at_end")) return n;
+  auto it = trace.header.find("torch_peak_reserved_bytes");
+  if (it == trace.header.end()) return std::nullopt;
+  const absl::string_view text = it->second;
+  const size_t end = text.rfind(" segments)");
+  if (end == absl::string_view::npos) return std::nullopt;
+  size_t start = end;
+  while (start > 0 && text[start - 1] >= '0' && text[start - 1] <= '9') --start;
+  if (start == 0 || text[start - 1] != '(') return std::nullopt;
+  return ParseUint(text.substr(start, end - start));
+}
+
 std::string Describe(const SegmentEvent& e) {
   return absl::StrCat(SegmentEventName(e.kind), " of ", e.size, " bytes");
 }
@@ -136,6 +151,7 @@ absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySe
   v.options = base.torch.ToString();
   v.torch_peak_reserved = trace.HeaderNumber("torch_peak_reserved_bytes");
   v.torch_start_reserved = trace.HeaderNumber("torch_reserved_at_trace_start");
+  v.torch_end_segments = EndSegments(trace);
 
   ReplaySettings s = base;
   s.allocator = AllocatorKind::kPytorch;
@@ -189,6 +205,7 @@ absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySe
     v.model_history.push_back(m);
   }
   v.model_start_segments = start_segments;
+  v.model_end_segments = start_segments + v.model_segment_allocs - v.model_segment_frees;
 
   // The first difference, and both sides' state just before it.
   const bool sized = v.seeded;
@@ -277,6 +294,9 @@ std::string FormatValidationText(const std::vector<TorchValidation>& vs) {
     absl::StrAppend(&out, "\n  peak reserved: PyTorch ",
                     v.torch_peak_reserved ? absl::StrCat(*v.torch_peak_reserved) : "unknown",
                     ", model ", v.model_peak_reserved, " (", pct(v.PeakError()), ")");
+    absl::StrAppend(&out, "\n  segments at the end: PyTorch ",
+                    v.torch_end_segments ? absl::StrCat(*v.torch_end_segments) : "unknown",
+                    ", model ", v.model_end_segments);
     absl::StrAppend(&out, "\n  segment allocations in the trace: PyTorch ", v.torch_segment_allocs,
                     ", model ", v.model_segment_allocs, " (",
                     v.torch_segment_allocs == 0 && v.model_segment_allocs != 0
@@ -312,18 +332,22 @@ nlohmann::ordered_json ValidationJson(const std::vector<TorchValidation>& vs) {
     j["file"] = v.trace;
     j["options"] = v.options;
     j["start"] = v.seeded ? "recorded_segments" : "warm";
-    j["torch"] = {{"peak_reserved_bytes", v.torch_peak_reserved
-                                              ? nlohmann::ordered_json(*v.torch_peak_reserved)
+    j["torch"] = {
+        {"peak_reserved_bytes", v.torch_peak_reserved
+                                    ? nlohmann::ordered_json(*v.torch_peak_reserved)
+                                    : nlohmann::ordered_json(nullptr)},
+        {"start_reserved_bytes", v.torch_start_reserved
+                                     ? nlohmann::ordered_json(*v.torch_start_reserved)
+                                     : nlohmann::ordered_json(nullptr)},
+        {"end_segments", v.torch_end_segments ? nlohmann::ordered_json(*v.torch_end_segments)
                                               : nlohmann::ordered_json(nullptr)},
-                  {"start_reserved_bytes", v.torch_start_reserved
-                                               ? nlohmann::ordered_json(*v.torch_start_reserved)
-                                               : nlohmann::ordered_json(nullptr)},
-                  {"segment_allocs", v.torch_segment_allocs},
-                  {"segment_frees", v.torch_segment_frees},
-                  {"history", events(v.torch_history)}};
+        {"segment_allocs", v.torch_segment_allocs},
+        {"segment_frees", v.torch_segment_frees},
+        {"history", events(v.torch_history)}};
     j["model"] = {{"peak_reserved_bytes", v.model_peak_reserved},
                   {"start_reserved_bytes", v.model_start_reserved},
                   {"start_segments", v.model_start_segments},
+                  {"end_segments", v.model_end_segments},
                   {"segment_allocs", v.model_segment_allocs},
                   {"segment_frees", v.model_segment_frees},
                   {"history", events(v.model_history)}};

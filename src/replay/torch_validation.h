@@ -36,6 +36,9 @@ struct TorchValidation {
   // known when the trace carries the events, else only their count).
   std::optional<uint64_t> torch_peak_reserved;
   std::optional<uint64_t> torch_start_reserved;
+  // Segments PyTorch held at the end (header torch_segments_at_end, or the
+  // count the reserved figure's method names).
+  std::optional<uint64_t> torch_end_segments;
   uint64_t torch_segment_allocs = 0;
   uint64_t torch_segment_frees = 0;
   std::vector<SegmentEvent> torch_history;  // empty when only counted
@@ -47,6 +50,7 @@ struct TorchValidation {
   uint64_t model_peak_reserved = 0;
   uint64_t model_segment_allocs = 0;
   uint64_t model_segment_frees = 0;
+  uint64_t model_end_segments = 0;
   std::vector<SegmentEvent> model_history;
 
   // Events equal (kind, size, the op that caused it) from the first on.
