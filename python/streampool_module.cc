@@ -234,6 +234,26 @@ py::dict StatsDict(const PoolStats& s) {
   d["largest_free_block"] = s.largest_free_block;
   d["upstream_bytes_mapped"] = s.upstream_bytes_mapped;
   d["fragmentation"] = s.fragmentation;
+  d["requested_bytes"] = s.requested_bytes;
+  d["requested_high"] = s.requested_high;
+  d["oom_count"] = s.oom_count;
+  d["reclaims"] = s.reclaims;
+  d["reclaimed_bytes"] = s.reclaimed_bytes;
+  d["oom_retries"] = s.oom_retries;
+  d["segments"] = s.segments;
+  d["segments_high"] = s.segments_high;
+  // The same figures under torch.cuda.memory_stats()'s names, where the
+  // meaning is the same (allocated: block sizes of live allocations).
+  d["allocated_bytes.all.current"] = s.used_bytes;
+  d["allocated_bytes.all.peak"] = s.used_high;
+  d["reserved_bytes.all.current"] = s.reserved_bytes;
+  d["reserved_bytes.all.peak"] = s.reserved_high;
+  d["requested_bytes.all.current"] = s.requested_bytes;
+  d["requested_bytes.all.peak"] = s.requested_high;
+  d["segment.all.current"] = s.segments;
+  d["segment.all.peak"] = s.segments_high;
+  d["num_ooms"] = s.oom_count;
+  d["num_alloc_retries"] = s.oom_retries;
   return d;
 }
 
@@ -266,7 +286,7 @@ class PyRuntime {
  public:
   PyRuntime(int devices, uint64_t capacity, const std::string& backing, const std::string& executor,
             uint64_t api_call_ns, uint64_t copy_bytes_per_us, bool check_stream_order,
-            bool timeline)
+            bool timeline, bool oom_reclaim)
       : st_(std::make_shared<State>()) {
     RuntimeConfig config;
     config.device_count = devices;
@@ -276,6 +296,7 @@ class PyRuntime {
     config.api_call_ns = api_call_ns;
     config.copy_bytes_per_us = copy_bytes_per_us;
     config.check_stream_order = check_stream_order;
+    config.oom_reclaim = oom_reclaim;
     st_->rt = Check(Runtime::Create(config));
     for (int d = 0; d < devices; ++d) {
       const PoolId pool = Check(st_->rt->DefaultPool(d));
@@ -755,11 +776,12 @@ void Bind(py::module_& m) {
                                 "Simulated devices with their streams, events and pools.");
   runtime
       .def(py::init<int, uint64_t, const std::string&, const std::string&, uint64_t, uint64_t, bool,
-                    bool>(),
+                    bool, bool>(),
            py::kw_only(), py::arg("devices") = 1, py::arg("capacity") = uint64_t{1} << 30,
            py::arg("backing") = "host", py::arg("executor") = "simulator",
            py::arg("api_call_ns") = 0, py::arg("copy_bytes_per_us") = 1000000,
-           py::arg("check_stream_order") = false, py::arg("timeline") = false)
+           py::arg("check_stream_order") = false, py::arg("timeline") = false,
+           py::arg("oom_reclaim") = true)
       .def("close", &PyRuntime::Close,
            "Destroys the runtime and everything it owns; later calls raise Error.")
       .def_property_readonly("closed", &PyRuntime::closed)
@@ -892,6 +914,43 @@ void Bind(py::module_& m) {
           },
           "The checker's findings, oldest first, as dicts.")
       .def("clear_checker_reports", [](PyRuntime& r) { r.rt().ClearCheckReports(); })
+      .def(
+          "set_oom_handler",
+          [](PyRuntime& r, const py::object& fn) {
+            if (fn.is_none()) {
+              r.rt().SetOomHandler(nullptr);
+              return;
+            }
+            if (!PyCallable_Check(fn.ptr())) {
+              Raise(spErrorInvalidValue, "an out-of-memory handler is a callable or None");
+            }
+            // The runtime may drop the handler on any thread: the reference
+            // goes with the GIL held.
+            std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
+              py::gil_scoped_acquire gil;
+              delete o;
+            });
+            // Weak: the runtime holds the handler, and the state holds the
+            // runtime.
+            std::weak_ptr<State> weak = r.state();
+            r.rt().SetOomHandler([held, weak](PoolId pool, uint64_t size) {
+              py::gil_scoped_acquire gil;
+              const StatePtr st = weak.lock();
+              if (st == nullptr) return false;
+              try {
+                return py::bool_((*held)(MakePool(st, pool), size)).cast<bool>();
+              } catch (py::error_already_set& e) {
+                // Raised inside an allocation: reported, and the allocation
+                // fails as it would have without the handler.
+                e.discard_as_unraisable("streampool out-of-memory handler");
+                return false;
+              }
+            });
+          },
+          py::arg("handler"),
+          "Sets the out-of-memory handler: handler(pool, size) is called when an allocation "
+          "still finds no memory after the runtime's reclaim; it may free, trim or "
+          "synchronize, and a true return asks for one more try. None removes it.")
       .def(
           "start_recording",
           [](PyRuntime& r, const py::object& path) {

@@ -56,6 +56,27 @@ struct PoolStats {
                                     ///< unmapped granules counts by its mapped low end)
   /// Bytes ever mapped from the upstream.
   uint64_t upstream_bytes_mapped = 0;
+  /// Bytes the live allocations asked for (before the pool's rounding).
+  uint64_t requested_bytes = 0;
+  /// Watermark of requested_bytes as the pool's central path sees it (every
+  /// allocation the front caches do not serve); a run of front-cache pops can
+  /// pass it by at most the bytes the caches hold. Never below
+  /// requested_bytes.
+  uint64_t requested_high = 0;
+  /// Allocations that failed for lack of memory, after the runtime's
+  /// out-of-memory handling (requests larger than the pool can ever hold
+  /// count in failed_alloc_count only).
+  uint64_t oom_count = 0;
+  /// Times the out-of-memory handling released this pool's READY memory (for
+  /// an allocation of this or another pool of the device) and the bytes.
+  uint64_t reclaims = 0;
+  uint64_t reclaimed_bytes = 0;
+  /// Allocations from this pool tried again after the out-of-memory
+  /// handling released memory or an out-of-memory handler asked for it.
+  uint64_t oom_retries = 0;
+  /// Reservations (expandable growth) or chunks held now, and their watermark.
+  uint64_t segments = 0;
+  uint64_t segments_high = 0;
   /// 1 - used/reserved (0 when nothing is reserved).
   double fragmentation = 0;
 };

@@ -77,6 +77,12 @@ struct RuntimeConfig {
   bool check_stream_order = false;
   /// How streams run. The pools, ordering and API are the same for both.
   ExecutorKind executor = ExecutorKind::kSimulator;
+  /// Out-of-memory handling: before an allocation fails for lack of memory,
+  /// the pools of its device (its own first) flush their front caches and
+  /// release every whole granule or chunk they hold READY, and the
+  /// allocation is tried once more. Nothing PENDING is touched, so stream
+  /// order holds. Counted in PoolStats (reclaims, oom_retries, oom_count).
+  bool oom_reclaim = true;
   /// Streams and events of another runtime (see stream_adapter.h). When set,
   /// it decides how streams run and `executor` is ignored.
   std::shared_ptr<StreamAdapter> adapter;
@@ -413,6 +419,16 @@ class STREAMPOOL_EXPORT Runtime {
   void RecordTimeline(bool on);
   /// The ops recorded so far, in enqueue order.
   std::vector<TimelineEntry> Timeline() const;
+
+  // Out of memory (C: spRuntimeSetOomHandler).
+
+  /// Called when an allocation still finds no memory after the runtime's own
+  /// out-of-memory handling (RuntimeConfig::oom_reclaim), with the pool and
+  /// the size asked for. It runs with no library lock held and may call this
+  /// runtime (free, trim, synchronize, destroy pools); returning true asks
+  /// for one more try, after which it is called again if that fails too.
+  /// An empty function removes it. Every thread's allocations call it.
+  void SetOomHandler(std::function<bool(PoolId pool, uint64_t size)> handler);
 
   // Recording (C: spRuntimeStartRecording).
 

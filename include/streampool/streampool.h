@@ -101,6 +101,9 @@ typedef struct spRuntimeConfig {
   uint64_t copyBytesPerUs; /**< bandwidth of async copies and fills, default 1000000 */
   spExecutorKind executor; /**< how streams run, default spExecutorSimulator; added after
                               the fields above, so zero-initialized configs keep the default */
+  int oomReclaimOff;       /**< 1 turns off the out-of-memory reclaim (before an allocation
+                              fails, the pools of its device release what they hold READY and
+                              it is tried again); default 0, on */
 } spRuntimeConfig;
 
 /** Fills the defaults. */
@@ -110,6 +113,15 @@ SP_API void spRuntimeConfigInit(spRuntimeConfig* cfg) SP_NOEXCEPT;
 SP_API spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) SP_NOEXCEPT;
 /** Frees everything the runtime owns: streams, events, pools, allocations. */
 SP_API spError_t spRuntimeDestroy(spRuntime_t rt) SP_NOEXCEPT;
+
+/** An embedder's out-of-memory handler: called when an allocation from `pool`
+ * of `size` bytes still finds no memory after the runtime's reclaim, with no
+ * library lock held. It may call the API (free, trim, synchronize); a
+ * non-zero return asks for one more try (and the handler is called again if
+ * that fails too), zero lets the allocation fail with spErrorMemoryAllocation. */
+typedef int (*spOomHandler)(void* user, spMemPool_t pool, size_t size);
+/** Sets the runtime's out-of-memory handler; fn NULL removes it. */
+SP_API spError_t spRuntimeSetOomHandler(spRuntime_t rt, spOomHandler fn, void* user) SP_NOEXCEPT;
 
 /* ----------------------------------------------------------------- streams */
 
@@ -386,6 +398,14 @@ typedef struct spMemPoolStats {
   uint64_t normalPageBytes;          /**< reserved bytes on normal pages (or unknown) */
   uint64_t largestFreeBlock;         /**< the largest READY or PENDING block (one spanning unmapped
                                          granules counts by its mapped low end) */
+  uint64_t requestedBytes;           /**< bytes the live allocations asked for, before rounding */
+  uint64_t requestedHigh;  /**< watermark of requestedBytes (see PoolStats::requested_high) */
+  uint64_t oomCount;       /**< allocations that failed for lack of memory, after the handling */
+  uint64_t reclaims;       /**< times the out-of-memory handling released this pool's memory */
+  uint64_t reclaimedBytes; /**< the bytes those released */
+  uint64_t oomRetries;     /**< allocations tried again after the out-of-memory handling */
+  uint64_t segments;       /**< reservations or chunks held now */
+  uint64_t segmentsHigh;   /**< watermark of segments */
 } spMemPoolStats;
 
 /** Copies the pool's statistics into *stats. */

@@ -211,6 +211,7 @@ void spRuntimeConfigInit(spRuntimeConfig* cfg) noexcept {
   cfg->apiCallNs = d.api_call_ns;
   cfg->copyBytesPerUs = d.copy_bytes_per_us;
   cfg->executor = spExecutorSimulator;
+  cfg->oomReclaimOff = d.oom_reclaim ? 0 : 1;
 }
 
 spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept {
@@ -230,6 +231,8 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept 
       c.executor = static_cast<streampool::ExecutorKind>(executor);
       c.api_call_ns = cfg->apiCallNs;
       c.copy_bytes_per_us = cfg->copyBytesPerUs;
+      if (cfg->oomReclaimOff != 0 && cfg->oomReclaimOff != 1) return spErrorInvalidValue;
+      c.oom_reclaim = cfg->oomReclaimOff == 0;
     }
     auto r = RuntimeImpl::Create(c);
     if (!r.ok()) return ToError(r.status());
@@ -366,6 +369,21 @@ spError_t spRuntimeStartRecording(spRuntime_t rt, const char* path) noexcept {
     if (path == nullptr || *path == '\0') return spErrorInvalidValue;
     SP_RESOLVE(r, rt);
     return ToError(r.Run<&Observation::StartRecording>(std::string(path)));
+  });
+}
+
+spError_t spRuntimeSetOomHandler(spRuntime_t rt, spOomHandler fn, void* user) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    std::function<bool(uint64_t, uint64_t)> handler;
+    if (fn != nullptr) {
+      handler = [fn, user](uint64_t pool, uint64_t size) {
+        return fn(user, ToHandle<spMemPool_t>(pool), static_cast<size_t>(size)) != 0;
+      };
+    }
+    r.Run<&Observation::SetOomHandler>(std::move(handler));
+    return spSuccess;
   });
 }
 
@@ -649,6 +667,14 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
     stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
     stats->normalPageBytes = s->normal_page_bytes;
     stats->largestFreeBlock = s->largest_free_block;
+    stats->requestedBytes = s->requested_bytes;
+    stats->requestedHigh = s->requested_high;
+    stats->oomCount = s->oom_count;
+    stats->reclaims = s->reclaims;
+    stats->reclaimedBytes = s->reclaimed_bytes;
+    stats->oomRetries = s->oom_retries;
+    stats->segments = s->segments;
+    stats->segmentsHigh = s->segments_high;
     return spSuccess;
   });
 }

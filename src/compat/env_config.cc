@@ -17,6 +17,7 @@ RuntimeConfig CompatConfig::ToRuntimeConfig() const {
   config.device_capacity = device_capacity;
   config.backing = backing;
   config.executor = executor;
+  config.oom_reclaim = oom_reclaim;
   return config;
 }
 
@@ -128,6 +129,9 @@ CompatConfig ParseConfig(absl::string_view prefix, const EnvLookup& lookup,
         return n;
       },
       &config.kernel_ns, problems);
+  Read(prefix, "OOM_RECLAIM", lookup, "'1' or '0'", "1",
+       OneOf<bool>({{"1", true}, {"0", false}, {"on", true}, {"off", false}}), &config.oom_reclaim,
+       problems);
   return config;
 }
 

@@ -37,6 +37,8 @@ struct STREAMPOOL_COMPAT_EXPORT CompatConfig {
   ExecutorKind executor = ExecutorKind::kSimulator;
   // <prefix>KERNEL_NS: virtual duration of one emulated kernel launch.
   uint64_t kernel_ns = 1000;
+  // <prefix>OOM_RECLAIM: "1" (the default) or "0", RuntimeConfig::oom_reclaim.
+  bool oom_reclaim = true;
 
   // The runtime configuration these values describe.
   RuntimeConfig ToRuntimeConfig() const;

@@ -203,6 +203,12 @@ class alignas(64) FrontCache {
   // Without the lock: each value was true at some moment, not necessarily
   // the same one (statistics).
   uint64_t published_bytes() const { return bytes_; }
+  // What this cache's pops and pushes changed the pool's requested bytes by
+  // (pops add the request, pushes take the freed block's away).
+  int64_t published_requested() const { return requested_; }
+  void AddRequested(int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    requested_ = requested_ + delta;
+  }
   // Allocations served and frees taken here, since the cache was made.
   uint64_t published_allocs() const { return allocs_; }
   uint64_t published_frees() const { return frees_; }
@@ -264,6 +270,7 @@ class alignas(64) FrontCache {
   // Entries are the lock holder's; sizes and counts are published.
   Bin bins_[kSizes];
   Published<uint64_t> bytes_ = 0;
+  Published<int64_t> requested_ = 0;
   uint64_t allowance_ ABSL_GUARDED_BY(mu_) = 0;
   Published<uint64_t> allocs_ = 0;
   Published<uint64_t> frees_ = 0;

@@ -271,6 +271,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
 void MemPool::FreeAsync(Block* b, StreamIndex s, Position f) {
   SP_CHECK(b->state == BlockState::kLive);
   used_ -= b->size();
+  requested_ -= static_cast<int64_t>(b->requested);
   --live_blocks_;
   ++stats_.free_count;
   MakePending(b, s, f, next_free_seq_++);
@@ -279,6 +280,7 @@ void MemPool::FreeAsync(Block* b, StreamIndex s, Position f) {
 void MemPool::FreeNow(Block* b) {
   SP_CHECK(b->state == BlockState::kLive);
   used_ -= b->size();
+  requested_ -= static_cast<int64_t>(b->requested);
   --live_blocks_;
   ++stats_.free_count;
   MakeReady(b);

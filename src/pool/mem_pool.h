@@ -162,6 +162,7 @@ class MemPool {
     if (b != nullptr) {
       if (b->stream != t) b->stream = t;
       if (b->requested != size) b->requested = size;
+      c->AddRequested(static_cast<int64_t>(size));
     }
     return b;
   }
@@ -170,7 +171,9 @@ class MemPool {
   bool CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (!front_cache()) return false;
     FrontCache* c = CacheOf(s);
-    return c != nullptr && c->Push(b, f);
+    if (c == nullptr || !c->Push(b, f)) return false;
+    c->AddRequested(-static_cast<int64_t>(b->requested));
+    return true;
   }
   // Central: a free the fast path could not cache (s's cache full): flushes
   // s's cache, then caches it or frees it centrally.
@@ -185,6 +188,31 @@ class MemPool {
   // s is destroyed: flushes its cache and takes back its allowance.
   void RetireCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
+
+  // Out of memory. Whether a request could ever be served here (its rule size
+  // within the pool's maximum and the device): when not, no release helps. Reads only what
+  // never changes.
+  // What the pool's reservations are charged to: pools sharing it compete
+  // for the same memory.
+  const DeviceBudget* budget() const { return budget_; }
+  bool CanEverServe(uint64_t size) const {
+    const std::optional<uint64_t> need = rule_.Apply(size);
+    return need && *need <= max_size_ && *need <= budget_->capacity();
+  }
+  // Releases what this pool holds READY, to nothing, for another allocation's
+  // sake: caches flushed, frees observed complete promoted (with the
+  // opportunistic switch on; otherwise only what synchronizes proved is
+  // READY), then every whole free granule or free chunk unmapped. Counted as
+  // a reclaim when it released anything. Returns the bytes released.
+  uint64_t ReleaseForOom(const OrderOracle& oracle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  // The out-of-memory handling's outcome for an allocation of this pool:
+  // retried once more, served after a retry (its earlier failure is then not
+  // a failure), or failed for lack of memory.
+  void NoteOomRetry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { ++stats_.oom_retries; }
+  void NoteRescued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    if (stats_.failed_alloc_count > 0) --stats_.failed_alloc_count;
+  }
+  void NoteOom() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { ++stats_.oom_count; }
   void set_front_cache(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // The rule size `size` would occupy (for callers that check before acting).
   std::optional<uint64_t> RuleSize(uint64_t size) const { return rule_.Apply(size); }
@@ -425,6 +453,18 @@ class MemPool {
   uint64_t reserved_ = 0;
   // Rule sizes of LIVE blocks, cached ones included (see front_cache.h).
   uint64_t used_ = 0;
+  // Requested bytes of live blocks the central path handed out or took back
+  // (the front caches publish their own part).
+  int64_t requested_ = 0;
+  // The requested bytes now: the central count and every cache's part.
+  uint64_t RequestedNow() const;
+  void NoteRequestedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    stats_.requested_high = std::max(stats_.requested_high, RequestedNow());
+  }
+  // A reservation or chunk was added: the segment watermark.
+  void NoteSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    stats_.segments_high = std::max<uint64_t>(stats_.segments_high, chunks_.size());
+  }
   // Σ over caches of (allowance - cached bytes): constant under pushes and
   // pops, so the central path knows the invariant holds without the locks.
   int64_t cache_slack_ = 0;

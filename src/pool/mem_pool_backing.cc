@@ -42,6 +42,7 @@ Block* MemPool::GrowChunk(uint64_t size) {
   b->state = BlockState::kReady;
   c->first = b;
   chunks_.emplace(c->base(), c);
+  NoteSegment();
   reserved_ += c->size();
   stats_.reserved_high = std::max(stats_.reserved_high, reserved_);
   ++stats_.upstream_maps;
@@ -247,6 +248,9 @@ Block* MemPool::GrowExpandable(uint64_t size) {
     DropReservation(c);
     return nullptr;
   }
+  // A segment once something is mapped in it: a reservation a failed map
+  // gave back never counted.
+  NoteSegment();
   return b;
 }
 
@@ -263,6 +267,19 @@ void MemPool::UnmapChunk(Chunk* c) {
   budget_->Release(c->size());
   upstream_->Unmap(c->mapping);
   delete c;
+}
+
+uint64_t MemPool::ReleaseForOom(const OrderOracle& oracle) {
+  const uint64_t before = reserved_;
+  FlushCaches();
+  if (opportunistic_ && pending_blocks_ != 0) PromoteObserved(oracle);
+  Release(0);
+  const uint64_t released = before - reserved_;
+  if (released != 0) {
+    ++stats_.reclaims;
+    stats_.reclaimed_bytes += released;
+  }
+  return released;
 }
 
 void MemPool::Release(uint64_t bound) {

@@ -18,10 +18,14 @@ void MemPool::FreeOverflow(Block* b, StreamIndex s, Position f) {
   // free is cached when it fits, else central too.
   if (FrontCache* c = front_cache() ? CacheOf(s) : nullptr) {
     SpinLockHolder lock(&c->mu());
-    if (c->Push(b, f)) return;
-    if (!c->empty()) {
+    bool cached = c->Push(b, f);
+    if (!cached && !c->empty()) {
       FlushInto(*c);
-      if (c->Push(b, f)) return;
+      cached = c->Push(b, f);
+    }
+    if (cached) {
+      c->AddRequested(-static_cast<int64_t>(b->requested));
+      return;
     }
   }
   FreeAsync(b, s, f);

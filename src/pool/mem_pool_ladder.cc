@@ -69,6 +69,7 @@ std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_
     if (b != nullptr) {
       b->stream = t;
       b->requested = size;
+      c->AddRequested(static_cast<int64_t>(size));
       // A take, unlike a pop, may spend less allowance than it takes bytes:
       // cache_slack_ follows the change.
       cache_slack_ +=
@@ -185,6 +186,8 @@ MemPool::Allocation MemPool::Finish(Block* chosen, ReuseRule how, StreamIndex t,
   live->stream = t;
   live->requested = size;
   used_ += need;
+  requested_ += static_cast<int64_t>(size);
+  NoteRequestedHigh();
   if (static_cast<int64_t>(used_) + cache_slack_ > static_cast<int64_t>(stats_.used_high)) {
     Reconcile(/*reset_high=*/false);
   }

@@ -9,6 +9,12 @@
 #include "src/util/check.h"
 
 namespace streampool::internal {
+uint64_t MemPool::RequestedNow() const {
+  int64_t requested = requested_;
+  for (const std::unique_ptr<FrontCache>& c : caches_) requested += c->published_requested();
+  return requested > 0 ? static_cast<uint64_t>(requested) : 0;
+}
+
 uint64_t MemPool::used() const {
   // The caches' published counts, without their locks.
   uint64_t cached = 0;
@@ -38,6 +44,9 @@ PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     largest_cached = std::max(largest_cached, c->published_largest());
   }
   s.used_bytes = used_ > cached ? used_ - cached : 0;
+  s.requested_bytes = RequestedNow();
+  s.requested_high = std::max(s.requested_high, s.requested_bytes);
+  s.segments = chunks_.size();
   for (const auto& [base, c] : chunks_) {
     s.huge_page_bytes += c->mapping.huge_page_bytes;
     s.transparent_huge_page_bytes += c->mapping.transparent_huge_page_bytes;

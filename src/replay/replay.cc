@@ -228,6 +228,13 @@ absl::StatusOr<RuntimeConfig> ConfigFor(const Trace& trace, const ReplaySettings
     config.device_count = static_cast<int>(*n);
   }
   if (std::optional<uint64_t> ns = trace.HeaderNumber("api_call_ns")) config.api_call_ns = *ns;
+  config.oom_reclaim = settings.oom_reclaim;
+  // A recording says whether its runtime reclaimed memory before failing an
+  // allocation.
+  if (std::optional<uint64_t> reclaim = trace.HeaderNumber("oom_reclaim");
+      reclaim && settings.use_recorded) {
+    config.oom_reclaim = *reclaim != 0;
+  }
   if (std::optional<uint64_t> bw = trace.HeaderNumber("copy_bytes_per_us"); bw && *bw != 0) {
     config.copy_bytes_per_us = *bw;
   }

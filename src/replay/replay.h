@@ -76,6 +76,10 @@ struct ReplaySettings {
   // trace's initial_segments, with its initial_blocks live in them) instead
   // of empty.
   bool seed_from_trace = true;
+  // RuntimeConfig::oom_reclaim: before an allocation fails, the device's
+  // pools release their READY memory and it is tried again. A recording's
+  // header (oom_reclaim) decides for a recording replayed at its settings.
+  bool oom_reclaim = true;
   // Keeps a model's segment events in ReplayResult::segment_history.
   bool keep_segment_history = false;
   // Ends the replay after the op on this trace line (0: runs to the end); a

@@ -116,8 +116,114 @@ void Allocator::PublishSlow(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSI
   }
 }
 
-absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool,
-                                                 uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::StatusOr<AllocInfo> Allocator::MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+  absl::StatusOr<AllocInfo> a = MallocAsyncOnce(size, pool, s);
+  if (a.ok() || !absl::IsResourceExhausted(a.status())) return a;
+  return AfterOutOfMemory(size, pool, s, std::move(a));
+}
+
+MemPool* Allocator::PoolFor(uint64_t pool, uint64_t s, uint64_t* handle, StreamIndex* t) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return nullptr;
+  *t = (*rec)->index;
+  *handle =
+      pool != 0 ? pool : c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+  absl::StatusOr<PoolRec*> prec = c_.pools.Find(*handle);
+  if (!prec.ok()) return nullptr;
+  return (*prec)->mem();
+}
+
+uint64_t Allocator::ReclaimLocked(MemPool& mp, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Each pool under its own lock, one at a time (mu_ -> a pool's lock ->
+  // order_mu); the oracle answers what completed, for promotion only.
+  auto release = [&](MemPool& p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock pool_lock(&p.central_mu());
+    MutexLock order_lock(&c_.order_mu);
+    Oracle oracle(c_, t);
+    return p.ReleaseForOom(oracle);
+  };
+  uint64_t released = release(mp);
+  c_.pools.AnyMemPool([&](uint64_t h, MemPool& other) {
+    if (&other == &mp || other.budget() != mp.budget()) return false;
+    // Exportable pools' chunks may be mapped by another process at any time.
+    if (absl::StatusOr<PoolRec*> rec = c_.pools.Find(h); rec.ok() && (*rec)->memfd() != nullptr) {
+      return false;
+    }
+    released += release(other);
+    return false;
+  });
+  return released;
+}
+
+absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t pool, uint64_t s,
+                                                      absl::StatusOr<AllocInfo> a) {
+  std::function<bool(uint64_t, uint64_t)> handler;
+  uint64_t ph = 0;
+  StreamIndex t = kNoStream;
+  // The pool's statistics for the outcome, under its lock, if it still lives.
+  auto note = [&](void (MemPool::*what)()) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock lock(&c_.mu);
+    uint64_t h = 0;
+    StreamIndex st = kNoStream;
+    if (MemPool* mp = PoolFor(pool, s, &h, &st)) {
+      MutexLock pool_lock(&mp->central_mu());
+      (mp->*what)();
+    }
+  };
+  auto record_failure = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    MutexLock lock(&c_.mu);
+    if (Recorder* r = c_.recorder.get()) {
+      const uint64_t now = r->Now();
+      r->AllocationFailed(size, s, ph, {now, now});
+    }
+  };
+  {
+    MutexLock lock(&c_.mu);
+    if (c_.destroyed) return a;
+    MemPool* mp = PoolFor(pool, s, &ph, &t);
+    if (mp == nullptr) return a;
+    if (!mp->CanEverServe(size)) {
+      if (Recorder* r = c_.recorder.get()) {
+        const uint64_t now = r->Now();
+        r->AllocationFailed(size, s, ph, {now, now});
+      }
+      return a;
+    }
+    if (c_.config.oom_reclaim && ReclaimLocked(*mp, t) != 0) {
+      {
+        MutexLock pool_lock(&mp->central_mu());
+        mp->NoteOomRetry();
+      }
+      a = c_.recorder != nullptr ? MallocAsyncRecorded(size, pool, s)
+                                 : MallocAsyncLocked(size, pool, s);
+      if (a.ok() || !absl::IsResourceExhausted(a.status())) {
+        if (a.ok()) {
+          MutexLock pool_lock(&mp->central_mu());
+          mp->NoteRescued();
+        }
+        return a;
+      }
+    }
+    handler = c_.oom_handler;
+  }
+  // The embedder's handler, with no lock held: it may free, trim or
+  // synchronize through the API.
+  while (handler && handler(ph, size)) {
+    note(&MemPool::NoteOomRetry);
+    a = MallocAsyncOnce(size, pool, s);
+    if (a.ok()) {
+      note(&MemPool::NoteRescued);
+      return a;
+    }
+    if (!absl::IsResourceExhausted(a.status())) return a;
+  }
+  note(&MemPool::NoteOom);
+  record_failure();
+  return a;
+}
+
+absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t pool,
+                                                     uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (const Target* found = size != 0 ? FindTarget(pool, s) : nullptr) {
     const Target target = *found;
     Block* b = nullptr;
@@ -169,17 +275,13 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
   const uint64_t start = r.Now();
   absl::StatusOr<AllocInfo> a = MallocAsyncLocked(size, pool, s);
   const Recorder::Times t{start, r.Now()};
-  // Out of memory is a decision a replay must reproduce; a bad handle is not.
-  if (!a.ok() && !absl::IsResourceExhausted(a.status())) return a;
+  // Out of memory is written once the handling of it ends (AfterOutOfMemory).
+  if (!a.ok()) return a;
   uint64_t ph = pool;
   if (ph == 0) {
     absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
     if (!rec.ok()) return a;
     ph = c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
-  }
-  if (!a.ok()) {
-    r.AllocationFailed(size, s, ph, t);
-    return a;
   }
   const Block* b =
       a->ptr != nullptr ? c_.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
@@ -200,14 +302,10 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   // (the pool asks about other streams, and rule 5 inserts a wait).
   Oracle oracle(c_, target.t, /*lazy=*/true);
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
+  // Out of memory is written once its handling ends (AfterOutOfMemory).
+  if (!a.ok()) return a;
   Recorder* r = c_.recording.load(std::memory_order_acquire);
   const uint64_t now = r != nullptr ? r->Now() : 0;
-  if (!a.ok()) {
-    if (r != nullptr && absl::IsResourceExhausted(a.status())) {
-      r->AllocationFailed(size, s, target.ph, {now, now});
-    }
-    return a;
-  }
   if (oracle.ordered()) {
     c_.AdvancePoint(target.t, OpKind::kAllocMarker);
   } else {

@@ -35,6 +35,10 @@ class Allocator {
   // host callbacks; these take the runtime's lock only for what the paths
   // without it cannot serve (src/README.md draws the descent).
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
+  // The pool `pool` names on stream s (0: the device's current pool), under
+  // the runtime's lock; null when either handle is not a live local pool.
+  MemPool* PoolFor(uint64_t pool, uint64_t s, uint64_t* handle, StreamIndex* t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
   absl::Status FreeAsync(void* ptr, uint64_t s);
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
   absl::Status Free(void* ptr);
@@ -75,6 +79,20 @@ class Allocator {
     StreamIndex stream;
     Position at;
   };
+
+  // One try, by the fast path, the pool's central path or under the
+  // runtime's lock; out of memory is the caller's to handle.
+  absl::StatusOr<AllocInfo> MallocAsyncOnce(uint64_t size, uint64_t pool, uint64_t s);
+  // An allocation that ran out of memory: the reclaim (RuntimeConfig::
+  // oom_reclaim) and one more try, then the embedder's handler as long as
+  // it asks for another; the failure, when it stays, is written to the
+  // recording here, once.
+  absl::StatusOr<AllocInfo> AfterOutOfMemory(uint64_t size, uint64_t pool, uint64_t s,
+                                             absl::StatusOr<AllocInfo> failed);
+  // Releases what the pools sharing mp's memory hold READY, mp first;
+  // returns the bytes released. Pools of another process's memory (imported,
+  // exportable) keep theirs.
+  uint64_t ReclaimLocked(MemPool& mp, StreamIndex t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
 
   // The target of (pool, s) for the paths without the runtime's lock; null
   // when they may not run (checker, timeline, host cost, adapter, a

@@ -68,6 +68,10 @@ void Observation::ClearCheckReports() {
   c_.report_streams.clear();
 }
 
+void Observation::SetOomHandler(std::function<bool(uint64_t pool, uint64_t size)> handler) {
+  c_.oom_handler = std::move(handler);
+}
+
 void Observation::RecordTimeline(bool on) {
   MutexLock order_lock(&c_.order_mu);
   if (c_.sim != nullptr) c_.sim->set_record_timeline(on);

@@ -52,6 +52,9 @@ class Observation {
   };
   absl::StatusOr<BlockPlace> PlaceOf(const void* ptr);
   std::vector<TimelineEntry> Timeline();
+  // The embedder's out-of-memory handler (empty: none); RuntimeCore says
+  // when it runs.
+  void SetOomHandler(std::function<bool(uint64_t pool, uint64_t size)> handler);
 
  private:
   RuntimeCore& c_;

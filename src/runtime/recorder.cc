@@ -196,7 +196,8 @@ void Recorder::Header() {
   EmitText(absl::StrCat("# executor ", clock_ == nullptr ? "simulator" : "real_time",
                         "\n# device_count ", c.device_count, "\n# device_capacity ",
                         c.device_capacity, "\n# backing ", EnumName(c.backing), "\n# api_call_ns ",
-                        c.api_call_ns, "\n# copy_bytes_per_us ", c.copy_bytes_per_us, "\n"));
+                        c.api_call_ns, "\n# copy_bytes_per_us ", c.copy_bytes_per_us,
+                        "\n# oom_reclaim ", c.oom_reclaim ? 1 : 0, "\n"));
   // Every live pool and stream: their calls can come at any time, some by
   // the allocator's fast path, which must find them defined. The legacy
   // stream of device 0 is stream 0 in every v1 trace.

@@ -272,6 +272,15 @@ absl::StatusOr<EventId> Runtime::OpenIpcEvent(const spIpcEventHandle& handle) {
 }
 
 void Runtime::RecordTimeline(bool on) { impl_->Run<&Observation::RecordTimeline>(on); }
+void Runtime::SetOomHandler(std::function<bool(PoolId pool, uint64_t size)> handler) {
+  std::function<bool(uint64_t, uint64_t)> raw;
+  if (handler) {
+    raw = [handler = std::move(handler)](uint64_t pool, uint64_t size) {
+      return handler(PoolId{pool}, size);
+    };
+  }
+  impl_->Run<&Observation::SetOomHandler>(std::move(raw));
+}
 absl::Status Runtime::StartRecording(const std::string& path) {
   return Call<&Observation::StartRecording>(*impl_, path);
 }

@@ -208,6 +208,10 @@ struct RuntimeCore {
   // and then passes every stream and pool lock before the recorder goes.
   std::unique_ptr<Recorder> recorder;
   std::atomic<Recorder*> recording{nullptr};
+  // The embedder's out-of-memory handler (Runtime::SetOomHandler): called
+  // with no lock held, after the reclaim, with the pool handle and size;
+  // true asks for one more try.
+  std::function<bool(uint64_t pool, uint64_t size)> oom_handler ABSL_GUARDED_BY(mu);
   // What the allocator's per-thread memo of (stream, pool) was resolved
   // under: a value no runtime of this process had before, replaced by
   // InvalidateLookups whenever a resolution could change (a stream or pool

@@ -83,8 +83,9 @@ class PoolCapiTest : public ::testing::Test {
   }
 
   // (Re)starts the runtime under test: address-only backing (nothing here
-  // touches memory), `capacity` bytes per device.
-  void Start(uint64_t capacity = uint64_t{1} << 30, int devices = 1) {
+  // touches memory), `capacity` bytes per device; `reclaim` is the runtime's
+  // out-of-memory reclaim (tests of one pool's own failures turn it off).
+  void Start(uint64_t capacity = uint64_t{1} << 30, int devices = 1, bool reclaim = true) {
     if (rt_ != nullptr) {
       ASSERT_EQ(spRuntimeDestroy(rt_), spSuccess);
     }
@@ -94,6 +95,7 @@ class PoolCapiTest : public ::testing::Test {
     cfg.backing = spBackingAddressOnly;
     cfg.deviceCapacity = capacity;
     cfg.deviceCount = devices;
+    cfg.oomReclaimOff = reclaim ? 0 : 1;
     ASSERT_EQ(spRuntimeCreate(&rt_, &cfg), spSuccess);
     ASSERT_EQ(spStreamCreate(&s_, rt_, 0, spStreamNonBlocking), spSuccess);
     ASSERT_EQ(spDeviceGetDefaultMemPool(&default_pool_, rt_, 0), spSuccess);
@@ -221,6 +223,10 @@ TEST_F(PoolCapiTest, OutOfMemoryFailsCleanlyAndThePoolStaysUsable) {
     SCOPED_TRACE(size);
     spMemPoolStats expected = Stats(default_pool_);
     ++expected.failedAllocCount;
+    // The one request the device could hold were it free is out of memory
+    // (and its reclaim finds nothing READY to release); the others could
+    // never be served.
+    if (size == 7 * kMiB + 1) ++expected.oomCount;
     void* p = kSentinel;
     EXPECT_EQ(spMallocAsync(&p, size, s_), spErrorMemoryAllocation);
     EXPECT_EQ(p, nullptr);
@@ -1004,6 +1010,8 @@ struct VmmUpstream {
 // the runtime that calls it.
 class VmmPoolTest : public PoolCapiTest {
  protected:
+  // What an embedder's upstream does on failure, with no reclaim retrying it.
+  void SetUp() override { Start(uint64_t{1} << 30, 1, /*reclaim=*/false); }
   spMemPool_t NewVmmPool(size_t max_size = 0, int growth = spPoolGrowthDefault) {
     spMemPoolProps props;
     std::memset(&props, 0, sizeof(props));
@@ -1159,6 +1167,7 @@ TEST_F(VmmPoolTest, AMapThatFailsHalfWayLeavesNothingBehind) {
   vmm_.FailNthMap(2);
   spMemPoolStats expected = Stats(pool);
   ++expected.failedAllocCount;
+  ++expected.oomCount;  // it fits the device: out of memory
   void* p = kSentinel;
   EXPECT_EQ(spMallocFromPoolAsync(&p, 6 * kMiB, pool, s_), spErrorMemoryAllocation);
   EXPECT_EQ(p, nullptr);
@@ -1184,6 +1193,7 @@ TEST_F(VmmPoolTest, AFailedFirstMapGivesTheNewReservationBackAtOnce) {
   vmm_.FailNthMap(1);
   spMemPoolStats expected = Stats(pool);
   ++expected.failedAllocCount;
+  ++expected.oomCount;  // it fits the device: out of memory
   void* p = kSentinel;
   EXPECT_EQ(spMallocFromPoolAsync(&p, kMiB, pool, s_), spErrorMemoryAllocation);
   EXPECT_EQ(p, nullptr);
@@ -1258,7 +1268,8 @@ class DvppWindowTest : public PoolCapiTest {
   // the 512 granules of one reservation.
   static constexpr size_t kWhole = 1022 * kMiB;
 
-  void SetUp() override { Start(/*capacity=*/64 * kGiB); }
+  // The window's own limits, with no reclaim making room in it.
+  void SetUp() override { Start(/*capacity=*/64 * kGiB, 1, /*reclaim=*/false); }
 
   spMemPool_t NewDvppPool() {
     spMemPoolProps props;
@@ -1283,6 +1294,7 @@ class DvppWindowTest : public PoolCapiTest {
       EXPECT_EQ(e, spErrorMemoryAllocation);
       EXPECT_EQ(p, nullptr);
       ++expected.failedAllocCount;
+      ++expected.oomCount;  // it fits the device: out of memory
       EXPECT_TRUE(StatsIdentical(Stats(pool), expected));
       break;
     }

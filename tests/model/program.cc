@@ -857,6 +857,9 @@ class Runner {
     RuntimeConfig cfg;
     cfg.device_count = p_.device_count;
     cfg.device_capacity = p_.device_capacity;
+    // The reference model has the pool's ladder, not the runtime's
+    // out-of-memory reclaim after it (tests/runtime/oom_test.cc).
+    cfg.oom_reclaim = false;
     cfg.backing = p_.backing;
     cfg.api_call_ns = p_.api_call_ns;
     cfg.copy_bytes_per_us = p_.copy_bytes_per_us;

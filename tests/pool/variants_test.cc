@@ -28,10 +28,13 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 uint64_t AlignUp(uint64_t v, uint64_t k) { return (v - 1) / k * k + k; }
 
+// The pool's own rules and failures: without the runtime's out-of-memory
+// reclaim, which tests/runtime/oom_test.cc covers.
 std::unique_ptr<Runtime> MakeRuntime(Backing backing, uint64_t capacity = kGiB) {
   RuntimeConfig cfg;
   cfg.backing = backing;
   cfg.device_capacity = capacity;
+  cfg.oom_reclaim = false;
   auto rt = Runtime::Create(cfg);
   EXPECT_TRUE(rt.ok()) << rt.status();
   return *std::move(rt);
@@ -453,7 +456,9 @@ TEST(CallbackUpstreamTest, FailureSurfacesAsMemoryAllocationWithNothingLeaked) {
   EXPECT_EQ(q, nullptr);
   ASSERT_EQ(spMemPoolGetStats(pool, &after), spSuccess);
   EXPECT_EQ(after.failedAllocCount, before.failedAllocCount + 1);
+  EXPECT_EQ(after.oomCount, before.oomCount + 1);
   after.failedAllocCount = before.failedAllocCount;
+  after.oomCount = before.oomCount;
   EXPECT_EQ(memcmp(&before, &after, sizeof before), 0);
   up.fail = false;
   ASSERT_EQ(spMallocFromPoolAsync(&q, 3 << 20, pool, s), spSuccess);  // still usable

@@ -61,7 +61,8 @@ spMemPoolStats Stats(spMemPool_t pool) {
 
 // Allocates `size` from `pool` on `s`: on success the pointer joins `live`;
 // on failure it must be spErrorMemoryAllocation with the pool's statistics
-// exactly as before but failedAllocCount. Returns whether it failed.
+// exactly as before but failedAllocCount and oomCount (every size here fits
+// the device: a failure is out of memory). Returns whether it failed.
 bool AllocOrFailCleanly(spMemPool_t pool, spStream_t s, size_t size, std::vector<void*>* live) {
   const spMemPoolStats before = Stats(pool);
   void* p = nullptr;
@@ -74,6 +75,7 @@ bool AllocOrFailCleanly(spMemPool_t pool, spStream_t s, size_t size, std::vector
   EXPECT_EQ(p, nullptr);
   spMemPoolStats expected = before;
   ++expected.failedAllocCount;
+  ++expected.oomCount;
   const spMemPoolStats after = Stats(pool);
   EXPECT_EQ(std::memcmp(&after, &expected, sizeof after), 0)
       << "a failed allocation of " << size << " changed the pool's statistics";
@@ -119,6 +121,9 @@ int RunProgram(const Variant& v, uint64_t n) {
   spRuntimeConfigInit(&cfg);
   cfg.backing = v.backing;
   cfg.deviceCapacity = 256 * kMiB;
+  // An mmap that fails is the call's failure here, not a cue to reclaim and
+  // retry (tests/runtime/oom_test.cc tests the reclaim).
+  cfg.oomReclaimOff = 1;
   spRuntime_t rt;
   // The runtime itself maps nothing up front, so it is made before arming.
   if (spRuntimeCreate(&rt, &cfg) != spSuccess) {
@@ -360,6 +365,7 @@ int RunOnUpstream(FlakyUpstream* u, bool vmm) {
   spRuntimeConfig cfg;
   spRuntimeConfigInit(&cfg);
   spRuntime_t rt;
+  cfg.oomReclaimOff = 1;  // the upstream's failure is the call's (oom_test.cc: the reclaim)
   EXPECT_EQ(spRuntimeCreate(&rt, &cfg), spSuccess);
   spStream_t s;
   EXPECT_EQ(spStreamCreate(&s, rt, 0, spStreamDefault), spSuccess);
