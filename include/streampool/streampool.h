@@ -263,7 +263,10 @@ typedef struct spMemPoolProps {
 } spMemPoolProps;
 
 /** Pool attributes, as cudaMemPoolAttr (spMemPoolSetAttribute /
- * spMemPoolGetAttribute). */
+ * spMemPoolGetAttribute). 1-14 are CUDA 13's cudaMemPoolAttr values (the CUDA
+ * runtime API reference, "Stream Ordered Memory Allocator", and CUDA 13.3's
+ * driver_types.h); streampool's own attributes start at 0x1000 so that CUDA's
+ * later ones never meet them. */
 typedef enum spMemPoolAttr {
   spMemPoolReuseFollowEventDependencies = 1,
   spMemPoolReuseAllowOpportunistic = 2,
@@ -273,11 +276,26 @@ typedef enum spMemPoolAttr {
   spMemPoolAttrReservedMemHigh = 6,
   spMemPoolAttrUsedMemCurrent = 7,
   spMemPoolAttrUsedMemHigh = 8,
-  spMemPoolAttrGrowth = 9, /**< int, read-only: spPoolGrowthChunked or spPoolGrowthExpandable */
+  /** int, read-only: the pool's spMemAllocationType */
+  spMemPoolAttrAllocationType = 9,
+  /** int, read-only: the handle types the pool can be exported as (an
+   * imported pool: 0, it cannot be exported again) */
+  spMemPoolAttrExportHandleTypes = 10,
+  /** int, read-only: the pool's device; -1 for a pinned host pool */
+  spMemPoolAttrLocationId = 11,
+  /** int, read-only: an spMemLocationType (a pinned host pool: Host) */
+  spMemPoolAttrLocationType = 12,
+  /** uint64_t, read-only: the maxSize the pool was made with; 0 = no limit of
+   * its own (the device's capacity bounds it); an imported pool: 0 */
+  spMemPoolAttrMaxPoolSize = 13,
+  /** int, read-only: always 0 (no pool uses hardware decompression) */
+  spMemPoolAttrHwDecompressEnabled = 14,
+  /** int, read-only: spPoolGrowthChunked or spPoolGrowthExpandable */
+  spMemPoolAttrGrowth = 0x1000,
   /** int, exactly 0 or 1 (default 1): per-stream front caches on or off. Off,
    * every allocation takes the central exact best fit; turning them off
    * flushes what they hold into the central index. */
-  spMemPoolAttrFrontCache = 10
+  spMemPoolAttrFrontCache = 0x1001
 } spMemPoolAttr;
 
 /** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
@@ -362,13 +380,13 @@ SP_API spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt,
 SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) SP_NOEXCEPT;
 /** The device's current pool. */
 SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) SP_NOEXCEPT;
-/** Sets an attribute; value: int* for attributes 1-3, 9 and 10, uint64_t* for 4-8.
- * The Current attributes and spMemPoolAttrGrowth are read-only; a High one is
- * reset by setting 0. */
+/** Sets an attribute; value: int* for attributes 1-3 and spMemPoolAttrFrontCache,
+ * uint64_t* for 4-8. The Current attributes, 9-14 and spMemPoolAttrGrowth are
+ * read-only (spErrorInvalidValue); a High one is reset by setting 0. */
 SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr,
                                        void* value) SP_NOEXCEPT;
-/** Reads an attribute into value: int* for attributes 1-3 (0 or 1) and 9,
- * uint64_t* for 4-8. */
+/** Reads an attribute into value: uint64_t* for 4-8 and 13, int* for the others
+ * (the switches read 0 or 1). */
 SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr,
                                        void* value) SP_NOEXCEPT;
 /** Applies the release rule with bound minBytesToKeep: unmaps whole granules

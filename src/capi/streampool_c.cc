@@ -131,6 +131,39 @@ bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && O
 }  // namespace
 }  // namespace streampool::internal
 
+namespace {
+
+// What a pool attribute's value pointer points to, as CUDA types them: the
+// byte counts and the maximum size are cuuint64_t, the rest int or an enum.
+enum class AttrWidth { kUnknown, kInt, kU64 };
+
+AttrWidth WidthOf(int attr) {
+  switch (attr) {
+    case spMemPoolReuseFollowEventDependencies:
+    case spMemPoolReuseAllowOpportunistic:
+    case spMemPoolReuseAllowInternalDependencies:
+    case spMemPoolAttrAllocationType:
+    case spMemPoolAttrExportHandleTypes:
+    case spMemPoolAttrLocationId:
+    case spMemPoolAttrLocationType:
+    case spMemPoolAttrHwDecompressEnabled:
+    case spMemPoolAttrGrowth:
+    case spMemPoolAttrFrontCache:
+      return AttrWidth::kInt;
+    case spMemPoolAttrReleaseThreshold:
+    case spMemPoolAttrReservedMemCurrent:
+    case spMemPoolAttrReservedMemHigh:
+    case spMemPoolAttrUsedMemCurrent:
+    case spMemPoolAttrUsedMemHigh:
+    case spMemPoolAttrMaxPoolSize:
+      return AttrWidth::kU64;
+    default:
+      return AttrWidth::kUnknown;
+  }
+}
+
+}  // namespace
+
 using streampool::AllocInfo;
 using streampool::PoolAttr;
 using streampool::PoolProps;
@@ -601,19 +634,16 @@ spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
     const int attr = streampool::internal::EnumInt(attr_in);
-    if (value == nullptr) return spErrorInvalidValue;
-    if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
-      return spErrorInvalidValue;
-    }
+    const AttrWidth width = WidthOf(attr);
+    if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
     if (attr == spMemPoolAttrFrontCache) {
       const int on = *static_cast<int*>(value);
       if (on != 0 && on != 1) return spErrorInvalidValue;
       return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), PoolAttr::kFrontCache, on));
     }
-    const bool as_int =
-        attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth;
-    const uint64_t v = as_int ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
-                              : *static_cast<uint64_t*>(value);
+    const uint64_t v = width == AttrWidth::kInt
+                           ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
+                           : *static_cast<uint64_t*>(value);
     return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), v));
   });
 }
@@ -622,15 +652,12 @@ spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
     const int attr = streampool::internal::EnumInt(attr_in);
-    if (value == nullptr) return spErrorInvalidValue;
-    if (attr < spMemPoolReuseFollowEventDependencies || attr > spMemPoolAttrFrontCache) {
-      return spErrorInvalidValue;
-    }
+    const AttrWidth width = WidthOf(attr);
+    if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
     auto v = r.Run<&Pools::GetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr));
     if (!v.ok()) return ToError(v.status());
-    if (attr <= spMemPoolReuseAllowInternalDependencies || attr == spMemPoolAttrGrowth ||
-        attr == spMemPoolAttrFrontCache) {
-      *static_cast<int*>(value) = static_cast<int>(*v);
+    if (width == AttrWidth::kInt) {
+      *static_cast<int*>(value) = static_cast<int>(static_cast<int64_t>(*v));
     } else {
       *static_cast<uint64_t*>(value) = *v;
     }

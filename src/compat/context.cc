@@ -46,6 +46,27 @@ bool ProcessRuntime::SetPeerEnabled(int device, int peer, bool enabled) {
   return was;
 }
 
+uint64_t ProcessRuntime::host_default_pool() const {
+  absl::MutexLock lock(&mu_);
+  return host_default_pool_;
+}
+
+uint64_t ProcessRuntime::KeepHostDefaultPool(uint64_t pool) {
+  absl::MutexLock lock(&mu_);
+  if (host_default_pool_ == 0) host_default_pool_ = pool;
+  return host_default_pool_;
+}
+
+uint64_t ProcessRuntime::host_current_pool() const {
+  absl::MutexLock lock(&mu_);
+  return host_current_pool_;
+}
+
+void ProcessRuntime::set_host_current_pool(uint64_t pool) {
+  absl::MutexLock lock(&mu_);
+  host_current_pool_ = pool;
+}
+
 // A thread's states, one per context it used; destroyed when the thread
 // exits, which destroys its per-thread streams (a long-running process whose
 // threads come and go must not accumulate streams).

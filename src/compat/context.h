@@ -66,13 +66,26 @@ class STREAMPOOL_COMPAT_EXPORT ProcessRuntime {
   // pool access follows spMemPoolSetAccess). Returns the previous state.
   bool SetPeerEnabled(int device, int peer, bool enabled);
 
+  // The host's pinned pools as a face's memory-location calls see them
+  // (cudaMemGetDefaultMemPool, cudaMemSetMemPool): the sp* runtime keeps a
+  // default and a current pool per device only. 0 = none yet.
+  uint64_t host_default_pool() const;
+  // Keeps `pool` as the host's default pool unless another call kept one
+  // first (the caller made it without this lock held); returns the one kept.
+  uint64_t KeepHostDefaultPool(uint64_t pool);
+  // The pool made current for the host; 0 means the default.
+  uint64_t host_current_pool() const;
+  void set_host_current_pool(uint64_t pool);
+
  private:
   std::unique_ptr<Runtime> runtime_;
   const CompatConfig config_;
   const uint64_t generation_;
   std::shared_ptr<std::atomic<Fault>> fault_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<uint64_t> peer_enabled_ ABSL_GUARDED_BY(mu_);  // bit p of [d]: d -> p enabled
+  uint64_t host_default_pool_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t host_current_pool_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A host thread's state in one face.

@@ -3,6 +3,8 @@
 // call changes nothing, and answers with CUDA's code.
 #include "streampool/cuda/cuda_runtime_api.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -35,11 +37,12 @@ constexpr unsigned kHostAllocFlags =
 constexpr unsigned kEventFlags =
     cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
 
-// CUDA's reuse switches are int, its byte counts cuuint64_t: exactly what
-// spMemPoolSetAttribute takes for attributes 1-8. The sp-only attributes
-// beyond them are not CUDA's.
+// CUDA's pool attributes have the same numbers and value types in the sp*
+// API (int or enum for the switches and the placement, cuuint64_t for byte
+// counts). The sp-only attributes from 0x1000 up are not CUDA's.
 bool IsCudaPoolAttr(cudaMemPoolAttr attr) {
-  return attr >= cudaMemPoolReuseFollowEventDependencies && attr <= cudaMemPoolAttrUsedMemHigh;
+  return attr >= cudaMemPoolReuseFollowEventDependencies &&
+         attr <= cudaMemPoolAttrHwDecompressEnabled;
 }
 
 cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
@@ -59,6 +62,110 @@ cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
 }
 
 cudaError_t NotSupported() { return streampool::internal::compat::NotSupported<CudaFace>(); }
+
+uint64_t Handle(cudaMemPool_t p) { return reinterpret_cast<uintptr_t>(p); }
+cudaMemPool_t CudaPool(uint64_t p) { return reinterpret_cast<cudaMemPool_t>(uintptr_t{p}); }
+
+// The memory-location calls (cudaMemGetDefaultMemPool and its kin) take a
+// location and an allocation type. Their documented codes are only
+// cudaErrorInvalidValue and cudaErrorNotSupported, so a device ordinal out of
+// range is an invalid value here, not cudaErrorInvalidDevice. Managed pools
+// and NUMA nodes are CUDA's but not streampool's: not supported.
+cudaError_t CheckPoolLocation(Call& call, const cudaMemLocation& location,
+                              cudaMemAllocationType type) {
+  if (type == cudaMemAllocationTypeManaged) return cudaErrorNotSupported;
+  if (type != cudaMemAllocationTypePinned) return cudaErrorInvalidValue;
+  spMemLocation sp;
+  if (cudaError_t e = ToSpLocation(location, &sp); e != cudaSuccess) return e;
+  if (sp.type == spMemLocationTypeDevice && (sp.id < 0 || sp.id >= call.rt().device_count())) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+// The host's default pinned pool, made on first request: the sp* runtime has
+// default pools for devices only.
+cudaError_t HostDefaultPool(Call& call, uint64_t* out) {
+  if (uint64_t kept = call.rt().host_default_pool(); kept != 0) {
+    *out = kept;
+    return cudaSuccess;
+  }
+  spMemPoolProps props{};
+  props.allocType = spMemAllocationTypePinnedHost;
+  spMemPool_t made = nullptr;
+  if (cudaError_t e = FromSp(spMemPoolCreate(&made, call.c(), &props)); e != cudaSuccess) {
+    return e;
+  }
+  const uint64_t mine = reinterpret_cast<uintptr_t>(made);
+  *out = call.rt().KeepHostDefaultPool(mine);
+  // Another thread's pool was kept first: this one is nobody's.
+  if (*out != mine) spMemPoolDestroy(made);
+  return cudaSuccess;
+}
+
+// cudaMemGetDefaultMemPool (current false) and cudaMemGetMemPool (true).
+cudaError_t LocationPool(Call& call, cudaMemPool_t* memPool, const cudaMemLocation* location,
+                         cudaMemAllocationType type, bool current) {
+  if (memPool == nullptr || location == nullptr) return cudaErrorInvalidValue;
+  if (cudaError_t e = CheckPoolLocation(call, *location, type); e != cudaSuccess) return e;
+  auto* out = reinterpret_cast<spMemPool_t*>(memPool);
+  if (location->type == cudaMemLocationTypeDevice) {
+    return FromSp(current ? spDeviceGetMemPool(out, call.c(), location->id)
+                          : spDeviceGetDefaultMemPool(out, call.c(), location->id));
+  }
+  uint64_t pool = current ? call.rt().host_current_pool() : 0;
+  if (pool == 0) {
+    if (cudaError_t e = HostDefaultPool(call, &pool); e != cudaSuccess) return e;
+  }
+  *memPool = CudaPool(pool);
+  return cudaSuccess;
+}
+
+// Whether `pool` is a pinned host pool (not a device's, not an unknown
+// handle, which is cudaErrorInvalidValue as cudaMemSetMemPool documents).
+cudaError_t CheckHostPool(cudaMemPool_t pool) {
+  int type = 0;
+  if (spMemPoolGetAttribute(Sp(pool), spMemPoolAttrAllocationType, &type) != spSuccess ||
+      type != spMemAllocationTypePinnedHost) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+// The model behind the occupancy calls: a kernel's registers and static
+// shared memory are unknown (there is no device code), so an SM's resident
+// blocks are limited by its threads (in whole warps), its block slots and the
+// dynamic shared memory each block asks for.
+struct SmLimits {
+  int threads_per_sm = 0;
+  int threads_per_block = 0;
+  int blocks_per_sm = 0;
+  int smem_per_sm = 0;
+  int smem_per_block = 0;
+};
+
+SmLimits LimitsOf(Call& call, int device) {
+  const auto& config = call.rt().config();
+  auto attr = [&](cudaDeviceAttr a) {
+    int v = 0;
+    streampool::internal::cuda::DeviceAttribute(config, device, a, &v);
+    return v;
+  };
+  return {attr(cudaDevAttrMaxThreadsPerMultiProcessor), attr(cudaDevAttrMaxThreadsPerBlock),
+          attr(cudaDevAttrMaxBlocksPerMultiprocessor),
+          attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor),
+          attr(cudaDevAttrMaxSharedMemoryPerBlock)};
+}
+
+int ActiveBlocks(const SmLimits& sm, int block_size, size_t dynamic_smem) {
+  if (block_size > sm.threads_per_block || dynamic_smem > size_t(sm.smem_per_block)) return 0;
+  const int warp_threads = (block_size + 31) / 32 * 32;
+  int blocks = std::min(sm.blocks_per_sm, sm.threads_per_sm / warp_threads);
+  if (dynamic_smem > 0) {
+    blocks = std::min<int>(blocks, static_cast<int>(size_t(sm.smem_per_sm) / dynamic_smem));
+  }
+  return blocks;
+}
 
 }  // namespace
 
@@ -237,6 +344,23 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int fla
   // Streams have no priority; CUDA clamps any value into the range, which
   // is [0, 0] here.
   return cudaStreamCreateWithFlags(pStream, flags);
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (priority == nullptr) return cudaErrorInvalidValue;
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(hStream, &s); e != cudaSuccess) return e;
+    // Asking for the native stream looks the handle up and changes nothing;
+    // without a stream adapter a known stream fails only the precondition.
+    absl::StatusOr<void*> native =
+        call.rt().cpp().NativeStream(streampool::StreamId{reinterpret_cast<uintptr_t>(s)});
+    if (!native.ok() && !absl::IsFailedPrecondition(native.status())) {
+      return FromStatus(native.status());
+    }
+    *priority = 0;  // every stream has the one priority of the range [0, 0]
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) noexcept {
@@ -470,6 +594,33 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   });
 }
 
+// --------------------------------------------------------------- occupancy
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, const void* func,
+                                                                   int blockSize,
+                                                                   size_t dynamicSMemSize,
+                                                                   unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (numBlocks == nullptr || blockSize <= 0) return cudaErrorInvalidValue;
+    if ((flags & ~unsigned{cudaOccupancyDisableCachingOverride}) != 0) {
+      return cudaErrorInvalidValue;
+    }
+    // Any host function is a kernel here; only a null one cannot be.
+    if (func == nullptr) return cudaErrorInvalidDeviceFunction;
+    int device = 0;
+    if (cudaError_t e = call.Device(&device); e != cudaSuccess) return e;
+    *numBlocks = ActiveBlocks(LimitsOf(call, device), blockSize, dynamicSMemSize);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func,
+                                                          int blockSize,
+                                                          size_t dynamicSMemSize) noexcept {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+      numBlocks, func, blockSize, dynamicSMemSize, cudaOccupancyDefault);
+}
+
 // ------------------------------------------------------------------- pools
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) noexcept {
@@ -535,7 +686,43 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* po
 }
 
 cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) noexcept {
-  return WithRuntime([&](Call&) { return FromSp(spMemPoolDestroy(Sp(memPool))); });
+  return WithRuntime([&](Call& call) {
+    // The host's default pool is a default pool, which cannot be destroyed.
+    const uint64_t pool = Handle(memPool);
+    if (pool != 0 && pool == call.rt().host_default_pool()) return cudaErrorInvalidValue;
+    if (cudaError_t e = FromSp(spMemPoolDestroy(Sp(memPool))); e != cudaSuccess) return e;
+    // As for a device: destroying the current pool makes the default current.
+    if (pool == call.rt().host_current_pool()) call.rt().set_host_current_pool(0);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t* memPool, cudaMemLocation* location,
+                                     cudaMemAllocationType type) noexcept {
+  return WithRuntime(
+      [&](Call& call) { return LocationPool(call, memPool, location, type, /*current=*/false); });
+}
+
+cudaError_t cudaMemGetMemPool(cudaMemPool_t* memPool, cudaMemLocation* location,
+                              cudaMemAllocationType type) noexcept {
+  return WithRuntime(
+      [&](Call& call) { return LocationPool(call, memPool, location, type, /*current=*/true); });
+}
+
+cudaError_t cudaMemSetMemPool(cudaMemLocation* location, cudaMemAllocationType type,
+                              cudaMemPool_t memPool) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (location == nullptr || memPool == nullptr) return cudaErrorInvalidValue;
+    if (cudaError_t e = CheckPoolLocation(call, *location, type); e != cudaSuccess) return e;
+    // A device location is cudaDeviceSetMemPool, as CUDA documents; the pool
+    // must live on that device.
+    if (location->type == cudaMemLocationTypeDevice) {
+      return FromSp(spDeviceSetMemPool(call.c(), location->id, Sp(memPool)));
+    }
+    if (cudaError_t e = CheckHostPool(memPool); e != cudaSuccess) return e;
+    call.rt().set_host_current_pool(Handle(memPool));
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
@@ -550,7 +737,18 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
                                     void* value) noexcept {
   return WithRuntime([&](Call&) {
     if (value == nullptr || !IsCudaPoolAttr(attr)) return cudaErrorInvalidValue;
-    return FromSp(spMemPoolGetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(attr), value));
+    if (cudaError_t e =
+            FromSp(spMemPoolGetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(attr), value));
+        e != cudaSuccess) {
+      return e;
+    }
+    // Every pool the face makes is CUDA's "pinned" kind, on a device or on
+    // the host; the sp* type tells device and host apart, which CUDA says
+    // with the location type instead.
+    if (attr == cudaMemPoolAttrAllocationType) {
+      *static_cast<cudaMemAllocationType*>(value) = cudaMemAllocationTypePinned;
+    }
+    return cudaSuccess;
   });
 }
 

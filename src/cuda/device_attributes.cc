@@ -92,6 +92,15 @@ cudaError_t DeviceAttribute(const compat::CompatConfig& config, int device, cuda
     case cudaDevAttrMaxThreadsPerMultiProcessor:
       *value = 2048;
       return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+      *value = 164 * 1024;
+      return cudaSuccess;
+    case cudaDevAttrMaxRegistersPerMultiprocessor:
+      *value = 65536;
+      return cudaSuccess;
+    case cudaDevAttrMaxBlocksPerMultiprocessor:
+      *value = 32;
+      return cudaSuccess;
     case cudaDevAttrAsyncEngineCount:
       *value = 2;
       return cudaSuccess;
@@ -151,8 +160,9 @@ void DeviceProperties(const compat::CompatConfig& config, int device, cudaDevice
   prop->memoryBusWidth = attr(cudaDevAttrGlobalMemoryBusWidth);
   prop->l2CacheSize = attr(cudaDevAttrL2CacheSize);
   prop->maxThreadsPerMultiProcessor = attr(cudaDevAttrMaxThreadsPerMultiProcessor);
-  prop->sharedMemPerMultiprocessor = 164 * 1024;
-  prop->regsPerMultiprocessor = 65536;
+  prop->sharedMemPerMultiprocessor =
+      static_cast<size_t>(attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
+  prop->regsPerMultiprocessor = attr(cudaDevAttrMaxRegistersPerMultiprocessor);
   prop->managedMemory = attr(cudaDevAttrManagedMemory);
   prop->isMultiGpuBoard = 0;
   prop->concurrentManagedAccess = attr(cudaDevAttrConcurrentManagedAccess);

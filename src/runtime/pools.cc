@@ -18,6 +18,31 @@ using PoolRec = PoolTable::PoolRec;
 
 namespace {
 
+// What the read-only placement attributes (CUDA's 9-14) report: the
+// properties a pool was made with, or for an imported pool what the exporter's
+// file header says. An imported pool cannot be exported again and has no size
+// limit of its own here (CUDA calls its maximum "system dependent").
+struct Placement {
+  AllocationType type = AllocationType::kDevice;
+  int device = 0;  // -1: pinned host
+  unsigned handle_types = 0;
+  uint64_t max_size = 0;
+};
+
+Placement PlacementOf(const MemPool& p) {
+  const PoolProps& props = p.props();
+  const bool host = props.alloc_type == AllocationType::kPinnedHost;
+  return {props.alloc_type, host ? -1 : props.device, props.handle_types, props.max_size};
+}
+
+Placement PlacementOf(const ImportedPool& p) {
+  return {static_cast<AllocationType>(p.header().alloc_type), p.header().device, 0, 0};
+}
+
+// spMemLocationType's values, which are CUDA's.
+constexpr uint64_t kLocationDevice = 1;
+constexpr uint64_t kLocationHost = 2;
+
 // One attribute switch for MemPool and ImportedPool (which share accessor
 // names). An imported pool cannot allocate or release, so its reuse switches
 // and threshold mean nothing (CUDA F.11.5); it keeps them so they read back.
@@ -42,6 +67,13 @@ absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) ABSL_NO_THREAD
       return absl::InvalidArgumentError("current usage attributes are read-only");
     case PoolAttr::kGrowth:
       return absl::InvalidArgumentError("the growth mode is a property of the pool (read-only)");
+    case PoolAttr::kAllocationType:
+    case PoolAttr::kExportHandleTypes:
+    case PoolAttr::kLocationId:
+    case PoolAttr::kLocationType:
+    case PoolAttr::kMaxPoolSize:
+    case PoolAttr::kHwDecompressEnabled:
+      return absl::InvalidArgumentError("the pool's placement attributes are read-only");
     case PoolAttr::kFrontCache:
       if (value > 1) return absl::InvalidArgumentError("the front cache switch is 0 or 1");
       p.set_front_cache(value != 0);
@@ -84,6 +116,19 @@ absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) ABSL_NO_THRE
       return static_cast<uint64_t>(p.growth());
     case PoolAttr::kFrontCache:
       return p.front_cache() ? 1 : 0;
+    case PoolAttr::kAllocationType:
+      return static_cast<uint64_t>(PlacementOf(p).type);
+    case PoolAttr::kExportHandleTypes:
+      return PlacementOf(p).handle_types;
+    case PoolAttr::kLocationId:
+      // Read back as an int: -1 survives the round trip through uint64_t.
+      return static_cast<uint64_t>(static_cast<int64_t>(PlacementOf(p).device));
+    case PoolAttr::kLocationType:
+      return PlacementOf(p).device < 0 ? kLocationHost : kLocationDevice;
+    case PoolAttr::kMaxPoolSize:
+      return PlacementOf(p).max_size;
+    case PoolAttr::kHwDecompressEnabled:
+      return 0;
   }
   return absl::InvalidArgumentError("unknown pool attribute");
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
 namespace {
@@ -446,6 +447,92 @@ TEST_F(PoolCapiTest, FrontCacheSwitchIsZeroOrOneAndOnByDefault) {
   EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
 }
 
+// streampool's own attributes sit at 0x1000 and up; 9 and 10 are CUDA's
+// allocation type and export handle types now, not growth and the front cache.
+TEST_F(PoolCapiTest, OwnAttributesAreAt0x1000AndNineAndTenAreCudas) {
+  static_assert(spMemPoolAttrGrowth == 0x1000);
+  static_assert(spMemPoolAttrFrontCache == 0x1001);
+  static_assert(static_cast<int>(streampool::PoolAttr::kGrowth) == spMemPoolAttrGrowth);
+  static_assert(static_cast<int>(streampool::PoolAttr::kFrontCache) == spMemPoolAttrFrontCache);
+  spMemPool_t pool = NewPool();
+  int v = -7;
+  SP_ASSERT_OK(spMemPoolGetAttribute(pool, static_cast<spMemPoolAttr>(0x1000), &v));
+  EXPECT_TRUE(v == spPoolGrowthChunked || v == spPoolGrowthExpandable) << v;
+  EXPECT_EQ(Switch(pool, static_cast<spMemPoolAttr>(0x1001)), 1);
+  EXPECT_EQ(Switch(pool, static_cast<spMemPoolAttr>(9)), spMemAllocationTypeDevice);
+  EXPECT_EQ(Switch(pool, static_cast<spMemPoolAttr>(10)), spMemHandleTypeNone);
+  // Writing 0 to 10 once turned the front cache off; now it is a read-only
+  // attribute and the cache stays on.
+  int off = 0;
+  EXPECT_EQ(spMemPoolSetAttribute(pool, static_cast<spMemPoolAttr>(10), &off), spErrorInvalidValue);
+  EXPECT_EQ(Switch(pool, spMemPoolAttrFrontCache), 1);
+  SP_EXPECT_OK(spMemPoolDestroy(pool));
+}
+
+// CUDA's placement attributes (9-14) read the properties the pool was made
+// with; 0 as the maximum size means none of its own.
+TEST_F(PoolCapiTest, PlacementAttributesReadThePoolsProperties) {
+  Start(uint64_t{1} << 30, 2);
+  EXPECT_EQ(Switch(default_pool_, spMemPoolAttrAllocationType), spMemAllocationTypeDevice);
+  EXPECT_EQ(Switch(default_pool_, spMemPoolAttrExportHandleTypes), spMemHandleTypeNone);
+  EXPECT_EQ(Switch(default_pool_, spMemPoolAttrLocationId), 0);
+  EXPECT_EQ(Switch(default_pool_, spMemPoolAttrLocationType), spMemLocationTypeDevice);
+  EXPECT_EQ(Attr(default_pool_, spMemPoolAttrMaxPoolSize), 0u);
+  EXPECT_EQ(Switch(default_pool_, spMemPoolAttrHwDecompressEnabled), 0);
+
+  spMemPool_t bounded = NewPool(64 * kMiB, 1);
+  EXPECT_EQ(Switch(bounded, spMemPoolAttrLocationId), 1);
+  EXPECT_EQ(Switch(bounded, spMemPoolAttrLocationType), spMemLocationTypeDevice);
+  EXPECT_EQ(Attr(bounded, spMemPoolAttrMaxPoolSize), 64 * kMiB);
+
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = spMemAllocationTypePinnedHost;
+  spMemPool_t host = nullptr;
+  SP_ASSERT_OK(spMemPoolCreate(&host, rt_, &props));
+  EXPECT_EQ(Switch(host, spMemPoolAttrAllocationType), spMemAllocationTypePinnedHost);
+  EXPECT_EQ(Switch(host, spMemPoolAttrLocationId), -1);
+  EXPECT_EQ(Switch(host, spMemPoolAttrLocationType), spMemLocationTypeHost);
+  SP_EXPECT_OK(spMemPoolDestroy(host));
+  SP_EXPECT_OK(spMemPoolDestroy(bounded));
+}
+
+TEST_F(PoolCapiTest, ExportHandleTypesReadTheExportablePoolsTypes) {
+  spRuntimeConfig cfg;
+  spRuntimeConfigInit(&cfg);  // host backing: exportable pools need it
+  spRuntime_t rt = nullptr;
+  SP_ASSERT_OK(spRuntimeCreate(&rt, &cfg));
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = spMemAllocationTypeDevice;
+  props.handleTypes = spMemHandleTypePosixFileDescriptor;
+  spMemPool_t pool = nullptr;
+  SP_ASSERT_OK(spMemPoolCreate(&pool, rt, &props));
+  EXPECT_EQ(Switch(pool, spMemPoolAttrExportHandleTypes), spMemHandleTypePosixFileDescriptor);
+  SP_EXPECT_OK(spMemPoolDestroy(pool));
+  SP_EXPECT_OK(spRuntimeDestroy(rt));
+}
+
+TEST_F(PoolCapiTest, PlacementAttributesAreReadOnlyAndWritesChangeNothing) {
+  spMemPool_t pool = NewPool(64 * kMiB);
+  void* p = Alloc(100, pool);
+  const spMemPoolStats before = Stats(pool);
+  for (spMemPoolAttr attr :
+       {spMemPoolAttrAllocationType, spMemPoolAttrExportHandleTypes, spMemPoolAttrLocationId,
+        spMemPoolAttrLocationType, spMemPoolAttrHwDecompressEnabled, spMemPoolAttrGrowth}) {
+    SCOPED_TRACE(attr);
+    int v = 1;
+    EXPECT_EQ(spMemPoolSetAttribute(pool, attr, &v), spErrorInvalidValue);
+  }
+  uint64_t max = 128 * kMiB;
+  EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrMaxPoolSize, &max), spErrorInvalidValue);
+  EXPECT_EQ(Attr(pool, spMemPoolAttrMaxPoolSize), 64 * kMiB);
+  EXPECT_TRUE(StatsIdentical(Stats(pool), before));
+  SP_EXPECT_OK(spFreeAsync(p, s_));
+  SP_EXPECT_OK(spStreamSynchronize(s_));
+  SP_EXPECT_OK(spMemPoolDestroy(pool));
+}
+
 // Ties among equal-size blocks (docs/design.md, "Serving"): with the front cache
 // the stream's most recent own free comes first; without it, the lowest
 // address (the central exact best fit).
@@ -506,7 +593,7 @@ TEST_F(PoolCapiTest, FrontCachePopsKeepTheUsedWatermarkExact) {
 
 TEST_F(PoolCapiTest, UnknownAttributesAndNullValuesAreInvalidValue) {
   const spMemPoolStats before = Stats(default_pool_);
-  for (int attr : {0, 11}) {
+  for (int attr : {0, 15, 0xfff, 0x1002}) {
     SCOPED_TRACE(attr);
     uint64_t v = 0;
     EXPECT_EQ(spMemPoolGetAttribute(default_pool_, static_cast<spMemPoolAttr>(attr), &v),

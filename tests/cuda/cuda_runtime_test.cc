@@ -595,9 +595,13 @@ TEST_F(CudaTest, PoolErrorCases) {
   uint64_t bytes = 0;
   EXPECT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, nullptr),
             cudaErrorInvalidValue);
-  // streampool's own attributes beyond CUDA's eight are not CUDA's.
-  EXPECT_EQ(cudaMemPoolGetAttribute(pool, static_cast<cudaMemPoolAttr>(10), &on),
-            cudaErrorInvalidValue);
+  // streampool's own attributes (0x1000 up) are not CUDA's, nor is anything
+  // past CUDA's last.
+  for (int attr : {15, 0x1000, 0x1001}) {
+    EXPECT_EQ(cudaMemPoolGetAttribute(pool, static_cast<cudaMemPoolAttr>(attr), &on),
+              cudaErrorInvalidValue)
+        << attr;
+  }
   EXPECT_EQ(cudaMemPoolSetAttribute(pool, static_cast<cudaMemPoolAttr>(0), &on),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemPoolSetAttribute(kForgedPool, cudaMemPoolAttrReleaseThreshold, &bytes),

@@ -206,9 +206,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 21: {
         uint64_t v64 = in.Byte() % 3 == 0 ? UINT64_MAX : in.Size();
         int v32 = static_cast<int>(in.Byte()) - 1;
-        const auto attr = static_cast<spMemPoolAttr>(in.Byte() % 10);
+        // Every value up to CUDA's last, an unknown one, and streampool's own
+        // (0x1000 up).
+        const uint8_t pick = in.Byte() % 19;
+        const auto attr = static_cast<spMemPoolAttr>(pick < 16 ? pick : 0x1000 + (pick - 16));
         spMemPool_t pool = in.Pick(w.pools);
-        void* value = attr >= 1 && attr <= 3 ? static_cast<void*>(&v32) : &v64;
+        const bool u64 = (attr >= 4 && attr <= 8) || attr == 13;
+        void* value = u64 ? static_cast<void*>(&v64) : &v32;
         if (in.Byte() & 1) {
           spMemPoolSetAttribute(pool, attr, value);
         } else {

@@ -1252,10 +1252,12 @@ class Runner {
       absl::StatusOr<PoolStats> stats = rt_->GetPoolStats(pools_[i]);
       if (!stats.ok()) return Expect(stats.status(), "GetPoolStats");
       PoolAttrs attrs;
-      for (int a = 1; a <= static_cast<int>(attrs.size()); ++a) {
-        absl::StatusOr<uint64_t> v = rt_->GetPoolAttribute(pools_[i], static_cast<PoolAttr>(a));
+      // CUDA's attributes 1-8, then the growth mode (streampool's own).
+      for (size_t k = 0; k < attrs.size(); ++k) {
+        const PoolAttr a = k + 1 < attrs.size() ? static_cast<PoolAttr>(k + 1) : PoolAttr::kGrowth;
+        absl::StatusOr<uint64_t> v = rt_->GetPoolAttribute(pools_[i], a);
         if (!v.ok()) return Expect(v.status(), "GetPoolAttribute");
-        attrs[a - 1] = *v;
+        attrs[k] = *v;
       }
       if (absl::Status st = model_.CheckPool(static_cast<int>(i), *stats, attrs, owned); !st.ok()) {
         return st;

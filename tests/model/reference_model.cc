@@ -1396,6 +1396,12 @@ void ReferenceModel::SetAttr(int p, PoolAttr attr, uint64_t value) {
     case PoolAttr::kReservedMemCurrent:
     case PoolAttr::kUsedMemCurrent:
     case PoolAttr::kGrowth:
+    case PoolAttr::kAllocationType:
+    case PoolAttr::kExportHandleTypes:
+    case PoolAttr::kLocationId:
+    case PoolAttr::kLocationType:
+    case PoolAttr::kMaxPoolSize:
+    case PoolAttr::kHwDecompressEnabled:
       break;  // read-only; the executor never sets them
   }
 }

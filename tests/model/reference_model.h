@@ -142,7 +142,7 @@ struct AllocObservation {
   ReuseRule rule = ReuseRule::kFresh;
 };
 
-// The pool's attributes as read back, in PoolAttr order (1..9).
+// The pool's attributes as read back: CUDA's 1-8, then PoolAttr::kGrowth.
 using PoolAttrs = std::array<uint64_t, 9>;
 
 // What the programs reached (the property test's report, and what it asserts

@@ -473,7 +473,24 @@ class Worker : public Caller {
   }
 
   void Attributes() {
-    const spMemPoolAttr attr = static_cast<spMemPoolAttr>(1 + Rand(10));
+    // CUDA's attributes 1-14 and streampool's own two.
+    static constexpr spMemPoolAttr kAttrs[] = {spMemPoolReuseFollowEventDependencies,
+                                               spMemPoolReuseAllowOpportunistic,
+                                               spMemPoolReuseAllowInternalDependencies,
+                                               spMemPoolAttrReleaseThreshold,
+                                               spMemPoolAttrReservedMemCurrent,
+                                               spMemPoolAttrReservedMemHigh,
+                                               spMemPoolAttrUsedMemCurrent,
+                                               spMemPoolAttrUsedMemHigh,
+                                               spMemPoolAttrAllocationType,
+                                               spMemPoolAttrExportHandleTypes,
+                                               spMemPoolAttrLocationId,
+                                               spMemPoolAttrLocationType,
+                                               spMemPoolAttrMaxPoolSize,
+                                               spMemPoolAttrHwDecompressEnabled,
+                                               spMemPoolAttrGrowth,
+                                               spMemPoolAttrFrontCache};
+    const spMemPoolAttr attr = kAttrs[Rand(std::size(kAttrs))];
     int flag = static_cast<int>(Rand(2));
     uint64_t value = Rand(2) ? 0 : Rand(8) << 20;
     switch (attr) {

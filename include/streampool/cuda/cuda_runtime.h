@@ -138,6 +138,78 @@ static inline cudaError_t cudaMallocFromPoolAsync(T** ptr, size_t size, cudaMemP
   return ::cudaMallocFromPoolAsync(reinterpret_cast<void**>(ptr), size, memPool, stream);
 }
 
+namespace spcuda_internal {
+// A kernel (a function pointer, or null) as the C calls take it; the cast is
+// C's, which turns both into a pointer.
+template <class T>
+const void* KernelAddress(T func) {
+  return (const void*)func;  // NOLINT(readability/casting)
+}
+}  // namespace spcuda_internal
+
+/* The occupancy calls with a kernel, as CUDA's templates take it. */
+template <class T>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    int* numBlocks, T func, int blockSize, size_t dynamicSMemSize) noexcept {
+  return ::cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+      numBlocks, spcuda_internal::KernelAddress(func), blockSize, dynamicSMemSize,
+      cudaOccupancyDefault);
+}
+template <class T>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, T func, int blockSize, size_t dynamicSMemSize, unsigned int flags) noexcept {
+  return ::cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+      numBlocks, spcuda_internal::KernelAddress(func), blockSize, dynamicSMemSize, flags);
+}
+
+/* The block size (a whole number of warps, at most blockSizeLimit when that
+ * is not 0) that keeps the most threads resident per multiprocessor, the
+ * larger one on a tie, and the grid that fills every multiprocessor with it. */
+template <class T>
+static inline cudaError_t cudaOccupancyMaxPotentialBlockSizeWithFlags(
+    int* minGridSize, int* blockSize, T func, size_t dynamicSMemSize = 0, int blockSizeLimit = 0,
+    unsigned int flags = cudaOccupancyDefault) noexcept {
+  if (minGridSize == nullptr || blockSize == nullptr || blockSizeLimit < 0) {
+    return cudaErrorInvalidValue;
+  }
+  int device = 0;
+  int max_threads = 0;
+  int sm_count = 0;
+  int warp = 0;
+  cudaError_t e = ::cudaGetDevice(&device);
+  if (e == cudaSuccess)
+    e = ::cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerBlock, device);
+  if (e == cudaSuccess)
+    e = ::cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess) e = ::cudaDeviceGetAttribute(&warp, cudaDevAttrWarpSize, device);
+  if (e != cudaSuccess) return e;
+  const int limit =
+      blockSizeLimit == 0 || blockSizeLimit > max_threads ? max_threads : blockSizeLimit;
+  int best_size = 0;
+  int best_blocks = 0;
+  for (int size = limit >= warp ? limit / warp * warp : limit; size > 0;
+       size = size > warp ? size - warp : 0) {
+    int blocks = 0;
+    e = ::cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        &blocks, spcuda_internal::KernelAddress(func), size, dynamicSMemSize, flags);
+    if (e != cudaSuccess) return e;
+    if (blocks * size > best_blocks * best_size) {
+      best_size = size;
+      best_blocks = blocks;
+    }
+  }
+  *blockSize = best_size;
+  *minGridSize = best_blocks * sm_count;
+  return cudaSuccess;
+}
+template <class T>
+static inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize,
+                                                             T func, size_t dynamicSMemSize = 0,
+                                                             int blockSizeLimit = 0) noexcept {
+  return cudaOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, func, dynamicSMemSize,
+                                                     blockSizeLimit);
+}
+
 /* Atomics for kernels whose grid runs on one host thread while other
  * streams' kernels run on others (the threads executor). */
 template <class T>

@@ -86,6 +86,8 @@ SPCUDA_API cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream,
                                                  unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags,
                                                     int priority) SPCUDA_NOEXCEPT;
+/* Always 0: streams have no priority, and the range is [0, 0]. */
+SPCUDA_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) SPCUDA_NOEXCEPT;
@@ -142,19 +144,48 @@ SPCUDA_API cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count,
 SPCUDA_API cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes,
                                                 const void* ptr) SPCUDA_NOEXCEPT;
 
+/* --------------------------------------------------------------- occupancy */
+
+/* Blocks of blockSize threads that fit on one multiprocessor of the current
+ * device. There is no device code to inspect, so a kernel is taken to use no
+ * registers and no static shared memory: the limits are the SM's threads (in
+ * whole warps), its block slots and dynamicSMemSize per block. 0 when one
+ * block exceeds the device's per-block limits. */
+SPCUDA_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize) SPCUDA_NOEXCEPT;
+/* flags: cudaOccupancyDefault or cudaOccupancyDisableCachingOverride. */
+SPCUDA_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* numBlocks, const void* func, int blockSize, size_t dynamicSMemSize,
+    unsigned int flags) SPCUDA_NOEXCEPT;
+
 /* ------------------------------------------------------------------- pools */
 
 SPCUDA_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool,
                                                    int device) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* memPool, int device) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) SPCUDA_NOEXCEPT;
+/* The memory-location forms (CUDA 13). location: a device (the same pools as
+ * cudaDeviceGetDefaultMemPool / GetMemPool / SetMemPool) or
+ * cudaMemLocationTypeHost, whose default is a pinned host pool made on first
+ * request; type cudaMemAllocationTypePinned. Managed pools and NUMA locations:
+ * cudaErrorNotSupported; a device ordinal out of range or a pool not of that
+ * location: cudaErrorInvalidValue (the codes CUDA documents for these). */
+SPCUDA_API cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t* memPool,
+                                                struct cudaMemLocation* location,
+                                                enum cudaMemAllocationType type) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaMemGetMemPool(cudaMemPool_t* memPool, struct cudaMemLocation* location,
+                                         enum cudaMemAllocationType type) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaMemSetMemPool(struct cudaMemLocation* location,
+                                         enum cudaMemAllocationType type,
+                                         cudaMemPool_t memPool) SPCUDA_NOEXCEPT;
 /* allocType cudaMemAllocationTypePinned on a device (a device pool) or on
  * cudaMemLocationTypeHost (a pinned host pool); handleTypes None or
  * PosixFileDescriptor. */
 SPCUDA_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool,
                                          const struct cudaMemPoolProps* poolProps) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool) SPCUDA_NOEXCEPT;
-/* value: int* for the reuse switches, uint64_t* (cuuint64_t) for the others. */
+/* value: uint64_t* (cuuint64_t) for the byte counts and cudaMemPoolAttrMaxPoolSize,
+ * int* (or the enum) for the others. Attributes 9-14 are read-only. */
 SPCUDA_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
                                                void* value) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,

@@ -95,6 +95,11 @@ typedef struct CUmemPoolHandle_st* cudaMemPool_t;
 #define cudaHostAllocMapped 0x02
 #define cudaHostAllocWriteCombined 0x04
 
+/* cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags flags. There is no
+ * cache to configure, so both mean the same. */
+#define cudaOccupancyDefault 0x00
+#define cudaOccupancyDisableCachingOverride 0x01
+
 #define cudaCpuDeviceId ((int)-1)
 #define cudaInvalidDeviceId ((int)-2)
 
@@ -173,8 +178,11 @@ enum cudaDeviceAttr {
   cudaDevAttrPciDomainId = 50,
   cudaDevAttrComputeCapabilityMajor = 75,
   cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+  cudaDevAttrMaxRegistersPerMultiprocessor = 82,
   cudaDevAttrManagedMemory = 83,
   cudaDevAttrConcurrentManagedAccess = 89,
+  cudaDevAttrMaxBlocksPerMultiprocessor = 106,
   cudaDevAttrMemoryPoolsSupported = 115,
   cudaDevAttrMemoryPoolSupportedHandleTypes = 119
 };
@@ -233,15 +241,26 @@ enum cudaMemPoolAttr {
   cudaMemPoolAttrReservedMemCurrent = 0x5,         /* uint64_t, read-only */
   cudaMemPoolAttrReservedMemHigh = 0x6,            /* uint64_t, reset by setting 0 */
   cudaMemPoolAttrUsedMemCurrent = 0x7,             /* uint64_t, read-only */
-  cudaMemPoolAttrUsedMemHigh = 0x8                 /* uint64_t, reset by setting 0 */
+  cudaMemPoolAttrUsedMemHigh = 0x8,                /* uint64_t, reset by setting 0 */
+  /* Read-only, also on imported and default pools; the values follow CUDA
+   * 13's cudaMemPoolAttr (CUDA runtime API reference, "Stream Ordered Memory
+   * Allocator"; CUDA 13.3 driver_types.h). */
+  cudaMemPoolAttrAllocationType = 0x9,     /* enum cudaMemAllocationType */
+  cudaMemPoolAttrExportHandleTypes = 0xA,  /* enum cudaMemAllocationHandleType */
+  cudaMemPoolAttrLocationId = 0xB,         /* int; cudaCpuDeviceId for a host pool */
+  cudaMemPoolAttrLocationType = 0xC,       /* enum cudaMemLocationType */
+  cudaMemPoolAttrMaxPoolSize = 0xD,        /* cuuint64_t; 0 = no maximum */
+  cudaMemPoolAttrHwDecompressEnabled = 0xE /* int; always 0 here */
 };
 
 enum cudaMemLocationType {
   cudaMemLocationTypeInvalid = 0,
+  cudaMemLocationTypeNone = 0, /* a managed pool's "no preferred location" */
   cudaMemLocationTypeDevice = 1,
   cudaMemLocationTypeHost = 2,
   cudaMemLocationTypeHostNuma = 3,
-  cudaMemLocationTypeHostNumaCurrent = 4
+  cudaMemLocationTypeHostNumaCurrent = 4,
+  cudaMemLocationTypeInvisible = 5 /* CUDA 13: an imported pool's device not visible here */
 };
 
 struct cudaMemLocation {
@@ -263,6 +282,7 @@ struct cudaMemAccessDesc {
 enum cudaMemAllocationType {
   cudaMemAllocationTypeInvalid = 0x0,
   cudaMemAllocationTypePinned = 0x1,
+  cudaMemAllocationTypeManaged = 0x2, /* cudaErrorNotSupported wherever it is passed */
   cudaMemAllocationTypeMax = 0x7FFFFFFF
 };
 
