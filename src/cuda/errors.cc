@@ -1,14 +1,21 @@
 #include "src/cuda/errors.h"
 
+#include <cstddef>
+
 namespace streampool::internal::cuda {
 
 namespace {
 
-struct ErrorInfo {
-  cudaError_t code;
+// One row of a table of codes: the runtime's (cudaError_t) or the driver's
+// (CUresult).
+template <class Code>
+struct CodeInfo {
+  Code code;
   const char* name;
   const char* description;
 };
+using ErrorInfo = CodeInfo<cudaError_t>;
+using DriverErrorInfo = CodeInfo<CUresult>;
 
 // Descriptions in our own words; they say what the error means here.
 constexpr ErrorInfo kErrors[] = {
@@ -69,12 +76,49 @@ constexpr ErrorInfo kErrors[] = {
     {cudaErrorUnknown, "cudaErrorUnknown", "an internal error of no other kind"},
 };
 
-const ErrorInfo* Find(cudaError_t e) {
-  for (const ErrorInfo& info : kErrors) {
+// The driver's codes (include/streampool/cuda/cuda.h), in the same words
+// where the runtime's code of the same number means the same.
+
+constexpr DriverErrorInfo kDriverErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "an argument is out of its valid range"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY",
+     "not enough memory: the pool's limit, the device's capacity or the host ran out"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
+     "the driver is not initialized: neither cuInit nor a runtime call came first, or the "
+     "implicit runtime could not be created"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED",
+     "the process is exiting and the runtime is gone"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no device is available"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE",
+     "no such device, or not a valid one here"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "the context is not valid"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "the devices cannot access each other's memory"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE",
+     "a stream, event or pool handle is destroyed, foreign or of the wrong kind"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "a named symbol was not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "work is still pending (not an error)"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "a kernel accessed an illegal address"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
+     "an emulated kernel failed (threw); the runtime is unusable until cudaDeviceReset"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "the operation is not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+     "streampool does not support this function or feature"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "an internal error of no other kind"},
+};
+
+template <class Code, size_t N>
+const CodeInfo<Code>* Find(const CodeInfo<Code> (&table)[N], Code e) {
+  for (const CodeInfo<Code>& info : table) {
     if (info.code == e) return &info;
   }
   return nullptr;
 }
+
+const ErrorInfo* Find(cudaError_t e) { return Find(kErrors, e); }
+const DriverErrorInfo* Find(CUresult e) { return Find(kDriverErrors, e); }
 
 }  // namespace
 
@@ -85,6 +129,16 @@ const char* ErrorName(cudaError_t e) {
 
 const char* ErrorDescription(cudaError_t e) {
   const ErrorInfo* info = Find(e);
+  return info == nullptr ? nullptr : info->description;
+}
+
+const char* DriverErrorName(CUresult e) {
+  const DriverErrorInfo* info = Find(e);
+  return info == nullptr ? nullptr : info->name;
+}
+
+const char* DriverErrorDescription(CUresult e) {
+  const DriverErrorInfo* info = Find(e);
   return info == nullptr ? nullptr : info->description;
 }
 

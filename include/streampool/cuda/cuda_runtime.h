@@ -22,6 +22,10 @@
  */
 #ifndef STREAMPOOL_CUDA_CUDA_RUNTIME_H_
 #define STREAMPOOL_CUDA_CUDA_RUNTIME_H_
+/* CUDA's own include guard, which programs test to know the header is in. */
+#ifndef __CUDA_RUNTIME_H__
+#define __CUDA_RUNTIME_H__
+#endif
 
 #include "cuda_runtime_api.h"
 /* spAccess: the checker's access record. */

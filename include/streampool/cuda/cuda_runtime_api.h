@@ -15,6 +15,10 @@
  */
 #ifndef STREAMPOOL_CUDA_CUDA_RUNTIME_API_H_
 #define STREAMPOOL_CUDA_CUDA_RUNTIME_API_H_
+/* CUDA's own include guard, which programs test to know the header is in. */
+#ifndef __CUDA_RUNTIME_API_H__
+#define __CUDA_RUNTIME_API_H__
+#endif
 
 #include <stddef.h>
 

@@ -11,6 +11,10 @@
  */
 #ifndef STREAMPOOL_CUDA_DRIVER_TYPES_H_
 #define STREAMPOOL_CUDA_DRIVER_TYPES_H_
+/* CUDA's own include guard, which programs test to know the header is in. */
+#ifndef __DRIVER_TYPES_H__
+#define __DRIVER_TYPES_H__
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
