@@ -117,10 +117,12 @@ std::string AbslUnparseFlag(const PoliciesFlag& flag) { return flag.all ? "all" 
 struct BytesFlag {
   uint64_t bytes = 0;
   bool zero_allowed = false;
+  bool given = false;  // parsed from the command line (see ReuseFlag)
 };
 bool AbslParseFlag(absl::string_view text, BytesFlag* flag, std::string* error) {
   absl::StatusOr<uint64_t> bytes = rp::ParseBytes(text);
   if (!bytes.ok()) return Fail(bytes.status(), error);
+  flag->given = true;
   if (*bytes == 0 && !flag->zero_allowed) {
     *error = "a device has at least one byte";
     return false;
@@ -227,7 +229,9 @@ ABSL_FLAG(streampool::Backing, backing, streampool::Backing::kAddressOnly,
           "memory behind the pool: address_only (or address: reserved, never touched) or host");
 ABSL_FLAG(BytesFlag, capacity, BytesFlag{80 * rp::kGiB},
           "device capacity in bytes (suffixes as for --threshold); for --min-capacity and "
-          "--policy-report, the capacity of the unconstrained run the search starts from");
+          "--policy-report, the capacity of the unconstrained run the search starts from. "
+          "Given, it holds for a recording replayed at its own settings too (else the "
+          "recording's capacity does)");
 ABSL_FLAG(bool, check, true,
           "the stream-order checker (--nocheck or --no-check turns it off); its lookup is part "
           "of the measured host cost. Capacity searches run without it");
@@ -389,6 +393,9 @@ int main(int argc, char** argv) {
   base.pool_type = absl::GetFlag(FLAGS_pool);
   base.backing = absl::GetFlag(FLAGS_backing);
   base.device_capacity = absl::GetFlag(FLAGS_capacity).bytes;
+  // A capacity on the command line holds for a recording replayed at its
+  // own settings too.
+  base.recorded_capacity = !absl::GetFlag(FLAGS_capacity).given;
   base.check_stream_order = absl::GetFlag(FLAGS_check);
   const std::string svg_path = absl::GetFlag(FLAGS_svg);
   const std::string timeline_path = absl::GetFlag(FLAGS_timeline);

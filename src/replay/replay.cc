@@ -238,7 +238,7 @@ absl::StatusOr<RuntimeConfig> ConfigFor(const Trace& trace, const ReplaySettings
   if (std::optional<uint64_t> bw = trace.HeaderNumber("copy_bytes_per_us"); bw && *bw != 0) {
     config.copy_bytes_per_us = *bw;
   }
-  if (settings.use_recorded) {
+  if (settings.use_recorded && settings.recorded_capacity) {
     if (std::optional<uint64_t> c = trace.HeaderNumber("device_capacity"); c && *c != 0) {
       config.device_capacity = *c;
     }

@@ -55,6 +55,9 @@ struct ReplaySettings {
   // above. A trace without them replays at the fields. streampool-replay
   // sets it when no setting flag is given.
   bool use_recorded = false;
+  // With use_recorded: whether the recording's device capacity replaces
+  // device_capacity too (false when the caller chose a capacity).
+  bool recorded_capacity = true;
   // Time every MallocAsync and FreeAsync call (ReplayResult's host cost);
   // capacity searches, which report none, turn it off.
   bool measure_host_cost = true;

@@ -243,6 +243,23 @@ class ReplayToolTest(unittest.TestCase):
         self.assertIsNone(row["min_capacity_bytes"])
         self.assertEqual(doc["search_capacity_bytes"], 1 << 30)
 
+    def test_a_given_capacity_holds_for_a_recording_at_its_settings(self):
+        # Recorded on a 1 GiB device: replayed at its own settings, but on the
+        # device the command line asks for.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "recorded.trace")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("# device_capacity 1073741824\n"
+                        "pool 0 0 type=device reuse=none threshold=max growth=chunked default=1\n"
+                        "alloc 0 4194304 1 0\nalloc 1 4194304 1 0\n")
+            runs = {}
+            for flags in ((), ("--capacity=6MiB",)):
+                r = replay("--json", *flags, path)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                runs[flags] = json.loads(r.stdout)["traces"][0]["runs"][0]
+            self.assertEqual(runs[()]["failed_allocs"], 0)
+            self.assertEqual(runs[("--capacity=6MiB",)]["failed_allocs"], 1)
+
     def test_a_recorded_trace_is_searched_at_its_settings_unless_a_setting_is_given(self):
         # Stream 2 reuses stream 1's granule through an event, which the
         # recorded pool's rules (none) do not allow: two granules recorded,
