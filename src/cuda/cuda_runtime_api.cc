@@ -40,13 +40,23 @@ constexpr unsigned kEventFlags =
 // CUDA's pool attributes have the same numbers and value types in the sp*
 // API (int or enum for the switches and the placement, cuuint64_t for byte
 // counts). The sp-only attributes from 0x1000 up are not CUDA's.
-bool IsCudaPoolAttr(cudaMemPoolAttr attr) {
+// A caller's enum argument or field, read as its bytes: any int may come as
+// the enum, and loading such a value as the enum type is undefined.
+template <typename E>
+int RawInt(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+bool IsCudaPoolAttr(int attr) {
   return attr >= cudaMemPoolReuseFollowEventDependencies &&
          attr <= cudaMemPoolAttrHwDecompressEnabled;
 }
 
 cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
-  switch (in.type) {
+  switch (RawInt(in.type)) {
     case cudaMemLocationTypeDevice:
       *out = spMemLocation{spMemLocationTypeDevice, in.id};
       return cudaSuccess;
@@ -73,8 +83,9 @@ cudaMemPool_t CudaPool(uint64_t p) { return reinterpret_cast<cudaMemPool_t>(uint
 // and NUMA nodes are CUDA's but not streampool's: not supported.
 cudaError_t CheckPoolLocation(Call& call, const cudaMemLocation& location,
                               cudaMemAllocationType type) {
-  if (type == cudaMemAllocationTypeManaged) return cudaErrorNotSupported;
-  if (type != cudaMemAllocationTypePinned) return cudaErrorInvalidValue;
+  const int raw_type = RawInt(type);
+  if (raw_type == cudaMemAllocationTypeManaged) return cudaErrorNotSupported;
+  if (raw_type != cudaMemAllocationTypePinned) return cudaErrorInvalidValue;
   spMemLocation sp;
   if (cudaError_t e = ToSpLocation(location, &sp); e != cudaSuccess) return e;
   if (sp.type == spMemLocationTypeDevice && (sp.id < 0 || sp.id >= call.rt().device_count())) {
@@ -728,17 +739,19 @@ cudaError_t cudaMemSetMemPool(cudaMemLocation* location, cudaMemAllocationType t
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
                                     void* value) noexcept {
   return WithRuntime([&](Call&) {
-    if (value == nullptr || !IsCudaPoolAttr(attr)) return cudaErrorInvalidValue;
-    return FromSp(spMemPoolSetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(attr), value));
+    const int raw = RawInt(attr);
+    if (value == nullptr || !IsCudaPoolAttr(raw)) return cudaErrorInvalidValue;
+    return FromSp(spMemPoolSetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(raw), value));
   });
 }
 
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
                                     void* value) noexcept {
   return WithRuntime([&](Call&) {
-    if (value == nullptr || !IsCudaPoolAttr(attr)) return cudaErrorInvalidValue;
+    const int raw = RawInt(attr);
+    if (value == nullptr || !IsCudaPoolAttr(raw)) return cudaErrorInvalidValue;
     if (cudaError_t e =
-            FromSp(spMemPoolGetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(attr), value));
+            FromSp(spMemPoolGetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(raw), value));
         e != cudaSuccess) {
       return e;
     }

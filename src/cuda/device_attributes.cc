@@ -17,7 +17,10 @@ int HandleTypes(const compat::CompatConfig& config) {
 
 cudaError_t DeviceAttribute(const compat::CompatConfig& config, int device, cudaDeviceAttr attr,
                             int* value) {
-  switch (attr) {
+  // A caller may pass any int as the enum: read its bytes (UB as the enum).
+  int raw;
+  std::memcpy(&raw, &attr, sizeof raw);
+  switch (raw) {
     case cudaDevAttrMaxThreadsPerBlock:
     case cudaDevAttrMaxBlockDimX:
     case cudaDevAttrMaxBlockDimY:
