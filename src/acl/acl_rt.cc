@@ -36,14 +36,7 @@ spMemPool_t SpPool(aclrtMemPool p) { return reinterpret_cast<spMemPool_t>(p); }
 
 std::atomic<bool> initialized{false};
 
-// An enumerator as the integer a C caller stored: in C++ a load of an enum
-// outside its range is undefined, and C callers may pass anything.
-template <class E>
-std::underlying_type_t<E> Raw(const E& e) {
-  std::underlying_type_t<E> v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using streampool::internal::compat::Raw;
 
 // The page policy an aclrtMalloc policy asks for. The low byte is the policy
 // (the P2P variants are the same pages: every simulated device is a peer);

@@ -38,8 +38,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,16 @@
 #include "streampool/streampool.h"
 
 namespace streampool::internal::compat {
+
+// An enumerator as the integer a C caller stored: in C++ a load of an enum
+// outside its range is undefined, and C callers may pass any value as an
+// enum argument or field. Read every caller's enum through this.
+template <class E>
+std::underlying_type_t<E> Raw(const E& e) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 // One row of a face's table of the runtime's errors.
 template <class Error>

@@ -40,15 +40,7 @@ constexpr unsigned kEventFlags =
 // CUDA's pool attributes have the same numbers and value types in the sp*
 // API (int or enum for the switches and the placement, cuuint64_t for byte
 // counts). The sp-only attributes from 0x1000 up are not CUDA's.
-// A caller's enum argument or field, read as its bytes: any int may come as
-// the enum, and loading such a value as the enum type is undefined.
-template <typename E>
-int RawInt(const E& e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using streampool::internal::compat::Raw;
 
 bool IsCudaPoolAttr(int attr) {
   return attr >= cudaMemPoolReuseFollowEventDependencies &&
@@ -56,7 +48,7 @@ bool IsCudaPoolAttr(int attr) {
 }
 
 cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
-  switch (RawInt(in.type)) {
+  switch (static_cast<int>(Raw(in.type))) {
     case cudaMemLocationTypeDevice:
       *out = spMemLocation{spMemLocationTypeDevice, in.id};
       return cudaSuccess;
@@ -83,7 +75,7 @@ cudaMemPool_t CudaPool(uint64_t p) { return reinterpret_cast<cudaMemPool_t>(uint
 // and NUMA nodes are CUDA's but not streampool's: not supported.
 cudaError_t CheckPoolLocation(Call& call, const cudaMemLocation& location,
                               cudaMemAllocationType type) {
-  const int raw_type = RawInt(type);
+  const int raw_type = static_cast<int>(Raw(type));
   if (raw_type == cudaMemAllocationTypeManaged) return cudaErrorNotSupported;
   if (raw_type != cudaMemAllocationTypePinned) return cudaErrorInvalidValue;
   spMemLocation sp;
@@ -739,7 +731,7 @@ cudaError_t cudaMemSetMemPool(cudaMemLocation* location, cudaMemAllocationType t
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
                                     void* value) noexcept {
   return WithRuntime([&](Call&) {
-    const int raw = RawInt(attr);
+    const int raw = static_cast<int>(Raw(attr));
     if (value == nullptr || !IsCudaPoolAttr(raw)) return cudaErrorInvalidValue;
     return FromSp(spMemPoolSetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(raw), value));
   });
@@ -748,7 +740,7 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
                                     void* value) noexcept {
   return WithRuntime([&](Call&) {
-    const int raw = RawInt(attr);
+    const int raw = static_cast<int>(Raw(attr));
     if (value == nullptr || !IsCudaPoolAttr(raw)) return cudaErrorInvalidValue;
     if (cudaError_t e =
             FromSp(spMemPoolGetAttribute(Sp(memPool), static_cast<spMemPoolAttr>(raw), value));

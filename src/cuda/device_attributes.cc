@@ -1,7 +1,8 @@
 #include "src/cuda/device_attributes.h"
 
 #include <cstdio>
-#include <cstring>
+
+#include "src/compat/face.h"
 
 namespace streampool::internal::cuda {
 
@@ -17,10 +18,7 @@ int HandleTypes(const compat::CompatConfig& config) {
 
 cudaError_t DeviceAttribute(const compat::CompatConfig& config, int device, cudaDeviceAttr attr,
                             int* value) {
-  // A caller may pass any int as the enum: read its bytes (UB as the enum).
-  int raw;
-  std::memcpy(&raw, &attr, sizeof raw);
-  switch (raw) {
+  switch (static_cast<int>(compat::Raw(attr))) {
     case cudaDevAttrMaxThreadsPerBlock:
     case cudaDevAttrMaxBlockDimX:
     case cudaDevAttrMaxBlockDimY:

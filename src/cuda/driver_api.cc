@@ -115,9 +115,7 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
   return DriverCall(false, [&](Call& call) {
     if (pi == nullptr) return cudaErrorInvalidValue;
     if (const cudaError_t e = call.CheckDevice(dev); e != cudaSuccess) return e;
-    // Any int may come as the enum: read as bytes, never loaded as the enum.
-    int raw;
-    std::memcpy(&raw, &attrib, sizeof raw);
+    const auto raw = streampool::internal::compat::Raw(attrib);
     return streampool::internal::cuda::DeviceAttribute(call.rt().config(), dev,
                                                        static_cast<cudaDeviceAttr>(raw), pi);
   });

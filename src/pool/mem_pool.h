@@ -206,10 +206,10 @@ class MemPool {
   // a reclaim when it released anything. Returns the bytes released.
   uint64_t ReleaseForOom(const OrderOracle& oracle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // The out-of-memory handling's outcome for an allocation of this pool:
-  // retried once more, served after a retry (its earlier failure is then not
-  // a failure), or failed for lack of memory.
-  void NoteOomRetry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { ++stats_.oom_retries; }
-  void NoteRescued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+  // tried once more (the failure Allocate counted was then not the call's:
+  // failed_alloc_count counts calls, each once), or failed for lack of memory.
+  void NoteOomRetry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    ++stats_.oom_retries;
     if (stats_.failed_alloc_count > 0) --stats_.failed_alloc_count;
   }
   void NoteOom() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { ++stats_.oom_count; }

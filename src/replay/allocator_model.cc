@@ -114,20 +114,6 @@ absl::StatusOr<std::vector<AllocatorKind>> ParseAllocatorList(absl::string_view 
   return out;
 }
 
-const char* SegmentEventName(SegmentEvent::Kind kind) {
-  switch (kind) {
-    case SegmentEvent::Kind::kAlloc:
-      return "segment_alloc";
-    case SegmentEvent::Kind::kFree:
-      return "segment_free";
-    case SegmentEvent::Kind::kMap:
-      return "segment_map";
-    case SegmentEvent::Kind::kUnmap:
-      return "segment_unmap";
-  }
-  return "?";
-}
-
 std::string TorchOptions::ToString() const {
   std::vector<std::string> parts;
   if (max_split_size != UINT64_MAX) {

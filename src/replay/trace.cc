@@ -823,6 +823,20 @@ std::optional<uint64_t> ParseRmmStream(absl::string_view s) {
 
 }  // namespace
 
+const char* SegmentEventName(SegmentEvent::Kind kind) {
+  switch (kind) {
+    case SegmentEvent::Kind::kAlloc:
+      return "segment_alloc";
+    case SegmentEvent::Kind::kFree:
+      return "segment_free";
+    case SegmentEvent::Kind::kMap:
+      return "segment_map";
+    case SegmentEvent::Kind::kUnmap:
+      return "segment_unmap";
+  }
+  return "?";
+}
+
 const char* TraceFormatName(TraceFormat format) {
   switch (format) {
     case TraceFormat::kStreampoolV1:

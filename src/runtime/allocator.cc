@@ -196,13 +196,7 @@ absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t po
       }
       a = c_.recorder != nullptr ? MallocAsyncRecorded(size, pool, s)
                                  : MallocAsyncLocked(size, pool, s);
-      if (a.ok() || !absl::IsResourceExhausted(a.status())) {
-        if (a.ok()) {
-          MutexLock pool_lock(&mp->central_mu());
-          mp->NoteRescued();
-        }
-        return a;
-      }
+      if (a.ok() || !absl::IsResourceExhausted(a.status())) return a;
     }
     handler = c_.oom_handler;
   }
@@ -211,10 +205,6 @@ absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t po
   while (handler && handler(ph, size)) {
     note(&MemPool::NoteOomRetry);
     a = MallocAsyncOnce(size, pool, s);
-    if (a.ok()) {
-      note(&MemPool::NoteRescued);
-      return a;
-    }
     if (!absl::IsResourceExhausted(a.status())) return a;
   }
   note(&MemPool::NoteOom);

@@ -200,6 +200,7 @@ TEST(OomTest, TheHandlerIsAskedAgainUntilItGivesUp) {
   const PoolStats st = StatsOf(*rt, *rt->CurrentPool(0));
   EXPECT_EQ(st.oom_retries, 3u);
   EXPECT_EQ(st.oom_count, 1u);
+  EXPECT_EQ(st.failed_alloc_count, 1u);  // one call failed, however often it was tried
   // Removed: the next failure calls nothing.
   rt->SetOomHandler(nullptr);
   EXPECT_FALSE(rt->MallocAsync(8 * kMiB, s).ok());
