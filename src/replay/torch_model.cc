@@ -122,7 +122,11 @@ class TorchModel final : public AllocatorModel {
     }
     std::map<uint64_t, const InitialBlock*> live;
     for (const InitialBlock& b : blocks) live[b.address] = &b;
-    for (auto& [address, s] : by_address) {
+    for (const auto& entry : by_address) {
+      // Plain names, not a structured binding: the lambda below captures them, which clang 14
+      // refuses for bindings.
+      const uint64_t address = entry.first;
+      const InitialSegment* s = entry.second;
       Segment seg;
       seg.address = address;
       seg.size = s->size;
