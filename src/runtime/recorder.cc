@@ -155,7 +155,8 @@ Recorder::Recorder(int fd, std::string path, RuntimeCore& core) ABSL_NO_THREAD_S
       path_(std::move(path)),
       core_(core),
       clock_(core.sim == nullptr ? core.executor.get() : nullptr),
-      buf_(new char[kBufferBytes]) {
+      buf_storage_(new char[kBufferBytes]),
+      buf_(buf_storage_.get()) {
   last_ns_ = Now();
 }
 
@@ -176,7 +177,7 @@ absl::Status Recorder::Close() {
 void Recorder::Flush() {
   size_t done = 0;
   while (done < len_ && error_.ok()) {
-    const ssize_t n = ::write(fd_, buf_.get() + done, len_ - done);
+    const ssize_t n = ::write(fd_, buf_ + done, len_ - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       error_ = absl::InternalError(absl::StrCat("writing ", path_, ": ", std::strerror(errno)));
@@ -277,16 +278,16 @@ void Recorder::Emit(const A&... parts) {
   const size_t most = (MaxLength(parts) + ...);
   SP_DCHECK(most <= kBufferBytes - kFlushBytes);
   if (len_ + most > kBufferBytes) Flush();
-  char* p = buf_.get() + len_;
+  char* p = buf_ + len_;
   ((p = Put(p, parts)), ...);
-  len_ = static_cast<size_t>(p - buf_.get());
+  len_ = static_cast<size_t>(p - buf_);
 }
 
 void Recorder::EmitText(absl::string_view text) {
   while (!text.empty()) {
     if (len_ == kBufferBytes) Flush();
     const size_t n = std::min(text.size(), kBufferBytes - len_);
-    std::memcpy(buf_.get() + len_, text.data(), n);
+    std::memcpy(buf_ + len_, text.data(), n);
     len_ += n;
     text.remove_prefix(n);
   }

@@ -152,7 +152,8 @@ class Recorder {
 
   mutable Mutex mu_{LockRank::kRecorder};
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  const std::unique_ptr<char[]> buf_ ABSL_PT_GUARDED_BY(mu_);
+  const std::unique_ptr<char[]> buf_storage_;
+  char* const buf_ ABSL_PT_GUARDED_BY(mu_);  // buf_storage_, its bytes under mu_
   size_t len_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   uint64_t last_ns_ ABSL_GUARDED_BY(mu_) = 0;
