@@ -103,6 +103,19 @@ struct State {
   std::map<uint64_t, std::string> stream_labels;
   // device and kind of every pool this binding has seen, for Pool objects.
   std::map<uint64_t, std::pair<int, AllocationType>> pool_info;
+  // Allocations and frees made while the timeline records, for the
+  // device_traces of a memory snapshot (cleared when recording starts; grows
+  // with history like the timeline itself).
+  struct TraceEvent {
+    bool alloc = false;
+    uintptr_t ptr = 0;
+    uint64_t size = 0;
+    uint64_t stream = 0;
+    int device = 0;
+    uint64_t host_ns = 0;
+  };
+  std::vector<TraceEvent> trace;
+  std::map<uintptr_t, std::pair<uint64_t, int>> trace_live;  // ptr -> size, device
 
   Runtime& Get() const {
     if (!rt) Raise(spErrorInvalidResourceHandle, "the runtime is closed");
@@ -257,6 +270,38 @@ py::dict StatsDict(const PoolStats& s) {
   return d;
 }
 
+py::dict SnapshotDict(const PoolSnapshot& snap) {
+  py::dict d;
+  d["pool"] = snap.pool.value;
+  d["device"] = snap.device;
+  py::list segments;
+  for (const SnapshotSegment& seg : snap.segments) {
+    py::dict sd;
+    sd["address"] = seg.address;
+    sd["size"] = seg.size;
+    sd["mapped_bytes"] = seg.mapped_bytes;
+    sd["expandable"] = seg.expandable;
+    py::list blocks;
+    for (const SnapshotBlock& b : seg.blocks) {
+      py::dict bd;
+      bd["address"] = b.address;
+      bd["size"] = b.size;
+      bd["requested"] = b.requested;
+      bd["state"] = BlockStateName(b.state);
+      bd["stream"] = b.stream.value;
+      bd["free_point"] = b.free_point;
+      bd["alloc_seq"] = b.alloc_seq;
+      bd["unmapped_bytes"] = b.unmapped_bytes;
+      blocks.append(bd);
+    }
+    sd["blocks"] = blocks;
+    segments.append(sd);
+  }
+  d["segments"] = segments;
+  d["stats"] = StatsDict(snap.stats);
+  return d;
+}
+
 // Runs `call` on a shared reference to the runtime with the GIL released.
 template <typename F>
 auto Unlocked(const State& st, F&& call) {
@@ -286,7 +331,7 @@ class PyRuntime {
  public:
   PyRuntime(int devices, uint64_t capacity, const std::string& backing, const std::string& executor,
             uint64_t api_call_ns, uint64_t copy_bytes_per_us, bool check_stream_order,
-            bool timeline, bool oom_reclaim)
+            bool timeline, bool oom_reclaim, const std::string& leak_check)
       : st_(std::make_shared<State>()) {
     RuntimeConfig config;
     config.device_count = devices;
@@ -297,6 +342,16 @@ class PyRuntime {
     config.copy_bytes_per_us = copy_bytes_per_us;
     config.check_stream_order = check_stream_order;
     config.oom_reclaim = oom_reclaim;
+    if (leak_check == "off") {
+      config.leak_check = LeakCheck::kOff;
+    } else if (leak_check == "report") {
+      config.leak_check = LeakCheck::kReport;
+    } else if (leak_check == "fail") {
+      config.leak_check = LeakCheck::kFail;
+    } else {
+      Raise(spErrorInvalidValue,
+            absl::StrCat("unknown leak_check '", leak_check, "' (one of 'off', 'report', 'fail')"));
+    }
     st_->rt = Check(Runtime::Create(config));
     for (int d = 0; d < devices; ++d) {
       const PoolId pool = Check(st_->rt->DefaultPool(d));
@@ -363,7 +418,11 @@ class PyRuntime {
     const AllocInfo info =
         Check(pool ? r.MallocFromPoolAsync(size, pool->id, s.id) : r.MallocAsync(size, s.id));
     if (st_->recording && size != 0) {
-      st_->recorder.Allocated(s.id, info.ptr, size, info.rule, r.HostNow());
+      const uint64_t now = r.HostNow();
+      st_->recorder.Allocated(s.id, info.ptr, size, info.rule, now);
+      const auto ptr = reinterpret_cast<uintptr_t>(info.ptr);
+      st_->trace.push_back({true, ptr, size, s.id.value, s.device, now});
+      st_->trace_live[ptr] = {size, s.device};
     }
     st_->CountBytes();
     return Allocation{reinterpret_cast<uintptr_t>(info.ptr), size, info.rule, s,
@@ -374,7 +433,17 @@ class PyRuntime {
     void* ptr = Ptr(allocation);
     Runtime& r = rt();
     Check(r.FreeAsync(ptr, s.id));
-    if (st_->recording && ptr != nullptr) st_->recorder.Freed(s.id, ptr, r.HostNow());
+    if (st_->recording && ptr != nullptr) {
+      const uint64_t now = r.HostNow();
+      st_->recorder.Freed(s.id, ptr, now);
+      // Frees of allocations made before recording began have no size here.
+      if (auto it = st_->trace_live.find(reinterpret_cast<uintptr_t>(ptr));
+          it != st_->trace_live.end()) {
+        st_->trace.push_back(
+            {false, it->first, it->second.first, s.id.value, it->second.second, now});
+        st_->trace_live.erase(it);
+      }
+    }
     st_->CountBytes();
   }
 
@@ -393,6 +462,10 @@ class PyRuntime {
 
   void RecordTimeline(bool on) {
     rt().RecordTimeline(on);
+    if (on && !st_->recording) {
+      st_->trace.clear();
+      st_->trace_live.clear();
+    }
     st_->recording = on;
     st_->CountBytes();
   }
@@ -739,6 +812,11 @@ void Bind(py::module_& m) {
           },
           py::arg("min_bytes_to_keep"), "Releases free memory while more than this stays reserved.")
       .def(
+          "snapshot", [](const Pool& p) { return SnapshotDict(Check(p.st->Get().Snapshot(p.id))); },
+          "Every segment (reservation or chunk) of the pool with its blocks at this moment, "
+          "as dicts: address, size, requested, state ('live', 'pending', 'ready', 'cached'), "
+          "stream, free_point, alloc_seq, unmapped_bytes; and the pool's stats.")
+      .def(
           "check_invariants", [](const Pool& p) { Check(p.st->Get().CheckPoolInvariants(p.id)); },
           "The pool's O(n) self-check; raises Error naming what broke.")
       .def(
@@ -776,12 +854,12 @@ void Bind(py::module_& m) {
                                 "Simulated devices with their streams, events and pools.");
   runtime
       .def(py::init<int, uint64_t, const std::string&, const std::string&, uint64_t, uint64_t, bool,
-                    bool, bool>(),
+                    bool, bool, const std::string&>(),
            py::kw_only(), py::arg("devices") = 1, py::arg("capacity") = uint64_t{1} << 30,
            py::arg("backing") = "host", py::arg("executor") = "simulator",
            py::arg("api_call_ns") = 0, py::arg("copy_bytes_per_us") = 1000000,
            py::arg("check_stream_order") = false, py::arg("timeline") = false,
-           py::arg("oom_reclaim") = true)
+           py::arg("oom_reclaim") = true, py::arg("leak_check") = "off")
       .def("close", &PyRuntime::Close,
            "Destroys the runtime and everything it owns; later calls raise Error.")
       .def_property_readonly("closed", &PyRuntime::closed)
@@ -963,6 +1041,64 @@ void Bind(py::module_& m) {
       .def(
           "stop_recording", [](PyRuntime& r) { Check(r.rt().StopRecording()); },
           "Completes the recording's file (closing the runtime does too).")
+      .def(
+          "live_allocations",
+          [](const PyRuntime& r) {
+            py::list out;
+            for (const LiveAllocation& a : Check(r.rt().LiveAllocations())) {
+              py::dict d;
+              d["ptr"] = reinterpret_cast<uintptr_t>(a.ptr);
+              d["size"] = a.size;
+              d["block_size"] = a.block_size;
+              d["stream"] = a.stream.value;
+              d["pool"] = a.pool.value;
+              d["device"] = a.device;
+              d["seq"] = a.seq;
+              out.append(d);
+            }
+            return out;
+          },
+          "Every allocation not freed, as dicts (ptr, size, block_size, stream, pool, device, "
+          "seq): the pools' by pool and address, then synchronous ones (pool and stream 0).")
+      .def(
+          "pools",
+          [](PyRuntime& r) {
+            const StatePtr& st = r.state();
+            std::vector<uint64_t> ids;
+            for (int d = 0; d < r.rt().config().device_count; ++d) {
+              ids.push_back(Check(r.rt().DefaultPool(d)).value);
+              ids.push_back(Check(r.rt().CurrentPool(d)).value);
+            }
+            for (const auto& [id, info] : st->pool_info) ids.push_back(id);
+            std::sort(ids.begin(), ids.end());
+            ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+            py::list out;
+            for (uint64_t id : ids) {
+              // Destroyed pools are gone from the list.
+              if (r.rt().GetPoolStats(PoolId{id}).ok()) out.append(MakePool(st, PoolId{id}));
+            }
+            return out;
+          },
+          "The runtime's live pools this binding knows: each device's default and current "
+          "pool and every pool made or imported through it.")
+      .def(
+          "_trace_events",
+          [](const PyRuntime& r) {
+            py::list out;
+            for (const State::TraceEvent& e : r.state()->trace) {
+              py::dict d;
+              d["alloc"] = e.alloc;
+              d["ptr"] = e.ptr;
+              d["size"] = e.size;
+              d["stream"] = e.stream;
+              d["device"] = e.device;
+              d["host_ns"] = e.host_ns;
+              out.append(d);
+            }
+            return out;
+          },
+          "Allocations and frees made while the timeline recorded (memory_snapshot's "
+          "device_traces).")
       .def("record_timeline", &PyRuntime::RecordTimeline, py::arg("on") = true,
            "Records every op's schedule, allocation lifetimes and pool bytes from now on.")
       .def(

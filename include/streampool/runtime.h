@@ -31,9 +31,11 @@
 #include "absl/types/span.h"
 #include "streampool/executor.h"
 #include "streampool/export.h"
+#include "streampool/ids.h"
 #include "streampool/mem_pool.h"
 #include "streampool/physical_memory.h"
 #include "streampool/pool_props.h"
+#include "streampool/snapshot.h"
 #include "streampool/stream_adapter.h"
 #include "streampool/streampool.h"
 
@@ -53,6 +55,13 @@ enum class Backing {
 enum class ExecutorKind {
   kSimulator = 0,  ///< deterministic virtual time (the default)
   kThreads = 1,    ///< a worker thread per stream; real time, real blocking
+};
+
+/// What destroying a runtime does with live allocations (RuntimeConfig::leak_check).
+enum class LeakCheck {
+  kOff = 0,     ///< nothing
+  kReport = 1,  ///< lists them on stderr
+  kFail = 2,    ///< lists them, then exits the process with status 1
 };
 
 /// A runtime's configuration (C: spRuntimeConfig), with every default.
@@ -83,33 +92,18 @@ struct RuntimeConfig {
   /// allocation is tried once more. Nothing PENDING is touched, so stream
   /// order holds. Counted in PoolStats (reclaims, oom_retries, oom_count).
   bool oom_reclaim = true;
+  /// What destroying the runtime does with allocations never freed (pool
+  /// and synchronous ones): kOff nothing, kReport prints them to stderr
+  /// (pointer, size, stream, pool, device, sequence number), kFail prints
+  /// them and ends the process with exit status 1 once the runtime is gone.
+  /// The environment variable STREAMPOOL_LEAK_CHECK=report|1 sets it for
+  /// every runtime of a process (0 turns it off), the CUDA and AscendCL
+  /// faces' included; their own STREAMPOOL_CUDA_LEAK_CHECK and
+  /// STREAMPOOL_ACL_LEAK_CHECK set it for their implicit runtime.
+  LeakCheck leak_check = LeakCheck::kOff;
   /// Streams and events of another runtime (see stream_adapter.h). When set,
   /// it decides how streams run and `executor` is ignored.
   std::shared_ptr<StreamAdapter> adapter;
-};
-
-// Strong ids; value is the same number as the C API's opaque handle, so the
-// two APIs can be mixed on one runtime.
-
-/// A stream of a Runtime (C: spStream_t).
-struct StreamId {
-  uint64_t value = 0;  ///< the handle's number; 0 = no stream
-  /// The same stream as a C handle.
-  spStream_t c() const { return reinterpret_cast<spStream_t>(static_cast<uintptr_t>(value)); }
-};
-/// An event of a Runtime (C: spEvent_t).
-struct EventId {
-  uint64_t value = 0;  ///< the handle's number; 0 = no event
-  /// The same event as a C handle.
-  spEvent_t c() const { return reinterpret_cast<spEvent_t>(static_cast<uintptr_t>(value)); }
-};
-/// A pool of a Runtime (C: spMemPool_t).
-struct PoolId {
-  uint64_t value = 0;  ///< the handle's number; 0 = no pool
-  /// The same pool as a C handle.
-  spMemPool_t c() const { return reinterpret_cast<spMemPool_t>(static_cast<uintptr_t>(value)); }
-  /// Same handle.
-  friend bool operator==(PoolId a, PoolId b) { return a.value == b.value; }
 };
 
 /// What the stream-order checker found (C: spCheckKind).
@@ -391,6 +385,12 @@ class STREAMPOOL_EXPORT Runtime {
   absl::Status TrimTo(PoolId pool, uint64_t min_bytes_to_keep);
   /// The pool's statistics.
   absl::StatusOr<PoolStats> GetPoolStats(PoolId pool) const;
+  /// Every segment and block of the pool, with its statistics, at one moment
+  /// (snapshot.h). O(blocks); allocations on other threads wait meanwhile.
+  absl::StatusOr<PoolSnapshot> Snapshot(PoolId pool) const;
+  /// Every allocation handed out and not freed: the pools' (destroyed pools'
+  /// included) in (pool, address) order, then Malloc's and MallocHost's.
+  absl::StatusOr<std::vector<LiveAllocation>> LiveAllocations() const;
   /// The pool's O(n) self-check (docs/design.md invariants); an error names what broke.
   absl::Status CheckPoolInvariants(PoolId pool) const;
 

@@ -93,6 +93,17 @@ typedef enum spExecutorKind {
 } spExecutorKind;
 
 /** A runtime's configuration; spRuntimeConfigInit fills the defaults. */
+/** What destroying a runtime does with allocations never freed (pool and
+ * synchronous ones). The environment variable STREAMPOOL_LEAK_CHECK=report|1
+ * (0: off) sets it for every runtime of the process, the CUDA and AscendCL
+ * faces' included (their own STREAMPOOL_CUDA_LEAK_CHECK and
+ * STREAMPOOL_ACL_LEAK_CHECK set it for their implicit runtime). */
+typedef enum spLeakCheck {
+  spLeakCheckOff = 0,    /**< nothing */
+  spLeakCheckReport = 1, /**< lists them on stderr: pointer, size, pool, stream, device, sequence */
+  spLeakCheckFail = 2    /**< lists them, then ends the process with exit status 1 */
+} spLeakCheck;
+
 typedef struct spRuntimeConfig {
   int deviceCount;         /**< simulated devices, default 1 */
   uint64_t deviceCapacity; /**< bytes of memory per device, default 1 GiB */
@@ -104,6 +115,8 @@ typedef struct spRuntimeConfig {
   int oomReclaimOff;       /**< 1 turns off the out-of-memory reclaim (before an allocation
                               fails, the pools of its device release what they hold READY and
                               it is tried again); default 0, on */
+  spLeakCheck leakCheck;   /**< what spRuntimeDestroy does with allocations never freed;
+                              default spLeakCheckOff */
 } spRuntimeConfig;
 
 /** Fills the defaults. */
@@ -428,6 +441,76 @@ typedef struct spMemPoolStats {
 
 /** Copies the pool's statistics into *stats. */
 SP_API spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) SP_NOEXCEPT;
+
+/** A block's state in a snapshot. */
+typedef enum spBlockState {
+  spBlockStateLive = 1,    /**< handed out and not freed */
+  spBlockStatePending = 2, /**< freed on `stream` at `freePoint`: reusable there at once, on other
+                              streams only under the reuse policies */
+  spBlockStateReady = 3,   /**< reusable by any stream */
+  spBlockStateCached = 4   /**< freed, held by the freeing stream's front cache (PENDING to the
+                              other streams) */
+} spBlockState;
+
+/** One reservation (expandable growth) or chunk (chunked growth) of a snapshot. */
+typedef struct spMemPoolSnapshotSegment {
+  void* address;      /**< start of its address range */
+  size_t size;        /**< bytes of the range */
+  size_t mappedBytes; /**< bytes of it backed by memory (== size for a chunk) */
+  int expandable;     /**< 1: a reservation mapped granule by granule */
+  size_t firstBlock;  /**< its blocks are blocks[firstBlock, firstBlock + blockCount) */
+  size_t blockCount;  /**< they tile the range in address order */
+} spMemPoolSnapshotSegment;
+
+/** One block of a snapshot. */
+typedef struct spMemPoolSnapshotBlock {
+  void* address;        /**< start of the block */
+  size_t size;          /**< its bytes (the pool's rule size for allocations) */
+  size_t requested;     /**< Live and Cached: the size the allocation asked for; else 0 */
+  spBlockState state;   /**< see spBlockState */
+  spStream_t stream;    /**< Live: the allocating stream; Pending and Cached: the freeing stream;
+                           Ready, or a stream destroyed since: NULL */
+  uint64_t freePoint;   /**< Pending and Cached: the freeing stream's position at the free */
+  uint64_t allocSeq;    /**< Live and Cached: the allocating stream's position at the allocation
+                           (each stream-ordered call on a stream takes the next, from 1) */
+  size_t unmappedBytes; /**< Ready, expandable segments: its size when its bytes are not mapped
+                           (a free range spanning unmapped granules shows as one block per
+                           mapped or unmapped run), else 0 */
+} spMemPoolSnapshotBlock;
+
+/** Every segment of the pool with its blocks, at one moment. Sets
+ * *segmentCount and *blockCount to what the pool holds, and copies both
+ * arrays only when both fit (*segmentCount <= segmentCapacity and *blockCount
+ * <= blockCapacity); otherwise copies nothing. Call with capacities 0 (and
+ * NULL arrays) to size them; the pool may change before the next call, so
+ * compare the counts with the capacities after it. A NULL count, or a NULL
+ * array with a non-zero capacity: spErrorInvalidValue. An imported pool has
+ * no segments of its own. Blocks another thread moves through a front cache
+ * meanwhile show as on either side of that move. */
+SP_API spError_t spMemPoolSnapshot(spMemPool_t pool, spMemPoolSnapshotSegment* segments,
+                                   size_t segmentCapacity, size_t* segmentCount,
+                                   spMemPoolSnapshotBlock* blocks, size_t blockCapacity,
+                                   size_t* blockCount) SP_NOEXCEPT;
+
+/** One allocation handed out and not freed. */
+typedef struct spLiveAllocation {
+  void* ptr;         /**< its start */
+  size_t size;       /**< the size asked for */
+  size_t blockSize;  /**< the bytes it occupies (the pool's rule size, or whole pages) */
+  spStream_t stream; /**< the allocating stream; NULL for spMalloc and spMallocHost, or when
+                        destroyed since */
+  spMemPool_t pool;  /**< its pool; NULL for spMalloc and spMallocHost */
+  int device;        /**< the device, or -1 for pinned host memory */
+  uint64_t seq;      /**< pool allocations: the allocating stream's position at the allocation;
+                        spMalloc and spMallocHost: the runtime's count of them, from 1 */
+} spLiveAllocation;
+
+/** Copies up to `capacity` live allocations (the pools', destroyed pools'
+ * included, by pool and address, then spMalloc's and spMallocHost's by
+ * address) and sets *count to how many there are in all. allocs may be NULL
+ * when capacity is 0. */
+SP_API spError_t spRuntimeGetLiveAllocations(spRuntime_t rt, spLiveAllocation* allocs,
+                                             size_t capacity, size_t* count) SP_NOEXCEPT;
 
 /** What spPointerGetAttributes tells about a pointer. */
 typedef struct spPointerAttributes {

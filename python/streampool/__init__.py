@@ -57,6 +57,106 @@ def _export_timeline(self, path):
 
 Runtime.export_timeline = _export_timeline
 
+# A block's state as PyTorch's snapshot names it. PENDING, READY and CACHED
+# blocks are all free to PyTorch's viewer ("inactive"); the state itself is
+# kept under "streampool_state".
+_TORCH_BLOCK_STATES = {"live": "active_allocated"}
+
+
+def _torch_segments(pool_snapshot):
+    """One PyTorch segment per run of mapped blocks of each segment: an
+    expandable reservation's unmapped bytes hold no memory."""
+    out = []
+    for seg in pool_snapshot["segments"]:
+        run = []
+        for b in seg["blocks"] + [None]:
+            if b is not None and not b["unmapped_bytes"]:
+                run.append(b)
+                continue
+            if run:
+                blocks = [{
+                    "address": x["address"],
+                    "size": x["size"],
+                    "requested_size": x["requested"] if x["state"] == "live" else 0,
+                    "state": _TORCH_BLOCK_STATES.get(x["state"], "inactive"),
+                    "streampool_state": x["state"],
+                    "frames": [],
+                } for x in run]
+                allocated = sum(x["size"] for x in blocks if x["state"] == "active_allocated")
+                out.append({
+                    "device": pool_snapshot["device"],
+                    "address": run[0]["address"],
+                    "total_size": sum(x["size"] for x in run),
+                    "allocated_size": allocated,
+                    "active_size": allocated,
+                    "requested_size": sum(x["requested_size"] for x in blocks),
+                    "stream": 0,
+                    "segment_type": "large",
+                    "segment_pool_id": (0, pool_snapshot["pool"]),
+                    "is_expandable": bool(seg["expandable"]),
+                    "frames": [],
+                    "blocks": blocks,
+                })
+            run = []
+    return out
+
+
+def _memory_snapshot(self, pools=None):
+    """The runtime's memory in the layout of PyTorch's
+    torch.cuda.memory._snapshot(), which PyTorch's memory viewer
+    (pytorch.org/memory_viz, or torch/cuda/_memory_viz.py) opens once pickled
+    (dump_snapshot):
+
+    * "segments": every mapped range of the device pools (pools(), or the
+      given ones) with its blocks: address, size, requested_size, and state
+      "active_allocated" (live) or "inactive" (free; streampool's own state,
+      pending, ready or cached, under "streampool_state");
+    * "device_traces": per device, the allocations and frees made while the
+      timeline recorded (record_timeline(), Runtime(timeline=True)) as
+      "alloc", "free_requested" and "free_completed" events with addr, size,
+      stream and time_us (host time); empty lists otherwise.
+
+    Not filled: "frames" (no stack traces are taken; empty lists), a
+    segment's "stream" (segments are not per stream here; 0) and
+    "segment_type" (always "large": there is no small pool),
+    "allocator_settings", and the trace actions segment_alloc, segment_free,
+    segment_map, segment_unmap, oom and snapshot. Pinned host pools are left
+    out, as PyTorch's snapshot covers device memory only."""
+    if pools is None:
+        pools = self.pools()
+    segments = []
+    for pool in pools:
+        snap = pool.snapshot()
+        if snap["device"] >= 0:
+            segments.extend(_torch_segments(snap))
+    segments.sort(key=lambda s: (s["device"], s["address"]))
+    traces = [[] for _ in range(self.devices)]
+    for e in self._trace_events():
+        common = {"addr": e["ptr"], "size": e["size"], "stream": e["stream"],
+                  "time_us": e["host_ns"] // 1000, "frames": []}
+        if e["alloc"]:
+            traces[e["device"]].append(dict(common, action="alloc"))
+        else:
+            # A stream-ordered free reaches the pool when it is made, as a
+            # PyTorch free without record_stream completes at once.
+            traces[e["device"]].append(dict(common, action="free_requested"))
+            traces[e["device"]].append(dict(common, action="free_completed"))
+    return {"segments": segments, "device_traces": traces, "allocator_settings": {}}
+
+
+def _dump_snapshot(self, path, pools=None):
+    """Writes memory_snapshot() to path as a pickle, as PyTorch's
+    torch.cuda.memory._dump_snapshot() does: drop the file on
+    pytorch.org/memory_viz to browse it, or convert it to a trace with
+    tools/torch_snapshot_to_trace.py."""
+    import pickle
+    with open(_os.fspath(path), "wb") as f:
+        pickle.dump(self.memory_snapshot(pools), f)
+
+
+Runtime.memory_snapshot = _memory_snapshot
+Runtime.dump_snapshot = _dump_snapshot
+
 
 def _as_list(value):
     if isinstance(value, (list, tuple)):

@@ -245,6 +245,7 @@ void spRuntimeConfigInit(spRuntimeConfig* cfg) noexcept {
   cfg->copyBytesPerUs = d.copy_bytes_per_us;
   cfg->executor = spExecutorSimulator;
   cfg->oomReclaimOff = d.oom_reclaim ? 0 : 1;
+  cfg->leakCheck = static_cast<spLeakCheck>(static_cast<int>(d.leak_check));
 }
 
 spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept {
@@ -266,6 +267,11 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept 
       c.copy_bytes_per_us = cfg->copyBytesPerUs;
       if (cfg->oomReclaimOff != 0 && cfg->oomReclaimOff != 1) return spErrorInvalidValue;
       c.oom_reclaim = cfg->oomReclaimOff == 0;
+      const int leak = streampool::internal::EnumInt(cfg->leakCheck);
+      if (leak != spLeakCheckOff && leak != spLeakCheckReport && leak != spLeakCheckFail) {
+        return spErrorInvalidValue;
+      }
+      c.leak_check = static_cast<streampool::LeakCheck>(leak);
     }
     auto r = RuntimeImpl::Create(c);
     if (!r.ok()) return ToError(r.status());
@@ -702,6 +708,74 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
     stats->oomRetries = s->oom_retries;
     stats->segments = s->segments;
     stats->segmentsHigh = s->segments_high;
+    return spSuccess;
+  });
+}
+
+spError_t spMemPoolSnapshot(spMemPool_t pool, spMemPoolSnapshotSegment* segments,
+                            size_t segmentCapacity, size_t* segmentCount,
+                            spMemPoolSnapshotBlock* blocks, size_t blockCapacity,
+                            size_t* blockCount) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, pool);
+    if (segmentCount == nullptr || blockCount == nullptr ||
+        (segments == nullptr && segmentCapacity != 0) ||
+        (blocks == nullptr && blockCapacity != 0)) {
+      return spErrorInvalidValue;
+    }
+    auto snap = r.Run<&Pools::Snapshot>(Value(pool));
+    if (!snap.ok()) return ToError(snap.status());
+    size_t nblocks = 0;
+    for (const streampool::SnapshotSegment& seg : snap->segments) nblocks += seg.blocks.size();
+    *segmentCount = snap->segments.size();
+    *blockCount = nblocks;
+    if (snap->segments.size() > segmentCapacity || nblocks > blockCapacity) return spSuccess;
+    size_t at = 0;
+    for (size_t i = 0; i < snap->segments.size(); ++i) {
+      const streampool::SnapshotSegment& seg = snap->segments[i];
+      spMemPoolSnapshotSegment& o = segments[i];
+      o.address = reinterpret_cast<void*>(static_cast<uintptr_t>(seg.address));
+      o.size = seg.size;
+      o.mappedBytes = seg.mapped_bytes;
+      o.expandable = seg.expandable ? 1 : 0;
+      o.firstBlock = at;
+      o.blockCount = seg.blocks.size();
+      for (const streampool::SnapshotBlock& b : seg.blocks) {
+        spMemPoolSnapshotBlock& ob = blocks[at++];
+        ob.address = reinterpret_cast<void*>(static_cast<uintptr_t>(b.address));
+        ob.size = b.size;
+        ob.requested = b.requested;
+        ob.state = static_cast<spBlockState>(static_cast<int>(b.state));
+        ob.stream = b.stream.value == 0 ? nullptr : ToHandle<spStream_t>(b.stream.value);
+        ob.freePoint = b.free_point;
+        ob.allocSeq = b.alloc_seq;
+        ob.unmappedBytes = b.unmapped_bytes;
+      }
+    }
+    return spSuccess;
+  });
+}
+
+spError_t spRuntimeGetLiveAllocations(spRuntime_t rt, spLiveAllocation* allocs, size_t capacity,
+                                      size_t* count) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (count == nullptr || (allocs == nullptr && capacity != 0)) return spErrorInvalidValue;
+    auto live = r.Run<&Allocator::LiveAllocations>();
+    if (!live.ok()) return ToError(live.status());
+    *count = live->size();
+    for (size_t i = 0; i < live->size() && i < capacity; ++i) {
+      const streampool::LiveAllocation& a = (*live)[i];
+      spLiveAllocation& o = allocs[i];
+      o.ptr = a.ptr;
+      o.size = a.size;
+      o.blockSize = a.block_size;
+      o.stream = a.stream.value == 0 ? nullptr : ToHandle<spStream_t>(a.stream.value);
+      o.pool = a.pool.value == 0 ? nullptr : ToHandle<spMemPool_t>(a.pool.value);
+      o.device = a.device;
+      o.seq = a.seq;
+    }
     return spSuccess;
   });
 }

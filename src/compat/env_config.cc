@@ -18,6 +18,7 @@ RuntimeConfig CompatConfig::ToRuntimeConfig() const {
   config.backing = backing;
   config.executor = executor;
   config.oom_reclaim = oom_reclaim;
+  config.leak_check = leak_check;
   return config;
 }
 
@@ -132,6 +133,13 @@ CompatConfig ParseConfig(absl::string_view prefix, const EnvLookup& lookup,
   Read(prefix, "OOM_RECLAIM", lookup, "'1' or '0'", "1",
        OneOf<bool>({{"1", true}, {"0", false}, {"on", true}, {"off", false}}), &config.oom_reclaim,
        problems);
+  Read(prefix, "LEAK_CHECK", lookup, "'0', 'report' or '1'", "0",
+       OneOf<LeakCheck>({{"0", LeakCheck::kOff},
+                         {"off", LeakCheck::kOff},
+                         {"report", LeakCheck::kReport},
+                         {"1", LeakCheck::kFail},
+                         {"fail", LeakCheck::kFail}}),
+       &config.leak_check, problems);
   return config;
 }
 

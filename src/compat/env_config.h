@@ -39,6 +39,10 @@ struct STREAMPOOL_COMPAT_EXPORT CompatConfig {
   uint64_t kernel_ns = 1000;
   // <prefix>OOM_RECLAIM: "1" (the default) or "0", RuntimeConfig::oom_reclaim.
   bool oom_reclaim = true;
+  // <prefix>LEAK_CHECK: "0" (the default), "report" or "1",
+  // RuntimeConfig::leak_check (STREAMPOOL_LEAK_CHECK, read by every runtime,
+  // takes precedence).
+  LeakCheck leak_check = LeakCheck::kOff;
 
   // The runtime configuration these values describe.
   RuntimeConfig ToRuntimeConfig() const;

@@ -24,6 +24,7 @@
 #ifndef STREAMPOOL_SRC_POOL_BLOCK_H_
 #define STREAMPOOL_SRC_POOL_BLOCK_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,10 @@ struct Block {
   uint64_t stamp = 0;
   // LIVE: the size the caller asked for.
   uint64_t requested = 0;
+  // LIVE: the allocating stream's position at the allocation (each
+  // stream-ordered call takes one), the allocation's sequence number in
+  // snapshots and leak reports.
+  Position alloc_pos = 0;
   // READY: unmapped granules inside it (expandable chunks only).
   uint64_t unmapped = 0;
   // READY: the pool's proof epoch when observation promoted (part of) it;
@@ -73,6 +78,19 @@ struct Block {
   static Block* FromNode(SizeIndexNode* n) { return reinterpret_cast<Block*>(n); }
 };
 static_assert(offsetof(Block, node) == 0);
+
+// A LIVE block's stream, requested size and alloc_pos are written by the
+// fast path under a stream's lock only, while a snapshot or leak report may
+// read them under the pool's lock: both sides use relaxed atomic accesses
+// (plain moves on every target), so neither is a data race.
+template <class T>
+T LoadRelaxed(const T& field) {
+  return std::atomic_ref<T>(const_cast<T&>(field)).load(std::memory_order_relaxed);
+}
+template <class T>
+void StoreRelaxed(T& field, T value) {
+  std::atomic_ref<T>(field).store(value, std::memory_order_relaxed);
+}
 
 // Page kinds of one mapped granule (normal = kGranule - huge - thp).
 struct GranulePages {

@@ -15,6 +15,7 @@ namespace streampool {
 // and the Python package print them.
 const char* AllocationTypeName(AllocationType type) { return internal::EnumName(type); }
 const char* ReuseRuleName(ReuseRule rule) { return internal::EnumName(rule); }
+const char* BlockStateName(BlockState state) { return internal::EnumName(state); }
 
 namespace internal {
 

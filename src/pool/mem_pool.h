@@ -160,8 +160,8 @@ class MemPool {
     // Written only when they change: blocks of different streams may share a
     // cache line, and a steady pair re-pops the same block for the same size.
     if (b != nullptr) {
-      if (b->stream != t) b->stream = t;
-      if (b->requested != size) b->requested = size;
+      if (b->stream != t) StoreRelaxed(b->stream, t);
+      if (b->requested != size) StoreRelaxed(b->requested, size);
       c->AddRequested(static_cast<int64_t>(size));
     }
     return b;
@@ -304,6 +304,42 @@ class MemPool {
   }
 
   PoolStats Stats() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+
+  // A snapshot's view of one block (the runtime names its stream and pool).
+  struct BlockView {
+    uintptr_t addr = 0;
+    uint64_t size = 0;
+    // LIVE and cached: what the allocation asked for.
+    uint64_t requested = 0;
+    BlockState state = BlockState::kReady;
+    // Freed and held by its freeing stream's front cache (state kLive inside
+    // the pool, PENDING to everyone else).
+    bool cached = false;
+    // LIVE: the allocating stream; PENDING and cached: the freeing one.
+    StreamIndex stream = kNoStream;
+    Position free_pos = 0;
+    Position alloc_pos = 0;
+    // READY: its bytes when they are not mapped (a READY block spanning
+    // unmapped granules shows as one view per mapped or unmapped run).
+    uint64_t unmapped_bytes = 0;
+  };
+  struct ChunkView {
+    uintptr_t base = 0;
+    uint64_t size = 0;
+    uint64_t mapped_bytes = 0;
+    bool expandable = false;
+    // Its blocks: blocks[first_block, first_block + block_count).
+    size_t first_block = 0;
+    size_t block_count = 0;
+  };
+  // Every chunk in address order with its blocks in address order. The
+  // caches are read one at a time under their own locks: a block another
+  // thread moves through a front cache meanwhile shows as it was on either
+  // side of that move.
+  void Snapshot(std::vector<ChunkView>* chunks, std::vector<BlockView>* blocks) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  // The LIVE blocks no front cache holds, in address order (leak reports).
+  void LiveBlocks(std::vector<BlockView>* blocks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // O(blocks) walk of every invariant in block.h plus
   //   reserved == Σ chunk sizes, used == Σ LIVE block sizes,
   //   every free block in exactly the index its state names.

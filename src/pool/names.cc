@@ -69,6 +69,13 @@ constexpr NamedValue<CheckKind> kCheckKinds[] = {
     {CheckKind::kNoAccess, "no_access"},
 };
 
+constexpr NamedValue<streampool::BlockState> kBlockStates[] = {
+    {streampool::BlockState::kLive, "live"},
+    {streampool::BlockState::kPending, "pending"},
+    {streampool::BlockState::kReady, "ready"},
+    {streampool::BlockState::kCached, "cached"},
+};
+
 constexpr NamedValue<OpKind> kOpKinds[] = {
     {OpKind::kKernel, "kernel"},
     {OpKind::kCopy, "copy"},
@@ -112,6 +119,10 @@ Table<CheckKind> TableOf() {
   return {"check kind", kCheckKinds, {}};
 }
 template <>
+Table<streampool::BlockState> TableOf() {
+  return {"block state", kBlockStates, {}};
+}
+template <>
 Table<OpKind> TableOf() {
   return {"op kind", kOpKinds, {}};
 }
@@ -134,6 +145,7 @@ const char* EnumName(Backing value) { return NameIn(value); }
 const char* EnumName(ExecutorKind value) { return NameIn(value); }
 const char* EnumName(CheckKind value) { return NameIn(value); }
 const char* EnumName(OpKind value) { return NameIn(value); }
+const char* EnumName(streampool::BlockState value) { return NameIn(value); }
 
 template <typename E>
 absl::Span<const NamedValue<E>> EnumNames() {
@@ -187,6 +199,7 @@ STREAMPOOL_ENUM_NAMES(Backing)
 STREAMPOOL_ENUM_NAMES(ExecutorKind)
 STREAMPOOL_ENUM_NAMES(CheckKind)
 STREAMPOOL_ENUM_NAMES(OpKind)
+STREAMPOOL_ENUM_NAMES(streampool::BlockState)
 
 #undef STREAMPOOL_ENUM_NAMES
 

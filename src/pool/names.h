@@ -38,6 +38,8 @@ const char* EnumName(Backing value);
 const char* EnumName(ExecutorKind value);
 const char* EnumName(CheckKind value);
 const char* EnumName(OpKind value);
+// The public snapshot state (internal::BlockState is the pool's own).
+const char* EnumName(streampool::BlockState value);
 
 // The functions below are defined for the enums EnumName takes.
 

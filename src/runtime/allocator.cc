@@ -227,7 +227,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t poo
       if (c_.lookup_epoch.load(std::memory_order_relaxed) == target.epoch) {
         b = target.mp->CacheAllocate(target.t, size);
         if (b != nullptr) {
-          c_.ordering.AdvancePoint(target.t);
+          StoreRelaxed(b->alloc_pos, c_.ordering.AdvancePoint(target.t));
           if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
             const uint64_t now = r->Now();
             r->Allocated(size, s, target.ph, b, ReuseRule::kSameStream, {now, now});
@@ -296,12 +296,14 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   if (!a.ok()) return a;
   Recorder* r = c_.recording.load(std::memory_order_acquire);
   const uint64_t now = r != nullptr ? r->Now() : 0;
+  Position at;
   if (oracle.ordered()) {
-    c_.AdvancePoint(target.t, OpKind::kAllocMarker);
+    at = c_.AdvancePoint(target.t, OpKind::kAllocMarker);
   } else {
     SpinLockHolder lock(target.lock);
-    c_.ordering.AdvancePoint(target.t);
+    at = c_.ordering.AdvancePoint(target.t);
   }
+  StoreRelaxed(a->block->alloc_pos, at);
   if (r != nullptr) r->Allocated(size, s, target.ph, a->block, a->rule, {now, now});
   // The stream's frees of this pool can now take the fast path.
   mp.EnsureCache(target.t, target.lock);
@@ -421,6 +423,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t p
   if (!a.ok()) return a.status();
   c_.ChargeCallLocked();
   const Position at = c_.AdvancePoint(t, OpKind::kAllocMarker);
+  StoreRelaxed(a->block->alloc_pos, at);
   if (c_.checker) {
     c_.checker->OnAlloc(a->block->addr(), a->block->size(), t, at, c_.SimAllocReady(t), &oracle,
                         (*prec)->attrs.access);
@@ -590,6 +593,51 @@ absl::Status Allocator::Free(void* ptr) {
   MutexLock pool_lock(&r.pool->central_mu());
   r.pool->FreeNow(r.block);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LiveAllocation>> Allocator::LiveAllocations() {
+  std::vector<std::pair<uint64_t, MemPool*>> pools;
+  c_.pools.AnyMemPool([&](uint64_t h, MemPool& mp) {
+    pools.emplace_back(h, &mp);
+    return false;
+  });
+  std::sort(pools.begin(), pools.end());
+  std::vector<LiveAllocation> out;
+  std::vector<MemPool::BlockView> blocks;
+  for (const auto& [h, mp] : pools) {
+    {
+      MutexLock pool_lock(&mp->central_mu());
+      mp->LiveBlocks(&blocks);
+    }
+    for (const MemPool::BlockView& v : blocks) {
+      LiveAllocation a;
+      a.ptr = reinterpret_cast<void*>(v.addr);
+      a.size = v.requested;
+      a.block_size = v.size;
+      if (v.stream != kNoStream) a.stream = StreamId{c_.StreamHandleOf(v.stream)};
+      a.pool = PoolId{h};
+      a.device = mp->props().alloc_type == AllocationType::kPinnedHost ? -1 : mp->props().device;
+      a.seq = v.alloc_pos;
+      out.push_back(a);
+    }
+  }
+  std::vector<LiveAllocation> direct = LiveDirectAllocations();
+  out.insert(out.end(), direct.begin(), direct.end());
+  return out;
+}
+
+std::vector<LiveAllocation> Allocator::LiveDirectAllocations() const {
+  std::vector<LiveAllocation> out;
+  direct_.ForEach([&](uintptr_t base, const DirectMemory::Allocation& a) {
+    LiveAllocation l;
+    l.ptr = reinterpret_cast<void*>(base);
+    l.size = a.requested;
+    l.block_size = a.mapping.size;
+    l.device = a.device;
+    l.seq = a.seq;
+    out.push_back(l);
+  });
+  return out;
 }
 
 absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* ptr) {

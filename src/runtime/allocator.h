@@ -46,6 +46,11 @@ class Allocator {
   absl::Status FreeHost(void* ptr);
   absl::StatusOr<DeviceMemInfo> MemGetInfo(int device);
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
+  // Every allocation handed out and not freed: the pools' (live pools and
+  // destroyed ones with allocations left), in (pool, address) order, then
+  // the synchronous ones (Malloc, MallocHost) in address order.
+  absl::StatusOr<std::vector<LiveAllocation>> LiveAllocations()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
   // Unmaps every synchronous allocation (teardown).
   void UnmapAll() { direct_.UnmapAll(); }
 
@@ -132,6 +137,7 @@ class Allocator {
   absl::StatusOr<AllocIterator> LiveAlloc(const void* ptr);
   // A synchronous free, charged and told to the checker.
   void NoteFreeNow(const void* ptr);
+  std::vector<LiveAllocation> LiveDirectAllocations() const;
   // spMalloc (device >= 0) and spMallocHost (device -1) once validated.
   absl::StatusOr<void*> AllocateDirect(uint64_t size, int device);
 

@@ -27,6 +27,7 @@ absl::StatusOr<void*> DirectMemory::Allocate(uint64_t size, int device, Physical
   a.requested = size;
   a.upstream = &upstream;
   a.budget = &budget;
+  a.seq = ++allocated_;
   allocs_.emplace(reinterpret_cast<uintptr_t>(m->base), a);
   return m->base;
 }

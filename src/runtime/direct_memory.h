@@ -27,6 +27,8 @@ class DirectMemory {
     uint64_t requested = 0;
     PhysicalMemory* upstream = nullptr;
     DeviceBudget* budget = nullptr;
+    // The runtime's count of synchronous allocations at this one (leak reports).
+    uint64_t seq = 0;
   };
 
   DirectMemory() = default;
@@ -53,9 +55,15 @@ class DirectMemory {
   const Allocation* Containing(uintptr_t addr, uintptr_t* base) const;
   // Unmaps every live allocation (teardown).
   void UnmapAll();
+  // fn(base, allocation) for every live allocation, in address order.
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (const auto& [base, a] : allocs_) fn(base, a);
+  }
 
  private:
   absl::btree_map<uintptr_t, Allocation> allocs_;
+  uint64_t allocated_ = 0;
 };
 
 }  // namespace streampool::internal

@@ -334,6 +334,65 @@ absl::Status Pools::CheckPoolInvariants(uint64_t pool) {
   return absl::OkStatus();
 }
 
+SnapshotBlock Pools::ToSnapshotBlock(const MemPool::BlockView& v) const {
+  SnapshotBlock b;
+  b.address = v.addr;
+  b.size = v.size;
+  b.requested = v.requested;
+  switch (v.state) {
+    case internal::BlockState::kLive:
+      b.state = v.cached ? streampool::BlockState::kCached : streampool::BlockState::kLive;
+      b.alloc_seq = v.alloc_pos;
+      break;
+    case internal::BlockState::kPending:
+      b.state = streampool::BlockState::kPending;
+      break;
+    case internal::BlockState::kReady:
+      b.state = streampool::BlockState::kReady;
+      b.unmapped_bytes = v.unmapped_bytes;
+      break;
+  }
+  if (v.stream != kNoStream) b.stream = StreamId{c_.StreamHandleOf(v.stream)};
+  if (b.state == streampool::BlockState::kPending || b.state == streampool::BlockState::kCached) {
+    b.free_point = v.free_pos;
+  }
+  return b;
+}
+
+absl::StatusOr<PoolSnapshot> Pools::Snapshot(uint64_t pool) {
+  absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
+  if (!rec.ok()) return rec.status();
+  PoolSnapshot out;
+  out.pool = PoolId{pool};
+  out.device = (*rec)->attrs.device;
+  if ((*rec)->imported() != nullptr) {
+    out.stats = (*(*rec)->imported())->Stats();
+    return out;
+  }
+  MemPool& mp = *(*rec)->mem();
+  std::vector<MemPool::ChunkView> chunks;
+  std::vector<MemPool::BlockView> blocks;
+  {
+    MutexLock pool_lock(&mp.central_mu());
+    mp.Snapshot(&chunks, &blocks);
+    out.stats = mp.Stats();
+  }
+  out.segments.reserve(chunks.size());
+  for (const MemPool::ChunkView& c : chunks) {
+    SnapshotSegment seg;
+    seg.address = c.base;
+    seg.size = c.size;
+    seg.mapped_bytes = c.mapped_bytes;
+    seg.expandable = c.expandable;
+    seg.blocks.reserve(c.block_count);
+    for (size_t i = c.first_block; i < c.first_block + c.block_count; ++i) {
+      seg.blocks.push_back(ToSnapshotBlock(blocks[i]));
+    }
+    out.segments.push_back(std::move(seg));
+  }
+  return out;
+}
+
 absl::Status Pools::SetPeerAccessible(int device, int peer, bool accessible) {
   if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
   if (absl::Status st = c_.CheckDevice(peer); !st.ok()) return st;

@@ -38,12 +38,17 @@ class Pools {
   absl::Status TrimTo(uint64_t pool, uint64_t min_bytes_to_keep);
   absl::StatusOr<PoolStats> GetPoolStats(uint64_t pool);
   absl::Status CheckPoolInvariants(uint64_t pool);
+  // Every segment and block of the pool, with its statistics.
+  absl::StatusOr<PoolSnapshot> Snapshot(uint64_t pool);
   absl::Status SetPeerAccessible(int device, int peer, bool accessible);
   absl::StatusOr<bool> CanAccessPeer(int device, int peer);
   absl::Status SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc> descs);
   absl::StatusOr<MemAccessFlags> GetPoolAccess(uint64_t pool, MemLocation location);
 
  private:
+  // A pool's block as the public API names it.
+  SnapshotBlock ToSnapshotBlock(const MemPool::BlockView& v) const;
+
   RuntimeCore& c_;
   // peers_[d] bit p: device d may access memory resident on device p.
   std::vector<uint64_t> peers_;

@@ -222,6 +222,12 @@ absl::Status Runtime::TrimTo(PoolId pool, uint64_t min_bytes_to_keep) {
 absl::StatusOr<PoolStats> Runtime::GetPoolStats(PoolId pool) const {
   return Call<&Pools::GetPoolStats>(*impl_, pool.value);
 }
+absl::StatusOr<PoolSnapshot> Runtime::Snapshot(PoolId pool) const {
+  return Call<&Pools::Snapshot>(*impl_, pool.value);
+}
+absl::StatusOr<std::vector<LiveAllocation>> Runtime::LiveAllocations() const {
+  return Call<&Allocator::LiveAllocations>(*impl_);
+}
 absl::Status Runtime::CheckPoolInvariants(PoolId pool) const {
   return Call<&Pools::CheckPoolInvariants>(*impl_, pool.value);
 }

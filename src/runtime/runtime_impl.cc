@@ -198,8 +198,56 @@ void RuntimeImpl::Shutdown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     MutexLock order_lock(&core_.order_mu);
     if (core_.threads != nullptr) core_.threads->InterruptHostWaits(false);
   }
-  MutexLock lock(&mu_);
-  TearDown();
+  bool leaked;
+  {
+    MutexLock lock(&mu_);
+    TearDown();
+    leaked = leaked_;
+  }
+  // LeakCheck::kFail: the runtime is gone, no lock is held; what the process
+  // buffered still reaches its files.
+  if (leaked) {
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+}
+
+LeakCheck RuntimeImpl::LeakCheckMode() const {
+  const char* env = std::getenv("STREAMPOOL_LEAK_CHECK");
+  if (env == nullptr || *env == '\0') return core_.config.leak_check;
+  const std::string mode = env;
+  if (mode == "0" || mode == "off") return LeakCheck::kOff;
+  if (mode == "report") return LeakCheck::kReport;
+  if (mode == "1" || mode == "fail") return LeakCheck::kFail;
+  std::fprintf(stderr, "streampool: STREAMPOOL_LEAK_CHECK='%s' is not 0, report or 1; ignored\n",
+               env);
+  return core_.config.leak_check;
+}
+
+void RuntimeImpl::ReportLeaks() {
+  const LeakCheck mode = LeakCheckMode();
+  if (mode == LeakCheck::kOff) return;
+  absl::StatusOr<std::vector<LiveAllocation>> live = alloc_.LiveAllocations();
+  if (!live.ok() || live->empty()) return;
+  uint64_t bytes = 0;
+  for (const LiveAllocation& a : *live) bytes += a.size;
+  std::string text = absl::StrCat("streampool: runtime ", absl::Hex(handle()), " destroyed with ",
+                                  live->size(), " live allocation", live->size() == 1 ? "" : "s",
+                                  " (", bytes, " bytes asked for):\n");
+  for (const LiveAllocation& a : *live) {
+    absl::StrAppend(&text, "  ", absl::Hex(reinterpret_cast<uintptr_t>(a.ptr)), " size ", a.size,
+                    " (", a.block_size, " held)");
+    if (a.pool.value != 0) {
+      absl::StrAppend(&text, " pool ", absl::Hex(a.pool.value), " stream ",
+                      a.stream.value != 0 ? absl::StrCat(absl::Hex(a.stream.value)) : "destroyed",
+                      " seq ", a.seq);
+    } else {
+      absl::StrAppend(&text, a.device < 0 ? " MallocHost" : " Malloc", " seq ", a.seq);
+    }
+    absl::StrAppend(&text, a.device < 0 ? " host\n" : absl::StrCat(" device ", a.device, "\n"));
+  }
+  std::fputs(text.c_str(), stderr);
+  if (mode == LeakCheck::kFail) leaked_ = true;
 }
 
 void RuntimeImpl::TearDown() {
@@ -232,6 +280,7 @@ void RuntimeImpl::TearDown() {
     (void)c.recorder->Close();
     c.recorder.reset();
   }
+  ReportLeaks();
   alloc_.UnmapAll();
   c.allocs.clear();
   c.pools.Clear();

@@ -183,6 +183,11 @@ class RuntimeImpl {
   // calls, wake the calls blocked in synchronize calls, wait until no call
   // is inside, then tear down.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  // The leak check in effect: STREAMPOOL_LEAK_CHECK, else the config's.
+  LeakCheck LeakCheckMode() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At teardown, once enqueued work completed: lists what was never freed
+  // (LeakCheck::kReport and kFail), and notes it for kFail.
+  void ReportLeaks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets enqueued work complete, then frees everything (idempotent).
   void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -205,6 +210,8 @@ class RuntimeImpl {
   Pools pools_ ABSL_GUARDED_BY(mu_);
   IpcService ipc_ ABSL_GUARDED_BY(mu_);
   Observation observation_ ABSL_GUARDED_BY(mu_);
+  // LeakCheck::kFail found allocations never freed: Shutdown ends the process.
+  bool leaked_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace streampool::internal
