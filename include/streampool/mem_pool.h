@@ -68,14 +68,16 @@ struct PoolStats {
   /// count in failed_alloc_count only).
   uint64_t oom_count = 0;
   /// Times the out-of-memory handling released this pool's READY memory (for
-  /// an allocation of this or another pool of the device) and the bytes.
+  /// an allocation of this or another pool of the device).
   uint64_t reclaims = 0;
+  /// The bytes those reclaims released.
   uint64_t reclaimed_bytes = 0;
   /// Allocations from this pool tried again after the out-of-memory
   /// handling released memory or an out-of-memory handler asked for it.
   uint64_t oom_retries = 0;
-  /// Reservations (expandable growth) or chunks held now, and their watermark.
+  /// Reservations (expandable growth) or chunks held now.
   uint64_t segments = 0;
+  /// Watermark of segments.
   uint64_t segments_high = 0;
   /// 1 - used/reserved (0 when nothing is reserved).
   double fragmentation = 0;

@@ -30,11 +30,13 @@ STREAMPOOL_EXPORT const char* BlockStateName(BlockState state);
 
 /// One block of a segment.
 struct SnapshotBlock {
+  /// Its start.
   uint64_t address = 0;
   /// Its bytes (the pool's rule size for allocations).
   uint64_t size = 0;
   /// LIVE and CACHED: the size the allocation asked for; 0 otherwise.
   uint64_t requested = 0;
+  /// See BlockState.
   BlockState state = BlockState::kReady;
   /// LIVE: the allocating stream; PENDING and CACHED: the freeing stream;
   /// READY: none. A stream destroyed since reads as none.
@@ -54,11 +56,13 @@ struct SnapshotBlock {
 
 /// One reservation (expandable growth) or chunk (chunked growth).
 struct SnapshotSegment {
+  /// Start of its address range.
   uint64_t address = 0;
   /// Its address range's bytes.
   uint64_t size = 0;
   /// Its bytes backed by memory (== size for a chunk).
   uint64_t mapped_bytes = 0;
+  /// A reservation mapped granule by granule (else a chunk, mapped whole).
   bool expandable = false;
   /// Its blocks in address order; they tile [address, address + size).
   std::vector<SnapshotBlock> blocks;
@@ -67,6 +71,7 @@ struct SnapshotSegment {
 /// A pool at one moment. Taken under the pool's lock; blocks other threads
 /// move through a front cache meanwhile show as on either side of the move.
 struct PoolSnapshot {
+  /// The pool.
   PoolId pool;
   /// The pool's device, or -1 for a pinned host pool.
   int device = 0;
@@ -78,6 +83,7 @@ struct PoolSnapshot {
 
 /// One allocation handed out and not freed.
 struct LiveAllocation {
+  /// Its start.
   void* ptr = nullptr;
   /// The size asked for.
   uint64_t size = 0;

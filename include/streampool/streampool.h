@@ -104,6 +104,8 @@ typedef enum spLeakCheck {
   spLeakCheckFail = 2    /**< lists them, then ends the process with exit status 1 */
 } spLeakCheck;
 
+/** A runtime's configuration (streampool::RuntimeConfig in C++); spRuntimeConfigInit fills
+ * the defaults. */
 typedef struct spRuntimeConfig {
   int deviceCount;         /**< simulated devices, default 1 */
   uint64_t deviceCapacity; /**< bytes of memory per device, default 1 GiB */
