@@ -447,6 +447,10 @@ class PyRuntime {
     st_->CountBytes();
   }
 
+  void RecordUse(const py::handle& allocation, const Stream& s) {
+    Check(rt().RecordUse(Ptr(allocation), s.id));
+  }
+
   void LaunchKernel(const Stream& s, uint64_t duration_ns, const py::iterable& accesses) {
     const std::vector<Access> a = Accesses(accesses);
     Check(rt().LaunchKernel(s.id, duration_ns, a));
@@ -899,6 +903,10 @@ void Bind(py::module_& m) {
            "size bytes in stream order; raises OutOfMemoryError when no memory is found.")
       .def("free_async", &PyRuntime::FreeAsync, py::arg("allocation"), py::arg("stream"),
            "Frees an Allocation (or address) in stream order of stream.")
+      .def("record_use", &PyRuntime::RecordUse, py::arg("allocation"), py::arg("stream"),
+           "Declares that stream uses the allocation too (PyTorch's record_stream): its "
+           "free_async is then also ordered after stream's work up to the free, and its bytes "
+           "are reused by no stream before both are complete.")
       .def(
           "malloc",
           [](PyRuntime& r, uint64_t size, int device) {

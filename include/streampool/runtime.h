@@ -337,6 +337,16 @@ class STREAMPOOL_EXPORT Runtime {
   /// reusable by `s` at once and by other streams per the reuse rules. Any
   /// stream, any device; also frees Malloc memory. Null: a no-op.
   absl::Status FreeAsync(void* ptr, StreamId s);
+  /// Declares that stream `s` uses the live stream-ordered allocation at
+  /// `ptr` (its start) besides the stream that will free it, as PyTorch's
+  /// record_stream does. Its FreeAsync is then ordered after `s`'s work
+  /// enqueued up to the free, as well as after the freeing stream: the pool
+  /// records `s`'s position at the free and reuses the bytes on no stream
+  /// before both are complete (a synchronize proves it, or, with the
+  /// opportunistic switch on, both are observed complete). The freeing
+  /// stream waits for nothing. kInvalidArgument for a pointer that is not the
+  /// start of a live pool allocation (Malloc memory included).
+  absl::Status RecordUse(void* ptr, StreamId s);
   /// Synchronous allocation straight from the device's upstream
   /// (ALIGN_UP(size, 4 KiB), counted against the device's capacity).
   absl::StatusOr<void*> Malloc(uint64_t size, int device);

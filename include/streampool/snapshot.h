@@ -16,15 +16,19 @@ namespace streampool {
 
 /// A block's state in a snapshot (C: spBlockState).
 enum class BlockState {
-  kLive = 1,     ///< handed out and not freed
-  kPending = 2,  ///< freed on `stream` at `free_point`; reusable there at once,
-                 ///< elsewhere only under the reuse policies
-  kReady = 3,    ///< reusable by any stream
-  kCached = 4,   ///< freed, held by the freeing stream's front cache (to the
-                 ///< other streams it is PENDING)
+  kLive = 1,          ///< handed out and not freed
+  kPending = 2,       ///< freed on `stream` at `free_point`; reusable there at once,
+                      ///< elsewhere only under the reuse policies
+  kReady = 3,         ///< reusable by any stream
+  kCached = 4,        ///< freed, held by the freeing stream's front cache (to the
+                      ///< other streams it is PENDING)
+  kAwaitingUses = 5,  ///< freed on `stream` at `free_point` while other streams
+                      ///< used it (Runtime::RecordUse): reusable by none until
+                      ///< the free and those uses are complete
 };
 
-/// The state's name in snake_case ("live", "pending", "ready", "cached");
+/// The state's name in snake_case ("live", "pending", "ready", "cached",
+/// "awaiting_uses");
 /// "unknown" for a value outside the enum.
 STREAMPOOL_EXPORT const char* BlockStateName(BlockState state);
 
@@ -38,10 +42,10 @@ struct SnapshotBlock {
   uint64_t requested = 0;
   /// See BlockState.
   BlockState state = BlockState::kReady;
-  /// LIVE: the allocating stream; PENDING and CACHED: the freeing stream;
+  /// LIVE: the allocating stream; PENDING, CACHED and AWAITING_USES: the freeing stream;
   /// READY: none. A stream destroyed since reads as none.
   StreamId stream;
-  /// PENDING and CACHED: the freeing stream's position at the free.
+  /// PENDING, CACHED and AWAITING_USES: the freeing stream's position at the free.
   uint64_t free_point = 0;
   /// LIVE and CACHED: the allocation's sequence number, the allocating
   /// stream's position at the allocation (each stream-ordered call on a

@@ -321,6 +321,17 @@ SP_API spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool
                                        spStream_t s) SP_NOEXCEPT;
 /** Any stream, any device; also frees spMalloc memory. NULL: a no-op. */
 SP_API spError_t spFreeAsync(void* ptr, spStream_t s) SP_NOEXCEPT;
+/** Marks the live stream-ordered allocation at ptr (its start) as used by
+ * `stream` besides the stream that will free it, in the spirit of PyTorch's
+ * record_stream. Its spFreeAsync is then ordered after `stream`'s work
+ * enqueued up to the free, as well as after the freeing stream: the pool
+ * records `stream`'s position at the free and reuses the bytes on no stream
+ * before both are complete (a synchronize proves it, or, with
+ * spMemPoolAttrReuseAllowOpportunistic, both are observed complete). The
+ * freeing stream waits for nothing. Several streams may be marked; marking
+ * the freeing stream itself changes nothing. ptr not the start of a live
+ * pool allocation (spMalloc memory included), or NULL: spErrorInvalidValue. */
+SP_API spError_t spMemRecordUse(void* ptr, spStream_t stream) SP_NOEXCEPT;
 /** Synchronous, straight from the device's upstream. */
 SP_API spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) SP_NOEXCEPT;
 /** Synchronous free of spMalloc memory or of a pool allocation; the caller
@@ -450,8 +461,11 @@ typedef enum spBlockState {
   spBlockStatePending = 2, /**< freed on `stream` at `freePoint`: reusable there at once, on other
                               streams only under the reuse policies */
   spBlockStateReady = 3,   /**< reusable by any stream */
-  spBlockStateCached = 4   /**< freed, held by the freeing stream's front cache (PENDING to the
+  spBlockStateCached = 4,  /**< freed, held by the freeing stream's front cache (PENDING to the
                               other streams) */
+  spBlockStateAwaitingUses = 5 /**< freed on `stream` at `freePoint` while other streams used it
+                                  (spMemRecordUse): reusable by none until the free and those
+                                  uses are complete */
 } spBlockState;
 
 /** One reservation (expandable growth) or chunk (chunked growth) of a snapshot. */
@@ -470,9 +484,11 @@ typedef struct spMemPoolSnapshotBlock {
   size_t size;          /**< its bytes (the pool's rule size for allocations) */
   size_t requested;     /**< Live and Cached: the size the allocation asked for; else 0 */
   spBlockState state;   /**< see spBlockState */
-  spStream_t stream;    /**< Live: the allocating stream; Pending and Cached: the freeing stream;
+  spStream_t stream;    /**< Live: the allocating stream; Pending, Cached and AwaitingUses: the
+                           freeing stream;
                            Ready, or a stream destroyed since: NULL */
-  uint64_t freePoint;   /**< Pending and Cached: the freeing stream's position at the free */
+  uint64_t freePoint;   /**< Pending, Cached and AwaitingUses: the freeing stream's position at
+                           the free */
   uint64_t allocSeq;    /**< Live and Cached: the allocating stream's position at the allocation
                            (each stream-ordered call on a stream takes the next, from 1) */
   size_t unmappedBytes; /**< Ready, expandable segments: its size when its bytes are not mapped

@@ -60,7 +60,7 @@ Runtime.export_timeline = _export_timeline
 # A block's state as PyTorch's snapshot names it. PENDING, READY and CACHED
 # blocks are all free to PyTorch's viewer ("inactive"); the state itself is
 # kept under "streampool_state".
-_TORCH_BLOCK_STATES = {"live": "active_allocated"}
+_TORCH_BLOCK_STATES = {"live": "active_allocated", "awaiting_uses": "active_pending_free"}
 
 
 def _torch_segments(pool_snapshot):

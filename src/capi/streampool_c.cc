@@ -482,6 +482,13 @@ spError_t spFreeAsync(void* ptr, spStream_t s) noexcept {
   });
 }
 
+spError_t spMemRecordUse(void* ptr, spStream_t stream) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, stream);
+    return ToError(r.Run<&Allocator::RecordUse>(ptr, Value(stream)));
+  });
+}
+
 spError_t spMalloc(void** ptr, size_t size, spRuntime_t rt, int device) noexcept {
   return Entry([&]() -> spError_t {
     SP_CHECK_RUNTIME_HANDLE(rt);

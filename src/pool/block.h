@@ -11,6 +11,10 @@
 //                      unbacked index (reusing it maps what it lacks).
 //   PENDING(S, f)      freed on stream S at position f; reusable by S at once,
 //                      by others only under the reuse policies; in S's index.
+//   DEFERRED           freed on S at f while other streams still used it (up
+//                      to their points at the free); reusable by no stream
+//                      until the free and every use are complete, READY then;
+//                      in no index, on the pool's deferred list.
 //
 // Invariants (MemPool::CheckInvariants):
 //   Σ block sizes of a chunk == chunk size, blocks contiguous in address order;
@@ -40,7 +44,7 @@ class MemPool;
 
 struct Chunk;
 
-enum class BlockState : uint8_t { kLive, kReady, kPending };
+enum class BlockState : uint8_t { kLive, kReady, kPending, kDeferred };
 
 struct Block {
   // First member, so that an index node converts back to its block.
@@ -49,6 +53,10 @@ struct Block {
   Block* prev = nullptr;
   Block* next = nullptr;
   BlockState state = BlockState::kReady;
+  // LIVE: another stream was declared to use it (RecordUse), so its free
+  // takes the path that records those streams' points. Read without a lock
+  // by the fast free path (LoadRelaxed).
+  bool used_elsewhere = false;
   // PENDING: the freeing stream. LIVE: the allocating stream.
   StreamIndex stream = kNoStream;
   Position free_pos = 0;

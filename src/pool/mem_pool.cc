@@ -271,6 +271,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
 
 void MemPool::FreeAsync(Block* b, StreamIndex s, Position f) {
   SP_CHECK(b->state == BlockState::kLive);
+  StoreRelaxed(b->used_elsewhere, false);
   used_ -= b->size();
   requested_ -= static_cast<int64_t>(b->requested);
   --live_blocks_;
@@ -278,8 +279,44 @@ void MemPool::FreeAsync(Block* b, StreamIndex s, Position f) {
   MakePending(b, s, f, next_free_seq_++);
 }
 
+void MemPool::FreeDeferred(Block* b, StreamIndex s, Position f, absl::Span<const Use> uses) {
+  SP_CHECK(b->state == BlockState::kLive);
+  used_ -= b->size();
+  requested_ -= static_cast<int64_t>(b->requested);
+  --live_blocks_;
+  ++stats_.free_count;
+  b->state = BlockState::kDeferred;
+  b->stream = s;
+  b->free_pos = f;
+  StoreRelaxed(b->used_elsewhere, false);
+  deferred_.push_back(Deferred{b, s, f, absl::InlinedVector<Use, 2>(uses.begin(), uses.end())});
+}
+
+template <typename BoundOf>
+void MemPool::SettleDeferred(BoundOf bound_of, bool observed) {
+  if (deferred_.empty()) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < deferred_.size(); ++i) {
+    Deferred& d = deferred_[i];
+    bool complete = d.f <= bound_of(d.s);
+    for (const Use& u : d.uses) complete = complete && u.second <= bound_of(u.first);
+    if (!complete) {
+      if (kept != i) deferred_[kept] = std::move(d);
+      ++kept;
+      continue;
+    }
+    // Reuse by observation counts as opportunistic for every stream: the
+    // block held work of several.
+    d.block->stream = kNoStream;
+    d.block->free_pos = 0;
+    MakeReady(d.block, observed);
+  }
+  deferred_.resize(kept);
+}
+
 void MemPool::FreeNow(Block* b) {
   SP_CHECK(b->state == BlockState::kLive);
+  StoreRelaxed(b->used_elsewhere, false);
   used_ -= b->size();
   requested_ -= static_cast<int64_t>(b->requested);
   --live_blocks_;
@@ -317,6 +354,7 @@ void MemPool::Promote(const VectorClock& done) {
   FlushCaches();
   ++proof_epoch_;
   PromoteUpTo([&done](StreamIndex s) { return done.Get(s); }, /*observed=*/false);
+  SettleDeferred([&done](StreamIndex s) { return done.Get(s); }, /*observed=*/false);
 }
 
 void MemPool::PromoteObservedOn(StreamIndex s, Position complete) {
@@ -327,6 +365,8 @@ void MemPool::PromoteObservedOn(StreamIndex s, Position complete) {
 void MemPool::PromoteObserved(const OrderOracle& oracle) {
   FlushCaches();
   PromoteUpTo([&oracle](StreamIndex s) { return oracle.ObservedComplete(s); }, /*observed=*/true);
+  SettleDeferred([&oracle](StreamIndex s) { return oracle.ObservedComplete(s); },
+                 /*observed=*/true);
 }
 
 // ---------------------------------------------------------------- queries

@@ -44,7 +44,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "src/ordering/oracle.h"
 #include "src/ordering/vector_clock.h"
 #include "src/pool/block.h"
@@ -219,6 +221,14 @@ class MemPool {
   // LIVE -> PENDING(s, f), in the central index.
   void FreeAsync(Block* block, StreamIndex s, Position f)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
+  // LIVE -> DEFERRED: freed at (s, f) while other streams used it, each up
+  // to its point in `uses` (none of which the free is ordered after). No
+  // stream reuses it until (s, f) and every use are complete: Promote makes
+  // it READY when the proof covers all of them, PromoteObserved when all
+  // were observed complete (marked observed, of no single stream).
+  using Use = std::pair<StreamIndex, Position>;
+  void FreeDeferred(Block* block, StreamIndex s, Position f, absl::Span<const Use> uses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // LIVE -> READY at once (spFree: the caller promises all access completed).
   void FreeNow(Block* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // Every PENDING(S, f) with f <= done[S] becomes READY (a proof: it ends the
@@ -261,7 +271,7 @@ class MemPool {
   // UsedMemCurrent: the central count less what front caches hold.
   uint64_t used() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool has_live_or_pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
-    return live_blocks_ > 0 || pending_blocks_ > 0;
+    return live_blocks_ > 0 || pending_blocks_ > 0 || !deferred_.empty();
   }
   // Whether a free of stream s is still pending here, cached or central (its
   // slot may not be reused meanwhile).
@@ -434,6 +444,10 @@ class MemPool {
   template <typename BoundOf>
   void PromoteUpTo(BoundOf bound_of, bool observed);
 
+  // DEFERRED blocks whose free and uses are all at or below bound_of(stream)
+  // become READY, in free order.
+  template <typename BoundOf>
+  void SettleDeferred(BoundOf bound_of, bool observed);
   void InsertFree(Block* b);
   void RemoveFree(Block* b);
   void MakePending(Block* b, StreamIndex s, Position f, uint64_t seq);
@@ -476,7 +490,15 @@ class MemPool {
   SizeIndex unbacked_;
   std::vector<std::unique_ptr<StreamFrees>> frees_;  // by StreamIndex
   std::vector<StreamIndex> active_;                  // streams with pending frees
-  absl::btree_map<uintptr_t, Chunk*> chunks_;        // by base address
+  // DEFERRED blocks in free order, with their free point and uses.
+  struct Deferred {
+    Block* block;
+    StreamIndex s;
+    Position f;
+    absl::InlinedVector<Use, 2> uses;
+  };
+  std::vector<Deferred> deferred_;
+  absl::btree_map<uintptr_t, Chunk*> chunks_;  // by base address
   Chunk* free_chunks_ = nullptr;
   std::vector<Chunk*> release_scratch_;
   std::vector<Block*> release_blocks_;

@@ -75,6 +75,7 @@ void MemPool::Snapshot(std::vector<ChunkView>* chunks,
           }
           break;
         case BlockState::kPending:
+        case BlockState::kDeferred:
           v.stream = b->stream;
           v.free_pos = b->free_pos;
           break;

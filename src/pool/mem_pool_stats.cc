@@ -24,6 +24,12 @@ uint64_t MemPool::used() const {
 
 bool MemPool::HasPendingOn(StreamIndex s) const {
   if (s < frees_.size() && frees_[s] && !frees_[s]->index.empty()) return true;
+  for (const Deferred& d : deferred_) {
+    if (d.s == s) return true;
+    for (const Use& u : d.uses) {
+      if (u.first == s) return true;
+    }
+  }
   FrontCache* c = CacheOf(s);
   return c != nullptr && c->published_bytes() != 0;
 }
@@ -73,7 +79,7 @@ PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0, unbacked = 0;
+  uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0, unbacked = 0, deferred = 0;
   size_t free_chunks = 0;
   for (const Chunk* c = free_chunks_; c != nullptr; c = c->next_free) ++free_chunks;
   size_t whole_ready_chunks = 0;
@@ -116,6 +122,10 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
           if (b->stamp != 0 || !b->node.in_index || b->unmapped != holes) return false;
           if (b->next != nullptr && b->next->state == BlockState::kReady) return false;
           unmapped_in_blocks += holes;
+          break;
+        case BlockState::kDeferred:
+          ++deferred;
+          if (b->stamp != 0 || b->node.in_index || holes != 0 || b->unmapped != 0) return false;
           break;
         case BlockState::kPending:
           ++pending;
@@ -176,11 +186,17 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
       static_cast<int64_t>(used_) + slack > static_cast<int64_t>(stats_.used_high)) {
     return false;
   }
+  for (const Deferred& d : deferred_) {
+    if (d.block->state != BlockState::kDeferred || d.block->chunk->pool != this ||
+        d.block->free_pos != d.f || d.uses.empty()) {
+      return false;
+    }
+  }
   return reserved == reserved_ && used == used_ && live == live_blocks_ &&
-         pending == pending_blocks_ && pending == indexed_pending &&
+         deferred == deferred_.size() && pending == pending_blocks_ && pending == indexed_pending &&
          ready - unbacked == ready_.size() && unbacked == unbacked_.size() &&
          ready_.CheckInvariants() && unbacked_.CheckInvariants() &&
-         free_chunks == whole_ready_chunks && live + pending + ready == arena_.live();
+         free_chunks == whole_ready_chunks && live + pending + ready + deferred == arena_.live();
 }
 
 }  // namespace streampool::internal

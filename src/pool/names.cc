@@ -74,6 +74,7 @@ constexpr NamedValue<streampool::BlockState> kBlockStates[] = {
     {streampool::BlockState::kPending, "pending"},
     {streampool::BlockState::kReady, "ready"},
     {streampool::BlockState::kCached, "cached"},
+    {streampool::BlockState::kAwaitingUses, "awaiting_uses"},
 };
 
 constexpr NamedValue<OpKind> kOpKinds[] = {

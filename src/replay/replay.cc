@@ -403,9 +403,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   }
   // The other allocators: one model per device, serving every pool of it.
   std::vector<std::unique_ptr<AllocatorModel>> models(config->device_count);
-  std::vector<uint64_t> model_address;      // by slot
-  std::vector<uint8_t> model_device;        // by slot
-  std::vector<std::vector<uint32_t>> uses;  // by slot: streampool's record_stream streams
+  std::vector<uint64_t> model_address;  // by slot
+  std::vector<uint8_t> model_device;    // by slot
   // A pool's bytes as the series and the statistics count them: summed over
   // every pool the replay made.
   auto pool_bytes = [&](uint64_t* reserved, uint64_t* used) -> absl::Status {
@@ -507,8 +506,6 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         model_address[b.slot] = b.address;
       }
     }
-  } else {
-    uses.resize(trace.alloc_count);
   }
   auto device_of = [&](const TraceOp& op) -> uint8_t {
     return op.pool == TraceOp::kNoPool ? 0 : static_cast<uint8_t>(trace.pools[op.pool].device);
@@ -636,22 +633,6 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
           if (timed) free_ns.push_back(NowNs() - t0);
           if (!st.ok()) return AtLine(trace, op, "Free", st);
           break;
-        }
-        // record_stream without an allocator that keeps it: the program
-        // orders the free after each using stream's work itself.
-        if (!uses.empty()) {
-          for (uint32_t u : uses[op.slot]) {
-            if (u == op.stream) continue;
-            absl::StatusOr<StreamId> us = stream_at(u);
-            if (!us.ok()) return AtLine(trace, op, "CreateStream", us.status());
-            absl::StatusOr<EventId> e = rt.CreateEvent(kEventDisableTiming);
-            if (!e.ok()) return AtLine(trace, op, "CreateEvent", e.status());
-            st = rt.RecordEvent(*e, *us);
-            if (st.ok()) st = rt.StreamWaitEvent(*s, *e);
-            (void)rt.DestroyEvent(*e);
-            if (!st.ok()) return AtLine(trace, op, "StreamWaitEvent", st);
-          }
-          uses[op.slot].clear();
         }
         const uint64_t t0 = timed ? NowNs() : 0;
         st = rt.FreeAsync(ptrs[op.slot], *s);
@@ -790,13 +771,14 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
       }
       case TraceOp::Kind::kUse: {
         if (failed[op.slot]) break;
-        if (absl::StatusOr<StreamId> s = stream(op); !s.ok()) return s.status();
+        absl::StatusOr<StreamId> s = stream(op);
+        if (!s.ok()) return s.status();
         if (modelled && ptrs[op.slot] == nullptr) {
           st = models[model_device[op.slot]]->RecordUse(model_address[op.slot], op.stream);
           if (!st.ok()) return AtLine(trace, op, "RecordUse", st);
-        } else if (!uses.empty() && std::find(uses[op.slot].begin(), uses[op.slot].end(),
-                                              op.stream) == uses[op.slot].end()) {
-          uses[op.slot].push_back(op.stream);
+        } else if (ptrs[op.slot] != nullptr) {
+          st = rt.RecordUse(ptrs[op.slot], *s);
+          if (!st.ok()) return AtLine(trace, op, "RecordUse", st);
         }
         break;
       }

@@ -329,6 +329,15 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
     }
     // One exchange decides which of two racing frees of a pointer owns it.
     Block* b = lock != nullptr ? c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr)) : nullptr;
+    if (b != nullptr && LoadRelaxed(b->used_elsewhere)) {
+      // Other streams' points are read under the ordering core's lock.
+      MutexLock rt_lock(&c_.mu);
+      Recorder* r = c_.recorder.get();
+      const uint64_t start = r != nullptr ? r->Now() : 0;
+      FreeUsed(b, t);
+      if (r != nullptr) r->Freed(ptr, s, {start, r->Now()});
+      return absl::OkStatus();
+    }
     if (b != nullptr) {
       ClaimedFree f{b, t, 0};
       bool cached;
@@ -386,6 +395,68 @@ void Allocator::FreeCentral(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS
   pool.EnsureCache(f.stream, &c_.stream_lock(f.stream));
 }
 
+absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const auto base = reinterpret_cast<uintptr_t>(ptr);
+  Block* b = ptr != nullptr ? const_cast<Block*>(c_.PoolBlockAt(base)) : nullptr;
+  if (b == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        absl::Hex(base), " is not the start of a live stream-ordered allocation of this runtime"));
+  }
+  const StreamIndex idx = (*rec)->index;
+  auto& declared = c_.uses[base];
+  if (std::find(declared.begin(), declared.end(), idx) == declared.end()) declared.push_back(idx);
+  StoreRelaxed(b->used_elsewhere, true);
+  if (Recorder* r = c_.recorder.get()) {
+    const uint64_t now = r->Now();
+    r->Used(ptr, s, {now, now});
+  }
+  return absl::OkStatus();
+}
+
+void Allocator::FreeUsed(Block* b, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const uintptr_t base = b->addr();
+  absl::InlinedVector<StreamIndex, 2> declared;
+  if (auto it = c_.uses.find(base); it != c_.uses.end()) {
+    declared = std::move(it->second);
+    c_.uses.erase(it);
+  }
+  StoreRelaxed(b->used_elsewhere, false);
+  absl::InlinedVector<MemPool::Use, 2> pending;
+  Position f;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    c_.ChargeCallLocked();
+    f = c_.AdvancePoint(t, OpKind::kFreeMarker);
+    VectorClock clock = c_.ordering.PointClock(t);
+    TimeNs end = c_.SimLastEnd(t);
+    for (const StreamIndex u : declared) {
+      if (u == t) continue;
+      const Position p = c_.ordering.pos(u);
+      // Nothing enqueued, already ordered before the free, or proven done.
+      if (p == 0 || clock.Get(u) >= p || c_.ordering.done(u) >= p) continue;
+      pending.emplace_back(u, p);
+    }
+    if (c_.checker) {
+      for (const MemPool::Use& u : pending) {
+        clock.Join(c_.ordering.clock(u.first));
+        end = std::max(end, c_.SimLastEnd(u.first));
+      }
+      c_.checker->OnFree(base, t, f, clock, end, pending);
+      c_.CheckerAfterEvent();
+    }
+  }
+  MemPool& pool = *b->chunk->pool;
+  MutexLock pool_lock(&pool.central_mu());
+  if (pending.empty()) {
+    pool.FreeOverflow(b, t, f);
+    pool.EnsureCache(t, &c_.stream_lock(t));
+  } else {
+    pool.FreeDeferred(b, t, f, pending);
+  }
+}
+
 void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block* b) {
   if (c_.page_map.Set(b->addr(), b)) return;
   // Outside the page map's range (or no memory for a node): the hash map.
@@ -441,6 +512,10 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   if (ptr == nullptr) return absl::OkStatus();
   const StreamIndex idx = (*rec)->index;
   if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
+    if (LoadRelaxed(b->used_elsewhere)) {
+      FreeUsed(b, idx);
+      return absl::OkStatus();
+    }
     Position f;
     {
       MutexLock order_lock(&c_.order_mu);
@@ -504,6 +579,10 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   // A pool block the page map could not hold.
   Block* block = it->second.block;
   c_.allocs.erase(it);
+  if (LoadRelaxed(block->used_elsewhere)) {
+    FreeUsed(block, idx);
+    return absl::OkStatus();
+  }
   Position f;
   {
     MutexLock order_lock(&c_.order_mu);
@@ -566,6 +645,8 @@ absl::Status Allocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
   if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
     NoteFreeNow(ptr);
+    // The caller promises every access completed, other streams' included.
+    c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
     MemPool& pool = *b->chunk->pool;
     MutexLock pool_lock(&pool.central_mu());
     pool.FreeNow(b);
@@ -590,6 +671,7 @@ absl::Status Allocator::Free(void* ptr) {
     c_.pools.ReapImported();
     return absl::OkStatus();
   }
+  c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
   MutexLock pool_lock(&r.pool->central_mu());
   r.pool->FreeNow(r.block);
   return absl::OkStatus();

@@ -40,6 +40,10 @@ class Allocator {
   MemPool* PoolFor(uint64_t pool, uint64_t s, uint64_t* handle, StreamIndex* t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
   absl::Status FreeAsync(void* ptr, uint64_t s);
+  // Declares the live pool allocation at ptr used by stream s: its free will
+  // also be ordered after s's work up to then, and its bytes reused by no
+  // stream before both are complete.
+  absl::Status RecordUse(void* ptr, uint64_t s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
   absl::Status Free(void* ptr);
   absl::StatusOr<void*> MallocHost(uint64_t size);
@@ -114,6 +118,9 @@ class Allocator {
   // The central free of a claimed block: without the runtime's lock when the
   // fast path is on, else under it (the checker's records).
   void FinishFree(const ClaimedFree& f);
+  // The free of a claimed block other streams were declared to use, its
+  // point not yet taken: under the runtime's lock, with the ordering core's.
+  void FreeUsed(Block* b, StreamIndex t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
   void FreeCentral(const ClaimedFree& f);
   // Under the runtime's lock: the checker's records, spMalloc and imported
   // memory, exportable pools.

@@ -347,13 +347,17 @@ SnapshotBlock Pools::ToSnapshotBlock(const MemPool::BlockView& v) const {
     case internal::BlockState::kPending:
       b.state = streampool::BlockState::kPending;
       break;
+    case internal::BlockState::kDeferred:
+      b.state = streampool::BlockState::kAwaitingUses;
+      break;
     case internal::BlockState::kReady:
       b.state = streampool::BlockState::kReady;
       b.unmapped_bytes = v.unmapped_bytes;
       break;
   }
   if (v.stream != kNoStream) b.stream = StreamId{c_.StreamHandleOf(v.stream)};
-  if (b.state == streampool::BlockState::kPending || b.state == streampool::BlockState::kCached) {
+  if (b.state == streampool::BlockState::kPending || b.state == streampool::BlockState::kCached ||
+      b.state == streampool::BlockState::kAwaitingUses) {
     b.free_point = v.free_pos;
   }
   return b;

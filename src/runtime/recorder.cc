@@ -580,6 +580,16 @@ void Recorder::Freed(const void* ptr, uint64_t s, Times t) {
   allocs_.erase(it);
 }
 
+void Recorder::Used(const void* ptr, uint64_t s, Times t) {
+  MutexLock lock(&mu_);
+  auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocs_.end()) return;  // made before the recording began
+  const uint64_t sid = StreamId(s);
+  Line(t);
+  Emit("use ", it->second, ' ', sid, '\n');
+  Done(t);
+}
+
 void Recorder::Malloced(const void* ptr, uint64_t size, int device, Times t) {
   MutexLock lock(&mu_);
   const uint64_t id = alloc_ids_.Take();

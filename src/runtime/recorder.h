@@ -107,6 +107,8 @@ class Recorder {
                  Times t);
   void AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, Times t);
   void Freed(const void* ptr, uint64_t s, Times t);
+  // RecordUse: the allocation at ptr is used by stream s too.
+  void Used(const void* ptr, uint64_t s, Times t);
 
  private:
   Recorder(int fd, std::string path, RuntimeCore& core);

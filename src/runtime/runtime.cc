@@ -173,6 +173,9 @@ absl::StatusOr<AllocInfo> Runtime::MallocFromPoolAsync(uint64_t size, PoolId poo
 absl::Status Runtime::FreeAsync(void* ptr, StreamId s) {
   return internal::Guarded([&]() -> absl::Status { return impl_->FreeAsync(ptr, s.value); });
 }
+absl::Status Runtime::RecordUse(void* ptr, StreamId s) {
+  return Call<&Allocator::RecordUse>(*impl_, ptr, s.value);
+}
 absl::StatusOr<void*> Runtime::Malloc(uint64_t size, int device) {
   return Call<&Allocator::Malloc>(*impl_, size, device);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/exec/adapter_executor.h"
@@ -198,6 +199,21 @@ struct RuntimeCore {
   // Base of every live pool block -> block: lock-free.
   PageMap page_map;
   absl::flat_hash_map<uintptr_t, AllocRec> allocs;
+  // Streams a live pool block was declared used by (RecordUse), by its base,
+  // as slots. A slot handed back for reuse was idle: its uses are dropped then
+  // (DropUsesOf), so every slot here is the declared stream's.
+  absl::flat_hash_map<uintptr_t, absl::InlinedVector<StreamIndex, 2>> uses;
+  void DropUsesOf(StreamIndex s) {
+    for (auto it = uses.begin(); it != uses.end();) {
+      auto& list = it->second;
+      list.erase(std::remove(list.begin(), list.end(), s), list.end());
+      if (list.empty()) {
+        uses.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
   // What Device pools and Malloc map (host pages or address space only).
   std::shared_ptr<PhysicalMemory> upstream;
   // Pinned host pools' bytes: bounded only by their maxSize and the system.

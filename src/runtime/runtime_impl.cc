@@ -231,16 +231,17 @@ void RuntimeImpl::ReportLeaks() {
   if (!live.ok() || live->empty()) return;
   uint64_t bytes = 0;
   for (const LiveAllocation& a : *live) bytes += a.size;
-  std::string text = absl::StrCat("streampool: runtime ", absl::Hex(handle()), " destroyed with ",
+  std::string text = absl::StrCat("streampool: runtime 0x", absl::Hex(handle()), " destroyed with ",
                                   live->size(), " live allocation", live->size() == 1 ? "" : "s",
                                   " (", bytes, " bytes asked for):\n");
   for (const LiveAllocation& a : *live) {
-    absl::StrAppend(&text, "  ", absl::Hex(reinterpret_cast<uintptr_t>(a.ptr)), " size ", a.size,
+    absl::StrAppend(&text, "  0x", absl::Hex(reinterpret_cast<uintptr_t>(a.ptr)), " size ", a.size,
                     " (", a.block_size, " held)");
     if (a.pool.value != 0) {
-      absl::StrAppend(&text, " pool ", absl::Hex(a.pool.value), " stream ",
-                      a.stream.value != 0 ? absl::StrCat(absl::Hex(a.stream.value)) : "destroyed",
-                      " seq ", a.seq);
+      absl::StrAppend(
+          &text, " pool 0x", absl::Hex(a.pool.value), " stream ",
+          a.stream.value != 0 ? absl::StrCat("0x", absl::Hex(a.stream.value)) : "destroyed",
+          " seq ", a.seq);
     } else {
       absl::StrAppend(&text, a.device < 0 ? " MallocHost" : " Malloc", " seq ", a.seq);
     }
@@ -283,6 +284,7 @@ void RuntimeImpl::TearDown() {
   ReportLeaks();
   alloc_.UnmapAll();
   c.allocs.clear();
+  c.uses.clear();
   c.pools.Clear();
   events_.Clear();
   // Worker threads end with the runtime, not with the last reference to this

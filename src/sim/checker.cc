@@ -42,11 +42,13 @@ void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stre
     const Record& old = it->second;
     // Safe in stream order: freed synchronously (the caller's promise), on the
     // same stream, ordered before the allocating stream, or observed complete.
-    const bool ordered =
-        old.freed &&
-        (old.free_stream == kNoStream || old.free_stream == stream || order == nullptr ||
-         order->OrderedAfter(old.free_stream) >= old.free_position ||
-         order->ObservedComplete(old.free_stream) >= old.free_position);
+    auto covered = [&](StreamIndex s, Position p) {
+      return s == stream || order == nullptr || order->OrderedAfter(s) >= p ||
+             order->ObservedComplete(s) >= p;
+    };
+    bool ordered =
+        old.freed && (old.free_stream == kNoStream || covered(old.free_stream, old.free_position));
+    for (const auto& [u, p] : old.uses) ordered = ordered && covered(u, p);
     if (!ordered || old.free_end > ready_ns) {
       CheckReport r{CheckKind::kOverlappingLifetimes, stream, position, base, size};
       r.other_stream = old.freed ? old.free_stream : old.alloc_stream;
@@ -75,7 +77,8 @@ void StreamOrderChecker::OnAlloc(uintptr_t base, uint64_t size, StreamIndex stre
 }
 
 void StreamOrderChecker::OnFree(uintptr_t base, StreamIndex stream, Position position,
-                                const VectorClock& clock, TimeNs end_ns) {
+                                const VectorClock& clock, TimeNs end_ns,
+                                absl::Span<const std::pair<StreamIndex, Position>> uses) {
   auto it = records_.find(base);
   if (it == records_.end()) return;
   for (const auto& [s, p] : it->second.last_access) {
@@ -94,6 +97,7 @@ void StreamOrderChecker::OnFree(uintptr_t base, StreamIndex stream, Position pos
   it->second.free_stream = stream;
   it->second.free_position = position;
   it->second.free_end = end_ns;
+  it->second.uses.assign(uses.begin(), uses.end());
 }
 
 void StreamOrderChecker::OnFreeNow(uintptr_t base, TimeNs now_ns) {

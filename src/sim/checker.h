@@ -35,6 +35,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "src/ordering/oracle.h"
 #include "src/ordering/ordering.h"
 #include "streampool/executor.h"
@@ -89,9 +90,12 @@ class StreamOrderChecker {
                TimeNs ready_ns, const OrderOracle* order,
                std::shared_ptr<const AccessRights> rights = nullptr);
   // Its FreeAsync at (stream, position), whose clock is `clock`, completing at
-  // end_ns.
+  // end_ns. `uses`: other streams that used it (RecordUse), each up to its
+  // point at the free; the free then covers their work too (`clock` joins
+  // their clocks, end_ns their ends) and its bytes may be reused only once
+  // every use, as well as the free, is ordered before or observed complete.
   void OnFree(uintptr_t base, StreamIndex stream, Position position, const VectorClock& clock,
-              TimeNs end_ns);
+              TimeNs end_ns, absl::Span<const std::pair<StreamIndex, Position>> uses = {});
   // A synchronous free: the caller promised all access had completed.
   void OnFreeNow(uintptr_t base, TimeNs now_ns);
   // An access by the op at (stream, position), whose clock is `clock`, made
@@ -118,6 +122,8 @@ class StreamOrderChecker {
     StreamIndex free_stream = kNoStream;
     Position free_position = 0;
     TimeNs free_end = 0;
+    // The free's other streams (RecordUse) and their points.
+    absl::InlinedVector<std::pair<StreamIndex, Position>, 1> uses;
     std::shared_ptr<const AccessRights> rights;
     // The latest access per stream, to check the free is ordered after them.
     absl::InlinedVector<std::pair<StreamIndex, Position>, 2> last_access;

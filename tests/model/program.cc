@@ -102,6 +102,7 @@ std::string ToString(const Instruction& ins) {
           },
           [](const FreeOp& o) { return absl::StrCat("free a", o.id, " s", o.stream); },
           [](const FreeNowOp& o) { return absl::StrCat("freenow a", o.id); },
+          [](const UseOp& o) { return absl::StrCat("use a", o.id, " s", o.stream); },
           [](const KernelOp& o) {
             std::string s = absl::StrCat("kernel s", o.stream, " ", o.duration_ns);
             for (const AccessDecl& a : o.accesses) {
@@ -137,10 +138,11 @@ std::string ToString(const Instruction& ins) {
 }
 
 std::string ToString(const Program& p) {
-  std::string out = absl::StrCat(
-      "config devices=", p.device_count, " capacity=", p.device_capacity,
-      " backing=", p.backing == Backing::kHost ? "host" : "address", " api-ns=", p.api_call_ns,
-      " copy-bytes-per-us=", p.copy_bytes_per_us, p.checker ? "" : " checker=0", "\n");
+  std::string out =
+      absl::StrCat("config devices=", p.device_count, " capacity=", p.device_capacity,
+                   " backing=", p.backing == Backing::kHost ? "host" : "address",
+                   " api-ns=", p.api_call_ns, " copy-bytes-per-us=", p.copy_bytes_per_us,
+                   p.checker ? "" : " checker=0", p.oom_reclaim ? " oom-reclaim=1" : "", "\n");
   for (size_t i = 0; i < p.pools.size(); ++i) {
     const ModelPoolProps& q = p.pools[i].props;
     absl::StrAppend(&out, "pool p", i, " ", AllocationTypeName(q.type), " device=", q.device,
@@ -216,7 +218,9 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
     auto bad = [&](absl::string_view why) { return ParseError(line_no, raw, why); };
     auto want = [&](size_t n) { return t.size() == n; };
     if (op == "config") {
-      if (!want(6) && !want(7)) return bad("config takes 5 settings (and checker=0)");
+      if (t.size() < 6 || t.size() > 8) {
+        return bad("config takes 5 settings (and checker=0, oom-reclaim=1)");
+      }
       uint64_t devices;
       absl::string_view backing;
       if (!ParseKeyU64(t[1], "devices", &devices) || devices < 1 || devices > 64 ||
@@ -226,10 +230,15 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
         return bad("expected devices= capacity= backing= api-ns= copy-bytes-per-us=");
       }
       if (backing != "host" && backing != "address") return bad("backing is host or address");
-      if (t.size() == 7) {
-        uint64_t checker;
-        if (!ParseKeyU64(t[6], "checker", &checker) || checker > 1) return bad("checker=0 or 1");
-        p.checker = checker == 1;
+      for (size_t k = 6; k < t.size(); ++k) {
+        uint64_t on;
+        if (ParseKeyU64(t[k], "checker", &on) && on <= 1) {
+          p.checker = on == 1;
+        } else if (ParseKeyU64(t[k], "oom-reclaim", &on) && on <= 1) {
+          p.oom_reclaim = on == 1;
+        } else {
+          return bad("checker=0 or 1, oom-reclaim=0 or 1");
+        }
       }
       p.device_count = static_cast<int>(devices);
       p.backing = backing == "host" ? Backing::kHost : Backing::kAddressOnly;
@@ -338,6 +347,12 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
       FreeOp o;
       if (!want(3) || !ParseName(t[1], 'a', &o.id) || !stream(t[2], &o.stream)) {
         return bad("free aN sN");
+      }
+      p.code.push_back(o);
+    } else if (op == "use") {
+      UseOp o;
+      if (!want(3) || !ParseName(t[1], 'a', &o.id) || !stream(t[2], &o.stream)) {
+        return bad("use aN sN");
       }
       p.code.push_back(o);
     } else if (op == "freenow") {
@@ -478,6 +493,7 @@ class Generator {
     p_.device_capacity = Uniform(5, 20) * 2 * kMiB;
     p_.api_call_ns = Chance(0.3) ? Uniform(1, 40) : 0;
     p_.copy_bytes_per_us = Chance(0.3) ? 1000 : 1000000;
+    p_.oom_reclaim = Chance(0.5);
     const int pools = static_cast<int>(Uniform(1, options_.max_pools));
     for (int i = 0; i < pools; ++i) {
       ModelPoolProps q;
@@ -576,6 +592,12 @@ class Generator {
     const int s = r < 0.45 ? a.stream : r < 0.75 ? Pick(a.accessors) : AnyStream();
     if (Chance(0.7)) {
       for (int from : a.accessors) Order(from, s);
+    } else if (Chance(0.5)) {
+      // Not ordered after the other streams' accesses: declared instead, so
+      // the free covers them and the pool holds the bytes until they end.
+      for (int from : a.accessors) {
+        if (from != s) p_.code.push_back(UseOp{a.id, from});
+      }
     }
     p_.code.push_back(FreeOp{a.id, s});
   }
@@ -605,11 +627,11 @@ class Generator {
   void Step() {
     // Weights of: alloc, free, freenow, kernel, fill, record, wait, advance,
     // sync-stream, sync-event, sync-device, query-stream, query-event, trim,
-    // set, destroy-stream, create-stream, grant, drain.
+    // set, destroy-stream, create-stream, grant, drain, use.
     std::vector<double> w = {26,  20,  1.5, 16,  2, 7,   7,   6,   2,
                              1.5, 0.7, 2.5, 2.5, 1, 1.2, 0.3, 0.5, p_.device_count > 1 ? 1.0 : 0.0,
-                             0.4};
-    if (live_.empty()) w[1] = w[2] = w[3] = w[4] = w[18] = 0;
+                             0.4, 1.5};
+    if (live_.empty()) w[1] = w[2] = w[3] = w[4] = w[18] = w[19] = 0;
     if (live_.size() > 48) w[0] = 0;
     bool any_unbound = false;
     for (int i = 0; i < static_cast<int>(bound_.size()); ++i) {
@@ -756,6 +778,15 @@ class Generator {
                                   kFlags[Uniform(0, 3)]});
         break;
       }
+      case 19: {  // use: a stream declared to use a live allocation
+        GenAlloc& a = live_[Uniform(0, live_.size() - 1)];
+        const int s = AnyStream();
+        p_.code.push_back(UseOp{a.id, s});
+        if (std::find(a.accessors.begin(), a.accessors.end(), s) == a.accessors.end()) {
+          a.accessors.push_back(s);
+        }
+        break;
+      }
       case 18: {
         // Drain: free much of what is live and synchronize, so the pools
         // hold many READY blocks between live ones; then perhaps trim part
@@ -820,7 +851,7 @@ class Runner {
   Runner(const Program& p, const ExecuteOptions& options)
       : p_(p),
         model_(ModelConfig{p.device_count, p.device_capacity, p.api_call_ns, p.copy_bytes_per_us,
-                           options.strict_fresh}) {}
+                           options.strict_fresh, p.oom_reclaim}) {}
 
   ExecuteResult Run() {
     ExecuteResult result;
@@ -857,9 +888,7 @@ class Runner {
     RuntimeConfig cfg;
     cfg.device_count = p_.device_count;
     cfg.device_capacity = p_.device_capacity;
-    // The reference model has the pool's ladder, not the runtime's
-    // out-of-memory reclaim after it (tests/runtime/oom_test.cc).
-    cfg.oom_reclaim = false;
+    cfg.oom_reclaim = p_.oom_reclaim;
     cfg.backing = p_.backing;
     cfg.api_call_ns = p_.api_call_ns;
     cfg.copy_bytes_per_us = p_.copy_bytes_per_us;
@@ -962,6 +991,16 @@ class Runner {
                 return st;
               }
               model_.FreeAsync(o.id, index_[o.stream]);
+              return absl::OkStatus();
+            },
+            [&](const UseOp& o) -> absl::Status {
+              if (!Bound(o.stream) || !model_.IsLive(o.id)) return Skip();
+              void* ptr = reinterpret_cast<void*>(model_.Address(o.id));
+              if (absl::Status st = Expect(rt_->RecordUse(ptr, *handles_[o.stream]), "RecordUse");
+                  !st.ok()) {
+                return st;
+              }
+              model_.RecordUse(o.id, index_[o.stream]);
               return absl::OkStatus();
             },
             [&](const FreeNowOp& o) -> absl::Status {
@@ -1203,7 +1242,9 @@ class Runner {
       obs.rule = r->rule;
     } else {
       if (!absl::IsResourceExhausted(r.status())) return Expect(r.status(), "MallocFromPoolAsync");
-      if (StatsWithoutFailures(*before) != StatsWithoutFailures(*after) ||
+      // The out-of-memory reclaim may have released memory before the call
+      // failed (the model checks what it released after the instruction).
+      if ((!p_.oom_reclaim && StatsWithoutFailures(*before) != StatsWithoutFailures(*after)) ||
           after->failed_alloc_count != before->failed_alloc_count + 1) {
         return Fail(
             "failed-alloc-changed",
@@ -1335,6 +1376,7 @@ Program Rename(const Program& p, const std::function<int(char, int)>& map) {
                    },
                    [&](FreeOp& o) { re('s', o.stream); },
                    [&](FreeNowOp&) {},
+                   [&](UseOp& o) { re('s', o.stream); },
                    [&](KernelOp& o) { re('s', o.stream); },
                    [&](FillOp& o) { re('s', o.stream); },
                    [&](RecordOp& o) {
@@ -1383,6 +1425,7 @@ Program Renumbered(const Program& p) {
                    [&](AllocOp& o) { id(o.id); },
                    [&](FreeOp& o) { id(o.id); },
                    [&](FreeNowOp& o) { id(o.id); },
+                   [&](UseOp& o) { id(o.id); },
                    [&](KernelOp& o) {
                      for (AccessDecl& a : o.accesses) id(a.id);
                    },

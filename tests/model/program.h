@@ -12,6 +12,7 @@
 //   fill s1 a0+0+4096              MemsetAsync
 //   record e0 s1 / wait s2 e0
 //   free a0 s2 / freenow a0        FreeAsync on s2 / spFree
+//   use a0 s2                      RecordUse: s2 uses a0 too
 //   sync-stream s1 / sync-event e0 / sync-device 0
 //   query-stream s1 / query-event e0
 //   advance 1000 / trim p0 0
@@ -60,6 +61,11 @@ struct FreeOp {
 };
 struct FreeNowOp {
   int id;
+};
+// RecordUse: stream uses allocation id too.
+struct UseOp {
+  int id;
+  int stream;
 };
 struct AccessDecl {
   int id;
@@ -138,7 +144,7 @@ struct GrantOp {
 using Instruction =
     std::variant<AllocOp, FreeOp, FreeNowOp, KernelOp, FillOp, RecordOp, WaitOp, SyncStreamOp,
                  SyncEventOp, SyncDeviceOp, QueryStreamOp, QueryEventOp, AdvanceOp, TrimOp,
-                 SetAttrOp, DestroyStreamOp, CreateStreamOp, GrantOp>;
+                 SetAttrOp, DestroyStreamOp, CreateStreamOp, GrantOp, UseOp>;
 
 struct PoolDecl {
   ModelPoolProps props;
@@ -159,6 +165,10 @@ struct Program {
   // the checker's records otherwise turn off: the model then pins those
   // paths' decisions too.
   bool checker = true;
+  // RuntimeConfig::oom_reclaim: before an allocation fails for lack of
+  // memory, the device's pools release what they hold READY and it is tried
+  // once more (the config line's oom-reclaim=1; off without it).
+  bool oom_reclaim = false;
   std::vector<PoolDecl> pools;
   std::vector<StreamDecl> streams;
   int events = 0;

@@ -122,7 +122,9 @@ struct Totals {
                     " (then failed ", c.observed_failed, ") rule2-probe-limited=", c.probe_limited,
                     " front-cache-hits=", c.cache_hits, " flushes=", c.cache_flushes,
                     " slots-reused=", c.slots_reused, " (frees promoted first ", c.slot_promotions,
-                    ")", " after-sync-of-unused-bytes=", c.after_sync_never_used);
+                    ")", " after-sync-of-unused-bytes=", c.after_sync_never_used,
+                    " frees-waiting-for-uses=", c.deferred_frees, " oom-reclaims=", c.reclaims,
+                    " (then served ", c.reclaim_rescued, ")");
     return s;
   }
 };
@@ -173,6 +175,10 @@ TEST_P(PropertyTest, ModelAgreesAfterEveryInstruction) {
   // Front caches (half the pools) served allocations and were flushed.
   EXPECT_GT(c.cache_hits, 0u);
   EXPECT_GT(c.cache_flushes, 0u);
+  // Frees of blocks other streams were declared to use (RecordUse).
+  EXPECT_GT(c.deferred_frees, 0u);
+  // Out-of-memory reclaims (half the programs) that let the allocation succeed.
+  EXPECT_GT(c.reclaim_rescued, 0u);
   if (growth == GrowthChoice::kExpandable) {
     // Released granules mapped again, READY blocks served by their mapped
     // low end, and growth beyond the first reservation (where its address

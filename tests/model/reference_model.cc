@@ -59,6 +59,9 @@ void Coverage::Add(const Coverage& o) {
   slot_promotions += o.slot_promotions;
   cache_hits += o.cache_hits;
   cache_flushes += o.cache_flushes;
+  deferred_frees += o.deferred_frees;
+  reclaims += o.reclaims;
+  reclaim_rescued += o.reclaim_rescued;
   after_sync_never_used += o.after_sync_never_used;
 }
 
@@ -142,6 +145,8 @@ void ReferenceModel::RecycleSlots() {
       proof[s] = streams_[s].pos;
       Prove(proof);
       free_slots_.push_back(s);
+      // Uses declared by the dead stream are over (the runtime drops them).
+      for (auto& [id, a] : live_) std::erase(a.uses, s);
       retired_[recycle_cursor_] = retired_.back();
       retired_.pop_back();
     } else {
@@ -158,15 +163,24 @@ bool ReferenceModel::SlotIdle(uint32_t s) {
   bool idle = true;
   for (Pool& pool : pools_) {
     auto on_s = [s](const Block& b) { return b.state == State::kPending && b.stream == s; };
-    bool pending = false;
-    for (const Reservation& r : pool.res)
+    // A deferred free of s, or one waiting for s: not settled here.
+    auto deferred_on_s = [s](const Block& b) {
+      if (b.state != State::kDeferred) return false;
+      if (b.stream == s) return true;
+      return std::any_of(b.uses.begin(), b.uses.end(),
+                         [s](const UsePoint& u) { return u.stream == s; });
+    };
+    bool pending = false, deferred = false;
+    for (const Reservation& r : pool.res) {
       pending |= std::any_of(r.blocks.begin(), r.blocks.end(), on_s);
+      deferred |= std::any_of(r.blocks.begin(), r.blocks.end(), deferred_on_s);
+    }
     if (pending && pool.opportunistic) {
       PromoteIf(pool, /*observed=*/true, on_s);
       ++coverage_.slot_promotions;
       pending = false;
     }
-    idle &= !pending;
+    idle &= !pending && !deferred;
   }
   return idle;
 }
@@ -271,6 +285,8 @@ void ReferenceModel::AfterCompletion(bool release) {
   for (Pool& pool : pools_) {
     FlushCaches(pool);
     PromoteIf(pool, /*observed=*/false, [this](const Block& b) { return Proven(b.stream, b.f); });
+    SettleIf(pool, /*observed=*/false,
+             [this](uint32_t st, uint64_t pos, uint64_t) { return Proven(st, pos); });
     if (release) Release(pool, pool.threshold);
   }
 }
@@ -287,7 +303,10 @@ bool ReferenceModel::MayAccess(uint32_t t, int id) const {
 bool ReferenceModel::MayFreeAsync(int id, uint32_t s) const {
   auto it = live_.find(id);
   if (it == live_.end()) return false;
-  const Clock next = NextClock(s);
+  // The free covers the declared streams' work too (the checker joins their
+  // clocks into the free's).
+  Clock next = NextClock(s);
+  for (uint32_t u : it->second.uses) Join(next, streams_[u].clock);
   for (const AccessRec& r : it->second.accesses) {
     if (r.stream != s && Get(next, r.stream) < r.pos) return false;
   }
@@ -412,6 +431,29 @@ void ReferenceModel::PromoteIf(Pool& pool, bool observed,
     }
     Coalesce(r);
   }
+}
+
+bool ReferenceModel::SettleIf(Pool& pool, bool observed,
+                              const std::function<bool(uint32_t, uint64_t, uint64_t)>& complete) {
+  bool any = false;
+  for (Reservation& r : pool.res) {
+    bool here = false;
+    for (Block& b : r.blocks) {
+      if (b.state != State::kDeferred || !complete(b.stream, b.f, b.end)) continue;
+      if (!std::all_of(b.uses.begin(), b.uses.end(),
+                       [&](const UsePoint& u) { return complete(u.stream, u.pos, u.end); })) {
+        continue;
+      }
+      b.state = State::kReady;
+      b.uses.clear();
+      b.observed_epoch = observed ? epoch_ : 0;
+      b.observed_stream = kMixed;
+      here = true;
+    }
+    if (here) Coalesce(r);
+    any |= here;
+  }
+  return any;
 }
 
 void ReferenceModel::Carve(Pool& pool, Ref x, uint64_t need) {
@@ -759,7 +801,9 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
   // Rule 3: promotion on observation, then READY blocks again.
   bool any_pending = false;
   for (const Reservation& r : pool.res) {
-    for (const Block& b : r.blocks) any_pending |= b.state == State::kPending;
+    for (const Block& b : r.blocks) {
+      any_pending |= b.state == State::kPending || b.state == State::kDeferred;
+    }
   }
   if (pool.opportunistic && any_pending) {
     FlushCaches(pool);
@@ -767,6 +811,9 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
       const bool complete = b.end <= now_ || Proven(b.stream, b.f);
       d.promoted |= complete;
       return complete;
+    });
+    d.promoted |= SettleIf(pool, /*observed=*/true, [&](uint32_t st, uint64_t pos, uint64_t end) {
+      return end <= now_ || Proven(st, pos);
     });
     x = BestFit(pool, need, ready_backed);
     if (!x) {
@@ -815,11 +862,33 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
   const std::string what = absl::StrCat("alloc a", id, " of ", size, " bytes (rule size ",
                                         rule_size.value_or(0), ") on stream ", t, " from pool ", p);
   Decision d;
-  if (rule_size && *rule_size <= pool.max_size) {
+  auto serve = [&]() -> absl::Status {
+    d = Decision{};
     if (absl::Status st = Serve(pool, t, *rule_size, obs, d); !st.ok()) {
       return Discrepancy(st.message().substr(0, st.message().find(':')),
                          absl::StrCat(what, ": ", st.message().substr(st.message().find(':') + 2),
                                       "\n", DescribePool(p)));
+    }
+    return absl::OkStatus();
+  };
+  if (rule_size && *rule_size <= pool.max_size) {
+    if (absl::Status st = serve(); !st.ok()) return st;
+    // Out of memory: the reclaim, when a release could help at all (the
+    // request fits the pool's maximum and the device).
+    const bool could_fit = pool.pinned || *rule_size <= config_.device_capacity;
+    if (!d.ok && config_.oom_reclaim && could_fit) {
+      uint64_t released = Reclaim(pool);
+      for (Pool& other : pools_) {
+        if (&other != &pool && other.pinned == pool.pinned &&
+            (pool.pinned || other.props.device == pool.props.device)) {
+          released += Reclaim(other);
+        }
+      }
+      if (released != 0) {
+        ++coverage_.reclaims;
+        if (absl::Status st = serve(); !st.ok()) return st;
+        coverage_.reclaim_rescued += d.ok;
+      }
     }
   }
   coverage_.observed += d.promoted;
@@ -987,6 +1056,17 @@ absl::Status ReferenceModel::CheckOccupants(
     };
     // The safety invariant itself, whatever the rule.
     if (!proven && !ordered && !complete && !waited) return fail("unsafe reuse");
+    // A free that waited for other streams: each of them too; and only a
+    // READY block (after-sync, opportunistic) can have held it.
+    for (const UsePoint& u : f.uses) {
+      const bool u_proven = Proven(u.stream, u.pos);
+      const bool u_complete = u.end <= decided_at;
+      if (!u_proven && !u_complete && u.stream != t && Get(next, u.stream) < u.pos) {
+        return fail(absl::StrCat("unsafe reuse: the use at ", Point(u.stream, u.pos), " ending at ",
+                                 u.end, " is neither proven, complete nor ordered"));
+      }
+      if (!u_proven && !u_complete) return fail("a use of the free is neither proven nor complete");
+    }
     bool consistent = true;
     switch (rule) {
       case ReuseRule::kFresh:
@@ -1033,17 +1113,36 @@ void ReferenceModel::FreeAsync(int id, uint32_t s) {
   const Live& a = node.mapped();
   Pool& pool = pools_[a.pool];
   live_by_addr_.erase(a.addr);
-  // Into s's front cache (flushed first when full), or central where s has
-  // none (which makes one) or the caches are off.
-  const Pool::CacheEntry entry{a.addr, a.size, streams_[s].pos, end};
-  Pool::Cache* c = pool.front_cache ? CacheOf(pool, s) : nullptr;
-  bool cached = c != nullptr && CachePush(*c, entry);
-  if (c != nullptr && !cached && FlushCache(pool, *c)) cached = CachePush(*c, entry);
-  if (cached) {
-    At(pool, LiveBlockAt(pool, a.addr)).cached = true;
+  // The declared streams the free is not already ordered after, at their
+  // positions now.
+  std::vector<UsePoint> uses;
+  const Clock next = NextClock(s);
+  for (uint32_t u : a.uses) {
+    const uint64_t p = streams_[u].pos;
+    if (u == s || p == 0 || Get(next, u) >= p || Proven(u, p)) continue;
+    uses.push_back(UsePoint{u, p, streams_[u].last_end});
+  }
+  if (!uses.empty()) {
+    Block& b = At(pool, LiveBlockAt(pool, a.addr));
+    b.state = State::kDeferred;
+    b.stream = s;
+    b.f = streams_[s].pos;
+    b.end = end;
+    b.uses = uses;
+    ++coverage_.deferred_frees;
   } else {
-    MakePendingAt(pool, a.addr, s, entry.f, end);
-    EnsureCache(pool, s);
+    // Into s's front cache (flushed first when full), or central where s
+    // has none (which makes one) or the caches are off.
+    const Pool::CacheEntry entry{a.addr, a.size, streams_[s].pos, end};
+    Pool::Cache* c = pool.front_cache ? CacheOf(pool, s) : nullptr;
+    bool cached = c != nullptr && CachePush(*c, entry);
+    if (c != nullptr && !cached && FlushCache(pool, *c)) cached = CachePush(*c, entry);
+    if (cached) {
+      At(pool, LiveBlockAt(pool, a.addr)).cached = true;
+    } else {
+      MakePendingAt(pool, a.addr, s, entry.f, end);
+      EnsureCache(pool, s);
+    }
   }
   Freed f;
   f.id = id;
@@ -1051,9 +1150,15 @@ void ReferenceModel::FreeAsync(int id, uint32_t s) {
   f.stream = s;
   f.pos = streams_[s].pos;
   f.end = end;
+  f.uses = std::move(uses);
   pool.history.emplace(a.addr, f);
   pool.used -= a.size;
   ++pool.frees;
+}
+
+void ReferenceModel::RecordUse(int id, uint32_t s) {
+  std::vector<uint32_t>& uses = live_.at(id).uses;
+  if (std::find(uses.begin(), uses.end(), s) == uses.end()) uses.push_back(s);
 }
 
 void ReferenceModel::FreeNow(int id) {
@@ -1080,6 +1185,26 @@ void ReferenceModel::FreeNow(int id) {
 }
 
 // ----------------------------------------------------------------- release
+
+uint64_t ReferenceModel::Reclaim(Pool& pool) {
+  const uint64_t before = pool.reserved;
+  FlushCaches(pool);
+  bool any_pending = false;
+  for (const Reservation& r : pool.res) {
+    for (const Block& b : r.blocks) {
+      any_pending |= b.state == State::kPending || b.state == State::kDeferred;
+    }
+  }
+  if (pool.opportunistic && any_pending) {
+    PromoteIf(pool, /*observed=*/true,
+              [&](const Block& b) { return b.end <= now_ || Proven(b.stream, b.f); });
+    SettleIf(pool, /*observed=*/true, [&](uint32_t st, uint64_t pos, uint64_t end) {
+      return end <= now_ || Proven(st, pos);
+    });
+  }
+  Release(pool, 0);
+  return before - pool.reserved;
+}
 
 void ReferenceModel::Release(Pool& pool, uint64_t bound) {
   FlushCaches(pool);
@@ -1217,7 +1342,7 @@ uint64_t ReferenceModel::LargestFree(const Pool& pool) const {
   uint64_t largest = 0;
   for (const Reservation& r : pool.res) {
     for (const Block& b : r.blocks) {
-      if (b.state == State::kLive && !b.cached) continue;
+      if ((b.state == State::kLive && !b.cached) || b.state == State::kDeferred) continue;
       uint64_t usable = b.size;
       if (b.state == State::kReady && !Backed(r, b)) {
         // What it can serve without growing: its mapped low end.
@@ -1258,6 +1383,13 @@ std::string ReferenceModel::DescribePool(int p) const {
           break;
         case State::kPending:
           absl::StrAppend(&out, "PENDING", Point(b.stream, b.f), " #", b.seq, " ends ", b.end, "]");
+          break;
+        case State::kDeferred:
+          absl::StrAppend(&out, "DEFERRED", Point(b.stream, b.f), " ends ", b.end);
+          for (const UsePoint& u : b.uses) {
+            absl::StrAppend(&out, " use", Point(u.stream, u.pos), " ends ", u.end);
+          }
+          absl::StrAppend(&out, "]");
           break;
       }
     }

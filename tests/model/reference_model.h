@@ -118,6 +118,12 @@ struct ModelConfig {
   // regression_test.cc Finding.AfterSyncOfBytesNeverHandedOut). Off: counted
   // in coverage only.
   bool strict_fresh = true;
+  // RuntimeConfig::oom_reclaim (docs/design.md "Memory pressure"): an
+  // allocation that fails for lack of memory makes its pool, then every pool
+  // of the same budget, flush its caches, promote what rule 3 would (with the
+  // opportunistic switch), release every whole READY granule or chunk, and
+  // is served once more when anything was released.
+  bool oom_reclaim = false;
 };
 
 struct ModelPoolProps {
@@ -163,6 +169,9 @@ struct Coverage {
   uint64_t slot_promotions = 0;   // ... whose frees a pool promoted first
   uint64_t cache_hits = 0;        // allocations a front cache served
   uint64_t cache_flushes = 0;     // front caches flushed with frees in them
+  uint64_t deferred_frees = 0;    // frees that waited for other streams (RecordUse)
+  uint64_t reclaims = 0;          // out-of-memory reclaims that released something
+  uint64_t reclaim_rescued = 0;   // ... after which the retried allocation succeeded
   // after-sync allocations none of whose bytes were handed out before (only
   // with strict_fresh off).
   uint64_t after_sync_never_used = 0;
@@ -208,6 +217,12 @@ class ReferenceModel {
   absl::Status Alloc(int id, int pool, uint32_t t, uint64_t size, const AllocObservation& obs);
   void FreeAsync(int id, uint32_t s);
   void FreeNow(int id);
+  // RecordUse: stream s uses allocation id too. Its FreeAsync then records
+  // each such stream's position (unless the free is already ordered after it
+  // or it is proven), and the block is DEFERRED: reusable by none until the
+  // free and every use are complete, READY then (by a proof, or by rule 3's
+  // observation as frees of several streams).
+  void RecordUse(int id, uint32_t s);
   void Kernel(uint32_t s, uint64_t duration_ns, const std::vector<int>& accessed);
   void Fill(uint32_t s, int id, uint64_t bytes);
   void Record(int e, uint32_t s);
@@ -271,6 +286,13 @@ class ReferenceModel {
     uint64_t size = 0;  // rule size
     uint64_t requested = 0;
     std::vector<AccessRec> accesses;  // the latest per stream
+    std::vector<uint32_t> uses = {};  // RecordUse's streams
+  };
+  // A stream's point a deferred free waits for, and when it completes.
+  struct UsePoint {
+    uint32_t stream = 0;
+    uint64_t pos = 0;
+    uint64_t end = 0;
   };
   // Bytes whose last occupant is freed; keyed by address, never overlapping
   // (the safety check's record, independent of the blocks).
@@ -281,9 +303,10 @@ class ReferenceModel {
     uint32_t stream = 0;  // free point (stream, pos), completing at end
     uint64_t pos = 0;
     uint64_t end = 0;
+    std::vector<UsePoint> uses = {};  // the other streams the free waited for
   };
 
-  enum class State { kLive, kReady, kPending };
+  enum class State { kLive, kReady, kPending, kDeferred };
   static constexpr uint32_t kMixed = UINT32_MAX;  // observed frees of several streams
   struct Block {
     uint64_t offset = 0;
@@ -302,6 +325,8 @@ class ReferenceModel {
     // LIVE: freed into a front cache (a pending free to the statistics; LIVE
     // to the central index until flushed).
     bool cached = false;
+    // DEFERRED: the free point is (stream, f) ending at `end`, and these.
+    std::vector<UsePoint> uses = {};
   };
   // A chunk (chunked growth: all mapped) or a reservation (expandable).
   struct Reservation {
@@ -431,6 +456,11 @@ class ReferenceModel {
   void Coalesce(Reservation& r) const;
   // Every PENDING block for which `promote` holds becomes READY.
   void PromoteIf(Pool& pool, bool observed, const std::function<bool(const Block&)>& promote);
+  // Every DEFERRED block whose free and uses are all `complete(stream, pos,
+  // end)` becomes READY, observed as frees of several streams when observed;
+  // true when any did.
+  bool SettleIf(Pool& pool, bool observed,
+                const std::function<bool(uint32_t, uint64_t, uint64_t)>& complete);
   // Whether mapping what x lacks for `need` bytes fits maxSize and the device.
   bool MapFits(const Pool& pool, Ref x, uint64_t need) const;
   // Maps the granules [offset, offset + need) of x lacks; returns the bytes.
@@ -447,6 +477,8 @@ class ReferenceModel {
   // which keeps x's state.
   void Carve(Pool& pool, Ref x, uint64_t need);
   void Release(Pool& pool, uint64_t bound);
+  // The out-of-memory reclaim of one pool; the bytes it released.
+  uint64_t Reclaim(Pool& pool);
   void ReleaseChunks(Pool& pool, uint64_t bound);
   void ReleaseGranules(Pool& pool, uint64_t bound);
   void DropReservation(Pool& pool, size_t r);
