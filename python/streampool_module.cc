@@ -115,6 +115,8 @@ struct State {
     uint64_t host_ns = 0;
   };
   std::vector<TraceEvent> trace;
+  // A recording (start_recording) is on: the trace is kept as for a timeline.
+  bool history = false;
   std::map<uintptr_t, std::pair<uint64_t, int>> trace_live;  // ptr -> size, device
 
   Runtime& Get() const {
@@ -417,9 +419,9 @@ class PyRuntime {
     const PoolId pool_id = pool ? pool->id : Check(r.CurrentPool(s.device));
     const AllocInfo info =
         Check(pool ? r.MallocFromPoolAsync(size, pool->id, s.id) : r.MallocAsync(size, s.id));
-    if (st_->recording && size != 0) {
+    if ((st_->recording || st_->history) && size != 0) {
       const uint64_t now = r.HostNow();
-      st_->recorder.Allocated(s.id, info.ptr, size, info.rule, now);
+      if (st_->recording) st_->recorder.Allocated(s.id, info.ptr, size, info.rule, now);
       const auto ptr = reinterpret_cast<uintptr_t>(info.ptr);
       st_->trace.push_back({true, ptr, size, s.id.value, s.device, now});
       st_->trace_live[ptr] = {size, s.device};
@@ -433,9 +435,9 @@ class PyRuntime {
     void* ptr = Ptr(allocation);
     Runtime& r = rt();
     Check(r.FreeAsync(ptr, s.id));
-    if (st_->recording && ptr != nullptr) {
+    if ((st_->recording || st_->history) && ptr != nullptr) {
       const uint64_t now = r.HostNow();
-      st_->recorder.Freed(s.id, ptr, now);
+      if (st_->recording) st_->recorder.Freed(s.id, ptr, now);
       // Frees of allocations made before recording began have no size here.
       if (auto it = st_->trace_live.find(reinterpret_cast<uintptr_t>(ptr));
           it != st_->trace_live.end()) {
@@ -466,7 +468,7 @@ class PyRuntime {
 
   void RecordTimeline(bool on) {
     rt().RecordTimeline(on);
-    if (on && !st_->recording) {
+    if (on && !st_->recording && !st_->history) {
       st_->trace.clear();
       st_->trace_live.clear();
     }
@@ -1042,12 +1044,22 @@ void Bind(py::module_& m) {
           [](PyRuntime& r, const py::object& path) {
             const std::string file = py::str(py::module_::import("os").attr("fspath")(path));
             Check(r.rt().StartRecording(file));
+            const StatePtr& st = r.state();
+            if (!st->recording && !st->history) {
+              st->trace.clear();
+              st->trace_live.clear();
+            }
+            st->history = true;
           },
           py::arg("path"),
           "Writes the runtime's history from now on to path as a streampool trace v1, which "
           "replay() replays (at the recorded settings, every decision as it was taken).")
       .def(
-          "stop_recording", [](PyRuntime& r) { Check(r.rt().StopRecording()); },
+          "stop_recording",
+          [](PyRuntime& r) {
+            Check(r.rt().StopRecording());
+            r.state()->history = false;
+          },
           "Completes the recording's file (closing the runtime does too).")
       .def(
           "live_allocations",
@@ -1105,8 +1117,8 @@ void Bind(py::module_& m) {
             }
             return out;
           },
-          "Allocations and frees made while the timeline recorded (memory_snapshot's "
-          "device_traces).")
+          "Allocations and frees made while the timeline or a recording was on "
+          "(memory_snapshot's device_traces).")
       .def("record_timeline", &PyRuntime::RecordTimeline, py::arg("on") = true,
            "Records every op's schedule, allocation lifetimes and pool bytes from now on.")
       .def(

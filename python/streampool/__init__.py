@@ -112,9 +112,10 @@ def _memory_snapshot(self, pools=None):
       "active_allocated" (live) or "inactive" (free; streampool's own state,
       pending, ready or cached, under "streampool_state");
     * "device_traces": per device, the allocations and frees made while the
-      timeline recorded (record_timeline(), Runtime(timeline=True)) as
-      "alloc", "free_requested" and "free_completed" events with addr, size,
-      stream and time_us (host time); empty lists otherwise.
+      timeline recorded (record_timeline(), Runtime(timeline=True)) or a
+      recording was on (start_recording()) as "alloc", "free_requested" and
+      "free_completed" events with addr, size, stream and time_us (host
+      time); empty lists otherwise.
 
     Not filled: "frames" (no stack traces are taken; empty lists), a
     segment's "stream" (segments are not per stream here; 0) and

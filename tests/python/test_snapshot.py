@@ -151,3 +151,15 @@ def test_leak_check_fail_ends_the_interpreter_with_status_one():
     assert done.returncode == 1
     assert "size 999" in done.stderr
     assert "not reached" not in done.stdout
+
+
+def test_a_recording_also_fills_the_history(tmp_path):
+    with sp.Runtime(capacity=64 * MiB) as rt:
+        rt.start_recording(tmp_path / "run.trace")
+        s = rt.create_stream()
+        a = rt.malloc_async(4096, s)
+        rt.free_async(a, s)
+        traces = rt.memory_snapshot()["device_traces"][0]
+        assert [e["action"] for e in traces] == ["alloc", "free_requested", "free_completed"]
+        assert all(e["addr"] == a.ptr and e["size"] == 4096 for e in traces)
+        rt.stop_recording()
