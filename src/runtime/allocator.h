@@ -43,7 +43,7 @@ class Allocator {
   // Declares the live pool allocation at ptr used by stream s: its free will
   // also be ordered after s's work up to then, and its bytes reused by no
   // stream before both are complete.
-  absl::Status RecordUse(void* ptr, uint64_t s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
+  absl::Status RecordUse(void* ptr, uint64_t s);
   absl::StatusOr<void*> Malloc(uint64_t size, int device);
   absl::Status Free(void* ptr);
   absl::StatusOr<void*> MallocHost(uint64_t size);
@@ -52,9 +52,9 @@ class Allocator {
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
   // Every allocation handed out and not freed: the pools' (live pools and
   // destroyed ones with allocations left), in (pool, address) order, then
-  // the synchronous ones (Malloc, MallocHost) in address order.
-  absl::StatusOr<std::vector<LiveAllocation>> LiveAllocations()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
+  // the synchronous ones (Malloc, MallocHost) in address order. Under the
+  // runtime's lock, as every part operation.
+  absl::StatusOr<std::vector<LiveAllocation>> LiveAllocations();
   // Unmaps every synchronous allocation (teardown).
   void UnmapAll() { direct_.UnmapAll(); }
 
@@ -120,7 +120,7 @@ class Allocator {
   void FinishFree(const ClaimedFree& f);
   // The free of a claimed block other streams were declared to use, its
   // point not yet taken: under the runtime's lock, with the ordering core's.
-  void FreeUsed(Block* b, StreamIndex t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
+  void FreeUsed(Block* b, StreamIndex t);
   void FreeCentral(const ClaimedFree& f);
   // Under the runtime's lock: the checker's records, spMalloc and imported
   // memory, exportable pools.

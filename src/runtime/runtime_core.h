@@ -226,8 +226,10 @@ struct RuntimeCore {
   std::atomic<Recorder*> recording{nullptr};
   // The embedder's out-of-memory handler (Runtime::SetOomHandler): called
   // with no lock held, after the reclaim, with the pool handle and size;
-  // true asks for one more try.
-  std::function<bool(uint64_t pool, uint64_t size)> oom_handler ABSL_GUARDED_BY(mu);
+  // true asks for one more try. Under the runtime's lock, like the other
+  // fields the parts share (the analysis cannot see that a part's lock is
+  // this `mu`).
+  std::function<bool(uint64_t pool, uint64_t size)> oom_handler;
   // What the allocator's per-thread memo of (stream, pool) was resolved
   // under: a value no runtime of this process had before, replaced by
   // InvalidateLookups whenever a resolution could change (a stream or pool
