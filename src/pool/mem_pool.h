@@ -444,6 +444,8 @@ class MemPool {
   template <typename BoundOf>
   void PromoteUpTo(BoundOf bound_of, bool observed);
 
+  // Whether observation could promote anything: a PENDING or DEFERRED block.
+  bool HasFreesToObserve() const { return pending_blocks_ != 0 || !deferred_.empty(); }
   // DEFERRED blocks whose free and uses are all at or below bound_of(stream)
   // become READY, in free order.
   template <typename BoundOf>

@@ -272,7 +272,7 @@ void MemPool::UnmapChunk(Chunk* c) {
 uint64_t MemPool::ReleaseForOom(const OrderOracle& oracle) {
   const uint64_t before = reserved_;
   FlushCaches();
-  if (opportunistic_ && (pending_blocks_ != 0 || !deferred_.empty())) PromoteObserved(oracle);
+  if (opportunistic_ && HasFreesToObserve()) PromoteObserved(oracle);
   Release(0);
   const uint64_t released = before - reserved_;
   if (released != 0) {

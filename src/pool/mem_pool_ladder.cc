@@ -139,7 +139,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     }
     // Rule 3: frees observed complete become READY and merge; then READY
     // blocks again (this is also the promotion before growth).
-    if (chosen == nullptr && opportunistic_ && (pending_blocks_ != 0 || !deferred_.empty())) {
+    if (chosen == nullptr && opportunistic_ && HasFreesToObserve()) {
       PromoteObserved(oracle);
       if (SizeIndexNode* n = ready_.FindBestFit(need)) {
         chosen = Block::FromNode(n);

@@ -433,6 +433,29 @@ void ReferenceModel::PromoteIf(Pool& pool, bool observed,
   }
 }
 
+bool ReferenceModel::HasFreesToObserve(const Pool& pool) {
+  for (const Reservation& r : pool.res) {
+    for (const Block& b : r.blocks) {
+      if (b.state == State::kPending || b.state == State::kDeferred) return true;
+    }
+  }
+  return false;
+}
+
+bool ReferenceModel::PromoteObserved(Pool& pool) {
+  // Complete in virtual time, or proven.
+  auto complete = [this](uint32_t s, uint64_t pos, uint64_t end) {
+    return end <= now_ || Proven(s, pos);
+  };
+  bool promoted = false;
+  PromoteIf(pool, /*observed=*/true, [&](const Block& b) {
+    const bool done = complete(b.stream, b.f, b.end);
+    promoted |= done;
+    return done;
+  });
+  return SettleIf(pool, /*observed=*/true, complete) || promoted;
+}
+
 bool ReferenceModel::SettleIf(Pool& pool, bool observed,
                               const std::function<bool(uint32_t, uint64_t, uint64_t)>& complete) {
   bool any = false;
@@ -799,22 +822,9 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
     }
   }
   // Rule 3: promotion on observation, then READY blocks again.
-  bool any_pending = false;
-  for (const Reservation& r : pool.res) {
-    for (const Block& b : r.blocks) {
-      any_pending |= b.state == State::kPending || b.state == State::kDeferred;
-    }
-  }
-  if (pool.opportunistic && any_pending) {
+  if (pool.opportunistic && HasFreesToObserve(pool)) {
     FlushCaches(pool);
-    PromoteIf(pool, /*observed=*/true, [&](const Block& b) {
-      const bool complete = b.end <= now_ || Proven(b.stream, b.f);
-      d.promoted |= complete;
-      return complete;
-    });
-    d.promoted |= SettleIf(pool, /*observed=*/true, [&](uint32_t st, uint64_t pos, uint64_t end) {
-      return end <= now_ || Proven(st, pos);
-    });
+    d.promoted |= PromoteObserved(pool);
     x = BestFit(pool, need, ready_backed);
     if (!x) {
       if (absl::Status st = mapped_low_end(&x); !st.ok()) return st;
@@ -1189,19 +1199,7 @@ void ReferenceModel::FreeNow(int id) {
 uint64_t ReferenceModel::Reclaim(Pool& pool) {
   const uint64_t before = pool.reserved;
   FlushCaches(pool);
-  bool any_pending = false;
-  for (const Reservation& r : pool.res) {
-    for (const Block& b : r.blocks) {
-      any_pending |= b.state == State::kPending || b.state == State::kDeferred;
-    }
-  }
-  if (pool.opportunistic && any_pending) {
-    PromoteIf(pool, /*observed=*/true,
-              [&](const Block& b) { return b.end <= now_ || Proven(b.stream, b.f); });
-    SettleIf(pool, /*observed=*/true, [&](uint32_t st, uint64_t pos, uint64_t end) {
-      return end <= now_ || Proven(st, pos);
-    });
-  }
+  if (pool.opportunistic && HasFreesToObserve(pool)) PromoteObserved(pool);
   Release(pool, 0);
   return before - pool.reserved;
 }

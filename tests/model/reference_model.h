@@ -461,6 +461,11 @@ class ReferenceModel {
   // true when any did.
   bool SettleIf(Pool& pool, bool observed,
                 const std::function<bool(uint32_t, uint64_t, uint64_t)>& complete);
+  // Whether a block is PENDING or DEFERRED (what observation could promote).
+  static bool HasFreesToObserve(const Pool& pool);
+  // Rule 3's promotion: every free (and deferred free with its uses) complete
+  // in virtual time or proven becomes READY, observed; true when any did.
+  bool PromoteObserved(Pool& pool);
   // Whether mapping what x lacks for `need` bytes fits maxSize and the device.
   bool MapFits(const Pool& pool, Ref x, uint64_t need) const;
   // Maps the granules [offset, offset + need) of x lacks; returns the bytes.
