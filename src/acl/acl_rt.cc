@@ -614,6 +614,14 @@ aclError aclrtHostRegister(void*, uint64_t, aclrtHostRegisterType, void**) noexc
   return NotSupported();
 }
 aclError aclrtHostUnregister(void*) noexcept { return NotSupported(); }
+aclError aclrtHostGetDevicePointer(void*, void**, uint32_t) noexcept { return NotSupported(); }
+aclError aclrtRegisterMemory(void*, size_t, aclrtContext) noexcept { return NotSupported(); }
+aclError aclrtGetMemDeviceAddress(void**, void*, aclrtContext) noexcept { return NotSupported(); }
+aclError aclrtUnregisterMemory(void*, aclrtContext) noexcept { return NotSupported(); }
+aclError aclrtCreateContext(aclrtContext*, int32_t) noexcept { return NotSupported(); }
+aclError aclrtDestroyContext(aclrtContext) noexcept { return NotSupported(); }
+aclError aclrtSetCurrentContext(aclrtContext) noexcept { return NotSupported(); }
+aclError aclrtGetCurrentContext(aclrtContext*) noexcept { return NotSupported(); }
 aclError aclrtMemcpy2d(void*, size_t, const void*, size_t, size_t, size_t,
                        aclrtMemcpyKind) noexcept {
   return NotSupported();

@@ -136,6 +136,18 @@ ACL_FUNC_VISIBILITY aclError aclrtSynchronizeDevice(void) SPACL_NOEXCEPT;
 ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free,
                                              size_t* total) SPACL_NOEXCEPT;
 
+/* ---------------------------------------------------------------- contexts */
+
+/* A context names a device: creating one makes it the calling thread's
+ * current context (and its device the current device), as CANN does. It is
+ * valid on every thread until destroyed, or until aclFinalize. */
+ACL_FUNC_VISIBILITY aclError aclrtCreateContext(aclrtContext* context,
+                                                int32_t deviceId) SPACL_NOEXCEPT;
+ACL_FUNC_VISIBILITY aclError aclrtDestroyContext(aclrtContext context) SPACL_NOEXCEPT;
+ACL_FUNC_VISIBILITY aclError aclrtSetCurrentContext(aclrtContext context) SPACL_NOEXCEPT;
+/* ACL_ERROR_RT_CONTEXT_NULL until the thread has a context. */
+ACL_FUNC_VISIBILITY aclError aclrtGetCurrentContext(aclrtContext* context) SPACL_NOEXCEPT;
+
 /* ---------------------------------------------------- streams and events */
 
 ACL_FUNC_VISIBILITY aclError aclrtCreateStream(aclrtStream* stream) SPACL_NOEXCEPT;
@@ -201,11 +213,35 @@ ACL_FUNC_VISIBILITY aclError aclrtUnmapMem(void* virPtr) SPACL_NOEXCEPT;
 ACL_FUNC_VISIBILITY aclError aclrtGetLastError(aclrtLastErrLevel level) SPACL_NOEXCEPT;
 ACL_FUNC_VISIBILITY aclError aclrtPeekAtLastError(aclrtLastErrLevel level) SPACL_NOEXCEPT;
 
-/* ------------------------------ CANN has them; ACL_ERROR_RT_FEATURE_NOT_SUPPORT */
+/* ------------------------------------------------- host memory registration */
 
+/* Makes [ptr, ptr + size) of host memory device-accessible: kernels and
+ * copies may use *devPtr (the same address: one address space). ptr must be
+ * 4 KiB aligned. Registering bytes already registered is
+ * ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED; NULL or size 0 is
+ * ACL_ERROR_INVALID_PARAM. MAPPED and IOMEMORY are accepted alike; READONLY is
+ * ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as in CANN. */
 ACL_FUNC_VISIBILITY aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type,
                                                void** devPtr) SPACL_NOEXCEPT;
+/* ptr: the start of a registered range; else
+ * ACL_ERROR_HOST_MEMORY_NOT_REGISTERED. */
 ACL_FUNC_VISIBILITY aclError aclrtHostUnregister(void* ptr) SPACL_NOEXCEPT;
+/* The device address of any byte of a registered range; flag must be 0. An
+ * unregistered pointer is ACL_ERROR_HOST_MEMORY_NOT_REGISTERED. */
+ACL_FUNC_VISIBILITY aclError aclrtHostGetDevicePointer(void* pHost, void** pDevice,
+                                                       uint32_t flag) SPACL_NOEXCEPT;
+/* The same registration named after a context, as some AscendCL programs
+ * call it: the context must be live (ACL_ERROR_INVALID_PARAM otherwise) and
+ * is the device the range is registered for; the rules are the ones above. */
+ACL_FUNC_VISIBILITY aclError aclrtRegisterMemory(void* hostPtr, size_t size,
+                                                 aclrtContext context) SPACL_NOEXCEPT;
+ACL_FUNC_VISIBILITY aclError aclrtGetMemDeviceAddress(void** devPtr, void* hostPtr,
+                                                      aclrtContext context) SPACL_NOEXCEPT;
+ACL_FUNC_VISIBILITY aclError aclrtUnregisterMemory(void* hostPtr,
+                                                   aclrtContext context) SPACL_NOEXCEPT;
+
+/* ------------------------------ CANN has them; ACL_ERROR_RT_FEATURE_NOT_SUPPORT */
+
 ACL_FUNC_VISIBILITY aclError aclrtMemcpy2d(void* dst, size_t dpitch, const void* src, size_t spitch,
                                            size_t width, size_t height,
                                            aclrtMemcpyKind kind) SPACL_NOEXCEPT;
