@@ -13,7 +13,10 @@
 /// | kNotFound          | spErrorInvalidResourceHandle |
 /// | kUnavailable       | spErrorNotReady              |
 /// | kUnimplemented     | spErrorNotSupported          |
+/// | kAlreadyExists     | spErrorHostMemoryAlreadyRegistered |
 ///
+/// One exception: a host pointer that is not registered is kNotFound with
+/// a payload that makes it spErrorHostMemoryNotRegistered (ToCError).
 /// A failed call changes nothing (a failed allocation counts one
 /// failed_alloc_count). Every method is thread-safe. Handles are never reused,
 /// so a destroyed one is always detected.
@@ -113,6 +116,7 @@ enum class CheckKind {
   kUseBeforeReady = 3,        ///< access not ordered after the allocation
   kOverlappingLifetimes = 4,  ///< pool self-check: bytes handed out while still in use
   kNoAccess = 5,              ///< a kernel on a device the allocation's pool does not grant
+  kFreeWhileRegistered = 6,   ///< FreeHost of memory holding a registered host range
 };
 
 /// Where memory can be accessed from (CUDA guide F.10; C: spMemLocationType).
@@ -228,8 +232,12 @@ struct DeviceMemInfo {
 /// kOutOfRange spErrorInvalidDevice, kPermissionDenied
 /// spErrorPeerAccessUnsupported, kNotFound spErrorInvalidResourceHandle,
 /// kUnavailable spErrorNotReady, kUnimplemented spErrorNotSupported, kInternal
-/// spErrorUnknown; any other code spErrorInvalidValue; OK spSuccess.
+/// spErrorUnknown, kAlreadyExists spErrorHostMemoryAlreadyRegistered; any
+/// other code spErrorInvalidValue; OK spSuccess. A status carrying the
+/// kCErrorPayload payload (the error's decimal value) is that error.
 STREAMPOOL_EXPORT spError_t ToCError(const absl::Status& status);
+/// The payload URL of a status whose C error is not its code's.
+inline constexpr char kCErrorPayload[] = "streampool/spError";
 
 /// The kind's name as the tools and timelines print it: "kernel",
 /// "host_func", "internal_wait", "alloc", "free", ...; "unknown" outside the
@@ -358,6 +366,17 @@ class STREAMPOOL_EXPORT Runtime {
   absl::StatusOr<void*> MallocHost(uint64_t size);
   /// Frees MallocHost memory at once (C: spFreeHost). Null: a no-op.
   absl::Status FreeHost(void* ptr);
+  /// Makes [ptr, ptr + size) of host memory device-accessible and returns
+  /// its device address, ptr itself (C: spHostRegister, whose comment has
+  /// the rules; `flags` are spHostRegisterFlags). kAlreadyExists when a byte
+  /// of it is registered already.
+  absl::StatusOr<void*> HostRegister(void* ptr, uint64_t size, unsigned flags = 0);
+  /// Ends the registration starting at ptr (C: spHostUnregister); the
+  /// caller promises no work still uses it. kNotFound when none starts there.
+  absl::Status HostUnregister(void* ptr);
+  /// The device address of a registered byte (C: spHostGetDevicePointer);
+  /// kNotFound when ptr is not registered.
+  absl::StatusOr<void*> HostDevicePointer(const void* ptr);
   /// A device's capacity and what is not charged to it yet (by pools'
   /// reserved memory and Malloc): what cudaMemGetInfo reports.
   absl::StatusOr<DeviceMemInfo> MemGetInfo(int device) const;

@@ -48,9 +48,12 @@ typedef enum spError {
   spErrorInvalidValue = 1,     /**< a bad argument (null out-pointer, bad size, ...) */
   spErrorMemoryAllocation = 2, /**< out of memory (pool maxSize, device capacity, upstream) */
   spErrorInvalidDevice = 101,  /**< a device index out of range */
-  spErrorPeerAccessUnsupported = 217, /**< a pool or pointer of another device */
-  spErrorInvalidResourceHandle = 400, /**< a destroyed, foreign or wrong-kind handle */
-  spErrorNotReady = 600,              /**< a query: work still pending */
+  spErrorPeerAccessUnsupported = 217,       /**< a pool or pointer of another device */
+  spErrorInvalidResourceHandle = 400,       /**< a destroyed, foreign or wrong-kind handle */
+  spErrorNotReady = 600,                    /**< a query: work still pending */
+  spErrorHostMemoryAlreadyRegistered = 712, /**< spHostRegister: bytes of the range are
+                                               registered already */
+  spErrorHostMemoryNotRegistered = 713,     /**< no registered host range there */
   spErrorNotSupported = 801, /**< a feature not implemented, or an sp* call from a host function */
   spErrorUnknown = 999       /**< an internal failure of no other kind; nothing changed */
 } spError_t;
@@ -345,6 +348,42 @@ SP_API spError_t spMallocHost(void** ptr, size_t size, spRuntime_t rt) SP_NOEXCE
 /** Frees spMallocHost memory at once; the caller promises all access is
  * complete. NULL: a no-op. Any other pointer: spErrorInvalidValue. */
 SP_API spError_t spFreeHost(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
+
+/* ------------------------------------------------ host memory registration */
+
+/** How registered host memory may be used (cudaHostRegister's flags, same
+ * values). Portable, Mapped and IoMemory change nothing here: every device of
+ * the runtime shares one address space with the host, so registered memory is
+ * mapped for all of them at the address it has on the host. */
+typedef enum spHostRegisterFlags {
+  spHostRegisterDefault = 0,
+  spHostRegisterPortable = 1, /**< for every device (always so here) */
+  spHostRegisterMapped = 2,   /**< a device address exists (always so here) */
+  spHostRegisterIoMemory = 4, /**< I/O memory: accepted like any host memory */
+  spHostRegisterReadOnly = 8  /**< kernels may only read it: the checker reports a write
+                                 (spCheckNoAccess) */
+} spHostRegisterFlags;
+
+/** Makes [ptr, ptr + size) of host memory device-accessible: kernels may
+ * name it in their accesses, and copies and fills may use it as any host
+ * memory. The memory stays the caller's: the runtime neither maps nor frees
+ * it, and the caller keeps it alive until spHostUnregister. Host memory the
+ * runtime does not manage, or a part of spMallocHost memory, may be
+ * registered; device memory may not (spErrorInvalidValue). NULL, size 0, a
+ * range that wraps, or flags beyond spHostRegisterFlags: spErrorInvalidValue.
+ * A range sharing a byte with a registered one:
+ * spErrorHostMemoryAlreadyRegistered. Freeing spMallocHost memory that holds
+ * a registered range ends the registration; the checker reports it
+ * (spCheckFreeWhileRegistered). */
+SP_API spError_t spHostRegister(spRuntime_t rt, void* ptr, size_t size,
+                                unsigned int flags) SP_NOEXCEPT;
+/** Ends the registration that starts at ptr (the pointer given to
+ * spHostRegister); the caller promises no work still uses it. Any other
+ * pointer: spErrorHostMemoryNotRegistered; NULL: spErrorInvalidValue. */
+SP_API spError_t spHostUnregister(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
+/** The device address of hostPtr, any byte of a registered range: hostPtr
+ * itself (one address space). Unregistered: spErrorHostMemoryNotRegistered. */
+SP_API spError_t spHostGetDevicePointer(spRuntime_t rt, void** devPtr, void* hostPtr) SP_NOEXCEPT;
 
 /** A new pool with `props` over the upstream its type implies. */
 SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt,
@@ -663,8 +702,10 @@ typedef enum spCheckKind {
                                       ordered after an earlier access */
   spCheckUseBeforeReady = 3,       /**< access not ordered after the allocation */
   spCheckOverlappingLifetimes = 4, /**< pool self-check: bytes reused while in use */
-  spCheckNoAccess = 5              /**< a kernel on a device its allocation's pool has not
-                                      granted access (or granted read only, for a write) */
+  spCheckNoAccess = 5,             /**< a kernel on a device its allocation's pool has not
+                                      granted access (or granted read only, for a write;
+                                      or a write to read-only registered host memory) */
+  spCheckFreeWhileRegistered = 6   /**< spFreeHost of memory holding a registered range */
 } spCheckKind;
 
 /** One finding of the stream-order checker. */

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "src/acl/call.h"
+#include "src/acl/context.h"
 #include "src/acl/memory.h"
 #include "src/acl/vmm.h"
 #include "streampool/acl/acl/acl.h"
@@ -124,6 +125,7 @@ aclError aclFinalize(void) noexcept {
     bool expected = true;
     if (!initialized.compare_exchange_strong(expected, false)) return ACL_ERROR_REPEAT_FINALIZE;
     acl::ForgetDevices();
+    acl::ForgetContexts();
     AclContext().Reset();
     return ACL_SUCCESS;
   });
@@ -192,6 +194,57 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free, size_t* total) noexcep
     const uint64_t physical = vmm::PhysicalBytes(device);
     *free = info->free > physical ? info->free - physical : 0;
     *total = info->total;
+    return ACL_SUCCESS;
+  });
+}
+
+// ---------------------------------------------------------------- contexts
+
+aclError aclrtCreateContext(aclrtContext* context, int32_t deviceId) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (context == nullptr) return ACL_ERROR_INVALID_PARAM;
+    if (aclError e = call.CheckDevice(deviceId); e != ACL_SUCCESS) return e;
+    aclrtContext made = acl::NewContext(deviceId);
+    acl::CurrentContext() = made;
+    call.thread().device = deviceId;
+    call.thread().device_set = true;
+    *context = made;
+    return ACL_SUCCESS;
+  });
+}
+
+aclError aclrtDestroyContext(aclrtContext context) noexcept {
+  return Api([&] {
+    if (context == nullptr) return ACL_ERROR_INVALID_PARAM;
+    return acl::DestroyContext(context);
+  });
+}
+
+aclError aclrtSetCurrentContext(aclrtContext context) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (context == nullptr) return ACL_ERROR_INVALID_PARAM;
+    int device = 0;
+    if (!acl::ContextDevice(context, &device)) return ACL_ERROR_RT_PARAM_INVALID;
+    acl::CurrentContext() = context;
+    call.thread().device = device;
+    call.thread().device_set = true;
+    return ACL_SUCCESS;
+  });
+}
+
+aclError aclrtGetCurrentContext(aclrtContext* context) noexcept {
+  return Api([&] {
+    if (context == nullptr) return ACL_ERROR_INVALID_PARAM;
+    int device = 0;
+    if (aclrtContext current = acl::CurrentContext();
+        current != nullptr && acl::ContextDevice(current, &device)) {
+      *context = current;
+      return ACL_SUCCESS;
+    }
+    // A thread that only set a device works in that device's default context.
+    const streampool::internal::compat::ThreadState& t = AclContext().Thread();
+    if (!t.device_set) return ACL_ERROR_RT_CONTEXT_NULL;
+    *context = acl::DefaultContext(t.device);
     return ACL_SUCCESS;
   });
 }
@@ -608,20 +661,77 @@ aclError aclrtPeekAtLastError(aclrtLastErrLevel level) noexcept {
   return streampool::internal::compat::LastError<AclFace>(/*clear=*/false);
 }
 
+// ------------------------------------------------ host memory registration
+
+aclError aclrtHostRegister(void* ptr, uint64_t size, aclrtHostRegisterType type,
+                           void** devPtr) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (ptr == nullptr || devPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
+    switch (Raw(type)) {
+      case ACL_HOST_REGISTER_MAPPED:
+      case ACL_HOST_REGISTER_IOMEMORY:
+        break;
+      case ACL_HOST_REGISTER_READONLY:  // reserved in CANN
+        return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+      default:
+        return ACL_ERROR_INVALID_PARAM;
+    }
+    // CANN requires the start on a 4 KiB page.
+    if (reinterpret_cast<uintptr_t>(ptr) % 4096 != 0) return ACL_ERROR_INVALID_PARAM;
+    if (aclError e = FromSp(spHostRegister(call.c(), ptr, size, spHostRegisterDefault));
+        e != ACL_SUCCESS) {
+      return e;
+    }
+    *devPtr = ptr;
+    return ACL_SUCCESS;
+  });
+}
+
+aclError aclrtHostUnregister(void* ptr) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (ptr == nullptr) return ACL_ERROR_INVALID_PARAM;
+    return FromSp(spHostUnregister(call.c(), ptr));
+  });
+}
+
+aclError aclrtHostGetDevicePointer(void* pHost, void** pDevice, uint32_t flag) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (pHost == nullptr || pDevice == nullptr || flag != 0) return ACL_ERROR_INVALID_PARAM;
+    return FromSp(spHostGetDevicePointer(call.c(), pDevice, pHost));
+  });
+}
+
+aclError aclrtRegisterMemory(void* hostPtr, size_t size, aclrtContext context) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (hostPtr == nullptr || size == 0 || context == nullptr) return ACL_ERROR_INVALID_PARAM;
+    int device = 0;
+    if (!acl::ContextDevice(context, &device)) return ACL_ERROR_RT_PARAM_INVALID;
+    return FromSp(spHostRegister(call.c(), hostPtr, size, spHostRegisterDefault));
+  });
+}
+
+aclError aclrtGetMemDeviceAddress(void** devPtr, void* hostPtr, aclrtContext context) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (devPtr == nullptr || hostPtr == nullptr || context == nullptr) {
+      return ACL_ERROR_INVALID_PARAM;
+    }
+    int device = 0;
+    if (!acl::ContextDevice(context, &device)) return ACL_ERROR_RT_PARAM_INVALID;
+    return FromSp(spHostGetDevicePointer(call.c(), devPtr, hostPtr));
+  });
+}
+
+aclError aclrtUnregisterMemory(void* hostPtr, aclrtContext context) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (hostPtr == nullptr || context == nullptr) return ACL_ERROR_INVALID_PARAM;
+    int device = 0;
+    if (!acl::ContextDevice(context, &device)) return ACL_ERROR_RT_PARAM_INVALID;
+    return FromSp(spHostUnregister(call.c(), hostPtr));
+  });
+}
+
 // ---------------------------------------- ACL_ERROR_RT_FEATURE_NOT_SUPPORT
 
-aclError aclrtHostRegister(void*, uint64_t, aclrtHostRegisterType, void**) noexcept {
-  return NotSupported();
-}
-aclError aclrtHostUnregister(void*) noexcept { return NotSupported(); }
-aclError aclrtHostGetDevicePointer(void*, void**, uint32_t) noexcept { return NotSupported(); }
-aclError aclrtRegisterMemory(void*, size_t, aclrtContext) noexcept { return NotSupported(); }
-aclError aclrtGetMemDeviceAddress(void**, void*, aclrtContext) noexcept { return NotSupported(); }
-aclError aclrtUnregisterMemory(void*, aclrtContext) noexcept { return NotSupported(); }
-aclError aclrtCreateContext(aclrtContext*, int32_t) noexcept { return NotSupported(); }
-aclError aclrtDestroyContext(aclrtContext) noexcept { return NotSupported(); }
-aclError aclrtSetCurrentContext(aclrtContext) noexcept { return NotSupported(); }
-aclError aclrtGetCurrentContext(aclrtContext*) noexcept { return NotSupported(); }
 aclError aclrtMemcpy2d(void*, size_t, const void*, size_t, size_t, size_t,
                        aclrtMemcpyKind) noexcept {
   return NotSupported();

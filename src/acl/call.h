@@ -28,6 +28,8 @@ struct AclFace {
       {spErrorMemoryAllocation, ACL_ERROR_RT_MEMORY_ALLOCATION},
       {spErrorInvalidDevice, ACL_ERROR_RT_INVALID_DEVICEID},
       {spErrorNotReady, ACL_ERROR_RT_STREAM_NOT_COMPLETE},
+      {spErrorHostMemoryAlreadyRegistered, ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED},
+      {spErrorHostMemoryNotRegistered, ACL_ERROR_HOST_MEMORY_NOT_REGISTERED},
       {spErrorNotSupported, ACL_ERROR_RT_FEATURE_NOT_SUPPORT},
       {spErrorUnknown, ACL_ERROR_RT_INTERNAL_ERROR},
   };

@@ -203,6 +203,10 @@ const char* spGetErrorName(spError_t e) noexcept {
       return "spErrorInvalidResourceHandle";
     case spErrorNotReady:
       return "spErrorNotReady";
+    case spErrorHostMemoryAlreadyRegistered:
+      return "spErrorHostMemoryAlreadyRegistered";
+    case spErrorHostMemoryNotRegistered:
+      return "spErrorHostMemoryNotRegistered";
     case spErrorNotSupported:
       return "spErrorNotSupported";
     case spErrorUnknown:
@@ -227,6 +231,10 @@ const char* spGetErrorString(spError_t e) noexcept {
       return "the handle is NULL, destroyed, or belongs to another runtime";
     case spErrorNotReady:
       return "the work queried has not completed yet";
+    case spErrorHostMemoryAlreadyRegistered:
+      return "part of the host memory range is registered already";
+    case spErrorHostMemoryNotRegistered:
+      return "the pointer is not in (or, to unregister, does not start) a registered host range";
     case spErrorNotSupported:
       return "the operation is not supported here";
     case spErrorUnknown:
@@ -524,6 +532,35 @@ spError_t spFreeHost(spRuntime_t rt, void* ptr) noexcept {
     SP_CHECK_RUNTIME_HANDLE(rt);
     SP_RESOLVE(r, rt);
     return ToError(r.Run<&Allocator::FreeHost>(ptr));
+  });
+}
+
+spError_t spHostRegister(spRuntime_t rt, void* ptr, size_t size, unsigned int flags) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    return ToError(r.Run<&Allocator::HostRegister>(ptr, size, flags).status());
+  });
+}
+
+spError_t spHostUnregister(spRuntime_t rt, void* ptr) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (ptr == nullptr) return spErrorInvalidValue;
+    return ToError(r.Run<&Allocator::HostUnregister>(ptr));
+  });
+}
+
+spError_t spHostGetDevicePointer(spRuntime_t rt, void** devPtr, void* hostPtr) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (devPtr == nullptr || hostPtr == nullptr) return spErrorInvalidValue;
+    absl::StatusOr<void*> d = r.Run<&Allocator::HostDevicePointer>(hostPtr);
+    if (!d.ok()) return ToError(d.status());
+    *devPtr = *d;
+    return spSuccess;
   });
 }
 

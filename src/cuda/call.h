@@ -25,6 +25,8 @@ struct CudaFace {
       {spErrorPeerAccessUnsupported, cudaErrorPeerAccessUnsupported},
       {spErrorInvalidResourceHandle, cudaErrorInvalidResourceHandle},
       {spErrorNotReady, cudaErrorNotReady},
+      {spErrorHostMemoryAlreadyRegistered, cudaErrorHostMemoryAlreadyRegistered},
+      {spErrorHostMemoryNotRegistered, cudaErrorHostMemoryNotRegistered},
       {spErrorNotSupported, cudaErrorNotSupported},
       {spErrorUnknown, cudaErrorUnknown},
   };

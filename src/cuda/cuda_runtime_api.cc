@@ -523,6 +523,41 @@ cudaError_t cudaFreeHost(void* ptr) noexcept {
   return WithRuntime([&](Call& call) { return FromSp(spFreeHost(call.c(), ptr)); });
 }
 
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (ptr == nullptr || size == 0) return cudaErrorInvalidValue;
+    // Pinned memory of the runtime counts as registered, as CUDA's does.
+    spPointerAttributes a{};
+    if (spPointerGetAttributes(&a, ptr) == spSuccess && a.device < 0) {
+      return cudaErrorHostMemoryAlreadyRegistered;
+    }
+    return FromSp(spHostRegister(call.c(), ptr, size, flags));
+  });
+}
+
+cudaError_t cudaHostUnregister(void* ptr) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (ptr == nullptr) return cudaErrorInvalidValue;
+    return FromSp(spHostUnregister(call.c(), ptr));
+  });
+}
+
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (pDevice == nullptr || pHost == nullptr || flags != 0) return cudaErrorInvalidValue;
+    spPointerAttributes a{};
+    if (spPointerGetAttributes(&a, pHost) == spSuccess && a.device < 0) {
+      *pDevice = pHost;
+      return cudaSuccess;
+    }
+    // Neither pinned nor registered: CUDA answers cudaErrorInvalidValue.
+    void* dev = nullptr;
+    if (spHostGetDevicePointer(call.c(), &dev, pHost) != spSuccess) return cudaErrorInvalidValue;
+    *pDevice = dev;
+    return cudaSuccess;
+  });
+}
+
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) noexcept {
   return WithRuntime([&](Call& call) {
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
@@ -581,11 +616,15 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) noexcept {
-  return WithRuntime([&](Call&) {
+  return WithRuntime([&](Call& call) {
     if (attributes == nullptr) return cudaErrorInvalidValue;
     spPointerAttributes a{};
     void* p = const_cast<void*>(ptr);
-    if (ptr == nullptr || spPointerGetAttributes(&a, ptr) != spSuccess) {
+    void* registered = nullptr;
+    if (ptr != nullptr && spPointerGetAttributes(&a, ptr) != spSuccess &&
+        spHostGetDevicePointer(call.c(), &registered, p) == spSuccess) {
+      *attributes = cudaPointerAttributes{cudaMemoryTypeHost, cudaCpuDeviceId, registered, p};
+    } else if (ptr == nullptr || spPointerGetAttributes(&a, ptr) != spSuccess) {
       *attributes =
           cudaPointerAttributes{cudaMemoryTypeUnregistered, cudaInvalidDeviceId, nullptr, nullptr};
     } else if (a.device < 0) {
@@ -879,8 +918,6 @@ cudaError_t cudaMallocManaged(void**, size_t, unsigned int) noexcept { return No
 cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) noexcept {
   return NotSupported();
 }
-cudaError_t cudaHostRegister(void*, size_t, unsigned int) noexcept { return NotSupported(); }
-cudaError_t cudaHostUnregister(void*) noexcept { return NotSupported(); }
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) noexcept { return NotSupported(); }
 cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) noexcept {
   return NotSupported();

@@ -67,6 +67,7 @@ constexpr NamedValue<CheckKind> kCheckKinds[] = {
     {CheckKind::kUseBeforeReady, "use_before_ready"},
     {CheckKind::kOverlappingLifetimes, "overlapping_lifetimes"},
     {CheckKind::kNoAccess, "no_access"},
+    {CheckKind::kFreeWhileRegistered, "free_while_registered"},
 };
 
 constexpr NamedValue<streampool::BlockState> kBlockStates[] = {

@@ -6,8 +6,11 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "src/util/check.h"
+#include "streampool/streampool.h"
 
 namespace streampool::internal {
 
@@ -618,15 +621,104 @@ absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
 
 absl::Status Allocator::FreeHost(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
-  const std::optional<int> device = direct_.DeviceOf(reinterpret_cast<uintptr_t>(ptr));
-  if (!device || *device >= 0) {
+  const auto base = reinterpret_cast<uintptr_t>(ptr);
+  uintptr_t found_base = 0;
+  const DirectMemory::Allocation* a = direct_.Containing(base, &found_base);
+  if (a == nullptr || found_base != base || a->device >= 0) {
     return absl::InvalidArgumentError(
         "pointer is not live pinned host memory of this runtime (double free or foreign "
         "pointer)");
   }
+  EndRegistrationsIn(base, a->requested);
   NoteFreeNow(ptr);
   DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
   return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status NotRegistered(const void* ptr, const char* what) {
+  absl::Status st = absl::NotFoundError(absl::StrFormat("%p %s registered host memory", ptr, what));
+  st.SetPayload(kCErrorPayload,
+                absl::Cord(absl::StrCat(static_cast<int>(spErrorHostMemoryNotRegistered))));
+  return st;
+}
+
+// The registered range sharing a byte with [base, base + size), if any.
+RegisteredRanges::const_iterator FirstOverlap(const RegisteredRanges& ranges, uintptr_t base,
+                                              uint64_t size) {
+  auto it = ranges.upper_bound(base);
+  if (it != ranges.begin()) {
+    auto prev = std::prev(it);
+    if (base - prev->first < prev->second.size) return prev;
+  }
+  if (it != ranges.end() && it->first - base < size) return it;
+  return ranges.end();
+}
+
+}  // namespace
+
+absl::StatusOr<void*> Allocator::HostRegister(void* ptr, uint64_t size, unsigned flags) {
+  const auto base = reinterpret_cast<uintptr_t>(ptr);
+  if (ptr == nullptr || size == 0) {
+    return absl::InvalidArgumentError("registering a NULL pointer or 0 bytes");
+  }
+  if (base > UINTPTR_MAX - size) {
+    return absl::InvalidArgumentError("registered range wraps the address space");
+  }
+  constexpr unsigned kKnownFlags = spHostRegisterPortable | spHostRegisterMapped |
+                                   spHostRegisterIoMemory | spHostRegisterReadOnly;
+  if ((flags & ~kKnownFlags) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown host register flags %#x", flags));
+  }
+  // The runtime's own memory: only pinned host memory is the host's to
+  // register. Device memory already has a device address.
+  if (c_.process.registry().Intersects(base, size)) {
+    uintptr_t owner = 0;
+    const DirectMemory::Allocation* a = direct_.Containing(base, &owner);
+    if (a == nullptr || a->device >= 0 || size > owner + a->requested - base) {
+      return absl::InvalidArgumentError(
+          "the range holds device or pool memory: only host memory the runtime does not "
+          "manage, or part of one MallocHost allocation, may be registered");
+    }
+  }
+  if (auto it = FirstOverlap(c_.host_ranges, base, size); it != c_.host_ranges.end()) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("[%p, +%u) shares bytes with the registered range [%#x, +%u)", ptr, size,
+                        it->first, it->second.size));
+  }
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
+  c_.host_ranges.emplace(base, RegisteredRange{size, (flags & spHostRegisterReadOnly) != 0});
+  if (c_.checker) c_.checker->OnHostRegister(base, size);
+  return ptr;
+}
+
+absl::Status Allocator::HostUnregister(void* ptr) {
+  auto it = c_.host_ranges.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == c_.host_ranges.end()) return NotRegistered(ptr, "does not start");
+  MutexLock order_lock(&c_.order_mu);
+  c_.ChargeCallLocked();
+  c_.host_ranges.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> Allocator::HostDevicePointer(const void* ptr) {
+  if (FirstOverlap(c_.host_ranges, reinterpret_cast<uintptr_t>(ptr), 1) == c_.host_ranges.end()) {
+    return NotRegistered(ptr, "is not");
+  }
+  // One address space: the device sees registered memory where the host does.
+  return const_cast<void*>(ptr);
+}
+
+void Allocator::EndRegistrationsIn(uintptr_t base, uint64_t size) {
+  MutexLock order_lock(&c_.order_mu);
+  for (auto it = FirstOverlap(c_.host_ranges, base, size);
+       it != c_.host_ranges.end() && it->first < base + size;) {
+    if (c_.checker) c_.checker->OnFreeRegistered(base, size, it->first, it->second.size);
+    it = c_.host_ranges.erase(it);
+  }
+  if (c_.checker) c_.CheckerAfterEvent();
 }
 
 void Allocator::NoteFreeNow(const void* ptr) {

@@ -48,6 +48,11 @@ class Allocator {
   absl::Status Free(void* ptr);
   absl::StatusOr<void*> MallocHost(uint64_t size);
   absl::Status FreeHost(void* ptr);
+  // Host memory registration (spHostRegister and its siblings): the
+  // runtime's table of ranges, which the checker reads.
+  absl::StatusOr<void*> HostRegister(void* ptr, uint64_t size, unsigned flags);
+  absl::Status HostUnregister(void* ptr);
+  absl::StatusOr<void*> HostDevicePointer(const void* ptr);
   absl::StatusOr<DeviceMemInfo> MemGetInfo(int device);
   absl::StatusOr<PointerAttributes> GetPointerAttributes(const void* ptr);
   // Every allocation handed out and not freed: the pools' (live pools and
@@ -142,6 +147,9 @@ class Allocator {
   // The core's record of a live allocation starting at ptr (one the page map
   // could not hold, or an imported pointer); InvalidArgument if none.
   absl::StatusOr<AllocIterator> LiveAlloc(const void* ptr);
+  // Ends the registrations inside pinned host memory being freed, each
+  // reported to the checker.
+  void EndRegistrationsIn(uintptr_t base, uint64_t size);
   // A synchronous free, charged and told to the checker.
   void NoteFreeNow(const void* ptr);
   std::vector<LiveAllocation> LiveDirectAllocations() const;

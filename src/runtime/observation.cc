@@ -28,6 +28,7 @@ void Observation::EnableChecker(bool on, bool fatal) {
   if (on && !c_.checker) {
     c_.checker = std::make_unique<StreamOrderChecker>();
     c_.checker->set_done(&c_.ordering.done());
+    c_.checker->set_registered(&c_.host_ranges);
   }
   if (!on) c_.checker.reset();
   c_.UpdateFastPath();

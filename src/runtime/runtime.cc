@@ -4,8 +4,11 @@
 #include "streampool/runtime.h"
 
 #include <cstring>
+#include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "src/pool/names.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
@@ -14,6 +17,10 @@
 namespace streampool {
 
 spError_t ToCError(const absl::Status& status) {
+  if (auto c = status.GetPayload(kCErrorPayload)) {
+    int code = 0;
+    if (absl::SimpleAtoi(std::string(*c), &code)) return static_cast<spError_t>(code);
+  }
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return spSuccess;
@@ -33,6 +40,8 @@ spError_t ToCError(const absl::Status& status) {
       return spErrorNotSupported;
     case absl::StatusCode::kInternal:
       return spErrorUnknown;
+    case absl::StatusCode::kAlreadyExists:
+      return spErrorHostMemoryAlreadyRegistered;
     default:
       return spErrorInvalidValue;
   }
@@ -184,6 +193,18 @@ absl::StatusOr<void*> Runtime::MallocHost(uint64_t size) {
   return Call<&Allocator::MallocHost>(*impl_, size);
 }
 absl::Status Runtime::FreeHost(void* ptr) { return Call<&Allocator::FreeHost>(*impl_, ptr); }
+
+absl::StatusOr<void*> Runtime::HostRegister(void* ptr, uint64_t size, unsigned flags) {
+  return Call<&Allocator::HostRegister>(*impl_, ptr, size, flags);
+}
+
+absl::Status Runtime::HostUnregister(void* ptr) {
+  return Call<&Allocator::HostUnregister>(*impl_, ptr);
+}
+
+absl::StatusOr<void*> Runtime::HostDevicePointer(const void* ptr) {
+  return Call<&Allocator::HostDevicePointer>(*impl_, ptr);
+}
 absl::StatusOr<DeviceMemInfo> Runtime::MemGetInfo(int device) const {
   return Call<&Allocator::MemGetInfo>(*impl_, device);
 }

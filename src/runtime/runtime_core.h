@@ -203,6 +203,10 @@ struct RuntimeCore {
   // as slots. A slot handed back for reuse was idle: its uses are dropped then
   // (DropUsesOf), so every slot here is the declared stream's.
   absl::flat_hash_map<uintptr_t, absl::InlinedVector<StreamIndex, 2>> uses;
+  // Host memory made device-accessible (HostRegister), by base; the
+  // checker reads it (kernels may touch these ranges). Changed under mu and
+  // order_mu, as the checker's records.
+  RegisteredRanges host_ranges;
   void DropUsesOf(StreamIndex s) {
     for (auto it = uses.begin(); it != uses.end();) {
       auto& list = it->second;

@@ -154,7 +154,10 @@ absl::Status RuntimeImpl::Init() {
     dev.current_pool.store(*pool, std::memory_order_release);
   }
   MutexLock order_lock(&c.order_mu);
-  if (c.checker) c.checker->set_done(&c.ordering.done());
+  if (c.checker) {
+    c.checker->set_done(&c.ordering.done());
+    c.checker->set_registered(&c.host_ranges);
+  }
   c.UpdateFastPath();
   return absl::OkStatus();
 }

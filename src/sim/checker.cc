@@ -19,6 +19,8 @@ const char* CheckKindName(CheckKind kind) {
       return "overlapping-lifetimes";
     case CheckKind::kNoAccess:
       return "no-access";
+    case CheckKind::kFreeWhileRegistered:
+      return "free-while-registered";
   }
   return "unknown";
 }
@@ -107,6 +109,39 @@ void StreamOrderChecker::OnFreeNow(uintptr_t base, TimeNs now_ns) {
   it->second.free_end = now_ns;
 }
 
+const std::pair<const uintptr_t, RegisteredRange>* StreamOrderChecker::RegisteredContaining(
+    uintptr_t ptr, uint64_t size) const {
+  if (registered_ == nullptr) return nullptr;
+  auto it = registered_->upper_bound(ptr);
+  if (it == registered_->begin()) return nullptr;
+  --it;
+  if (ptr - it->first >= it->second.size || size > it->first + it->second.size - ptr) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+void StreamOrderChecker::OnHostRegister(uintptr_t base, uint64_t size) {
+  auto it = records_.lower_bound(base);
+  if (it != records_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size > base) it = prev;
+  }
+  while (it != records_.end() && it->first < base + size) {
+    it = it->second.freed ? records_.erase(it) : std::next(it);
+  }
+}
+
+void StreamOrderChecker::OnFreeRegistered(uintptr_t base, uint64_t size, uintptr_t reg,
+                                          uint64_t reg_size) {
+  CheckReport r{CheckKind::kFreeWhileRegistered, kNoStream, 0, base, size};
+  r.message = absl::StrFormat(
+      "host memory [%#x, +%u) freed while [%#x, +%u) of it is registered; the registration "
+      "ends with it",
+      base, size, reg, reg_size);
+  Report(std::move(r));
+}
+
 void StreamOrderChecker::OnUnmap(uintptr_t base, uint64_t size) {
   auto it = records_.lower_bound(base);
   while (it != records_.end() && it->first < base + size) it = records_.erase(it);
@@ -127,9 +162,21 @@ void StreamOrderChecker::OnAccess(StreamIndex stream, Position position, const V
     }
   }
   if (rec == nullptr || size > base + rec->size - ptr) {
+    if (const auto* reg = RegisteredContaining(ptr, size)) {
+      if (write && reg->second.read_only) {
+        CheckReport r{CheckKind::kNoAccess, stream, position, ptr, size};
+        r.message = absl::StrFormat(
+            "write of [%#x, +%u) at stream %u op %u to host memory [%#x, +%u) registered read-only",
+            ptr, size, stream, position, reg->first, reg->second.size);
+        Report(std::move(r));
+      }
+      return;
+    }
     CheckReport r{CheckKind::kOutOfBounds, stream, position, ptr, size};
-    r.message = absl::StrFormat("%s of [%#x, +%u) at stream %u op %u is outside any allocation",
-                                verb, ptr, size, stream, position);
+    r.message = absl::StrFormat(
+        "%s of [%#x, +%u) at stream %u op %u is outside any allocation and any registered host "
+        "range",
+        verb, ptr, size, stream, position);
     Report(std::move(r));
     return;
   }

@@ -20,7 +20,14 @@
 //   no access         a kernel on device D touches an allocation of a pool
 //                     that has not granted D access (or writes one D may
 //                     only read): spMemPoolSetAccess decides, for every
-//                     allocation of the pool, past and future.
+//                     allocation of the pool, past and future; or a kernel
+//                     writes read-only registered host memory;
+//   free while        pinned host memory is freed while a range of it is
+//   registered        registered (spHostRegister): devices may still be told
+//                     its device address.
+//
+// Registered host memory is the host's, not an allocation: kernels may touch
+// it while it is registered, with no lifetime to check beyond that.
 //
 // Checks run at enqueue, when the ordering core knows the op's clock and the
 // simulator its times. Cost: a btree lookup per allocation, free and access.
@@ -48,7 +55,16 @@ enum class CheckKind {
   kUseBeforeReady,
   kOverlappingLifetimes,
   kNoAccess,
+  kFreeWhileRegistered,
 };
+
+// A registered range of host memory (spHostRegister), by base address: the
+// runtime's table, which the checker reads.
+struct RegisteredRange {
+  uint64_t size;
+  bool read_only;
+};
+using RegisteredRanges = absl::btree_map<uintptr_t, RegisteredRange>;
 
 // Which devices may touch the allocations of one pool, shared by the pool
 // (which changes it) and the checker's records (which read it), so a change
@@ -109,6 +125,14 @@ class StreamOrderChecker {
   // caller, outliving the checker): a proven-complete allocation is ready for
   // every stream, and a proven-complete access is ordered before any free.
   void set_done(const VectorClock* done) { done_ = done; }
+  // The registered host ranges (owned by the caller, outliving the checker).
+  void set_registered(const RegisteredRanges* registered) { registered_ = registered; }
+  // [base, base + size) was registered: records of freed allocations inside
+  // it are stale (the host has reused those bytes) and are forgotten.
+  void OnHostRegister(uintptr_t base, uint64_t size);
+  // Pinned host memory [base, base + size) is freed (now_ns) while
+  // [reg, reg + reg_size) of it is registered.
+  void OnFreeRegistered(uintptr_t base, uint64_t size, uintptr_t reg, uint64_t reg_size);
 
   const std::vector<CheckReport>& reports() const { return reports_; }
   void ClearReports() { reports_.clear(); }
@@ -129,6 +153,9 @@ class StreamOrderChecker {
     absl::InlinedVector<std::pair<StreamIndex, Position>, 2> last_access;
   };
   void Report(CheckReport r);
+  // The registered range holding all of [ptr, ptr + size), or null.
+  const std::pair<const uintptr_t, RegisteredRange>* RegisteredContaining(uintptr_t ptr,
+                                                                          uint64_t size) const;
   Position Done(StreamIndex s) const { return done_ != nullptr ? done_->Get(s) : 0; }
 
   // By base address; records of freed allocations stay until their bytes are
@@ -136,6 +163,7 @@ class StreamOrderChecker {
   absl::btree_map<uintptr_t, Record> records_;
   std::vector<CheckReport> reports_;
   const VectorClock* done_ = nullptr;
+  const RegisteredRanges* registered_ = nullptr;
   static constexpr size_t kMaxReports = 10000;  // a buggy loop must not eat memory
 };
 

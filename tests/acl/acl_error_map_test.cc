@@ -42,11 +42,12 @@ TEST(AclErrorMapTest, StatusesReadAsTheCApiReadsThem) {
   EXPECT_EQ(FromStatus(absl::UnavailableError("")), ACL_ERROR_RT_STREAM_NOT_COMPLETE);
   EXPECT_EQ(FromStatus(absl::UnimplementedError("")), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
   EXPECT_EQ(FromStatus(absl::InternalError("")), ACL_ERROR_RT_INTERNAL_ERROR);
+  EXPECT_EQ(FromStatus(absl::AlreadyExistsError("")), ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
 }
 
 TEST(AclErrorMapTest, UnlistedStatusCodesAreParamInvalid) {
   for (const absl::Status& s :
-       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::AlreadyExistsError(""),
+       {absl::FailedPreconditionError(""), absl::AbortedError(""),
         absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
         absl::UnauthenticatedError(""), absl::UnknownError("")}) {
     EXPECT_EQ(FromStatus(s), ACL_ERROR_RT_PARAM_INVALID) << s;

@@ -21,6 +21,7 @@ namespace streampool::acl_test {
 inline aclrtStream ForgedStream() { return reinterpret_cast<aclrtStream>(uintptr_t{0x7777}); }
 inline aclrtEvent ForgedEvent() { return reinterpret_cast<aclrtEvent>(uintptr_t{0x7777}); }
 inline aclrtMemPool ForgedPool() { return reinterpret_cast<aclrtMemPool>(uintptr_t{0x7777}); }
+inline aclrtContext ForgedContext() { return reinterpret_cast<aclrtContext>(uintptr_t{0x7777}); }
 
 class AclTest : public ::testing::Test {
  protected:

@@ -44,11 +44,12 @@ TEST(CudaErrorMapTest, StatusesReadAsTheCApiReadsThem) {
   EXPECT_EQ(FromStatus(absl::UnavailableError("")), cudaErrorNotReady);
   EXPECT_EQ(FromStatus(absl::UnimplementedError("")), cudaErrorNotSupported);
   EXPECT_EQ(FromStatus(absl::InternalError("")), cudaErrorUnknown);
+  EXPECT_EQ(FromStatus(absl::AlreadyExistsError("")), cudaErrorHostMemoryAlreadyRegistered);
 }
 
 TEST(CudaErrorMapTest, UnlistedStatusCodesAreInvalidValue) {
   for (const absl::Status& s :
-       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::AlreadyExistsError(""),
+       {absl::FailedPreconditionError(""), absl::AbortedError(""),
         absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
         absl::UnauthenticatedError(""), absl::UnknownError("")}) {
     EXPECT_EQ(FromStatus(s), cudaErrorInvalidValue) << s;

@@ -681,8 +681,6 @@ TEST_F(CudaTest, NotSupportedFunctionsSaySo) {
   void* p = nullptr;
   EXPECT_EQ(cudaMallocManaged(&p, 64, 1), cudaErrorNotSupported);
   EXPECT_EQ(cudaMemPrefetchAsync(p, 64, 0, 0), cudaErrorNotSupported);
-  EXPECT_EQ(cudaHostRegister(&p, sizeof p, 0), cudaErrorNotSupported);
-  EXPECT_EQ(cudaHostUnregister(&p), cudaErrorNotSupported);
   cudaIpcMemHandle_t h;
   EXPECT_EQ(cudaIpcGetMemHandle(&h, p), cudaErrorNotSupported);
   EXPECT_EQ(cudaIpcOpenMemHandle(&p, h, 0), cudaErrorNotSupported);

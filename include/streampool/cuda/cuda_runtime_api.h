@@ -131,6 +131,15 @@ SPCUDA_API cudaError_t cudaMalloc(void** devPtr, size_t size) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaFree(void* devPtr) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMallocHost(void** ptr, size_t size) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) SPCUDA_NOEXCEPT;
+/* Makes malloc'd (or any host) memory device-accessible; see spHostRegister.
+ * cudaMallocHost memory is pinned already: cudaErrorHostMemoryAlreadyRegistered. */
+SPCUDA_API cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) SPCUDA_NOEXCEPT;
+/* ptr: the pointer given to cudaHostRegister. */
+SPCUDA_API cudaError_t cudaHostUnregister(void* ptr) SPCUDA_NOEXCEPT;
+/* flags must be 0. The device pointer of registered or cudaMallocHost memory:
+ * the host pointer itself. */
+SPCUDA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost,
+                                                unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaFreeHost(void* ptr) SPCUDA_NOEXCEPT;
 /* On the current device's legacy stream, then waits for it (a synchronize
  * action, which may release pool memory past its threshold). */
@@ -241,8 +250,6 @@ SPCUDA_API cudaError_t cudaMallocManaged(void** devPtr, size_t size,
                                          unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, int dstDevice,
                                             cudaStream_t stream) SPCUDA_NOEXCEPT;
-SPCUDA_API cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) SPCUDA_NOEXCEPT;
-SPCUDA_API cudaError_t cudaHostUnregister(void* ptr) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle,
                                            void* devPtr) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle,

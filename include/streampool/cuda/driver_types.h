@@ -99,6 +99,15 @@ typedef struct CUmemPoolHandle_st* cudaMemPool_t;
 #define cudaHostAllocMapped 0x02
 #define cudaHostAllocWriteCombined 0x04
 
+/* cudaHostRegister flags: the host and every device share one address space,
+ * so the device pointer is the host pointer whatever the flags; ReadOnly
+ * makes the checker report kernel writes. */
+#define cudaHostRegisterDefault 0x00
+#define cudaHostRegisterPortable 0x01
+#define cudaHostRegisterMapped 0x02
+#define cudaHostRegisterIoMemory 0x04
+#define cudaHostRegisterReadOnly 0x08
+
 /* cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags flags. There is no
  * cache to configure, so both mean the same. */
 #define cudaOccupancyDefault 0x00

@@ -140,7 +140,10 @@ ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t* free,
 
 /* A context names a device: creating one makes it the calling thread's
  * current context (and its device the current device), as CANN does. It is
- * valid on every thread until destroyed, or until aclFinalize. */
+ * valid on every thread until destroyed, or until aclFinalize. A thread that
+ * only called aclrtSetDevice is in the device's default context, which
+ * aclrtDestroyContext refuses (ACL_ERROR_INVALID_PARAM). A destroyed or
+ * unknown context is ACL_ERROR_RT_PARAM_INVALID. */
 ACL_FUNC_VISIBILITY aclError aclrtCreateContext(aclrtContext* context,
                                                 int32_t deviceId) SPACL_NOEXCEPT;
 ACL_FUNC_VISIBILITY aclError aclrtDestroyContext(aclrtContext context) SPACL_NOEXCEPT;
@@ -231,8 +234,10 @@ ACL_FUNC_VISIBILITY aclError aclrtHostUnregister(void* ptr) SPACL_NOEXCEPT;
 ACL_FUNC_VISIBILITY aclError aclrtHostGetDevicePointer(void* pHost, void** pDevice,
                                                        uint32_t flag) SPACL_NOEXCEPT;
 /* The same registration named after a context, as some AscendCL programs
- * call it: the context must be live (ACL_ERROR_INVALID_PARAM otherwise) and
- * is the device the range is registered for; the rules are the ones above. */
+ * call it, with the rules above but for the alignment (any host address).
+ * A NULL context is ACL_ERROR_INVALID_PARAM, a destroyed or unknown one
+ * ACL_ERROR_RT_PARAM_INVALID. Registration is the process's: every context
+ * and device sees the range. */
 ACL_FUNC_VISIBILITY aclError aclrtRegisterMemory(void* hostPtr, size_t size,
                                                  aclrtContext context) SPACL_NOEXCEPT;
 ACL_FUNC_VISIBILITY aclError aclrtGetMemDeviceAddress(void** devPtr, void* hostPtr,
