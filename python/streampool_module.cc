@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "python/pyacl_bindings.h"
 #include "src/pool/names.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
@@ -1142,6 +1143,8 @@ void Bind(py::module_& m) {
           "The recorded ops in enqueue order, as dicts.")
       .def("timeline_json", &PyRuntime::TimelineJson,
            "The recorded timeline as Chrome trace-event JSON text.");
+
+  BindPyAcl(m);
 
   m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
         py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),
