@@ -8,7 +8,7 @@ cd "$ROOT"
 # Debian packages the build needs.
 PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
           cmake ninja-build g++ clang pkg-config
-          python3-dev python3-pybind11 python3-pytest nlohmann-json3-dev ccache)
+          python3-dev python3-pybind11 python3-pytest python3-numpy nlohmann-json3-dev ccache)
 
 JOBS="$(nproc)"
 
@@ -21,9 +21,9 @@ usage: ./run.sh <command> [args]
   demo [flags...]      build streampool-demo (Release) and run it; its files go to
                        build/demo/ (--output_dir=DIR elsewhere; --help: its flags)
   test                 build Release, run ctest, then check the installed package
-                       (find_package and pkg-config consumers, C and C++, and
-                       import streampool from the prefix), static and shared
-                       (relocated prefix, exported symbols)
+                       (find_package and pkg-config consumers, C and C++,
+                       import streampool and a pyACL program from the prefix),
+                       static and shared (relocated prefix, exported symbols)
   docs                 API reference of include/streampool with Doxygen into
                        build/docs (installs doxygen if missing; fails on warnings)
   sanitize [which]     ASan+UBSan build in build/asan and TSan build in build/tsan,
@@ -141,6 +141,21 @@ install_check() {
       PYTHONPATH="$site" "$py" tests/install/consumer.py "$site"
     fi
   done
+
+  # An unchanged pyACL program with only the acl package's directory on
+  # PYTHONPATH (the README's setting), from the prefix moved elsewhere: the
+  # acl package finds the streampool package by a path relative to itself.
+  local moved="$ROOT/build/install-prefix-moved"
+  log "pyACL program from the prefix moved to $moved"
+  rm -rf "$moved"
+  mv "$prefix" "$moved"
+  for py in /usr/bin/python3 "$(command -v python3)"; do
+    if [[ "$("$py" -c 'import sys; print(sys.version_info[:2])')" \
+          == "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2])')" ]]; then
+      PYTHONPATH="$moved/lib/streampool/pyacl" "$py" tests/install/consumer_pyacl.py "$moved"
+    fi
+  done
+  mv "$moved" "$prefix"
   log "install check passed"
 }
 

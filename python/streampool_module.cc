@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "python/pyacl_bindings.h"
 #include "src/pool/names.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
@@ -181,7 +182,18 @@ struct Allocation {
 Pool MakePool(const StatePtr& st, PoolId id) {
   auto it = st->pool_info.find(id.value);
   Pool p{st, id};
-  if (it != st->pool_info.end()) std::tie(p.device, p.kind) = it->second;
+  if (it != st->pool_info.end()) {
+    std::tie(p.device, p.kind) = it->second;
+    return p;
+  }
+  // A pool made behind the binding (a face's allocator on acl_runtime()):
+  // the runtime knows what it is.
+  if (st->rt != nullptr) {
+    absl::StatusOr<uint64_t> kind = st->rt->GetPoolAttribute(id, PoolAttr::kAllocationType);
+    absl::StatusOr<uint64_t> device = st->rt->GetPoolAttribute(id, PoolAttr::kLocationId);
+    if (kind.ok()) p.kind = static_cast<AllocationType>(*kind);
+    if (device.ok()) p.device = static_cast<int>(static_cast<int64_t>(*device));
+  }
   return p;
 }
 
@@ -355,14 +367,15 @@ class PyRuntime {
             absl::StrCat("unknown leak_check '", leak_check, "' (one of 'off', 'report', 'fail')"));
     }
     st_->rt = Check(Runtime::Create(config));
-    for (int d = 0; d < devices; ++d) {
-      const PoolId pool = Check(st_->rt->DefaultPool(d));
-      TrackPool(*st_, pool, d, AllocationType::kDevice,
-                absl::StrCat("default pool (device ", d, ")"));
-      const StreamId legacy = Check(st_->rt->LegacyStream(d));
-      st_->stream_labels[legacy.value] = "legacy stream";
-    }
+    TrackDevices();
     if (timeline) RecordTimeline(true);
+  }
+
+  // A runtime someone else owns and shares (the AscendCL face's implicit
+  // one): close() drops this object's reference, never the runtime.
+  explicit PyRuntime(std::shared_ptr<Runtime> shared) : st_(std::make_shared<State>()) {
+    st_->rt = std::move(shared);
+    TrackDevices();
   }
 
   const StatePtr& state() const { return st_; }
@@ -485,6 +498,16 @@ class PyRuntime {
   }
 
  private:
+  void TrackDevices() {
+    for (int d = 0; d < st_->rt->config().device_count; ++d) {
+      const PoolId pool = Check(st_->rt->DefaultPool(d));
+      TrackPool(*st_, pool, d, AllocationType::kDevice,
+                absl::StrCat("default pool (device ", d, ")"));
+      const StreamId legacy = Check(st_->rt->LegacyStream(d));
+      st_->stream_labels[legacy.value] = "legacy stream";
+    }
+  }
+
   StatePtr st_;
 };
 
@@ -1090,6 +1113,11 @@ void Bind(py::module_& m) {
               ids.push_back(Check(r.rt().CurrentPool(d)).value);
             }
             for (const auto& [id, info] : st->pool_info) ids.push_back(id);
+            // Pools made behind the binding's back (a face's allocators on
+            // acl_runtime()) show up through their live memory.
+            for (const LiveAllocation& a : Check(r.rt().LiveAllocations())) {
+              if (a.pool.value != 0) ids.push_back(a.pool.value);
+            }
             std::sort(ids.begin(), ids.end());
             ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
             py::list out;
@@ -1100,7 +1128,8 @@ void Bind(py::module_& m) {
             return out;
           },
           "The runtime's live pools this binding knows: each device's default and current "
-          "pool and every pool made or imported through it.")
+          "pool, every pool made or imported through it, and every pool holding a live "
+          "allocation.")
       .def(
           "_trace_events",
           [](const PyRuntime& r) {
@@ -1142,6 +1171,11 @@ void Bind(py::module_& m) {
           "The recorded ops in enqueue order, as dicts.")
       .def("timeline_json", &PyRuntime::TimelineJson,
            "The recorded timeline as Chrome trace-event JSON text.");
+
+  m.def(
+      "_acl_runtime", [] { return PyRuntime(Check(AclFaceRuntime())); },
+      "A Runtime over the AscendCL face's implicit runtime (streampool.acl_runtime).");
+  BindPyAcl(m);
 
   m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
         py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),

@@ -14,7 +14,8 @@ The classes (Runtime, Stream, Event, Pool, Allocation) come from the compiled
 extension streampool._core, a binding of the C++ API (streampool::Runtime);
 errors raise Error, and OutOfMemoryError (also a MemoryError) when an
 allocation finds no memory. replay() runs the streampool-replay tool's sweep
-and returns its JSON document as Python objects.
+and returns its JSON document as Python objects. acl_runtime() is a Runtime
+over the runtime that AscendCL calls (the acl package, pyACL) use.
 """
 
 import os as _os
@@ -32,6 +33,7 @@ __all__ = [
     "Pool",
     "Runtime",
     "Stream",
+    "acl_runtime",
     "replay",
     "REUSE_RULES",
 ]
@@ -157,6 +159,23 @@ def _dump_snapshot(self, path, pools=None):
 
 Runtime.memory_snapshot = _memory_snapshot
 Runtime.dump_snapshot = _dump_snapshot
+
+
+def acl_runtime():
+    """A Runtime over the AscendCL face's implicit runtime: the one that the
+    acl package (pyACL programs) and the acl* C functions in this process
+    use, made from the STREAMPOOL_ACL_* variables if no call made it yet.
+    Memory from acl.rt.malloc, acl.media.dvpp_malloc or a pool of
+    acl.rt.mem_pool_create is memory this Runtime sees: pointer_attributes(),
+    live_allocations(), memory_snapshot() and checker_reports() cover it, and
+    pools() lists the face's pools that hold live allocations.
+
+    close() (or leaving a with block) drops this object's reference only; the
+    face keeps its runtime. acl.finalize() and the last acl.rt.reset_device()
+    make the face start a new runtime on its next call, while this object
+    keeps the old one alive and usable until it is closed: call acl_runtime()
+    again for the new one."""
+    return _core._acl_runtime()
 
 
 def _as_list(value):
