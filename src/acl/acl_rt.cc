@@ -547,9 +547,12 @@ aclError aclrtMemPoolFreeAsync(void* ptr, aclrtStream stream) noexcept {
     if (ptr == nullptr) return ACL_ERROR_INVALID_PARAM;
     spStream_t s = nullptr;
     if (aclError e = call.Stream(stream, &s); e != ACL_SUCCESS) return e;
-    // Only pool memory: aclrtMalloc's has aclrtFree.
+    // Only memory of pools the program made: aclrtMalloc's and acldvppMalloc's
+    // come from this layer's own pools and have their own frees.
     spPointerAttributes a{};
-    if (spPointerGetAttributes(&a, ptr) != spSuccess || a.base != ptr || a.pool == nullptr) {
+    if (spPointerGetAttributes(&a, ptr) != spSuccess || a.base != ptr || a.pool == nullptr ||
+        acl::IsSynchronousPool(call.rt(),
+                               streampool::PoolId{reinterpret_cast<uintptr_t>(a.pool)})) {
       return ACL_ERROR_RT_PARAM_INVALID;
     }
     return FromSp(spFreeAsync(ptr, s));

@@ -86,6 +86,11 @@ bool IsSyncPool(compat::ProcessRuntime& rt, PoolId pool, bool dvpp)
 
 }  // namespace
 
+bool IsSynchronousPool(compat::ProcessRuntime& rt, PoolId pool) {
+  absl::MutexLock lock(&StateMutex());
+  return IsSyncPool(rt, pool, /*dvpp=*/false) || IsSyncPool(rt, pool, /*dvpp=*/true);
+}
+
 aclError SyncMalloc(Call& call, SyncKind kind, PagePolicy policy, uint64_t size, void** out) {
   int device = 0;
   if (aclError e = call.Device(&device); e != ACL_SUCCESS) return e;

@@ -31,6 +31,10 @@ aclError SyncMalloc(Call& call, SyncKind kind, PagePolicy policy, uint64_t size,
 // anything else is ACL_ERROR_RT_PARAM_INVALID.
 aclError SyncFree(Call& call, bool dvpp, void* ptr);
 
+// Whether `pool` is one of the pools the synchronous allocators made: its
+// memory is freed with aclrtFree or acldvppFree, never stream-ordered.
+bool IsSynchronousPool(compat::ProcessRuntime& rt, PoolId pool);
+
 // Per-device aclrtSetDevice references: the runtime is reset when the last
 // one is dropped (streampool cannot reset one device alone). Forget drops
 // every count, for aclFinalize.

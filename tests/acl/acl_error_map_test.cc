@@ -47,9 +47,9 @@ TEST(AclErrorMapTest, StatusesReadAsTheCApiReadsThem) {
 
 TEST(AclErrorMapTest, UnlistedStatusCodesAreParamInvalid) {
   for (const absl::Status& s :
-       {absl::FailedPreconditionError(""), absl::AbortedError(""),
-        absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
-        absl::UnauthenticatedError(""), absl::UnknownError("")}) {
+       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::CancelledError(""),
+        absl::DataLossError(""), absl::DeadlineExceededError(""), absl::UnauthenticatedError(""),
+        absl::UnknownError("")}) {
     EXPECT_EQ(FromStatus(s), ACL_ERROR_RT_PARAM_INVALID) << s;
   }
 }

@@ -119,7 +119,8 @@ TEST_F(AclTest, FreeingRegisteredHostMemoryIsReported) {
 }
 
 TEST_F(AclTest, HostRegisterFollowsCannsRules) {
-  void* pages = mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* pages =
+      mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(pages, MAP_FAILED);
   char* p = static_cast<char*>(pages);
   void* dev = nullptr;

@@ -155,6 +155,19 @@ TEST_F(AclTest, PoolMallocFreeAndTrimErrorCases) {
   ACL_ASSERT_OK(aclrtDestroyStream(s));
 }
 
+TEST_F(AclTest, PoolFreeRefusesTheSynchronousAllocatorsMemory) {
+  // aclrtMalloc and acldvppMalloc serve from pools of the face's own; their
+  // memory has its own frees, and a stream-ordered free would strand it.
+  void* p = nullptr;
+  void* d = nullptr;
+  ACL_ASSERT_OK(aclrtMalloc(&p, 64, ACL_MEM_MALLOC_HUGE_FIRST));
+  ACL_ASSERT_OK(acldvppMalloc(&d, 64));
+  EXPECT_EQ(aclrtMemPoolFreeAsync(p, nullptr), ACL_ERROR_RT_PARAM_INVALID);
+  EXPECT_EQ(aclrtMemPoolFreeAsync(d, nullptr), ACL_ERROR_RT_PARAM_INVALID);
+  ACL_EXPECT_OK(aclrtFree(p));
+  ACL_EXPECT_OK(acldvppFree(d));
+}
+
 // ------------------------------------------------------- Aclnn two phases
 
 // A toy aclnn operator: out = x + y (bytes, saturating), needing a workspace

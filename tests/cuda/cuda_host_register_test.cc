@@ -78,8 +78,7 @@ TEST_F(CudaHostRegisterTest, ErrorCases) {
   EXPECT_EQ(cudaHostRegister(nullptr, kPage, 0), cudaErrorInvalidValue);
   EXPECT_EQ(cudaHostRegister(pages_, 0, 0), cudaErrorInvalidValue);
   EXPECT_EQ(cudaHostRegister(pages_, kPage, 0x40), cudaErrorInvalidValue) << "flags";
-  EXPECT_EQ(cudaHostGetDevicePointer(&dev, pages_, 0), cudaErrorInvalidValue)
-      << "not registered";
+  EXPECT_EQ(cudaHostGetDevicePointer(&dev, pages_, 0), cudaErrorInvalidValue) << "not registered";
   CUDA_ASSERT_OK(cudaHostRegister(pages_, 2 * kPage, cudaHostRegisterDefault));
   EXPECT_EQ(cudaHostRegister(pages_ + kPage, kPage, 0), cudaErrorHostMemoryAlreadyRegistered);
   EXPECT_EQ(cudaGetLastError(), cudaErrorHostMemoryAlreadyRegistered);

@@ -335,9 +335,6 @@ def test_malloc_error_cases(device):
     assert acl.rt.free(p) == acl.ACL_ERROR_RT_PARAM_INVALID  # freed already
 
 
-@pytest.mark.xfail(strict=True, reason="aclrtMemPoolFreeAsync takes aclrtMalloc's and "
-                   "acldvppMalloc's memory (their internal pools pass its pool check) and "
-                   "keeps it reserved; acl_rt.cc says only pool memory")
 def test_a_pool_free_refuses_synchronous_allocations(device):
     p, _ = acl.rt.malloc(64, acl.rt.malloc_type.HUGE_FIRST)
     d, _ = acl.media.dvpp_malloc(64)
