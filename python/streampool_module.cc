@@ -57,9 +57,6 @@ namespace {
 PyObject* g_error = nullptr;
 PyObject* g_out_of_memory = nullptr;
 
-// `.code` names what a C caller would have seen for the same failure.
-spError_t ToError(absl::StatusCode code) { return streampool::ToCError(absl::Status(code, "")); }
-
 [[noreturn]] void Raise(spError_t code, const std::string& message) {
   PyObject* cls = code == spErrorMemoryAllocation ? g_out_of_memory : g_error;
   py::object exc = py::reinterpret_borrow<py::object>(cls)(spGetErrorName(code), message);
@@ -67,8 +64,9 @@ spError_t ToError(absl::StatusCode code) { return streampool::ToCError(absl::Sta
   throw py::error_already_set();
 }
 
+// `.code` names what a C caller would have seen for the same failure.
 [[noreturn]] void Raise(const absl::Status& st) {
-  Raise(ToError(st.code()), std::string(st.message()));
+  Raise(streampool::ToCError(st), std::string(st.message()));
 }
 
 void Check(const absl::Status& st) {
@@ -464,6 +462,15 @@ class PyRuntime {
 
   void RecordUse(const py::handle& allocation, const Stream& s) {
     Check(rt().RecordUse(Ptr(allocation), s.id));
+  }
+
+  uintptr_t HostRegister(const py::handle& ptr, uint64_t size, bool read_only) {
+    void* dev = Check(rt().HostRegister(Ptr(ptr), size, read_only ? spHostRegisterReadOnly : 0));
+    return reinterpret_cast<uintptr_t>(dev);
+  }
+  void HostUnregister(const py::handle& ptr) { Check(rt().HostUnregister(Ptr(ptr))); }
+  uintptr_t HostDevicePointer(const py::handle& ptr) {
+    return reinterpret_cast<uintptr_t>(Check(rt().HostDevicePointer(Ptr(ptr))));
   }
 
   void LaunchKernel(const Stream& s, uint64_t duration_ns, const py::iterable& accesses) {
@@ -928,6 +935,15 @@ void Bind(py::module_& m) {
            "size bytes in stream order; raises OutOfMemoryError when no memory is found.")
       .def("free_async", &PyRuntime::FreeAsync, py::arg("allocation"), py::arg("stream"),
            "Frees an Allocation (or address) in stream order of stream.")
+      .def("host_register", &PyRuntime::HostRegister, py::arg("ptr"), py::arg("size"),
+           py::kw_only(), py::arg("read_only") = false,
+           "Makes host memory at address ptr (a numpy array's ctypes.data, ...) "
+           "device-accessible; returns its device address (the same address). The memory "
+           "must outlive the registration.")
+      .def("host_unregister", &PyRuntime::HostUnregister, py::arg("ptr"),
+           "Ends the registration that starts at ptr.")
+      .def("host_device_pointer", &PyRuntime::HostDevicePointer, py::arg("ptr"),
+           "The device address of registered host memory.")
       .def("record_use", &PyRuntime::RecordUse, py::arg("allocation"), py::arg("stream"),
            "Declares that stream uses the allocation too (PyTorch's record_stream): its "
            "free_async is then also ordered after stream's work up to the free, and its bytes "
