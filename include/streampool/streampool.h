@@ -356,7 +356,7 @@ SP_API spError_t spFreeHost(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
  * the runtime shares one address space with the host, so registered memory is
  * mapped for all of them at the address it has on the host. */
 typedef enum spHostRegisterFlags {
-  spHostRegisterDefault = 0,
+  spHostRegisterDefault = 0,  /**< read and write, for every device */
   spHostRegisterPortable = 1, /**< for every device (always so here) */
   spHostRegisterMapped = 2,   /**< a device address exists (always so here) */
   spHostRegisterIoMemory = 4, /**< I/O memory: accepted like any host memory */

@@ -8,10 +8,12 @@
 // process.
 #include <cstdint>
 #include <new>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "gtest/gtest.h"
 #include "src/compat/face.h"
 #include "streampool/streampool.h"
@@ -36,6 +38,8 @@ enum TestError : int {
   kFaulted = 14,
   kBadArgument = 15,
   kBadShape = 16,
+  kAlreadyRegistered = 17,
+  kNotRegistered = 18,
 };
 
 struct TestStreamTag;
@@ -58,6 +62,8 @@ struct TestFace {
       {spErrorNotReady, kPending},
       {spErrorNotSupported, kUnsupported},
       {spErrorUnknown, kSpUnknown},
+      {spErrorHostMemoryAlreadyRegistered, kAlreadyRegistered},
+      {spErrorHostMemoryNotRegistered, kNotRegistered},
   };
   static constexpr Error kInternal = kInternalError;
   static constexpr Error kOutOfHostMemory = kHostOutOfMemory;
@@ -106,11 +112,16 @@ TEST_F(FaceKitTest, StatusesReadAsTheCApiReadsThem) {
   EXPECT_EQ(kFromStatus(absl::UnavailableError("")), kPending);
   EXPECT_EQ(kFromStatus(absl::UnimplementedError("")), kUnsupported);
   EXPECT_EQ(kFromStatus(absl::InternalError("")), kSpUnknown);
+  EXPECT_EQ(kFromStatus(absl::AlreadyExistsError("")), kAlreadyRegistered);
+  // A payload names the C error where the code alone cannot.
+  absl::Status not_registered = absl::NotFoundError("");
+  not_registered.SetPayload(streampool::kCErrorPayload,
+                            absl::Cord(std::to_string(spErrorHostMemoryNotRegistered)));
+  EXPECT_EQ(kFromStatus(not_registered), kNotRegistered);
   // Codes streampool::ToCError does not list are spErrorInvalidValue, in
   // the C API and so in every face.
   for (const absl::Status& unlisted :
-       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::AlreadyExistsError(""),
-        absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
+       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
         absl::UnauthenticatedError(""), absl::UnknownError("")}) {
     EXPECT_EQ(kFromStatus(unlisted), kFromSp(ToCError(unlisted))) << unlisted;
     EXPECT_EQ(kFromStatus(unlisted), kBadValue) << unlisted;

@@ -41,7 +41,7 @@ TEST(NamesTest, EveryValueRoundTrips) {
   ExpectRoundTrip<ReuseRule>(0, 5);
   ExpectRoundTrip<Backing>(0, 1);
   ExpectRoundTrip<ExecutorKind>(0, 1);
-  ExpectRoundTrip<CheckKind>(1, 5);
+  ExpectRoundTrip<CheckKind>(1, 6);
   ExpectRoundTrip<OpKind>(0, 8);
 }
 
