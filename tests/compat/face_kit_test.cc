@@ -8,8 +8,8 @@
 // process.
 #include <cstdint>
 #include <new>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -121,8 +121,9 @@ TEST_F(FaceKitTest, StatusesReadAsTheCApiReadsThem) {
   // Codes streampool::ToCError does not list are spErrorInvalidValue, in
   // the C API and so in every face.
   for (const absl::Status& unlisted :
-       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
-        absl::UnauthenticatedError(""), absl::UnknownError("")}) {
+       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::CancelledError(""),
+        absl::DataLossError(""), absl::DeadlineExceededError(""), absl::UnauthenticatedError(""),
+        absl::UnknownError("")}) {
     EXPECT_EQ(kFromStatus(unlisted), kFromSp(ToCError(unlisted))) << unlisted;
     EXPECT_EQ(kFromStatus(unlisted), kBadValue) << unlisted;
   }

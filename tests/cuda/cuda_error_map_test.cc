@@ -49,9 +49,9 @@ TEST(CudaErrorMapTest, StatusesReadAsTheCApiReadsThem) {
 
 TEST(CudaErrorMapTest, UnlistedStatusCodesAreInvalidValue) {
   for (const absl::Status& s :
-       {absl::FailedPreconditionError(""), absl::AbortedError(""),
-        absl::CancelledError(""), absl::DataLossError(""), absl::DeadlineExceededError(""),
-        absl::UnauthenticatedError(""), absl::UnknownError("")}) {
+       {absl::FailedPreconditionError(""), absl::AbortedError(""), absl::CancelledError(""),
+        absl::DataLossError(""), absl::DeadlineExceededError(""), absl::UnauthenticatedError(""),
+        absl::UnknownError("")}) {
     EXPECT_EQ(FromStatus(s), cudaErrorInvalidValue) << s;
   }
 }
