@@ -58,6 +58,7 @@ enum class Backing {
 enum class ExecutorKind {
   kSimulator = 0,  ///< deterministic virtual time (the default)
   kThreads = 1,    ///< a worker thread per stream; real time, real blocking
+  kCuda = 2,       ///< the machine's CUDA devices (C: spExecutorCuda)
 };
 
 /// What destroying a runtime does with live allocations (RuntimeConfig::leak_check).
@@ -330,9 +331,16 @@ class STREAMPOOL_EXPORT Runtime {
   /// Host time now in ns (virtual with the simulator).
   uint64_t HostNow() const;
 
-  /// The embedder's native stream behind `s` (runtimes with a StreamAdapter;
-  /// kFailedPrecondition otherwise), to launch native work on.
+  /// The native stream behind `s`, to launch native work on: the CUstream of
+  /// a kCuda runtime (null for a device's legacy stream, CUDA's legacy default
+  /// stream), the embedder's stream of a StreamAdapter runtime; kUnimplemented
+  /// otherwise (C: spStreamGetNative).
   absl::StatusOr<void*> NativeStream(StreamId s);
+  /// A stream on `device` over `native`, a stream the caller made and keeps
+  /// (streampool never destroys it; DestroyStream ends its use). On a kCuda
+  /// runtime a null `native` is the device's legacy stream. kUnimplemented on
+  /// simulator and threads runtimes (C: spStreamCreateFromNative).
+  absl::StatusOr<StreamId> CreateStreamFromNative(int device, void* native);
 
   // Memory.
 

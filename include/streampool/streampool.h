@@ -47,6 +47,9 @@ typedef enum spError {
   spSuccess = 0,               /**< the call did what it says */
   spErrorInvalidValue = 1,     /**< a bad argument (null out-pointer, bad size, ...) */
   spErrorMemoryAllocation = 2, /**< out of memory (pool maxSize, device capacity, upstream) */
+  spErrorInsufficientDriver = 35, /**< spExecutorCuda: no usable CUDA driver (libcuda.so.1
+                                     missing, too old, or failing to initialize) */
+  spErrorNoDevice = 100,          /**< spExecutorCuda: the driver sees no CUDA device */
   spErrorInvalidDevice = 101,  /**< a device index out of range */
   spErrorPeerAccessUnsupported = 217,       /**< a pool or pointer of another device */
   spErrorInvalidResourceHandle = 400,       /**< a destroyed, foreign or wrong-kind handle */
@@ -92,7 +95,15 @@ typedef enum spExecutorKind {
   spExecutorSimulator = 0,
   /** A worker thread per stream: kernels sleep their duration, host functions
    * and copies run on the stream's worker, synchronize calls block. */
-  spExecutorThreads = 1
+  spExecutorThreads = 1,
+  /** The machine's CUDA devices: streams are CUstreams, events CUevents,
+   * device pools map device memory with the driver's VMM API. The driver is
+   * loaded at run time; without one spRuntimeCreate returns
+   * spErrorInsufficientDriver, without a device spErrorNoDevice. deviceCount
+   * 0 means every visible device, deviceCapacity 0 the device's total
+   * memory (a smaller value caps what the pools may map); backing, apiCallNs
+   * and copyBytesPerUs must keep their defaults. */
+  spExecutorCuda = 2
 } spExecutorKind;
 
 /** A runtime's configuration; spRuntimeConfigInit fills the defaults. */
@@ -127,7 +138,8 @@ typedef struct spRuntimeConfig {
 /** Fills the defaults. */
 SP_API void spRuntimeConfigInit(spRuntimeConfig* cfg) SP_NOEXCEPT;
 /** cfg NULL = defaults. deviceCount must be in [1, 64], deviceCapacity and
- * copyBytesPerUs non-zero. */
+ * copyBytesPerUs non-zero (spExecutorCuda: deviceCount 0 = every visible
+ * device and at most that many, deviceCapacity 0 = the device's memory). */
 SP_API spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) SP_NOEXCEPT;
 /** Frees everything the runtime owns: streams, events, pools, allocations. */
 SP_API spError_t spRuntimeDestroy(spRuntime_t rt) SP_NOEXCEPT;
@@ -158,6 +170,20 @@ SP_API spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device,
 SP_API spError_t spStreamDestroy(spStream_t s) SP_NOEXCEPT;
 /** The device's legacy default (null) stream. */
 SP_API spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) SP_NOEXCEPT;
+/** The native stream behind `s`: the CUstream of a spExecutorCuda runtime
+ * (NULL for a device's legacy stream, which is CUDA's legacy default stream),
+ * the embedder's stream of a StreamAdapter runtime. A simulator or threads
+ * runtime: spErrorNotSupported. */
+SP_API spError_t spStreamGetNative(spStream_t s, void** native) SP_NOEXCEPT;
+/** A stream of `rt` on `device` over a native stream the caller made (a
+ * CUstream of the device's primary context for spExecutorCuda; the
+ * embedder's stream for a StreamAdapter runtime). streampool never destroys
+ * the native stream: spStreamDestroy ends streampool's use of it, and the
+ * caller destroys it only after that. NULL native on a CUDA runtime is the
+ * device's legacy stream (returned as spStreamGetLegacy's handle). A simulator
+ * or threads runtime: spErrorNotSupported. */
+SP_API spError_t spStreamCreateFromNative(spStream_t* s, spRuntime_t rt, int device,
+                                          void* native) SP_NOEXCEPT;
 /** Waits until all work enqueued on s has completed (the simulator advances
  * host time to it), then makes the frees it proves complete reusable in every
  * pool and applies the pools' release thresholds. */
