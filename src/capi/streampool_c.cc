@@ -195,6 +195,10 @@ const char* spGetErrorName(spError_t e) noexcept {
       return "spErrorInvalidValue";
     case spErrorMemoryAllocation:
       return "spErrorMemoryAllocation";
+    case spErrorInsufficientDriver:
+      return "spErrorInsufficientDriver";
+    case spErrorNoDevice:
+      return "spErrorNoDevice";
     case spErrorInvalidDevice:
       return "spErrorInvalidDevice";
     case spErrorPeerAccessUnsupported:
@@ -223,6 +227,10 @@ const char* spGetErrorString(spError_t e) noexcept {
       return "an argument is NULL, out of range, or not a value this call accepts";
     case spErrorMemoryAllocation:
       return "the pool, device or upstream could not provide the memory requested";
+    case spErrorInsufficientDriver:
+      return "no usable CUDA driver: libcuda.so.1 is missing, too old or failed to initialize";
+    case spErrorNoDevice:
+      return "the CUDA driver sees no device";
     case spErrorInvalidDevice:
       return "the device index is out of range for this runtime";
     case spErrorPeerAccessUnsupported:
@@ -268,7 +276,8 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept 
       c.device_capacity = cfg->deviceCapacity;
       c.backing = static_cast<streampool::Backing>(backing);
       const int executor = streampool::internal::EnumInt(cfg->executor);
-      if (executor != spExecutorSimulator && executor != spExecutorThreads)
+      if (executor != spExecutorSimulator && executor != spExecutorThreads &&
+          executor != spExecutorCuda)
         return spErrorInvalidValue;
       c.executor = static_cast<streampool::ExecutorKind>(executor);
       c.api_call_ns = cfg->apiCallNs;
@@ -307,6 +316,28 @@ spError_t spStreamCreate(spStream_t* s, spRuntime_t rt, int device, unsigned fla
 
 spError_t spStreamDestroy(spStream_t s) noexcept {
   return RunOn<&Streams::DestroyStream>(s, Value(s));
+}
+
+spError_t spStreamGetNative(spStream_t s, void** native) noexcept {
+  return Entry([&]() -> spError_t {
+    SP_RESOLVE(r, s);
+    if (native == nullptr) return spErrorInvalidValue;
+    absl::StatusOr<void*> got = r.Run<&Streams::NativeStream>(Value(s));
+    if (!got.ok()) return ToError(got.status());
+    *native = *got;
+    return spSuccess;
+  });
+}
+
+spError_t spStreamCreateFromNative(spStream_t* s, spRuntime_t rt, int device,
+                                   void* native) noexcept {
+  return Entry([&]() -> spError_t {
+    if (InHostCallback()) return spErrorNotSupported;
+    SP_CHECK_RUNTIME_HANDLE(rt);
+    SP_RESOLVE(r, rt);
+    if (s == nullptr) return spErrorInvalidValue;
+    return SetHandle(r.Run<&Streams::CreateStreamFromNative>(device, native), s);
+  });
 }
 
 spError_t spStreamGetLegacy(spStream_t* s, spRuntime_t rt, int device) noexcept {

@@ -1,5 +1,6 @@
 #include "src/exec/adapter_executor.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -8,15 +9,51 @@
 
 namespace streampool::internal {
 
-AdapterExecutor::AdapterExecutor(std::shared_ptr<StreamAdapter> adapter)
-    : adapter_(std::move(adapter)), start_(std::chrono::steady_clock::now()) {}
+AdapterExecutor::AdapterExecutor(std::shared_ptr<StreamAdapter> adapter, NativeWork* native)
+    : adapter_(std::move(adapter)), native_(native), start_(std::chrono::steady_clock::now()) {}
 
 AdapterExecutor::~AdapterExecutor() {
   MutexLock lock(&mu_);
+  // A queued native Wait may still name a marker: every stream is
+  // synchronized before any marker goes, and streams are destroyed last.
   for (Stream& st : streams_) {
-    st.marks.clear();  // releases the markers
-    if (st.native != nullptr) adapter_->DestroyStream(st.native);
+    if (st.bound) {
+      StreamAdapter::Marker m = adapter_->Record(st.native);
+      adapter_->Synchronize(m);
+      adapter_->Release(m);
+    } else if (st.reap_pending && !st.marks.empty()) {
+      adapter_->Synchronize(st.marks.back().marker->get());
+    }
   }
+  for (Stream& st : streams_) {
+    st.marks.clear();
+    st.waited.clear();
+  }
+  for (Stream& st : streams_) DestroyNative(st);
+}
+
+void AdapterExecutor::DestroyNative(Stream& st) {
+  if (st.owned && st.native_live) adapter_->DestroyStream(st.native);
+  st.native_live = false;
+}
+
+void AdapterExecutor::Bind(StreamIndex s, StreamAdapter::NativeStream native, bool owned) {
+  if (streams_.size() <= s) streams_.resize(s + 1);
+  Stream& st = streams_[s];
+  if (st.reap_pending) {
+    st.marks.clear();
+    st.waited.clear();
+    st.reap_pending = false;
+    --removed_count_;
+  }
+  DestroyNative(st);
+  // Positions continue: the new incarnation's are all past the old one's.
+  if (st.completed == kRemovedMark) st.completed = st.last;
+  st.native = native;
+  st.native_live = true;
+  st.bound = true;
+  st.owned = owned;
+  st.removed = false;
 }
 
 absl::Status AdapterExecutor::BindStream(StreamIndex s, int device, bool legacy,
@@ -25,77 +62,167 @@ absl::Status AdapterExecutor::BindStream(StreamIndex s, int device, bool legacy,
       adapter_->CreateStream(device, legacy, non_blocking);
   if (!native.ok()) return native.status();
   MutexLock lock(&mu_);
-  if (streams_.size() <= s) streams_.resize(s + 1);
-  streams_[s].native = *native;
+  Bind(s, *native, /*owned=*/true);
   return absl::OkStatus();
+}
+
+void AdapterExecutor::BindAdopted(StreamIndex s, StreamAdapter::NativeStream native) {
+  MutexLock lock(&mu_);
+  Bind(s, native, /*owned=*/false);
 }
 
 StreamAdapter::NativeStream AdapterExecutor::native(StreamIndex s) {
   MutexLock lock(&mu_);
-  return s < streams_.size() ? streams_[s].native : nullptr;
+  return s < streams_.size() && streams_[s].bound ? streams_[s].native : nullptr;
 }
 
-AdapterExecutor::Mark AdapterExecutor::NewMark(Stream& st, Position p) {
-  return Mark{p, std::make_shared<MarkerRef>(adapter_.get(), adapter_->Record(st.native))};
+void AdapterExecutor::RemoveStream(StreamIndex s) {
+  MutexLock lock(&mu_);
+  if (s >= streams_.size() || !streams_[s].bound) return;
+  Stream& st = streams_[s];
+  // The last use of the native stream: a marker after everything enqueued on
+  // it, points included (none can be added now). The embedder may destroy an
+  // adopted stream as soon as this returns; markers outlive their stream.
+  ++marker_calls_;
+  st.marks.push_back(Mark{kRemovedMark, std::make_shared<MarkerRef>(
+                                            adapter_.get(), adapter_->Record(st.native))});
+  st.bound = false;
+  st.removed = true;
+  st.reap_pending = true;
+  ++removed_count_;
+  ReapRemoved();
+}
+
+void AdapterExecutor::ReapRemoved() {
+  if (removed_count_ == 0) return;
+  for (Stream& st : streams_) {
+    if (!st.reap_pending) continue;
+    Poll(st);
+    if (!st.marks.empty() || !st.waited.empty()) continue;
+    DestroyNative(st);
+    st.reap_pending = false;
+    --removed_count_;
+  }
 }
 
 void AdapterExecutor::Poll(Stream& st) {
-  while (!st.marks.empty() && adapter_->Done(st.marks.front().marker->get())) {
-    st.completed = st.marks.front().position;
+  while (!st.marks.empty()) {
+    ++marker_calls_;
+    if (!adapter_->Done(st.marks.front().marker->get())) break;
+    st.completed = std::max(st.completed, st.marks.front().position);
     st.marks.pop_front();
   }
+  // A wait enqueued at position w is behind the stream once w is reached.
+  while (!st.waited.empty() && st.waited.front().position <= st.completed) st.waited.pop_front();
 }
 
-std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerAtOrBefore(StreamIndex s,
-                                                                              Position p) {
+std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerCovering(StreamIndex s,
+                                                                            Position p) {
   Stream& st = streams_[s];
   Poll(st);
   if (p <= st.completed) return nullptr;
-  // Every op is marked, and positions skip points that are not ops: the last
-  // op at or before p stands for p (none left: p is complete).
-  std::shared_ptr<MarkerRef> found;
   for (const Mark& m : st.marks) {
-    if (m.position > p) break;
-    found = m.marker;
+    if (m.position >= p) return m.marker;
   }
-  return found;
+  // Not bound and not removed: a slot never used holds no work.
+  if (!st.bound) return nullptr;
+  // No marker covers p yet: one recorded now is reached only after
+  // everything enqueued so far, p and every point told of before included.
+  const Position at = std::max(p, st.last);
+  st.last = at;
+  ++marker_calls_;
+  auto ref = std::make_shared<MarkerRef>(adapter_.get(), adapter_->Record(st.native));
+  st.marks.push_back(Mark{at, ref});
+  return ref;
 }
 
 TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   MutexLock lock(&mu_);
-  SP_CHECK(s < streams_.size() && streams_[s].native != nullptr);
-  Stream& st = streams_[s];
-  SP_CHECK(position > st.last);
+  SP_CHECK(s < streams_.size() && streams_[s].bound);
+  SP_CHECK(position > streams_[s].last);
   auto wait_on = [&](StreamIndex ws, Position wp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (ws == s) return;
-    if (std::shared_ptr<MarkerRef> m = MarkerAtOrBefore(ws, wp))
-      adapter_->Wait(st.native, m->get());
+    if (ws == s || ws >= streams_.size()) return;
+    std::shared_ptr<MarkerRef> m = MarkerCovering(ws, wp);
+    if (m == nullptr) return;
+    ++marker_calls_;
+    adapter_->Wait(streams_[s].native, m->get());
+    streams_[s].waited.push_back(Mark{position, std::move(m)});
   };
   if (op.wait_stream != kNoStream) wait_on(op.wait_stream, op.wait_position);
-  for (const auto& [ws, wp] : op.implicit_waits) wait_on(ws, wp);
+  // A real device runtime orders its legacy stream itself.
+  if (native_ == nullptr) {
+    for (const auto& [ws, wp] : op.implicit_waits) wait_on(ws, wp);
+  }
+  Stream& st = streams_[s];
   st.last = position;
-  st.marks.push_back(NewMark(st, position));
-  if (op.effect) effects_.push_back(Effect{s, position, std::move(op.effect)});
+  if (op.kind == OpKind::kRecord) {
+    // Waits and queries name an event's record: it is marked now.
+    ++marker_calls_;
+    StreamAdapter::Marker m =
+        native_ != nullptr ? native_->RecordTimed(st.native) : adapter_->Record(st.native);
+    st.marks.push_back(Mark{position, std::make_shared<MarkerRef>(adapter_.get(), m)});
+  }
+  // Native work runs its own effects (host functions on the driver's thread);
+  // an adapter's host functions run when the host observes them reached.
+  if (op.effect && native_ == nullptr) {
+    effects_.push_back(Effect{s, position, std::move(op.effect)});
+  }
   return 0;
 }
 
 Position AdapterExecutor::CompletedPosition(StreamIndex s) {
   MutexLock lock(&mu_);
+  if (s >= streams_.size()) return 0;
   Stream& st = streams_[s];
   Poll(st);
-  return st.marks.empty() ? st.last : st.marks.front().position - 1;
+  return st.completed;
+}
+
+Position AdapterExecutor::ObserveThrough(StreamIndex s, Position p) {
+  MutexLock lock(&mu_);
+  if (s >= streams_.size()) return 0;
+  MarkerCovering(s, p);
+  Stream& st = streams_[s];
+  Poll(st);
+  return st.completed;
 }
 
 void AdapterExecutor::WaitFor(StreamIndex s, Position position) {
   std::shared_ptr<MarkerRef> m;
   {
     MutexLock lock(&mu_);
-    m = MarkerAtOrBefore(s, position);
+    if (s >= streams_.size()) return;
+    m = MarkerCovering(s, position);
   }
   // Blocks outside our lock, holding a reference to the marker.
   if (m != nullptr) adapter_->Synchronize(m->get());
   MutexLock lock(&mu_);
-  Poll(streams_[s]);
+  Stream& st = streams_[s];
+  Poll(st);
+  ReapRemoved();
+}
+
+std::shared_ptr<void> AdapterExecutor::RecordMarker(StreamIndex s, Position position) {
+  MutexLock lock(&mu_);
+  if (native_ == nullptr || s >= streams_.size()) return nullptr;
+  for (const Mark& m : streams_[s].marks) {
+    if (m.position == position) return m.marker;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<float> AdapterExecutor::ElapsedMs(const std::shared_ptr<void>& start,
+                                                 const std::shared_ptr<void>& end) {
+  if (native_ == nullptr || start == nullptr || end == nullptr) {
+    return absl::NotFoundError("elapsed time needs both records' timed markers");
+  }
+  return native_->ElapsedMs(static_cast<MarkerRef*>(start.get())->get(),
+                            static_cast<MarkerRef*>(end.get())->get());
+}
+
+uint64_t AdapterExecutor::marker_calls() const {
+  MutexLock lock(&mu_);
+  return marker_calls_;
 }
 
 TimeNs AdapterExecutor::Now() const {
@@ -113,11 +240,18 @@ void AdapterExecutor::RunDueEffects() {
     for (Stream& st : streams_) Poll(st);
     // Host functions run in enqueue order once their op is reached; one not
     // yet reached holds back those enqueued after it, as on a stream.
-    while (!effects_.empty() &&
-           effects_.front().position <= streams_[effects_.front().stream].completed) {
+    while (!effects_.empty()) {
+      const StreamIndex s = effects_.front().stream;
+      if (effects_.front().position > streams_[s].completed) {
+        // Nothing may have marked it yet: one marker tells.
+        MarkerCovering(s, effects_.front().position);
+        Poll(streams_[s]);
+        if (effects_.front().position > streams_[s].completed) break;
+      }
       due.push_back(std::move(effects_.front().fn));
       effects_.pop_front();
     }
+    ReapRemoved();
   }
   for (auto& fn : due) fn();
 }

@@ -59,6 +59,7 @@ constexpr NamedValue<Backing> kBackingAliases[] = {
 constexpr NamedValue<ExecutorKind> kExecutors[] = {
     {ExecutorKind::kSimulator, "simulator"},
     {ExecutorKind::kThreads, "threads"},
+    {ExecutorKind::kCuda, "cuda"},
 };
 
 constexpr NamedValue<CheckKind> kCheckKinds[] = {

@@ -66,6 +66,9 @@ absl::StatusOr<uint64_t> Events::CreateEvent(unsigned flags) {
   }
   EventRec rec{};  // {} zeroes the clock's inline storage, which the move below copies
   rec.flags = flags;
+  if ((flags & kEventInterprocess) != 0 && c_.cuda != nullptr) {
+    return absl::UnimplementedError("interprocess events are not supported on a CUDA runtime");
+  }
   if ((flags & kEventInterprocess) != 0) {
     absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Create();
     if (!seg.ok()) return seg.status();
@@ -118,6 +121,7 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
   r.stream = idx;
   r.position = p;
   r.end = end;
+  if (c_.native != nullptr) r.native_marker = c_.adapter->RecordMarker(idx, p);
   r.snapshot = c_.ordering.clock(idx);
   return absl::OkStatus();
 }
@@ -177,6 +181,7 @@ absl::StatusOr<float> Events::EventElapsedMs(uint64_t start, uint64_t end) {
       c_.executor->CompletedPosition((*b)->stream) < (*b)->position) {
     return absl::UnavailableError("event's record has not completed");
   }
+  if (c_.native != nullptr) return c_.adapter->ElapsedMs((*a)->native_marker, (*b)->native_marker);
   // A record at kTimeNever stands for a time past representable time (its
   // stream's end saturated): its true time is unknown, so any difference
   // reported would be made up.

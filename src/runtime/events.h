@@ -49,6 +49,8 @@ class Events {
     // record is another's, queries and waits go by the shared counters.
     std::shared_ptr<IpcEventSegment> ipc;
     uint64_t ipc_seq = 0;
+    // A CUDA runtime's latest record: its timed CUevent (EventElapsedMs).
+    std::shared_ptr<void> native_marker;
   };
   absl::StatusOr<EventRec*> FindEvent(uint64_t h);
   // The shared record number an interprocess event's queries and waits must

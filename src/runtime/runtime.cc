@@ -169,6 +169,9 @@ uint64_t Runtime::HostNow() const { return impl_->HostNow(); }
 absl::StatusOr<void*> Runtime::NativeStream(StreamId s) {
   return Call<&Streams::NativeStream>(*impl_, s.value);
 }
+absl::StatusOr<StreamId> Runtime::CreateStreamFromNative(int device, void* native) {
+  return Call<StreamId, &Streams::CreateStreamFromNative>(*impl_, device, native);
+}
 absl::StatusOr<AllocInfo> Runtime::MallocAsync(uint64_t size, StreamId s) {
   return internal::Guarded(
       [&]() -> absl::StatusOr<AllocInfo> { return impl_->MallocAsync(size, 0, s.value); });

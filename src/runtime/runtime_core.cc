@@ -164,13 +164,8 @@ Position RuntimeCore::EnqueueOp(StreamIndex s, OpDesc op) {
 }
 
 Position RuntimeCore::AdvancePoint(StreamIndex s, OpKind kind) {
-  if (adapter != nullptr) {
-    // An embedder's native stream runs work we never saw: only a native
-    // marker tells when the stream has reached the point.
-    OpDesc marker;
-    marker.kind = kind;
-    return EnqueueOp(s, std::move(marker));
-  }
+  // An adapter's stream runs native work we never saw; it learns where the
+  // stream is by a marker when someone asks (AdapterExecutor), not here.
   Position p;
   {
     SpinLockHolder lock(&ordering.stream_lock(s));
@@ -181,6 +176,7 @@ Position RuntimeCore::AdvancePoint(StreamIndex s, OpKind kind) {
 }
 
 Position RuntimeCore::ExecutedThrough(StreamIndex s) {
+  if (adapter != nullptr) return std::min(adapter->ObserveThrough(s, ordering.pos(s)), ordering.pos(s));
   const Position c = executor->CompletedPosition(s);
   const Position last = s < last_op.size() ? last_op[s] : 0;
   return c >= last ? ordering.pos(s) : c;
@@ -220,9 +216,9 @@ TimeNs RuntimeCore::SimLastEnd(StreamIndex s) const {
 
 void RuntimeCore::UpdateFastPath() {
   // What the fast path skips: the checker's and the timeline's records, the
-  // simulated cost of a call, and the native marker an adapter's points need.
+  // simulated cost of a call. (An adapter's points need no marker.)
   const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
-                  adapter == nullptr && (sim == nullptr || !sim->record_timeline());
+                  (sim == nullptr || !sim->record_timeline());
   fast_path.store(on, std::memory_order_release);
   InvalidateLookups();
 }

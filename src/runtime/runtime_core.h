@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/exec/adapter_executor.h"
+#include "src/exec/cuda_executor.h"
 #include "src/exec/thread_executor.h"
 #include "src/memory/memfd_memory.h"
 #include "src/memory/page_backing.h"
@@ -61,6 +62,9 @@ struct RuntimeCore {
   struct Device {
     std::unique_ptr<DeviceBudget> budget;
     std::unique_ptr<HugePageBudget> huge_budget;
+    // A CUDA runtime's device memory (VMM reservations, cuMemAlloc chunks);
+    // null elsewhere, where `upstream` serves every device.
+    std::shared_ptr<PhysicalMemory> native_memory;
     uint64_t legacy_stream = 0;  // handle
     uint64_t default_pool = 0;   // handle
     // Written under the lock, read lock-free by the fast path.
@@ -120,7 +124,9 @@ struct RuntimeCore {
   // pos(s) once the last op is, since the points after it complete with it.
   Position ExecutedThrough(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
   // The op a wait for (s, p) waits for: the last op at or before p (0: none).
+  // (An adapter marks points itself: there the point is what is waited for.)
   Position OpAtOrBefore(StreamIndex s, Position p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu) {
+    if (adapter != nullptr) return p;
     return s < last_op.size() ? std::min(p, last_op[s]) : 0;
   }
   // The end time of the op last enqueued on s, when time is virtual.
@@ -220,6 +226,16 @@ struct RuntimeCore {
   }
   // What Device pools and Malloc map (host pages or address space only).
   std::shared_ptr<PhysicalMemory> upstream;
+  // Device pools' and Malloc's memory on `device`.
+  PhysicalMemory& DeviceMemory(int device) {
+    return devices[device].native_memory ? *devices[device].native_memory : *upstream;
+  }
+  // A CUDA runtime's driver (its streams, events, memory); else null. The
+  // native work it runs is reached through `native`.
+  std::shared_ptr<CudaDriver> cuda;
+  NativeWork* native = nullptr;
+  // A CUDA runtime's page-locked host memory (PinnedHost pools, MallocHost).
+  std::shared_ptr<PhysicalMemory> pinned_memory;
   // Pinned host pools' bytes: bounded only by their maxSize and the system.
   DeviceBudget host_budget{UINT64_MAX};
   std::atomic<bool> fast_path{false};

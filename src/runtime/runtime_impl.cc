@@ -52,8 +52,38 @@ void RuntimeImpl::RecordFromEnv() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeConfig& config,
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeConfig& given,
                                                                  Process& process) {
+  RuntimeConfig config = given;
+  std::shared_ptr<CudaDriver> cuda;
+  if (config.executor == ExecutorKind::kCuda && config.adapter == nullptr) {
+    // The arguments first: a bad one is refused the same with or without a
+    // driver, and costs no dlopen.
+    const RuntimeConfig defaults;
+    if (config.device_count < 0 || config.device_count > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("deviceCount must be in [0, 64] on a CUDA runtime, got ",
+                       config.device_count));
+    }
+    if (config.backing != defaults.backing) {
+      return absl::InvalidArgumentError("backing does not apply to a CUDA runtime");
+    }
+    if (config.copy_bytes_per_us != defaults.copy_bytes_per_us) {
+      return absl::InvalidArgumentError("copyBytesPerUs does not apply to a CUDA runtime");
+    }
+    if (config.api_call_ns != defaults.api_call_ns) {
+      return absl::InvalidArgumentError("apiCallNs does not apply to a CUDA runtime");
+    }
+    absl::StatusOr<std::shared_ptr<CudaDriver>> driver = CudaDriver::Open(config.device_count);
+    if (!driver.ok()) return driver.status();
+    cuda = *std::move(driver);
+    config.device_count = cuda->device_count();
+    // The smallest device's memory where they differ: one capacity for all.
+    uint64_t total = UINT64_MAX;
+    for (int d = 0; d < cuda->device_count(); ++d) total = std::min(total, cuda->total_memory(d));
+    config.device_capacity =
+        config.device_capacity == 0 ? total : std::min(config.device_capacity, total);
+  }
   if (config.device_count < 1 || config.device_count > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("deviceCount must be in [1, 64], got ", config.device_count));
@@ -67,12 +97,14 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
   if (config.backing != Backing::kHost && config.backing != Backing::kAddressOnly) {
     return absl::InvalidArgumentError("unknown backing");
   }
-  if (config.executor != ExecutorKind::kSimulator && config.executor != ExecutorKind::kThreads) {
+  if (config.executor != ExecutorKind::kSimulator && config.executor != ExecutorKind::kThreads &&
+      config.executor != ExecutorKind::kCuda) {
     return absl::InvalidArgumentError("unknown executor");
   }
   const uint32_t id = process.registry().NextRuntimeId();
   if (id == 0) return absl::ResourceExhaustedError("runtime ids exhausted");
   std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id, process));
+  rt->core_.cuda = std::move(cuda);
   {
     MutexLock lock(&rt->mu_);
     absl::Status s = rt->Init();
@@ -91,7 +123,12 @@ absl::Status RuntimeImpl::Init() {
   const RuntimeConfig& config = c.config;
   {
     MutexLock order_lock(&c.order_mu);
-    if (config.adapter != nullptr) {
+    if (c.cuda != nullptr) {
+      auto adapter = std::make_unique<AdapterExecutor>(c.cuda, c.cuda.get());
+      c.adapter = adapter.get();
+      c.native = c.cuda.get();
+      c.executor = std::move(adapter);
+    } else if (config.adapter != nullptr) {
       auto adapter = std::make_unique<AdapterExecutor>(config.adapter);
       c.adapter = adapter.get();
       c.executor = std::move(adapter);
@@ -107,6 +144,7 @@ absl::Status RuntimeImpl::Init() {
   }
   c.upstream =
       c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory());
+  if (c.cuda != nullptr) c.pinned_memory = c.Registering(c.cuda->NewPinnedHostMemory());
   if (config.check_stream_order) c.checker = std::make_unique<StreamOrderChecker>();
   if (const char* env = std::getenv("STREAMPOOL_CHECK_STREAM_ORDER")) {
     const std::string mode = env;
@@ -118,6 +156,7 @@ absl::Status RuntimeImpl::Init() {
     RuntimeCore::Device& dev = c.devices[d];
     dev.budget = std::make_unique<DeviceBudget>(config.device_capacity);
     dev.huge_budget = std::make_unique<HugePageBudget>();
+    if (c.cuda != nullptr) dev.native_memory = c.Registering(c.cuda->NewDeviceMemory(d));
     StreamIndex legacy;
     {
       MutexLock order_lock(&c.order_mu);

@@ -16,6 +16,26 @@ using StreamRec = RuntimeCore::StreamRec;
 constexpr size_t kMaxStreamsPerRuntime = 1 << 16;
 
 absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
+  return NewStream(device, non_blocking, /*adopt=*/false, nullptr);
+}
+
+absl::StatusOr<uint64_t> Streams::CreateStreamFromNative(int device, void* native) {
+  if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
+  {
+    MutexLock order_lock(&c_.order_mu);
+    if (c_.adapter == nullptr) {
+      return absl::UnimplementedError(
+          "only CUDA and StreamAdapter runtimes have native streams to adopt");
+    }
+  }
+  // CUDA's NULL stream is the device's legacy stream, which exists already.
+  if (native == nullptr && c_.cuda != nullptr) return c_.devices[device].legacy_stream;
+  if (native == nullptr) return absl::InvalidArgumentError("NULL native stream");
+  return NewStream(device, /*non_blocking=*/true, /*adopt=*/true, native);
+}
+
+absl::StatusOr<uint64_t> Streams::NewStream(int device, bool non_blocking, bool adopt,
+                                            void* native) {
   if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
   if (!c_.streams.HasRoom()) {
     return absl::ResourceExhaustedError("this runtime's stream handles are used up");
@@ -29,7 +49,17 @@ absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
     return absl::ResourceExhaustedError(
         "too many streams alive (or destroyed with work not yet proven complete) in this runtime");
   }
-  if (c_.adapter != nullptr) {
+  if (adopt && c_.native != nullptr) {
+    // The driver says what the stream is (and whether it orders with the
+    // legacy stream); an embedder's adapter cannot, so its adopted streams
+    // are taken as non-blocking: no order is assumed that may not exist.
+    absl::StatusOr<StreamAdapter::NativeStream> wrapped =
+        c_.native->Adopt(device, native, &non_blocking);
+    if (!wrapped.ok()) return wrapped.status();
+    c_.adapter->BindAdopted(idx, *wrapped);
+  } else if (adopt) {
+    c_.adapter->BindAdopted(idx, native);
+  } else if (c_.adapter != nullptr) {
     // The native stream first: if the embedder cannot make one, nothing changes.
     absl::Status bound = c_.adapter->BindStream(idx, device, /*legacy=*/false, non_blocking);
     if (!bound.ok()) return bound;
@@ -66,8 +96,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   c_.ChargeCall();
   // Enqueued work still completes and pending frees stay valid; the slot is
   // reused once that work is complete and no pool holds those frees
-  // (RecycleSlots). An embedder's native streams
-  // (adapter) and a recorded timeline name streams by slot for the
+  // (RecycleSlots). A recorded timeline names streams by slot for the
   // runtime's life, so there slots are never reused.
   const StreamIndex idx = (*rec)->index;
   c_.stream_handles[idx] = 0;
@@ -80,7 +109,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
     pool.RetireCache(idx);
   });
   MutexLock order_lock(&c_.order_mu);
-  if (c_.adapter == nullptr && (c_.sim == nullptr || !c_.sim->record_timeline())) {
+  if (c_.sim == nullptr || !c_.sim->record_timeline()) {
     c_.ordering.RetireStream(idx);
     retired_slots_.push_back(idx);
   }
@@ -182,9 +211,10 @@ absl::StatusOr<void*> Streams::NativeStream(uint64_t s) {
   if (!rec.ok()) return rec.status();
   MutexLock order_lock(&c_.order_mu);
   if (c_.adapter == nullptr) {
-    return absl::FailedPreconditionError("the runtime has no stream adapter");
+    return absl::UnimplementedError("simulator and threads runtimes have no native streams");
   }
-  return c_.adapter->native((*rec)->index);
+  StreamAdapter::NativeStream native = c_.adapter->native((*rec)->index);
+  return c_.native != nullptr ? c_.native->UserStream(native) : native;
 }
 
 absl::StatusOr<StreamIndex> Streams::StreamIndexOf(uint64_t s) {

@@ -25,6 +25,7 @@ class Streams {
   Streams& operator=(const Streams&) = delete;
 
   absl::StatusOr<uint64_t> CreateStream(int device, bool non_blocking);
+  absl::StatusOr<uint64_t> CreateStreamFromNative(int device, void* native);
   absl::Status DestroyStream(uint64_t s);
   absl::StatusOr<uint64_t> LegacyStream(int device);
   absl::Status StreamSynchronize(uint64_t s);
@@ -37,6 +38,7 @@ class Streams {
   // Whether a destroyed stream's slot has no work running and no free
   // pending in any pool; and handing such slots back to the ordering core.
   bool SlotIdle(StreamIndex s);
+  absl::StatusOr<uint64_t> NewStream(int device, bool non_blocking, bool adopt, void* native);
   void RecycleSlots();
 
   RuntimeCore& c_;

@@ -58,12 +58,25 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
     }
   }
   MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  const StreamIndex idx = (*rec)->index;
   OpDesc op;
   op.kind = OpKind::kKernel;
   op.duration_ns = duration_ns;
   if (body) op.effect = AsHostCallback(std::move(body));
-  const StreamIndex idx = (*rec)->index;
+  if (c_.native != nullptr) {
+    // On a real device the kernel is the wait kernel; a body (an emulated
+    // kernel of a face) runs on the host in stream order, after it.
+    if (absl::Status st = c_.native->Kernel(c_.adapter->native(idx), duration_ns); !st.ok()) {
+      return st;
+    }
+    if (op.effect) {
+      if (absl::Status st = c_.native->HostFunc(c_.adapter->native(idx), std::move(op.effect));
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  c_.ChargeCallLocked();
   const Position p = c_.EnqueueOp(idx, std::move(op));
   if (c_.checker) {
     for (const Access& a : accesses) {
@@ -80,10 +93,17 @@ absl::Status Work::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
   MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kHostFunc;
   op.effect = AsHostCallback(std::move(fn));
+  if (c_.native != nullptr) {
+    if (absl::Status st =
+            c_.native->HostFunc(c_.adapter->native((*rec)->index), std::move(op.effect));
+        !st.ok()) {
+      return st;
+    }
+  }
+  c_.ChargeCallLocked();
   c_.EnqueueOp((*rec)->index, std::move(op));
   return absl::OkStatus();
 }
@@ -104,7 +124,14 @@ absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint6
   OpDesc op;
   op.kind = OpKind::kCopy;
   op.duration_ns = TransferNs(bytes);
-  op.effect = MemoryEffect(dst, src, 0, bytes);
+  if (c_.native != nullptr) {
+    if (absl::Status st = c_.native->Copy(c_.adapter->native((*rec)->index), dst, src, bytes);
+        !st.ok()) {
+      return st;
+    }
+  } else {
+    op.effect = MemoryEffect(dst, src, 0, bytes);
+  }
   const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, src, bytes, /*write=*/false);
   CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
@@ -126,7 +153,14 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
   OpDesc op;
   op.kind = OpKind::kFill;
   op.duration_ns = TransferNs(bytes);
-  op.effect = MemoryEffect(dst, nullptr, value, bytes);
+  if (c_.native != nullptr) {
+    if (absl::Status st = c_.native->Fill(c_.adapter->native((*rec)->index), dst, value, bytes);
+        !st.ok()) {
+      return st;
+    }
+  } else {
+    op.effect = MemoryEffect(dst, nullptr, value, bytes);
+  }
   const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
   return absl::OkStatus();
