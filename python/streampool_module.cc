@@ -388,6 +388,16 @@ class PyRuntime {
   Stream LegacyStream(int device) {
     return Stream{st_, Check(rt().LegacyStream(device)), device, false, true};
   }
+  // A stream over a native one the caller made (a CUstream as an int); 0 on
+  // a CUDA runtime is the device's legacy stream.
+  Stream AdoptStream(uintptr_t native, int device) {
+    const StreamId id = Check(rt().CreateStreamFromNative(device, reinterpret_cast<void*>(native)));
+    const bool legacy = native == 0;
+    return Stream{st_, id, device, !legacy, legacy};
+  }
+  uintptr_t NativeStream(const Stream& s) {
+    return reinterpret_cast<uintptr_t>(Check(rt().NativeStream(s.id)));
+  }
   Event CreateEvent(bool disable_timing, bool interprocess) {
     unsigned flags =
         (disable_timing ? kEventDisableTiming : 0) | (interprocess ? kEventInterprocess : 0);
@@ -917,6 +927,12 @@ void Bind(py::module_& m) {
       .def("create_stream", &PyRuntime::CreateStream, py::kw_only(), py::arg("device") = 0,
            py::arg("non_blocking") = false)
       .def("legacy_stream", &PyRuntime::LegacyStream, py::kw_only(), py::arg("device") = 0)
+      .def("adopt_stream", &PyRuntime::AdoptStream, py::arg("native"), py::kw_only(),
+           py::arg("device") = 0,
+           "A stream over a native stream the caller made and keeps (a CUstream's value "
+           "on executor='cuda', e.g. torch.cuda.Stream().cuda_stream; 0 is the legacy stream).")
+      .def("native_stream", &PyRuntime::NativeStream, py::arg("stream"),
+           "The native stream behind a stream (the CUstream's value on executor='cuda').")
       .def("create_event", &PyRuntime::CreateEvent, py::kw_only(),
            py::arg("disable_timing") = false, py::arg("interprocess") = false)
       .def("default_pool", &PyRuntime::DefaultPool, py::kw_only(), py::arg("device") = 0)
