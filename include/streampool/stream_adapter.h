@@ -16,7 +16,30 @@
 /// order its streams (Runtime::RecordEvent / StreamWaitEvent record and wait
 /// natively too), so the pools' reuse policies see the same dependencies the
 /// native runtime enforces. Host functions enqueued through streampool run on
-/// the host when a synchronize or query observes them complete.
+/// the host when a synchronize or query observes them complete;
+/// Runtime::LaunchKernel declares the kernel's accesses to the checker and
+/// runs nothing (the embedder's kernels are its own), and Runtime::HostAdvance
+/// sleeps. A stream the embedder made is adopted with
+/// Runtime::CreateStreamFromNative (taken as non-blocking: streampool assumes
+/// no order with the legacy stream that the embedder's runtime may not keep).
+/// The CUDA executor (ExecutorKind::kCuda) is this interface over CUstreams and
+/// CUevents, plus the work it launches itself.
+///
+/// When streampool calls the adapter: a marker is recorded only when someone
+/// must learn where a stream is (an event record, a wait on a free no marker
+/// covers yet, a query, a synchronize, the observation of reuse rule 3, a
+/// stream's destruction); allocations and frees on one stream make no call.
+///
+/// Marker lifetime: Release(marker) comes only after Done(marker) returned
+/// true or Synchronize(marker) returned, and after every stream that Waited on
+/// the marker was seen past that wait (a later marker of it reached); at
+/// runtime destruction, after every stream was synchronized. An adapter may
+/// free its marker in Release.
+///
+/// Stream lifetime: DestroyStream comes once the streampool stream is
+/// destroyed and the marker recorded at its destruction was reached (or at
+/// runtime destruction), never for an adopted stream. After the streampool
+/// stream is destroyed no call names its native stream again.
 ///
 /// Every method may be called from any host thread, never concurrently for the
 /// same marker, and never while the caller holds a lock of the adapter's.
