@@ -7,7 +7,9 @@
 // of MallocAsync and FreeAsync calls (wall clock); and, when the trace header
 // has PyTorch's figures, the comparison with them (see src/replay/report.h).
 // --min-capacity and --policy-report search the smallest device instead
-// (src/replay/capacity.h, src/replay/policy_report.h).
+// (src/replay/capacity.h, src/replay/policy_report.h); --compare-executor
+// replays on the simulator and a real executor and compares their decisions
+// (src/replay/executor_compare.h).
 #include "src/replay/replay.h"
 
 #include <unistd.h>
@@ -16,17 +18,20 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "src/pool/names.h"
 #include "src/replay/capacity.h"
+#include "src/replay/executor_compare.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/report.h"
 #include "src/replay/rmm_model.h"
@@ -63,6 +68,10 @@ bool AbslParseFlag(absl::string_view text, Backing* backing, std::string* error)
   return ParseEnumFlag(text, backing, error);
 }
 std::string AbslUnparseFlag(Backing backing) { return internal::EnumName(backing); }
+bool AbslParseFlag(absl::string_view text, ExecutorKind* executor, std::string* error) {
+  return ParseEnumFlag(text, executor, error);
+}
+std::string AbslUnparseFlag(ExecutorKind executor) { return internal::EnumName(executor); }
 
 }  // namespace streampool
 
@@ -169,6 +178,27 @@ std::string AbslUnparseFlag(const ThresholdsFlag& flag) {
   });
 }
 
+// --compare-executor: a real-time executor, or none (the flag's default).
+struct CompareExecutorFlag {
+  std::optional<streampool::ExecutorKind> executor;
+};
+bool AbslParseFlag(absl::string_view text, CompareExecutorFlag* flag, std::string* error) {
+  flag->executor.reset();
+  if (text.empty()) return true;
+  absl::StatusOr<streampool::ExecutorKind> e =
+      streampool::internal::ParseEnumNameOrError<streampool::ExecutorKind>(text);
+  if (!e.ok()) return Fail(e.status(), error);
+  if (*e == streampool::ExecutorKind::kSimulator) {
+    *error = "--compare-executor compares the simulator with threads or cuda";
+    return false;
+  }
+  flag->executor = *e;
+  return true;
+}
+std::string AbslUnparseFlag(const CompareExecutorFlag& flag) {
+  return flag.executor ? streampool::internal::EnumName(*flag.executor) : "";
+}
+
 // --growth: growth modes.
 struct GrowthsFlag {
   std::vector<streampool::PoolGrowth> growths;
@@ -232,6 +262,18 @@ ABSL_FLAG(BytesFlag, capacity, BytesFlag{80 * rp::kGiB},
           "--policy-report, the capacity of the unconstrained run the search starts from. "
           "Given, it holds for a recording replayed at its own settings too (else the "
           "recording's capacity does)");
+ABSL_FLAG(streampool::ExecutorKind, executor, streampool::ExecutorKind::kSimulator,
+          "how the replay's streams run: simulator (virtual time: every replay decides the "
+          "same), threads (a worker thread per stream; kernels and advances take their time) or "
+          "cuda (the machine's GPU: kernels run on it for their duration, pools map device "
+          "memory; --backing does not apply). Real-time replays are reported, not verified");
+ABSL_FLAG(CompareExecutorFlag, compare_executor, CompareExecutorFlag{},
+          "threads or cuda: replay each trace on the simulator and on that executor and "
+          "report, per trace and setting, how many allocation decisions (rule, pool, chunk, "
+          "offset) are equal, the first that differs with both decisions, and whether every "
+          "decision before the first one rule 3 (observation) took on either side equals the "
+          "simulator's. A trace the machine cannot run (no CUDA driver or device) is reported "
+          "as skipped; also spelled --compare-executor");
 ABSL_FLAG(bool, check, true,
           "the stream-order checker (--nocheck or --no-check turns it off); its lookup is part "
           "of the measured host cost. Capacity searches run without it");
@@ -287,6 +329,11 @@ constexpr char kUsage[] =
     "models of PyTorch's caching allocator and RMM's pool, and CUDA's defaults.\n"
     "--validate-torch compares the PyTorch model with a trace's own segment history.\n"
     "\n"
+    "--executor=threads|cuda replays in real time instead of virtual time, and\n"
+    "--compare-executor=threads|cuda replays each trace both ways and compares the\n"
+    "pool's decisions, the first that differs and whether all before the first\n"
+    "observation-dependent one (rule 3) agree.\n"
+    "\n"
     "Exit status: 0 on success, 1 when a trace is malformed or a replay fails, 2 on a\n"
     "bad command line, 3 when --verify finds a decision the replay took otherwise.\n"
     "Out-of-memory allocations are results, not errors.\n"
@@ -296,7 +343,8 @@ constexpr char kUsage[] =
     "  streampool-replay --policy-report --svg lab.svg traces/lab/*.trace\n"
     "  streampool-replay --verify traces/lab/server.trace\n"
     "  streampool-replay --allocator=all --min-capacity traces/lab/*.trace\n"
-    "  streampool-replay --validate-torch traces/*.trace";
+    "  streampool-replay --validate-torch traces/*.trace\n"
+    "  streampool-replay --compare-executor=cuda traces/lab/*.trace";
 
 const streampool::tools::CommandLine kCommandLine = {
     .program = "streampool-replay",
@@ -309,7 +357,8 @@ const streampool::tools::CommandLine kCommandLine = {
                 {"--torch-conf", "--torch_conf"},
                 {"--rmm-initial", "--rmm_initial"},
                 {"--rmm-max", "--rmm_max"},
-                {"--validate-torch", "--validate_torch"}},
+                {"--validate-torch", "--validate_torch"},
+                {"--compare-executor", "--compare_executor"}},
 };
 
 // A progress bar on stderr, drawn only when stderr is a terminal, so that
@@ -371,11 +420,28 @@ int Search(const std::vector<rp::Trace>& traces, const std::vector<rp::ReplaySet
   return 0;
 }
 
+// The command line with each alias also spelled with its value attached
+// ("--compare-executor=cuda"), which the shared parser matches only alone.
+std::vector<std::string> WithAttachedAliases(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    for (const auto& [alias, flag] : kCommandLine.aliases) {
+      if (absl::StartsWith(args[i], absl::StrCat(alias, "="))) {
+        args[i] = absl::StrCat(flag, args[i].substr(alias.size()));
+      }
+    }
+  }
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> files =
-      streampool::tools::ParseCommandLine(argc, argv, kCommandLine);
+  std::vector<std::string> spelled = WithAttachedAliases(argc, argv);
+  std::vector<char*> spelled_argv;
+  for (std::string& arg : spelled) spelled_argv.push_back(arg.data());
+  const std::vector<std::string> files = streampool::tools::ParseCommandLine(
+      static_cast<int>(spelled_argv.size()), spelled_argv.data(), kCommandLine);
   if (files.empty()) streampool::tools::UsageError(kCommandLine, "no trace given");
   if (absl::GetFlag(FLAGS_threads) < 0) {
     streampool::tools::UsageError(kCommandLine, "--threads is 0 (the hardware's) or more");
@@ -458,6 +524,26 @@ int main(int argc, char** argv) {
                                   "no --allocator with them");
   }
 
+  const streampool::ExecutorKind executor = absl::GetFlag(FLAGS_executor);
+  const std::optional<streampool::ExecutorKind> compare =
+      absl::GetFlag(FLAGS_compare_executor).executor;
+  if (executor != streampool::ExecutorKind::kSimulator &&
+      (min_capacity || policy_report || validate)) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--executor replays each setting once, in real time: no "
+                                  "--min-capacity, --policy-report or --validate-torch with it");
+  }
+  if (compare && (min_capacity || policy_report || validate || verify || other_allocators ||
+                  executor != streampool::ExecutorKind::kSimulator || !svg_path.empty() ||
+                  !timeline_path.empty())) {
+    streampool::tools::UsageError(
+        kCommandLine,
+        "--compare-executor is a report of its own, of streampool's pool against the "
+        "simulator: no --min-capacity, --policy-report, --validate-torch, --verify, "
+        "--allocator, --executor, --svg or --timeline with it");
+  }
+  base.executor = executor;
+
   // streampool's rows are the sweep; every other allocator is one row.
   const std::vector<rp::ReplaySettings> settings = rp::AllocatorRows(
       *allocators, rp::SweepSettings(base, thresholds, growths, all_policies || policy_report));
@@ -475,6 +561,24 @@ int main(int argc, char** argv) {
   }
   if (min_capacity || policy_report) {
     return Search(traces, settings, /*with_cuda_defaults=*/policy_report, json, svg_path);
+  }
+  if (compare) {
+    std::vector<rp::ExecutorComparison> comparisons;
+    for (const rp::Trace& t : traces) {
+      for (const rp::ReplaySettings& s : settings) {
+        absl::StatusOr<rp::ExecutorComparison> c = rp::CompareExecutors(t, s, *compare);
+        if (!c.ok()) {
+          std::fprintf(stderr, "streampool-replay: %s: %s\n", t.name.c_str(),
+                       std::string(c.status().message()).c_str());
+          return 1;
+        }
+        comparisons.push_back(*std::move(c));
+      }
+    }
+    const std::string text =
+        json ? rp::FormatComparisonJson(comparisons) : rp::FormatComparisonText(comparisons);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
   }
   if (validate) {
     std::vector<rp::TorchValidation> validations;

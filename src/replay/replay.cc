@@ -188,6 +188,18 @@ HostCost SummarizeCost(std::vector<uint64_t>& samples) {
   return c;
 }
 
+bool ReplayDecision::SameAs(const ReplayDecision& other) const {
+  if (failed || other.failed) return failed == other.failed;
+  return rule == other.rule && pool == other.pool && chunk == other.chunk && offset == other.offset;
+}
+
+std::string ReplayDecision::Describe() const {
+  if (failed) return "failed (out of memory)";
+  return absl::StrCat(ReuseRuleName(rule), " at pool ",
+                      pool == TraceOp::kNoPool ? std::string("(own)") : absl::StrCat(pool),
+                      " chunk ", chunk, " offset ", offset);
+}
+
 namespace {
 
 absl::Status AtLine(const Trace& trace, const TraceOp& op, absl::string_view call,
@@ -208,6 +220,8 @@ namespace {
 
 // A copy's duration as the runtime times it (bytes / copy_bytes_per_us µs,
 // saturating), so that a recorded copy replays as a kernel of equal length.
+// The bandwidth is the trace's even where the runtime's must stay at its
+// default (a CUDA runtime): the workload's timing is the trace's.
 uint64_t TransferNs(uint64_t bytes, uint64_t bytes_per_us) {
   const unsigned __int128 ns = static_cast<unsigned __int128>(bytes) * 1000 / bytes_per_us;
   return ns > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(ns);
@@ -243,7 +257,24 @@ absl::StatusOr<RuntimeConfig> ConfigFor(const Trace& trace, const ReplaySettings
       config.device_capacity = *c;
     }
   }
+  config.executor = settings.executor;
   return config;
+}
+
+// The trace's copy bandwidth (TransferNs), whatever the runtime's.
+uint64_t CopyBandwidth(const Trace& trace) {
+  std::optional<uint64_t> bw = trace.HeaderNumber("copy_bytes_per_us");
+  return bw && *bw != 0 ? *bw : RuntimeConfig().copy_bytes_per_us;
+}
+
+// A CUDA runtime's memory is the device's and its costs are the device's
+// own: backing, per-call cost and copy bandwidth stay at their defaults,
+// which is all a CUDA runtime accepts.
+void CudaRuntimeDefaults(RuntimeConfig* config) {
+  const RuntimeConfig defaults;
+  config->backing = defaults.backing;
+  config->api_call_ns = defaults.api_call_ns;
+  config->copy_bytes_per_us = defaults.copy_bytes_per_us;
 }
 
 // CUDA's own pool as created by default: every reuse rule, threshold 0,
@@ -351,8 +382,13 @@ std::string DescribeDecision(const RecordedDecision& d) {
 
 absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
                                     const ProgressFn& progress) {
+  const uint64_t started_ns = NowNs();
   absl::StatusOr<RuntimeConfig> config = ConfigFor(trace, settings);
   if (!config.ok()) return config.status();
+  if (config->executor == ExecutorKind::kCuda) CudaRuntimeDefaults(&*config);
+  const uint64_t copy_bytes_per_us = CopyBandwidth(trace);
+  // Returned as it is: its C code says whether the machine lacks a driver
+  // or a device (an executor comparison skips such a trace).
   absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(*config);
   if (!created.ok()) return created.status();
   Runtime& rt = **created;
@@ -445,6 +481,10 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   if (auto it = trace.header.find("executor");
       it != trace.header.end() && it->second == "real_time") {
     r.not_reproducible = "recorded in real time (threads or adapter executor)";
+  }
+  if (settings.executor != ExecutorKind::kSimulator) {
+    r.not_reproducible = absl::StrCat("replayed in real time (",
+                                      internal::EnumName(settings.executor), " executor)");
   }
   for (const TracePool& p : trace.pools) {
     if (p.custom_upstream) r.not_reproducible = "a pool sat on the program's own upstream";
@@ -586,6 +626,24 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         } else {
           return AtLine(trace, op, "MallocFromPoolAsync", a.status());
         }
+        if (settings.keep_decisions) {
+          ReplayDecision d;
+          d.line = op.line;
+          d.size = op.value;
+          d.failed = !a.ok();
+          d.pool = op.pool;
+          if (a.ok()) {
+            d.rule = a->rule;
+            if (a->ptr != nullptr) {
+              absl::StatusOr<internal::Observation::BlockPlace> place =
+                  rt.impl().Run<&internal::Observation::PlaceOf>(a->ptr);
+              if (!place.ok()) return AtLine(trace, op, "PlaceOf", place.status());
+              d.chunk = place->chunk;
+              d.offset = place->offset;
+            }
+          }
+          r.decisions.push_back(d);
+        }
         if (verify && op.slot < trace.decisions.size() && trace.decisions[op.slot].present) {
           const RecordedDecision& want = trace.decisions[op.slot];
           ++r.decisions_checked;
@@ -665,9 +723,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         absl::StatusOr<StreamId> s = stream(op);
         if (!s.ok()) return s.status();
         // A copy of no bytes enqueues nothing but costs its call.
-        st = op.value == 0
-                 ? rt.HostAdvance(0)
-                 : rt.LaunchKernel(*s, TransferNs(op.value, config->copy_bytes_per_us), {});
+        st = op.value == 0 ? rt.HostAdvance(0)
+                           : rt.LaunchKernel(*s, TransferNs(op.value, copy_bytes_per_us), {});
         if (!st.ok()) return AtLine(trace, op, "copy", st);
         break;
       }
@@ -954,6 +1011,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     if (absl::Status st = rt.DeviceSynchronize(d); !st.ok()) return st;
   }
   r.makespan_ns = rt.HostNow();
+  r.wall_ns = NowNs() - started_ns;
   return r;
 }
 

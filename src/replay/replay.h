@@ -88,6 +88,17 @@ struct ReplaySettings {
   // Ends the replay after the op on this trace line (0: runs to the end); a
   // model's state there is ReplayResult::model_state.
   uint32_t stop_after_line = 0;
+  // How the replay's streams run. The simulator's virtual time makes every
+  // replay decide the same; threads and cuda replay in real time (kernels
+  // last their duration on a worker thread or the GPU, advances sleep), so
+  // what a free's completion means, and with it each decision rule 3 or a
+  // query depends on, is decided by the run. A CUDA replay keeps the
+  // runtime's backing, per-call cost and copy bandwidth at their defaults,
+  // as a CUDA runtime requires (copies still last what the trace's
+  // bandwidth says: they replay as kernels).
+  ExecutorKind executor = ExecutorKind::kSimulator;
+  // Keeps every allocation's decision in ReplayResult::decisions.
+  bool keep_decisions = false;
 
   // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
   // is on, "max" for UINT64_MAX; ", growth chunked" appended when the growth
@@ -145,6 +156,25 @@ struct HostCost {
 // Nearest-rank percentiles over the samples (sorted in place).
 HostCost SummarizeCost(std::vector<uint64_t>& samples_ns);
 
+// One allocation's decision as a replay took it: what --verify compares
+// with a recording's, and an executor comparison across two replays.
+struct ReplayDecision {
+  uint32_t line = 0;  // the alloc op's trace line
+  uint64_t size = 0;
+  bool failed = false;  // out of memory; the fields below are then unset
+  ReuseRule rule = ReuseRule::kFresh;
+  uint32_t pool = 0;  // the trace's pool (TraceOp::kNoPool: the replay's own)
+  // Where the block lies in its pool (Observation::PlaceOf); 0, 0 for a
+  // size-0 allocation, which gets no block.
+  uint64_t chunk = 0;
+  uint64_t offset = 0;
+
+  // Same outcome: both failed, or the same rule, pool, chunk and offset.
+  bool SameAs(const ReplayDecision& other) const;
+  // "same_stream at pool 0 chunk 0 offset 4096", "failed (out of memory)".
+  std::string Describe() const;
+};
+
 struct ReplayResult {
   ReplaySettings settings;
   // What the pool made of settings.growth (spMemPoolAttrGrowth): chunked or
@@ -196,6 +226,11 @@ struct ReplayResult {
   std::vector<SeriesPoint> series;
   // With settings.record_timeline: the run as one timeline process.
   std::optional<TimelineProcess> timeline;
+  // With settings.keep_decisions: every pool allocation's decision, in trace
+  // order (a model's allocations have none).
+  std::vector<ReplayDecision> decisions;
+  // Wall-clock time the replay took, creating the runtime included.
+  uint64_t wall_ns = 0;
 };
 
 // Called every few hundred ops with (ops done, ops total).

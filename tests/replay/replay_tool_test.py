@@ -4,6 +4,8 @@ sweeps like --threshold and expandable growth holds less than chunked on a real
 trace, bad input exits non-zero with the file and line, and a bad flag is a
 usage error. --min-capacity's answer replays without a failed allocation and
 one granule less fails; --policy-report's JSON has its schema's fields.
+--compare-executor=threads agrees with the simulator on a program no timing
+can change, and =cuda without a GPU reports each trace skipped.
 
 Run by CTest with STREAMPOOL_REPLAY naming the binary (tests/CMakeLists.txt);
 reads the bundled traces from the source tree's traces/.
@@ -11,6 +13,7 @@ reads the bundled traces from the source tree's traces/.
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import unittest
@@ -26,6 +29,30 @@ POLICY_ROW_KEYS = {
     "makespan_ns_unconstrained", "min_capacity_bytes", "min_capacity_granules",
     "peak_reserved_bytes_at_min_capacity", "makespan_ns_at_min_capacity", "waits_inserted",
     "synchronizes", "reuse_counts", "one_granule_below", "lower_fits_found", "replays"}
+
+
+# Every decision is made by stream order, an event or a synchronize, so a
+# real-time replay decides each as the simulator does (2 MiB blocks fill
+# their granules: no READY remainder serves an allocation first).
+ORDERED_TRACE = """# streampool trace v1
+alloc 1 2097152 1
+kernel 1 2000000
+free 1 1
+alloc 2 2097152 1
+record 1 1
+wait 2 1
+kernel 2 1000000
+free 2 2
+record 2 2
+wait 1 2
+alloc 3 2097152 1
+sync 1
+sync 2
+alloc 4 4096 2
+free 3 1
+free 4 2
+dsync
+"""
 
 
 def replay(*args):
@@ -348,6 +375,58 @@ class ReplayToolTest(unittest.TestCase):
         trace = doc["traces"][0]
         self.assertEqual(len(trace["rows"]), 8)
         self.assertEqual(trace["vs_cuda_defaults"]["row"], 0)
+
+
+class CompareExecutorTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.trace = os.path.join(self.dir.name, "ordered.trace")
+        with open(self.trace, "w", encoding="utf-8") as f:
+            f.write(ORDERED_TRACE)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_threads_agrees_with_the_simulator_on_an_ordered_program(self):
+        r = replay("--compare-executor=threads", "--json", self.trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["schema"], "streampool-executor-compare/1")
+        (c,) = doc["comparisons"]
+        self.assertEqual(c["executor"], "threads")
+        self.assertIsNone(c["skipped"])
+        self.assertEqual((c["compared"], c["equal"]), (4, 4))
+        self.assertIsNone(c["first_difference"])
+        self.assertIsNone(c["first_observation_difference"])
+        self.assertTrue(c["equal_before_observation"])
+        text = replay("--compare-executor", "threads", self.trace).stdout
+        self.assertIn("ordered.trace: simulator vs threads (", text)
+        self.assertIn("\n  decisions equal: 4 of 4\n", text)
+
+    def test_cuda_without_a_gpu_is_skipped_per_trace(self):
+        r = replay("--compare-executor=cuda", self.trace, self.trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        if "skipped:" not in r.stdout:
+            self.assertEqual(r.stdout.count("\n  decisions equal: 4 of 4\n"), 2)  # a GPU
+            return
+        self.assertEqual(len(re.findall(r"\n  skipped: no CUDA device \(.+\)\n", r.stdout)), 2,
+                         r.stdout)
+
+    def test_executor_threads_replays_in_real_time(self):
+        r = replay("--executor=threads", "--json", self.trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (run,) = json.loads(r.stdout)["traces"][0]["runs"]
+        self.assertEqual(run["failed_allocs"], 0)
+        self.assertGreaterEqual(run["makespan_ns"], 3000000)  # its kernels ran for real
+
+    def test_bad_combinations_are_usage_errors(self):
+        for args in (["--compare-executor=simulator"], ["--compare-executor=gpu"],
+                     ["--compare-executor=threads", "--verify"],
+                     ["--compare-executor=threads", "--executor=threads"],
+                     ["--compare-executor=threads", "--min-capacity"],
+                     ["--executor=threads", "--policy-report"]):
+            r = replay(*args, self.trace)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
 
 
 if __name__ == "__main__":
