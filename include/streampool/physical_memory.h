@@ -106,7 +106,9 @@ struct UpstreamCallbacks {
   bool touchable = true;
 };
 /// An upstream over `callbacks`, for Runtime::CreatePool(props, upstream).
-/// Null when either function is missing. Pools over it grow in chunks.
+/// Null when either function is missing: check before making a pool over
+/// it. Pools over it grow in chunks; a null from map fails the allocation
+/// (kResourceExhausted) with a message saying the upstream refused.
 STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewCallbackMemory(UpstreamCallbacks callbacks);
 
 /// User functions behind an expandable pool, the VMM pattern of CUDA
@@ -126,7 +128,10 @@ struct VmmCallbacks {
   bool touchable = true;
 };
 /// A reserve-then-map upstream over `callbacks`. Null when any function is
-/// missing.
+/// missing: check before making a pool over it. A refused reservation or
+/// map, or a reservation not aligned as asked (a break of reserve's
+/// contract), fails the allocation (kResourceExhausted) with a message that
+/// names which.
 STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewVmmCallbackMemory(VmmCallbacks callbacks);
 
 }  // namespace streampool

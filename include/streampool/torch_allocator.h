@@ -16,9 +16,9 @@
  * device allocates from its current pool: the default pool, or, when growth
  * or max_size is set, a Device pool made with those properties. PyTorch's
  * streams are adopted as they first appear (spStreamCreateFromNative; NULL
- * and cudaStreamLegacy are the device's legacy stream) and kept for the
- * process's life; an adopted CUstream must outlive its last allocation's
- * free.
+ * and cudaStreamLegacy are the device's legacy stream; cudaStreamPerThread,
+ * a different stream on each thread, is refused) and kept for the process's
+ * life; an adopted CUstream must outlive its last allocation's free.
  *
  * Settings, "key=value" pairs separated by commas:
  *

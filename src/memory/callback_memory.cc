@@ -3,6 +3,8 @@
 // cuMemAddressReserve + cuMemMap / aclrtReserveMemAddress + aclrtMapMem
 // (reserve-then-map). Also the defaults of PhysicalMemory's optional
 // reserve-then-map methods.
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,6 +14,10 @@
 namespace streampool {
 namespace {
 
+std::string Address(const void* p) {
+  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
+}
+
 class CallbackMemory final : public PhysicalMemory {
  public:
   explicit CallbackMemory(UpstreamCallbacks cb) : cb_(std::move(cb)) {}
@@ -19,7 +25,8 @@ class CallbackMemory final : public PhysicalMemory {
   absl::StatusOr<Mapping> Map(uint64_t bytes) override {
     void* p = cb_.map(bytes);
     if (p == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat("upstream map of ", bytes, " bytes failed"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the upstream refused to map ", bytes, " bytes"));
     }
     return Mapping::OfNormalPages(p, bytes);
   }
@@ -50,19 +57,22 @@ class VmmCallbackMemory final : public PhysicalMemory {
     void* p = cb_.reserve(bytes, alignment);
     if (p == nullptr) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("upstream reservation of ", bytes, " bytes failed"));
+          absl::StrCat("the upstream refused a reservation of ", bytes, " bytes"));
     }
     if (reinterpret_cast<uintptr_t>(p) % alignment != 0) {
       // A contract break of the user's function fails the allocation, not
-      // the process.
+      // the process; the message says whose break it is.
       cb_.release(p, bytes);
-      return absl::ResourceExhaustedError("upstream reservation is not aligned as asked");
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the upstream's reservation is not aligned to ", alignment, " (it returned ",
+                       Address(p), "): its reserve function broke the contract"));
     }
     return p;
   }
   absl::StatusOr<Mapping> MapAt(void* addr, uint64_t bytes) override {
     if (!cb_.map(addr, bytes)) {
-      return absl::ResourceExhaustedError(absl::StrCat("upstream map of ", bytes, " bytes failed"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the upstream refused to map ", bytes, " bytes at ", Address(addr)));
     }
     return Mapping::OfNormalPages(addr, bytes);
   }

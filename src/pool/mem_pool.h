@@ -45,6 +45,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "src/ordering/oracle.h"
@@ -412,23 +413,33 @@ class MemPool {
   // Best candidate of `s` for rules 2/3 with free points <= bound.
   Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
   Block* FindForInternalDependency(StreamIndex t, uint64_t size);
-  Block* Grow(uint64_t size);
-  Block* GrowChunk(uint64_t size);
-  Block* GrowExpandable(uint64_t size);
+  // Rule 4: a READY block of at least `size` bytes, or null. When the
+  // upstream refused (or broke its contract) rather than the pool's or the
+  // device's limit, *upstream_error says what failed; otherwise it is left
+  // as it was.
+  Block* Grow(uint64_t size, absl::Status* upstream_error);
+  Block* GrowChunk(uint64_t size, absl::Status* upstream_error);
+  Block* GrowExpandable(uint64_t size, absl::Status* upstream_error);
   // Maps every unmapped granule [addr, addr + size) of READY block b touches;
-  // on kNoRoom (max_size or the device budget) or kUpstreamFailed nothing
-  // changed.
+  // on kNoRoom (max_size or the device budget) or kUpstreamFailed (with
+  // *upstream_error set) nothing changed.
   enum class MapResult { kMapped, kNoRoom, kUpstreamFailed };
-  MapResult MapForCarve(Block* b, uint64_t size);
+  MapResult MapForCarve(Block* b, uint64_t size, absl::Status* upstream_error);
+  // The answer to an allocation of `need` bytes on t that no rule served.
+  absl::Status OutOfMemory(StreamIndex t, uint64_t need, const absl::Status& upstream_error) const;
+  // Bytes freed but not usable by t without a wait: other streams' PENDING
+  // and cached blocks, and DEFERRED blocks. A walk, for the failure path.
+  uint64_t PendingBytesBesides(StreamIndex t) const;
   // A READY block spanning unmapped granules whose mapped low end holds
   // `size` bytes (rules 1 and 3 when no wholly mapped block fits), or null.
   Block* FindMappedLowEnd(uint64_t size);
   // Unmapped granules [lo, hi) of an expandable chunk touches.
   static uint64_t CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi);
-  // Maps granules [g0, g1) of c (all unmapped) in one upstream call.
-  bool MapGranules(Chunk* c, uint64_t g0, uint64_t g1);
+  // Maps granules [g0, g1) of c (all unmapped) in one upstream call; on
+  // error nothing of them is mapped.
+  absl::Status MapGranules(Chunk* c, uint64_t g0, uint64_t g1);
   void UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1);
-  Chunk* NewReservation(uint64_t bytes);
+  absl::StatusOr<Chunk*> NewReservation(uint64_t bytes);
   void DropReservation(Chunk* c);
   void ReleaseChunks(uint64_t bound);
   void ReleaseGranules(uint64_t bound);

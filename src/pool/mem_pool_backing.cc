@@ -1,6 +1,8 @@
 // MemPool: the memory behind the blocks: growth by chunks or by mapping
 // granules of reservations, and the release rule that gives it back.
 #include <algorithm>
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -10,20 +12,34 @@
 #include "src/util/check.h"
 
 namespace streampool::internal {
-Block* MemPool::Grow(uint64_t size) { return expandable_ ? GrowExpandable(size) : GrowChunk(size); }
+namespace {
 
-Block* MemPool::GrowChunk(uint64_t size) {
+std::string Address(const void* p) {
+  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
+}
+
+}  // namespace
+
+Block* MemPool::Grow(uint64_t size, absl::Status* upstream_error) {
+  return expandable_ ? GrowExpandable(size, upstream_error) : GrowChunk(size, upstream_error);
+}
+
+Block* MemPool::GrowChunk(uint64_t size, absl::Status* upstream_error) {
   const std::optional<uint64_t> bytes = CheckedAlignUp(size, kChunkGranularity);
   if (!bytes || *bytes > max_size_ || reserved_ > max_size_ - *bytes) return nullptr;
   if (!budget_->TryReserve(*bytes)) return nullptr;
   absl::StatusOr<Mapping> m = upstream_->Map(*bytes);
   if (!m.ok()) {
     budget_->Release(*bytes);
+    *upstream_error = m.status();
     return nullptr;
   }
   if (m->size != *bytes || reinterpret_cast<uintptr_t>(m->base) % rule_.granule != 0) {
     // An upstream that breaks its contract (a user callback, say) fails the
     // allocation rather than the process.
+    *upstream_error = absl::ResourceExhaustedError(
+        absl::StrCat("the upstream broke its contract: asked for ", *bytes, " bytes aligned to ",
+                     rule_.granule, ", it mapped ", m->size, " bytes at ", Address(m->base)));
     upstream_->Unmap(*m);
     budget_->Release(*bytes);
     return nullptr;
@@ -61,15 +77,17 @@ uint64_t MemPool::CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi) {
   return n;
 }
 
-bool MemPool::MapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
+absl::Status MemPool::MapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
   const uint64_t bytes = (g1 - g0) * Chunk::kGranule;
   void* at = reinterpret_cast<void*>(c->base() + g0 * Chunk::kGranule);
   absl::StatusOr<Mapping> m = upstream_->MapAt(at, bytes);
-  if (!m.ok()) return false;
+  if (!m.ok()) return m.status();
   if (m->base != at || m->size != bytes ||
       m->huge_page_bytes + m->transparent_huge_page_bytes > bytes) {
     upstream_->UnmapAt(*m);  // a contract break fails the allocation, not the process
-    return false;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the upstream broke its contract: asked to map ", bytes, " bytes at ",
+                     Address(at), ", it mapped ", m->size, " bytes at ", Address(m->base)));
   }
   uint64_t huge = m->huge_page_bytes, thp = m->transparent_huge_page_bytes;
   if ((huge | thp) != 0 && c->pages.empty()) c->pages.resize(c->granules());
@@ -89,7 +107,7 @@ bool MemPool::MapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
   c->mapping.normal_page_bytes += bytes - m->huge_page_bytes - m->transparent_huge_page_bytes;
   c->mapped_bytes += bytes;
   reserved_ += bytes;
-  return true;
+  return absl::OkStatus();
 }
 
 void MemPool::UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
@@ -114,7 +132,7 @@ void MemPool::UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1) {
   budget_->Release(m.size);
 }
 
-MemPool::MapResult MemPool::MapForCarve(Block* b, uint64_t size) {
+MemPool::MapResult MemPool::MapForCarve(Block* b, uint64_t size, absl::Status* upstream_error) {
   Chunk* c = b->chunk;
   const uint64_t missing = CountUnmapped(c, b->addr(), b->addr() + size);
   if (missing == 0) return MapResult::kMapped;
@@ -127,19 +145,20 @@ MemPool::MapResult MemPool::MapForCarve(Block* b, uint64_t size) {
   // what this call mapped, so the pool is exactly as before.
   RemoveFree(b);
   map_scratch_.clear();
-  bool ok = true;
-  for (uint64_t g = first; g < last && ok;) {
+  absl::Status mapped;
+  for (uint64_t g = first; g < last && mapped.ok();) {
     if (c->Mapped(g)) {
       ++g;
       continue;
     }
     uint64_t end = g;
     while (end < last && !c->Mapped(end)) ++end;
-    ok = MapGranules(c, g, end);
-    if (ok) map_scratch_.emplace_back(g, end);
+    mapped = MapGranules(c, g, end);
+    if (mapped.ok()) map_scratch_.emplace_back(g, end);
     g = end;
   }
-  if (!ok) {
+  if (!mapped.ok()) {
+    *upstream_error = std::move(mapped);
     for (const auto& [g0, g1] : map_scratch_) UnmapGranules(c, g0, g1);  // releases their budget
     uint64_t undone = 0;
     for (const auto& [g0, g1] : map_scratch_) undone += (g1 - g0) * Chunk::kGranule;
@@ -156,12 +175,14 @@ MemPool::MapResult MemPool::MapForCarve(Block* b, uint64_t size) {
   return MapResult::kMapped;
 }
 
-Chunk* MemPool::NewReservation(uint64_t bytes) {
+absl::StatusOr<Chunk*> MemPool::NewReservation(uint64_t bytes) {
   absl::StatusOr<void*> base = upstream_->Reserve(bytes, Chunk::kGranule);
-  if (!base.ok()) return nullptr;
+  if (!base.ok()) return base.status();
   if (reinterpret_cast<uintptr_t>(*base) % Chunk::kGranule != 0) {
     upstream_->ReleaseReservation(*base, bytes);
-    return nullptr;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the upstream broke its contract: its reservation at ", Address(*base),
+                     " is not aligned to ", Chunk::kGranule));
   }
   auto* c = new Chunk;
   c->pool = this;
@@ -209,7 +230,7 @@ Block* MemPool::FindMappedLowEnd(uint64_t size) {
   return n == nullptr ? nullptr : Block::FromNode(n);
 }
 
-Block* MemPool::GrowExpandable(uint64_t size) {
+Block* MemPool::GrowExpandable(uint64_t size, absl::Status* upstream_error) {
   // The best-fitting free range; if the pool's or the device's budget cannot
   // take the granules it lacks, a few more candidates that fit the budget. A
   // new reservation only when no range is long enough (address space ran out
@@ -217,7 +238,7 @@ Block* MemPool::GrowExpandable(uint64_t size) {
   // allocation: trying elsewhere would only repeat the refusal.
   SizeIndexNode* first = unbacked_.FindBestFit(size);
   if (first != nullptr) {
-    MapResult r = MapForCarve(Block::FromNode(first), size);
+    MapResult r = MapForCarve(Block::FromNode(first), size, upstream_error);
     if (r == MapResult::kMapped) return Block::FromNode(first);
     if (r == MapResult::kUpstreamFailed) return nullptr;
     const uint64_t room =
@@ -231,21 +252,24 @@ Block* MemPool::GrowExpandable(uint64_t size) {
         },
         kCrossStreamProbes);
     if (other == nullptr) return nullptr;
-    r = MapForCarve(Block::FromNode(other), size);
+    r = MapForCarve(Block::FromNode(other), size, upstream_error);
     return r == MapResult::kMapped ? Block::FromNode(other) : nullptr;
   }
   const std::optional<uint64_t> need = CheckedAlignUp(size, Chunk::kGranule);
   if (!need || *need > max_size_ || reserved_ > max_size_ - *need) return nullptr;
   // No address space for a reservation nothing could be mapped into.
   if (*need > budget_->capacity() - budget_->used()) return nullptr;
-  Chunk* c = NewReservation(std::max(reservation_bytes_, *need));
+  absl::StatusOr<Chunk*> c = NewReservation(std::max(reservation_bytes_, *need));
   // Where address space is scarce (other pools hold most of the DVPP
   // window), a reservation just large enough may still fit.
-  if (c == nullptr && reservation_bytes_ > *need) c = NewReservation(*need);
-  if (c == nullptr) return nullptr;
-  Block* b = c->first;
-  if (MapForCarve(b, size) != MapResult::kMapped) {
-    DropReservation(c);
+  if (!c.ok() && reservation_bytes_ > *need) c = NewReservation(*need);
+  if (!c.ok()) {
+    *upstream_error = c.status();
+    return nullptr;
+  }
+  Block* b = (*c)->first;
+  if (MapForCarve(b, size, upstream_error) != MapResult::kMapped) {
+    DropReservation(*c);
     return nullptr;
   }
   // A segment once something is mapped in it: a reservation a failed map

@@ -1,5 +1,7 @@
 // MemPool: serving an allocation, the ladder of reuse rules (mem_pool.h).
 #include <algorithm>
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -158,8 +160,9 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     search(/*own=*/true);
   }
   // Rule 4: growth.
+  absl::Status upstream_error;
   if (chosen == nullptr) {
-    chosen = Grow(need);
+    chosen = Grow(need, &upstream_error);
     if (chosen != nullptr) how = ReadyRule(chosen, t);
   }
   // Rule 5: wait for another stream's free.
@@ -173,11 +176,43 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   }
   if (chosen == nullptr) {
     ++stats_.failed_alloc_count;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "out of memory: ", need, " bytes with ", reserved_, " reserved of ", max_size_,
-        " allowed and ", budget_->capacity() - budget_->used(), " left on the device"));
+    return OutOfMemory(t, need, upstream_error);
   }
   return Finish(chosen, how, t, need, size);
+}
+
+absl::Status MemPool::OutOfMemory(StreamIndex t, uint64_t need,
+                                  const absl::Status& upstream_error) const {
+  // An upstream's refusal is named as what it is: the pool's and the
+  // device's limits had room. Either way the code is kResourceExhausted
+  // (spErrorMemoryAllocation), the answer cudaMallocAsync gives.
+  std::string message =
+      upstream_error.ok()
+          ? absl::StrCat("out of memory: ", need, " bytes with ", reserved_, " reserved of ",
+                         max_size_, " allowed and ", budget_->capacity() - budget_->used(),
+                         " left on the device")
+          : absl::StrCat("cannot allocate ", need, " bytes: ", upstream_error.message());
+  // What the reuse switches or the stream order kept from this allocation:
+  // the hint that a synchronize, an event or a switch would have served it.
+  if (const uint64_t pending = PendingBytesBesides(t); pending != 0) {
+    absl::StrAppend(&message, "; ", pending, " bytes pending on other streams could not be used");
+  }
+  return absl::ResourceExhaustedError(message);
+}
+
+uint64_t MemPool::PendingBytesBesides(StreamIndex t) const {
+  uint64_t bytes = 0;
+  for (StreamIndex s : active_) {
+    if (s == t) continue;
+    frees_[s]->index.ForEach([&bytes](const SizeIndexNode* n) { bytes += n->size; });
+  }
+  for (const Deferred& d : deferred_) bytes += d.block->size();
+  // Other streams' caches, by what they publish: their owners may be
+  // pushing frees meanwhile.
+  for (const std::unique_ptr<FrontCache>& c : caches_) {
+    if (c->stream() != t) bytes += c->published_bytes();
+  }
+  return bytes;
 }
 
 MemPool::Allocation MemPool::Finish(Block* chosen, ReuseRule how, StreamIndex t, uint64_t need,

@@ -237,6 +237,16 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   return *h;
 }
 
+absl::StatusOr<uint64_t> Pools::CreatePoolOver(const PoolProps& props,
+                                               std::shared_ptr<PhysicalMemory> upstream) {
+  if (upstream == nullptr) {
+    return absl::InvalidArgumentError(
+        "the pool's upstream is null (NewCallbackMemory and NewVmmCallbackMemory return null "
+        "when a function is missing)");
+  }
+  return CreatePool(props, std::move(upstream));
+}
+
 absl::Status Pools::DestroyPool(uint64_t pool) {
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();

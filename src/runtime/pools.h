@@ -28,6 +28,12 @@ class Pools {
   // custom_upstream null: the one the pool's type implies.
   absl::StatusOr<uint64_t> CreatePool(const PoolProps& props,
                                       std::shared_ptr<PhysicalMemory> custom_upstream);
+  // A pool over the caller's upstream (Runtime::CreatePool(props, upstream)):
+  // null is kInvalidArgument, never the type's own upstream, since it is
+  // what NewCallbackMemory and NewVmmCallbackMemory return when a function
+  // is missing.
+  absl::StatusOr<uint64_t> CreatePoolOver(const PoolProps& props,
+                                          std::shared_ptr<PhysicalMemory> upstream);
   absl::Status DestroyPool(uint64_t pool);
   absl::Status SetHugePageBudget(int device, uint64_t bytes);
   absl::StatusOr<uint64_t> DefaultPool(int device);

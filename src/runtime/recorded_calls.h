@@ -60,6 +60,7 @@ SP_RECORDED(Work::MemcpyAsync, (void*, const void*, uint64_t bytes, uint64_t s),
 SP_RECORDED(Work::MemsetAsync, (void*, int, uint64_t bytes, uint64_t s), { r.Copy(s, bytes, t); });
 SP_RECORDED(Work::HostAdvance, (uint64_t ns), { r.HostAdvanced(ns, t); });
 SP_RECORDED(Pools::CreatePool, (const auto&, const auto&), { r.PoolCreated(*result, t); });
+SP_RECORDED(Pools::CreatePoolOver, (const auto&, const auto&), { r.PoolCreated(*result, t); });
 SP_RECORDED(Pools::DestroyPool, (uint64_t pool), { r.PoolDestroyed(pool, t); });
 SP_RECORDED(Pools::SetPoolAttribute, (uint64_t pool, PoolAttr attr, uint64_t value),
             { r.PoolAttributeSet(pool, attr, value, t); });

@@ -9,19 +9,30 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/memory/upstreams.h"
+#include "src/runtime/pools.h"
 #include "src/runtime/process.h"
+#include "src/runtime/runtime_impl.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
 namespace streampool {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
@@ -528,9 +539,147 @@ TEST(CallbackUpstreamTest, MisalignedUpstreamMemoryFailsTheAllocationNotTheProce
   auto pool = rt->CreatePool(PoolProps{}, NewCallbackMemory(cb));
   ASSERT_TRUE(pool.ok());
   auto s = rt->CreateStream(0);
-  EXPECT_EQ(rt->MallocFromPoolAsync(100, *pool, *s).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  const absl::Status st = rt->MallocFromPoolAsync(100, *pool, *s).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(st.message()),
+              AllOf(HasSubstr("the upstream broke its contract"), HasSubstr("aligned to 256"),
+                    Not(HasSubstr("left on the device"))));
   EXPECT_EQ(unmaps, 1);
+}
+
+// How many pools the runtime holds: a recording's header names each.
+int LivePools(Runtime& rt) {
+  const std::string path = ::testing::TempDir() + "/variants_test_pools.trace";
+  EXPECT_TRUE(rt.StartRecording(path).ok());
+  EXPECT_TRUE(rt.StopRecording().ok());
+  std::ifstream in(path);
+  int pools = 0;
+  for (std::string line; std::getline(in, line);) pools += absl::StartsWith(line, "pool ");
+  std::remove(path.c_str());
+  return pools;
+}
+
+// A pool over a caller's upstream takes one that exists: a null upstream,
+// what the factories return when a function is missing, is bad input and
+// makes nothing -- it never falls back to the runtime's own memory.
+TEST(CallbackUpstreamTest, NullUpstreamIsRefusedAndMakesNoPool) {
+  auto rt = MakeRuntime(Backing::kHost);
+  VmmCallbacks vmm;
+  vmm.reserve = [](uint64_t, uint64_t) -> void* { return nullptr; };
+  vmm.map = [](void*, uint64_t) { return false; };
+  vmm.unmap = [](void*, uint64_t) {};
+  EXPECT_EQ(NewVmmCallbackMemory(vmm), nullptr) << "release is missing";
+  UpstreamCallbacks chunks;
+  chunks.map = [](uint64_t) -> void* { return nullptr; };
+  EXPECT_EQ(NewCallbackMemory(chunks), nullptr) << "unmap is missing";
+
+  const int before = LivePools(*rt);
+  ASSERT_EQ(before, 1);  // the device's default pool
+  absl::StatusOr<uint64_t> refused = rt->impl().Run<&internal::Pools::CreatePoolOver>(
+      PoolProps{}, std::shared_ptr<PhysicalMemory>(NewVmmCallbackMemory(vmm)));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("upstream is null"));
+  EXPECT_EQ(LivePools(*rt), before);
+
+  // With the function supplied the same call makes a pool, and a pool with
+  // no upstream argument still gets the type's own.
+  vmm.release = [](void*, uint64_t) {};
+  absl::StatusOr<uint64_t> made = rt->impl().Run<&internal::Pools::CreatePoolOver>(
+      PoolProps{}, std::shared_ptr<PhysicalMemory>(NewVmmCallbackMemory(vmm)));
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_TRUE(rt->CreatePool(PoolProps{}).ok());
+  EXPECT_EQ(LivePools(*rt), before + 2);
+}
+
+// Reserve-then-map functions over real PROT_NONE address space that refuse
+// or misbehave on command.
+struct FailingVmm {
+  enum class Mode { kWorks, kRefuseReserve, kMisalignReserve, kRefuseMap };
+  Mode mode = Mode::kWorks;
+  // What each returned reservation's mmap covers.
+  std::map<uintptr_t, std::pair<void*, size_t>> regions;
+
+  VmmCallbacks Callbacks() {
+    VmmCallbacks cb;
+    cb.reserve = [this](uint64_t bytes, uint64_t alignment) -> void* {
+      if (mode == Mode::kRefuseReserve) return nullptr;
+      const size_t len = bytes + 2 * alignment;
+      void* raw = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (raw == MAP_FAILED) return nullptr;
+      uintptr_t p = AlignUp(reinterpret_cast<uintptr_t>(raw) + 1, alignment);
+      if (mode == Mode::kMisalignReserve) p += 4096;
+      regions[p] = {raw, len};
+      return reinterpret_cast<void*>(p);
+    };
+    cb.map = [this](void* addr, uint64_t bytes) {
+      return mode != Mode::kRefuseMap && mprotect(addr, bytes, PROT_READ | PROT_WRITE) == 0;
+    };
+    cb.unmap = [](void* addr, uint64_t bytes) { mprotect(addr, bytes, PROT_NONE); };
+    cb.release = [this](void* base, uint64_t) {
+      auto it = regions.find(reinterpret_cast<uintptr_t>(base));
+      ASSERT_NE(it, regions.end());
+      munmap(it->second.first, it->second.second);
+      regions.erase(it);
+    };
+    return cb;
+  }
+};
+
+// An upstream's failure is the allocation's error as what it was -- a
+// refused reservation, a refused map, a reservation that breaks the
+// alignment contract -- with the code of any allocation failure
+// (kResourceExhausted: spErrorMemoryAllocation), not a device that ran out.
+TEST(CallbackUpstreamTest, UpstreamFailuresAreNamedInTheAllocationError) {
+  auto rt = MakeRuntime(Backing::kHost);
+  FailingVmm vmm;
+  auto pool = rt->CreatePool(PoolProps{}, NewVmmCallbackMemory(vmm.Callbacks()));
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  auto s = rt->CreateStream(0);
+  ASSERT_TRUE(s.ok());
+  auto allocation_error = [&](FailingVmm::Mode mode) {
+    vmm.mode = mode;
+    const absl::Status st = rt->MallocFromPoolAsync(3 * kMiB, *pool, *s).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+    EXPECT_THAT(std::string(st.message()), AllOf(HasSubstr("cannot allocate 3145728 bytes: "),
+                                                 Not(HasSubstr("left on the device"))));
+    EXPECT_TRUE(vmm.regions.empty()) << "a failed growth keeps no reservation";
+    return std::string(st.message());
+  };
+  // Refused its usual reservation (the device), the pool asks for one just
+  // large enough; the last refusal is the one named.
+  EXPECT_THAT(allocation_error(FailingVmm::Mode::kRefuseReserve),
+              HasSubstr("the upstream refused a reservation of 4194304 bytes"));
+  EXPECT_THAT(allocation_error(FailingVmm::Mode::kMisalignReserve),
+              AllOf(HasSubstr("the upstream's reservation is not aligned to 2097152"),
+                    HasSubstr("broke the contract")));
+  EXPECT_THAT(allocation_error(FailingVmm::Mode::kRefuseMap),
+              HasSubstr("the upstream refused to map 4194304 bytes at 0x"));
+  // Nothing of the pool changed but its failure counts: it still serves.
+  vmm.mode = FailingVmm::Mode::kWorks;
+  auto a = rt->MallocFromPoolAsync(3 * kMiB, *pool, *s);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const PoolStats stats = *rt->GetPoolStats(*pool);
+  EXPECT_EQ(stats.failed_alloc_count, 3u);
+  EXPECT_EQ(stats.reserved_bytes, 4 * kMiB);
+  ASSERT_TRUE(rt->FreeAsync(a->ptr, *s).ok());
+  ASSERT_TRUE(rt->DestroyPool(*pool).ok());
+  ASSERT_TRUE(rt->StreamSynchronize(*s).ok());
+}
+
+// The same for map/unmap functions: a refused chunk is named.
+TEST(CallbackUpstreamTest, RefusedChunkIsNamedInTheAllocationError) {
+  auto rt = MakeRuntime(Backing::kHost);
+  UpstreamCallbacks cb;
+  cb.map = [](uint64_t) -> void* { return nullptr; };
+  cb.unmap = [](void*, uint64_t) {};
+  auto pool = rt->CreatePool(PoolProps{}, NewCallbackMemory(cb));
+  ASSERT_TRUE(pool.ok());
+  auto s = rt->CreateStream(0);
+  const absl::Status st = rt->MallocFromPoolAsync(3 * kMiB, *pool, *s).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(st.message()),
+              AllOf(HasSubstr("the upstream refused to map 4194304 bytes"),
+                    Not(HasSubstr("left on the device"))));
 }
 
 INSTANTIATE_TEST_SUITE_P(

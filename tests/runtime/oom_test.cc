@@ -6,14 +6,20 @@
 // stream order holds; every step is counted in the pools' statistics.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "streampool/runtime.h"
 #include "streampool/streampool.h"
 
 namespace streampool {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
@@ -138,6 +144,43 @@ TEST(OomTest, PendingFreesAreNotReleased) {
   got = rt->MallocFromPoolAsync(40 * kMiB, b, t);
   EXPECT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(rt->CheckReports().empty());
+}
+
+// An allocation that fails while another stream's free holds the memory
+// says so: the free is PENDING, with every reuse rule switched off none may
+// serve the allocation, and the message counts its bytes.
+TEST(OomTest, TheMessageCountsPendingBytesNoRuleCouldUse) {
+  std::unique_ptr<Runtime> rt = MakeRuntime(16 * kMiB);
+  const PoolId pool = KeepingPool(*rt);
+  for (PoolAttr rule : {PoolAttr::kReuseFollowEventDependencies, PoolAttr::kReuseAllowOpportunistic,
+                        PoolAttr::kReuseAllowInternalDependencies}) {
+    ASSERT_TRUE(rt->SetPoolAttribute(pool, rule, 0).ok());
+  }
+  const StreamId a = *rt->CreateStream(0, /*non_blocking=*/true);
+  const StreamId b = *rt->CreateStream(0, /*non_blocking=*/true);
+  absl::StatusOr<AllocInfo> held = rt->MallocFromPoolAsync(12 * kMiB, pool, a);
+  ASSERT_TRUE(held.ok()) << held.status();
+  const Access touch{held->ptr, 12 * kMiB, /*write=*/true};
+  ASSERT_TRUE(rt->LaunchKernel(a, 1000000, {&touch, 1}).ok());
+  ASSERT_TRUE(rt->FreeAsync(held->ptr, a).ok());
+
+  absl::StatusOr<AllocInfo> got = rt->MallocFromPoolAsync(8 * kMiB, pool, b);
+  EXPECT_TRUE(absl::IsResourceExhausted(got.status())) << got.status();
+  EXPECT_THAT(std::string(got.status().message()),
+              AllOf(HasSubstr("out of memory: 8388608 bytes"),
+                    HasSubstr("; 12582912 bytes pending on other streams could not be used")));
+  // A's own pending frees are A's to reuse, so they are not counted: A takes
+  // 8 MiB of its free, and a request its 4 MiB rest cannot hold counts none.
+  got = rt->MallocFromPoolAsync(8 * kMiB, pool, a);
+  ASSERT_TRUE(got.ok()) << got.status();
+  absl::StatusOr<AllocInfo> more = rt->MallocFromPoolAsync(6 * kMiB, pool, a);
+  EXPECT_TRUE(absl::IsResourceExhausted(more.status())) << more.status();
+  EXPECT_THAT(std::string(more.status().message()), Not(HasSubstr("pending")));
+  // Once the free is known complete, B's request fits where it was.
+  ASSERT_TRUE(rt->FreeAsync(got->ptr, a).ok());
+  ASSERT_TRUE(rt->StreamSynchronize(a).ok());
+  got = rt->MallocFromPoolAsync(8 * kMiB, pool, b);
+  EXPECT_TRUE(got.ok()) << got.status();
 }
 
 TEST(OomTest, ARequestNoPoolCanHoldReleasesNothing) {
