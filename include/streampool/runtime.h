@@ -396,7 +396,9 @@ class STREAMPOOL_EXPORT Runtime {
   /// A new pool with `props` over the upstream its type implies.
   absl::StatusOr<PoolId> CreatePool(const PoolProps& props);
   /// A pool over a caller's upstream (NewCallbackMemory, or any
-  /// PhysicalMemory); the pool shares ownership of it.
+  /// PhysicalMemory); the pool shares ownership of it. A null upstream (what
+  /// the factories return when a function is missing) is kInvalidArgument
+  /// and makes no pool.
   absl::StatusOr<PoolId> CreatePool(const PoolProps& props,
                                     std::shared_ptr<PhysicalMemory> upstream);
   /// Huge-page bytes `device` may hold across its HugePage and Dvpp pools;

@@ -606,7 +606,8 @@ absl::StatusOr<void*> Allocator::MallocHost(uint64_t size) { return AllocateDire
 absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
   if (size == 0) return nullptr;
   const bool host = device < 0;
-  absl::StatusOr<void*> p = direct_.Allocate(size, device, host ? *host_upstream_ : *c_.upstream,
+  PhysicalMemory& host_memory = c_.pinned_memory ? *c_.pinned_memory : *host_upstream_;
+  absl::StatusOr<void*> p = direct_.Allocate(size, device, host ? host_memory : c_.DeviceMemory(device),
                                              host ? c_.host_budget : *c_.devices[device].budget);
   if (!p.ok()) return p.status();
   MutexLock order_lock(&c_.order_mu);

@@ -158,6 +158,17 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   const int growth = static_cast<int>(props.growth);
   if (growth < 0 || growth > 2) return absl::InvalidArgumentError("unknown growth mode");
   const bool exportable = props.handle_types != 0;
+  if (c_.cuda != nullptr) {
+    // Real device memory: what the simulator emulates with host pages (huge
+    // pages, the DVPP window, memfd export) has no CUDA counterpart here.
+    if (props.alloc_type == AllocationType::kHugePage || props.alloc_type == AllocationType::kDvpp) {
+      return absl::UnimplementedError(absl::StrCat(AllocationTypeName(props.alloc_type),
+                                                   " pools are not supported on a CUDA runtime"));
+    }
+    if (exportable) {
+      return absl::UnimplementedError("exportable pools are not supported on a CUDA runtime");
+    }
+  }
   if (exportable) {
     // An exported pool's memory must be real shared pages another process
     // can map: a memfd, which only Host backing has and which we place
@@ -177,6 +188,8 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   const bool touchable = c_.config.backing == Backing::kHost;
   const bool pinned = !VariantConfig(props.alloc_type)->device_memory;
   std::shared_ptr<PhysicalMemory> upstream = std::move(custom_upstream);
+  bool registered = false;  // already behind the registry (a runtime's own memory)
+  PhysicalMemory* native_memory = nullptr;
   // The variant's row of src/pool/pool_config.h: size rule, upstream, budget.
   const PoolVariantConfig& variant = *VariantConfig(props.alloc_type);
   if (props.acl_rounding && variant.rule.kind != SizeRule::Kind::kRound) {
@@ -189,7 +202,17 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   if (!upstream) {
     switch (variant.upstream) {
       case UpstreamKind::kRuntime:
-        break;  // c_.upstream, below
+        // c_.upstream, below, but where the runtime has real memory.
+        if (c_.cuda != nullptr && pinned) {
+          upstream = c_.pinned_memory;
+          registered = true;
+        } else if (c_.cuda != nullptr) {
+          // A pool's own: cudaMemPoolSetAccess grants are per pool.
+          std::unique_ptr<PhysicalMemory> memory = c_.cuda->NewDeviceMemory(props.device);
+          native_memory = memory.get();
+          upstream = std::move(memory);
+        }
+        break;
       case UpstreamKind::kHugePage:
         upstream = NewHugePageUpstream(props.page_policy, touchable,
                                        c_.devices[props.device].huge_budget.get());
@@ -209,7 +232,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
     memfd = m->get();
     upstream = std::shared_ptr<PhysicalMemory>(*std::move(m));
   }
-  upstream = upstream ? c_.Registering(std::move(upstream)) : c_.upstream;
+  if (!registered) upstream = upstream ? c_.Registering(std::move(upstream)) : c_.upstream;
   if (props.growth == PoolGrowth::kExpandable && !upstream->can_reserve()) {
     return absl::UnimplementedError(
         "expandable growth needs an upstream that can reserve address space");
@@ -231,6 +254,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   }
   rec.attrs.device = pinned ? -1 : props.device;
   rec.attrs.custom_upstream = custom;
+  rec.attrs.native_memory = native_memory;
   rec.attrs.access = c_.NewAccessRights(rec.attrs.device, props.alloc_type);
   absl::StatusOr<uint64_t> h = c_.pools.Add(std::move(rec));
   if (!h.ok()) return h.status();
@@ -473,6 +497,25 @@ absl::Status Pools::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc>
     }
   }
   if (p.attrs.access == nullptr) return absl::OkStatus();
+  if (p.attrs.native_memory != nullptr) {
+    // The driver's grant first: if it refuses, nothing changed. (A revoke
+    // is recorded for the checker only: memory once mapped for a peer stays
+    // mapped for it until the pool gives the granule back.)
+    for (const MemAccessDesc& d : descs) {
+      if (d.location.type != MemLocationType::kDevice || d.location.id == p.attrs.device ||
+          d.flags == MemAccessFlags::kProtNone) {
+        continue;
+      }
+      // The upstream is the pool's, used under its lock.
+      MemPool* mp = p.mem();
+      if (mp == nullptr) continue;
+      MutexLock pool_lock(&mp->central_mu());
+      if (absl::Status st = c_.cuda->GrantAccess(*p.attrs.native_memory, d.location.id);
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
   for (const MemAccessDesc& d : descs) {
     if (d.location.type != MemLocationType::kDevice || d.location.id == p.attrs.device) continue;
     p.attrs.access->flags[d.location.id] = static_cast<uint8_t>(d.flags);

@@ -216,11 +216,13 @@ absl::StatusOr<PointerAttributes> Runtime::GetPointerAttributes(const void* ptr)
 }
 
 absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props) {
-  return CreatePool(props, nullptr);
+  return Call<PoolId, &Pools::CreatePool>(*impl_, props, nullptr);
 }
 absl::StatusOr<PoolId> Runtime::CreatePool(const PoolProps& props,
                                            std::shared_ptr<PhysicalMemory> upstream) {
-  return Call<PoolId, &Pools::CreatePool>(*impl_, props, std::move(upstream));
+  // A null upstream is one that could not be made (NewVmmCallbackMemory
+  // with a function missing), never "the default".
+  return Call<PoolId, &Pools::CreatePoolOver>(*impl_, props, std::move(upstream));
 }
 absl::Status Runtime::SetHugePageBudget(int device, uint64_t bytes) {
   return Call<&Pools::SetHugePageBudget>(*impl_, device, bytes);
