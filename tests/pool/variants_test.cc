@@ -575,17 +575,19 @@ TEST(CallbackUpstreamTest, NullUpstreamIsRefusedAndMakesNoPool) {
 
   const int before = LivePools(*rt);
   ASSERT_EQ(before, 1);  // the device's default pool
-  absl::StatusOr<uint64_t> refused = rt->impl().Run<&internal::Pools::CreatePoolOver>(
-      PoolProps{}, std::shared_ptr<PhysicalMemory>(NewVmmCallbackMemory(vmm)));
+  absl::StatusOr<PoolId> refused =
+      rt->CreatePool(PoolProps{}, std::shared_ptr<PhysicalMemory>(NewVmmCallbackMemory(vmm)));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("upstream is null"));
+  EXPECT_EQ(rt->CreatePool(PoolProps{}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LivePools(*rt), before);
 
   // With the function supplied the same call makes a pool, and a pool with
   // no upstream argument still gets the type's own.
   vmm.release = [](void*, uint64_t) {};
-  absl::StatusOr<uint64_t> made = rt->impl().Run<&internal::Pools::CreatePoolOver>(
-      PoolProps{}, std::shared_ptr<PhysicalMemory>(NewVmmCallbackMemory(vmm)));
+  absl::StatusOr<PoolId> made =
+      rt->CreatePool(PoolProps{}, std::shared_ptr<PhysicalMemory>(NewVmmCallbackMemory(vmm)));
   ASSERT_TRUE(made.ok()) << made.status();
   ASSERT_TRUE(rt->CreatePool(PoolProps{}).ok());
   EXPECT_EQ(LivePools(*rt), before + 2);
