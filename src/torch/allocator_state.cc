@@ -27,27 +27,31 @@ std::string Describe(absl::string_view call, spError_t e) {
 // This thread's adoptions, looked up before the shared map: a thread
 // allocates on a handful of streams (the current one and a side stream or
 // two), so a few entries, replaced in turn, hold them all. Entries never go
-// stale (allocator_state.h), so nothing invalidates them.
+// stale (allocator_state.h), so nothing invalidates them; they name their
+// runtime, as a test makes several states one after another (a runtime's
+// handle is never reused).
 struct StreamMemo {
   static constexpr int kEntries = 4;
   struct Entry {
+    spRuntime_t rt;
     int device;
     uintptr_t native;
     spStream_t stream;
   };
 
-  spStream_t Find(int device, uintptr_t native) const {
+  spStream_t Find(spRuntime_t rt, int device, uintptr_t native) const {
     for (int i = 0; i < size; ++i) {
-      if (entries[i].device == device && entries[i].native == native) return entries[i].stream;
+      const Entry& e = entries[i];
+      if (e.rt == rt && e.device == device && e.native == native) return e.stream;
     }
     return nullptr;
   }
-  void Insert(int device, uintptr_t native, spStream_t stream) {
+  void Insert(spRuntime_t rt, int device, uintptr_t native, spStream_t stream) {
     if (size < kEntries) {
-      entries[size++] = {device, native, stream};
+      entries[size++] = {rt, device, native, stream};
       return;
     }
-    entries[next] = {device, native, stream};
+    entries[next] = {rt, device, native, stream};
     next = (next + 1) % kEntries;
   }
 
@@ -112,8 +116,21 @@ spError_t ApplySettings(spRuntime_t rt, int device, const TorchSettings& setting
 }  // namespace
 
 AllocatorState& AllocatorState::Instance() {
-  static AllocatorState* const state = new AllocatorState;
+  static AllocatorState* const state = [] {
+    AllocatorOptions options;
+    spRuntimeConfigInit(&options.runtime);
+    options.runtime.executor = spExecutorCuda;
+    options.runtime.deviceCount = 0;     // every visible device
+    options.runtime.deviceCapacity = 0;  // each device's memory
+    options.env = ProcessEnv();
+    options.watch_exit = true;
+    return new AllocatorState(std::move(options));
+  }();
   return *state;
+}
+
+AllocatorState::~AllocatorState() {
+  if (spRuntime_t rt = runtime()) spRuntimeDestroy(rt);
 }
 
 void AllocatorState::MarkExiting() { Instance().exiting_.store(true, std::memory_order_relaxed); }
@@ -168,17 +185,15 @@ spError_t AllocatorState::CreateRuntimeLocked(std::string* error) {
     settings = *configured_;
   } else {
     std::vector<std::string> problems;
-    settings = SettingsFromEnv(ProcessEnv(), &problems);
+    settings = SettingsFromEnv(options_.env, &problems);
     for (const std::string& p : problems) std::fprintf(stderr, "streampool-torch: %s\n", p.c_str());
   }
-  spRuntimeConfig config;
-  spRuntimeConfigInit(&config);
-  config.executor = spExecutorCuda;
-  config.deviceCount = 0;     // every visible device
-  config.deviceCapacity = 0;  // each device's memory
   spRuntime_t rt = nullptr;
-  if (spError_t e = spRuntimeCreate(&rt, &config); e != spSuccess) {
-    *error = Describe("spRuntimeCreate (spExecutorCuda)", e);
+  if (spError_t e = spRuntimeCreate(&rt, &options_.runtime); e != spSuccess) {
+    *error =
+        Describe(options_.runtime.executor == spExecutorCuda ? "spRuntimeCreate (spExecutorCuda)"
+                                                             : "spRuntimeCreate",
+                 e);
     return e;
   }
   for (int device = 0; device < kMaxDevices; ++device) {
@@ -193,7 +208,7 @@ spError_t AllocatorState::CreateRuntimeLocked(std::string* error) {
     }
   }
   runtime_.store(rt, std::memory_order_release);
-  std::atexit(&AllocatorState::MarkExiting);
+  if (options_.watch_exit) std::atexit(&AllocatorState::MarkExiting);
   return spSuccess;
 }
 
@@ -264,13 +279,13 @@ spStream_t AllocatorState::StreamFor(spRuntime_t rt, int device, void* native, s
   uintptr_t key = reinterpret_cast<uintptr_t>(native);
   if (key == kCudaStreamLegacy) key = 0;
   StreamMemo& memo = t_memo;
-  if (spStream_t s = memo.Find(device, key)) return s;
+  if (spStream_t s = memo.Find(rt, device, key)) return s;
   spStream_t s = nullptr;
   {
     absl::MutexLock lock(&mu_);
     s = AdoptLocked(rt, device, key == 0 ? nullptr : native, error);
   }
-  if (s != nullptr) memo.Insert(device, key, s);
+  if (s != nullptr) memo.Insert(rt, device, key, s);
   return s;
 }
 

@@ -31,12 +31,28 @@
 
 namespace streampool::internal::torch {
 
+// What a state makes its runtime from. The process's state makes a CUDA
+// runtime from the process environment; tests make others (a simulator
+// runtime serves the legacy stream as a CUDA one does).
+struct AllocatorOptions {
+  // The runtime made at the first allocation.
+  spRuntimeConfig runtime;
+  // Where the settings come from when Configure was not called.
+  EnvLookup env;
+  // Whether allocations stop once the process begins to exit (exiting()):
+  // the process's state only, whose runtime outlives every destructor.
+  bool watch_exit = false;
+};
+
 class AllocatorState {
  public:
-  // The process's one state (never destroyed).
+  // The process's one state (never destroyed): every CUDA device, the
+  // process environment.
   static AllocatorState& Instance();
 
-  AllocatorState() = default;
+  explicit AllocatorState(AllocatorOptions options) : options_(std::move(options)) {}
+  // Destroys the runtime (a test's state; the process's is never destroyed).
+  ~AllocatorState();
   AllocatorState(const AllocatorState&) = delete;
   AllocatorState& operator=(const AllocatorState&) = delete;
 
@@ -77,6 +93,7 @@ class AllocatorState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   spError_t CreateRuntimeLocked(std::string* error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const AllocatorOptions options_;
   mutable absl::Mutex mu_;
   // Configure's settings; unset, the environment's are read at creation.
   std::optional<TorchSettings> configured_ ABSL_GUARDED_BY(mu_);
