@@ -194,6 +194,15 @@ def change_current_allocator(allocator):
     if any(c[0] == "changed" for c in calls):
         raise RuntimeError("Can't swap an already initialized allocator")
     calls.append(("changed",))
+    global alloc, free
+    _, path, alloc_name, free_name = calls[0]
+    lib = ctypes.CDLL(path)
+    # PyTorch calls the two functions through their addresses, with these types.
+    alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)(
+        ctypes.cast(getattr(lib, alloc_name), ctypes.c_void_p).value)
+    free = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                            ctypes.c_void_p)(
+        ctypes.cast(getattr(lib, free_name), ctypes.c_void_p).value)
 """
 
 
@@ -235,6 +244,45 @@ def test_runner_runs_a_script_on_the_allocator(tmp_path):
                                                       [p for p in sys.path if p])})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "__main__ ['a', '--b'] ['allocator', 'changed']"
+
+
+def test_allocations_through_the_function_pointers(tmp_path):
+    """PyTorch's calls as PyTorch makes them, on whatever CUDA driver there is
+    (CTest also runs this file on the scripted one of tests/fakecuda/)."""
+    r = run_python(f"""
+        import sys
+        sys.path.insert(0, {fake_torch(tmp_path)!r})
+        import streampool, streampool.torch as spt
+        spt.use(growth="expandable", opportunistic=False)
+        try:
+            spt.init()
+        except streampool.Error as e:
+            print("no cuda", e.code)
+            sys.exit(0)
+        from torch.cuda import memory
+        assert memory.alloc(0, 0, None) is None
+        p = memory.alloc(3 << 20, 0, None)
+        assert p, spt.stats()
+        s = spt.stats()
+        assert s["used_bytes"] >= 3 << 20 and s["alloc_count"] == 1, s
+        assert s["settings"]["opportunistic"] == 0, s
+        assert spt.leak_report()["allocations"][0]["ptr"] == p
+        assert any(b["state"] == "live" for seg in spt.snapshot(0)["segments"]
+                   for b in seg["blocks"])
+        memory.free(p, 3 << 20, 0, None)
+        memory.free(None, 0, 0, None)
+        q = memory.alloc(3 << 20, 0, None)
+        s = spt.stats()
+        assert s["reuse_same_stream"] == 1 and s["streams"] == 1, s
+        memory.free(q, 3 << 20, 0, None)
+        assert spt.leak_report()["count"] == 0
+        assert spt.memory_snapshot()["segments"], spt.snapshot()
+        print("ok")
+    """)
+    assert r.returncode == 0, r.stderr
+    if r.stdout.startswith("no cuda"):
+        pytest.skip(f"no CUDA runtime here: {r.stdout.split()[-1]}")
+    assert r.stdout.strip() == "ok"
 
 
 def test_runner_runs_an_unchanged_script(tmp_path):

@@ -198,18 +198,21 @@ TEST_F(TorchAllocatorNoCudaTest, FreeAndRecordStreamWithoutARuntimeAreNoOps) {
 // ------------------------------------------------------------ with a GPU
 
 // The few driver calls that make a CUstream of the primary context, as
-// PyTorch's streams are, loaded at run time like the library's own driver.
+// PyTorch's streams are, loaded at run time like the library's own driver:
+// through cuGetProcAddress_v2 (CUDA 12's entry points), which the scripted
+// driver of tests/fakecuda/ offers too.
 class Driver {
  public:
   Driver() {
     lib_ = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib_ == nullptr) return;
-    init_ = reinterpret_cast<int (*)(unsigned)>(dlsym(lib_, "cuInit"));
-    device_get_ = reinterpret_cast<int (*)(int*, int)>(dlsym(lib_, "cuDeviceGet"));
-    retain_ = reinterpret_cast<int (*)(void**, int)>(dlsym(lib_, "cuDevicePrimaryCtxRetain"));
-    set_current_ = reinterpret_cast<int (*)(void*)>(dlsym(lib_, "cuCtxSetCurrent"));
-    stream_create_ = reinterpret_cast<int (*)(void**, unsigned)>(dlsym(lib_, "cuStreamCreate"));
-    stream_sync_ = reinterpret_cast<int (*)(void*)>(dlsym(lib_, "cuStreamSynchronize"));
+    get_ = reinterpret_cast<GetProcAddress>(dlsym(lib_, "cuGetProcAddress_v2"));
+    Load("cuInit", &init_);
+    Load("cuDeviceGet", &device_get_);
+    Load("cuDevicePrimaryCtxRetain", &retain_);
+    Load("cuCtxSetCurrent", &set_current_);
+    Load("cuStreamCreate", &stream_create_);
+    Load("cuStreamSynchronize", &stream_sync_);
   }
 
   // A new non-blocking stream on device 0 (CU_STREAM_NON_BLOCKING, as
@@ -232,7 +235,19 @@ class Driver {
   bool Synchronize(void* stream) { return stream_sync_ != nullptr && stream_sync_(stream) == 0; }
 
  private:
+  // cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus).
+  using GetProcAddress = int (*)(const char*, void**, int, uint64_t, int*);
+  static constexpr int kCudaVersion = 12000;
+
+  template <typename F>
+  void Load(const char* name, F* fn) {
+    void* p = nullptr;
+    if (get_ == nullptr || get_(name, &p, kCudaVersion, 0, nullptr) != 0) p = nullptr;
+    *fn = reinterpret_cast<F>(p);
+  }
+
   void* lib_ = nullptr;
+  GetProcAddress get_ = nullptr;
   int (*init_)(unsigned) = nullptr;
   int (*device_get_)(int*, int) = nullptr;
   int (*retain_)(void**, int) = nullptr;
