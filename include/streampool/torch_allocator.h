@@ -96,8 +96,9 @@ STREAMPOOL_TORCH_API void streampool_torch_record_stream(void* ptr, void* stream
  * made. "" is every default, ignoring the environment; NULL forgets earlier
  * calls, so the environment applies again. All or nothing: an unknown or
  * repeated key, a malformed pair or value: spErrorInvalidValue and nothing
- * changes. A well-formed string once the runtime exists: spErrorNotSupported
- * (the pools are made; settings cannot follow them). A runtime whose creation
+ * changes. A well-formed string (or NULL) once the runtime exists:
+ * spErrorNotSupported (the pools are made; settings cannot follow them), and
+ * a malformed one spErrorInvalidValue still. A runtime whose creation
  * failed is not made: configuring clears that failure and the next
  * allocation tries again. */
 STREAMPOOL_TORCH_API int streampool_torch_configure(const char* settings) SP_NOEXCEPT;
