@@ -10,7 +10,8 @@ PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
           cmake ninja-build g++ clang pkg-config
           python3-dev python3-pybind11 python3-pytest python3-numpy nlohmann-json3-dev ccache)
 
-JOBS="$(nproc)"
+# Build parallelism: the cores, unless STREAMPOOL_JOBS says otherwise.
+JOBS="${STREAMPOOL_JOBS:-$(nproc)}"
 
 usage() {
   cat <<EOF
@@ -32,6 +33,19 @@ usage: ./run.sh <command> [args]
                        (default 60) from the committed corpus
   bench [args...]      build Release and run every benchmark; JSON results go to
                        build/bench-results/<name>.json; args go to each benchmark
+  gpu-check [--build-only | --no-build]
+                       the checks only a GPU can make: builds build/gpu-check
+                       (Release, with tests and benchmarks; the GPU benchmark
+                       needs the CUDA toolkit) and a bundle of its binaries and
+                       their libraries (build/gpu-check/bundle) to carry to a GPU
+                       machine; then, where there is a GPU, runs within 8 minutes
+                       the gpu-labelled tests, the GPU benchmark (JSON in
+                       build/gpu-check/results/), tools/gpu/torch_compare.py and
+                       streampool-replay --compare-executor=cuda on traces/lab/,
+                       and prints a summary. Without a GPU it only builds.
+                       --build-only: build, never run; --no-build: run what an
+                       earlier build (or a carried bundle) left, building only
+                       if there is none
 EOF
 }
 
@@ -308,6 +322,11 @@ cmd_bench() {
   for src in bench/*_benchmark.cc; do
     name="$(basename "$src" .cc)"
     bin="build/release/bench/$name"
+    # gpu_benchmark is built only where the CUDA toolkit is.
+    if [[ ! -x "$bin" ]]; then
+      log "$name: not built here, skipped"
+      continue
+    fi
     log "$name"
     "$bin" --benchmark_format=console --benchmark_out="$out/$name.json" \
       --benchmark_out_format=json "$@"
@@ -341,6 +360,205 @@ cmd_fuzz() {
   log "fuzzing found nothing in ${seconds}s"
 }
 
+# ----------------------------------------------------------------- gpu-check
+
+GPU_CHECK_DIR="build/gpu-check"
+GPU_CHECK_BUNDLE="$GPU_CHECK_DIR/bundle"
+GPU_CHECK_SECONDS=480
+
+# The device tests' names: tests/gpu/<name>.cc, each an executable <name>.
+gpu_test_names() {
+  local src
+  for src in tests/gpu/*_test.cc; do basename "$src" .cc; done
+}
+
+# Builds what gpu-check runs into build/gpu-check, then the bundle: those
+# binaries (stripped), every shared library they load but the C library's
+# own (the C++ runtime apart, in lib/cxx, so that PyTorch keeps the
+# machine's), and the Python package, so that a GPU machine without this
+# one's packages runs them as they are.
+gpu_check_build() {
+  local dir="$GPU_CHECK_DIR" launcher=() targets=() t known
+  if command -v ccache >/dev/null 2>&1; then
+    export CCACHE_BASEDIR="$ROOT"
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+    -DSTREAMPOOL_BUILD_TESTS=ON -DSTREAMPOOL_BUILD_BENCH=ON -DSTREAMPOOL_BUILD_EXAMPLES=OFF
+  mapfile -t targets < <(gpu_test_names)
+  targets+=(streampool-replay)
+  # The GPU benchmark exists where CMake found the toolkit; the Python
+  # package (torch_compare.py's streampool run) where pybind11 is.
+  known="$(ninja -C "$dir" -t targets all)"
+  for t in gpu_benchmark streampool_python streampool_python_torch; do
+    if grep -q "^$t: " <<<"$known"; then
+      targets+=("$t")
+    else
+      log "gpu-check: $t cannot be built here, left out"
+    fi
+  done
+  cmake --build "$dir" -j"$JOBS" --target "${targets[@]}"
+
+  local bundle="$GPU_CHECK_BUNDLE" bins=() bin
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib/cxx"
+  for t in $(gpu_test_names); do bins+=("$dir/tests/$t"); done
+  bins+=("$dir/tools/streampool-replay")
+  [[ -x "$dir/bench/gpu_benchmark" ]] && bins+=("$dir/bench/gpu_benchmark")
+  for bin in "${bins[@]}"; do
+    cp "$bin" "$bundle/bin/"
+    strip --strip-unneeded "$bundle/bin/$(basename "$bin")" 2>/dev/null || true
+  done
+  # ldd's "name => /path" lines; the C library's own stay the machine's.
+  local lib
+  while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libresolv.so* | ld-linux*) ;;
+      libstdc++.so* | libgcc_s.so*) cp -L "$lib" "$bundle/lib/cxx/" ;;
+      *) cp -L "$lib" "$bundle/lib/" ;;
+    esac
+  done < <(ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
+  if [[ -d "$dir/python/streampool" ]]; then
+    cp -rL "$dir/python" "$bundle/python"
+  fi
+  log "gpu-check: bundle $(du -sh "$bundle" | cut -f1) in $bundle (carry it with the working tree)"
+}
+
+# Whether this machine has a GPU a CUDA runtime can use: nvidia-smi lists
+# one, or (no nvidia-smi) the replay tool's CUDA runtime can be made.
+gpu_present() {
+  local out
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    out="$(nvidia-smi -L 2>/dev/null || true)"
+    grep -q '^GPU ' <<<"$out"
+    return
+  fi
+  local probe="$GPU_CHECK_DIR/results/probe.trace"
+  printf 'alloc 1 256 1\nfree 1 1\n' >"$probe"
+  out="$(env LD_LIBRARY_PATH="$(gpu_check_libs)" "$GPU_CHECK_BUNDLE/bin/streampool-replay" \
+    --compare-executor=cuda "$probe" 2>/dev/null || true)"
+  grep -q '^  decisions equal: ' <<<"$out"
+}
+
+# The library path of the bundled binaries.
+gpu_check_libs() {
+  echo "$ROOT/$GPU_CHECK_BUNDLE/lib:$ROOT/$GPU_CHECK_BUNDLE/lib/cxx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+# Seconds left of gpu-check's budget (at least 1, for timeout).
+gpu_check_left() {
+  local left=$((GPU_CHECK_DEADLINE - $(date +%s)))
+  echo $((left > 0 ? left : 1))
+}
+
+# gpu_check_step <name> <log> <command...>: runs the command within what is
+# left of the budget, its output to the terminal and the log, and records
+# "passed", "failed (exit N)" or "timed out" for the summary.
+GPU_CHECK_RESULTS=()
+gpu_check_step() {
+  local name="$1" logfile="$2" rc=0
+  shift 2
+  log "gpu-check: $name"
+  timeout --kill-after=10 "$(gpu_check_left)" "$@" 2>&1 | tee "$logfile" || rc=${PIPESTATUS[0]}
+  case "$rc" in
+    0) GPU_CHECK_RESULTS+=("$name: passed") ;;
+    124 | 137) GPU_CHECK_RESULTS+=("$name: timed out (gpu-check's ${GPU_CHECK_SECONDS}s)") ;;
+    *) GPU_CHECK_RESULTS+=("$name: failed (exit $rc)") ;;
+  esac
+  return 0
+}
+
+# The device tests through CTest where this is the tree they were built in
+# (CTest's files name its paths), else each bundled binary as CTest would
+# run it: checker fatal, then as shipped.
+gpu_check_tests() {
+  local res="$1" cache="$GPU_CHECK_DIR/CMakeCache.txt"
+  if [[ -f "$cache" ]] && grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT" "$cache" &&
+     [[ -x "$GPU_CHECK_DIR/tests/$(gpu_test_names | head -n1)" ]]; then
+    # One at a time: the tests read the device's free memory.
+    gpu_check_step "device tests (ctest -L gpu)" "$res/ctest.log" \
+      ctest --test-dir "$GPU_CHECK_DIR" -L gpu --output-on-failure -j1
+    return
+  fi
+  gpu_check_step "device tests (bundled binaries)" "$res/ctest.log" \
+    env LD_LIBRARY_PATH="$(gpu_check_libs)" bash -c '
+      rc=0
+      for t in "$1"/bin/*_test; do
+        STREAMPOOL_CHECK_STREAM_ORDER=fatal "$t" || rc=1
+        STREAMPOOL_CHECK_STREAM_ORDER=0 "$t" || rc=1
+      done
+      exit $rc' _ "$GPU_CHECK_BUNDLE"
+}
+
+cmd_gpu_check() {
+  local build=auto arg
+  for arg in "$@"; do
+    case "$arg" in
+      --build-only) build=only ;;
+      --no-build) build=no ;;
+      *) usage >&2; exit 2 ;;
+    esac
+  done
+  local res="$GPU_CHECK_DIR/results"
+  if [[ "$build" != no || ! -x "$GPU_CHECK_BUNDLE/bin/streampool-replay" ]]; then
+    cmd_deps
+    [[ -x /usr/local/cuda/bin/nvcc ]] || command -v nvcc >/dev/null 2>&1 ||
+      log "gpu-check: no CUDA toolkit found; the GPU benchmark will not be built"
+    gpu_check_build
+  fi
+  [[ "$build" == only ]] && { log "gpu-check: built only (--build-only)"; return 0; }
+  mkdir -p "$res"
+  if ! gpu_present; then
+    echo "gpu-check: no GPU here; built only"
+    return 0
+  fi
+
+  GPU_CHECK_DEADLINE=$(($(date +%s) + GPU_CHECK_SECONDS))
+  local bin="$GPU_CHECK_BUNDLE/bin" libs
+  libs="$(gpu_check_libs)"
+  gpu_check_tests "$res"
+  if [[ -x "$bin/gpu_benchmark" ]]; then
+    gpu_check_step "GPU benchmark" "$res/gpu_benchmark.txt" env LD_LIBRARY_PATH="$libs" \
+      "$bin/gpu_benchmark" --benchmark_out="$res/gpu_benchmark.json" --benchmark_out_format=json
+  else
+    GPU_CHECK_RESULTS+=("GPU benchmark: not built (no CUDA toolkit where it was built)")
+  fi
+  # PyTorch loads the machine's C++ runtime: the bundle's goes to our
+  # binaries only.
+  if [[ -f tools/gpu/torch_compare.py ]]; then
+    gpu_check_step "PyTorch comparison" "$res/torch_compare.txt" \
+      env PYTHONPATH="$ROOT/$GPU_CHECK_BUNDLE/python${PYTHONPATH:+:$PYTHONPATH}" \
+      LD_LIBRARY_PATH="$ROOT/$GPU_CHECK_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      python3 tools/gpu/torch_compare.py
+  fi
+  gpu_check_step "replay on the GPU" "$res/replay_compare.txt" env LD_LIBRARY_PATH="$libs" \
+    "$bin/streampool-replay" --compare-executor=cuda traces/lab/*.trace
+
+  echo
+  echo "gpu-check summary (results in $res):"
+  local line failed=0
+  for line in "${GPU_CHECK_RESULTS[@]}"; do
+    echo "  $line"
+    [[ "$line" == *": passed" || "$line" == *"not built"* ]] || failed=1
+  done
+  if [[ -f "$res/ctest.log" ]]; then
+    grep -E 'tests passed|tests failed out of' "$res/ctest.log" | sed 's/^/  tests: /' || true
+    # A skipped device test found no GPU to run on after all.
+    echo "  test cases skipped: $(grep -cE '\(Skipped\)$|^\[  SKIPPED \] .* \([0-9]+ ms\)$' \
+      "$res/ctest.log" || true)"
+  fi
+  if [[ -f "$res/replay_compare.txt" ]]; then
+    echo "  replay: $(grep -c "equals the simulator's: yes" "$res/replay_compare.txt") trace(s)" \
+      "agree with the simulator before the first rule-3 difference," \
+      "$(grep -c "equals the simulator's: no" "$res/replay_compare.txt") do not," \
+      "$(grep -c '^  skipped: ' "$res/replay_compare.txt") skipped"
+  fi
+  if [[ -f "$res/gpu_benchmark.txt" ]]; then
+    sed -n '/^streampool (spExecutorCuda) against/,$p' "$res/gpu_benchmark.txt" | sed 's/^/  /'
+  fi
+  return $failed
+}
+
 main() {
   local cmd="${1:-}"
   (($# > 0)) && shift
@@ -352,6 +570,7 @@ main() {
     docs) cmd_docs ;;
     sanitize) cmd_sanitize "$@" ;;
     bench) cmd_bench "$@" ;;
+    gpu-check) cmd_gpu_check "$@" ;;
     fuzz) cmd_fuzz "$@" ;;
     help | -h | --help) usage ;;
     "")
