@@ -107,6 +107,8 @@ TEST(ErrorNamesTest, EveryCodeHasItsNameAndADistinctDescription) {
       {spSuccess, "spSuccess"},
       {spErrorInvalidValue, "spErrorInvalidValue"},
       {spErrorMemoryAllocation, "spErrorMemoryAllocation"},
+      {spErrorInsufficientDriver, "spErrorInsufficientDriver"},
+      {spErrorNoDevice, "spErrorNoDevice"},
       {spErrorInvalidDevice, "spErrorInvalidDevice"},
       {spErrorPeerAccessUnsupported, "spErrorPeerAccessUnsupported"},
       {spErrorInvalidResourceHandle, "spErrorInvalidResourceHandle"},
@@ -127,7 +129,7 @@ TEST(ErrorNamesTest, EveryCodeHasItsNameAndADistinctDescription) {
 
   // A value that is no spError: a name that says so, and a description that
   // is none of the real ones.
-  for (int bogus : {3, 100, 999, -1, 0x7fffffff}) {
+  for (int bogus : {3, 102, 999, -1, 0x7fffffff}) {
     SCOPED_TRACE(bogus);
     const auto e = static_cast<spError_t>(bogus);
     EXPECT_STREQ(spGetErrorName(e), "spErrorUnknown");

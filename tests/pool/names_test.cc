@@ -40,7 +40,7 @@ TEST(NamesTest, EveryValueRoundTrips) {
   ExpectRoundTrip<PoolGrowth>(0, 2);
   ExpectRoundTrip<ReuseRule>(0, 5);
   ExpectRoundTrip<Backing>(0, 1);
-  ExpectRoundTrip<ExecutorKind>(0, 1);
+  ExpectRoundTrip<ExecutorKind>(0, 2);
   ExpectRoundTrip<CheckKind>(1, 6);
   ExpectRoundTrip<OpKind>(0, 8);
 }
