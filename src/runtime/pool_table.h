@@ -51,9 +51,6 @@ class PoolTable {
     // Made over a caller's upstream (spMemPoolCreateWithUpstream), whose
     // limits a recording's replay cannot have.
     bool custom_upstream = false;
-    // A CUDA runtime's device pool: its own device memory, whose access
-    // grants are the driver's (cuMemSetAccess); else null.
-    PhysicalMemory* native_memory = nullptr;
   };
   struct PoolRec {
     std::variant<LocalPool, ExportablePool, ImportedPoolRef> kind;

@@ -254,10 +254,10 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   }
   rec.attrs.device = pinned ? -1 : props.device;
   rec.attrs.custom_upstream = custom;
-  rec.attrs.native_memory = native_memory;
   rec.attrs.access = c_.NewAccessRights(rec.attrs.device, props.alloc_type);
   absl::StatusOr<uint64_t> h = c_.pools.Add(std::move(rec));
   if (!h.ok()) return h.status();
+  if (native_memory != nullptr) native_memory_[*h] = native_memory;
   return *h;
 }
 
@@ -276,6 +276,7 @@ absl::Status Pools::DestroyPool(uint64_t pool) {
   if (!rec.ok()) return rec.status();
   if ((*rec)->attrs.is_default)
     return absl::InvalidArgumentError("a device's default pool cannot be destroyed");
+  native_memory_.erase(pool);
   if ((*rec)->imported() == nullptr) {
     for (int i = 0; i < c_.config.device_count; ++i) {
       Device& d = c_.devices[i];
@@ -497,7 +498,7 @@ absl::Status Pools::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc>
     }
   }
   if (p.attrs.access == nullptr) return absl::OkStatus();
-  if (p.attrs.native_memory != nullptr) {
+  if (auto native = native_memory_.find(pool); native != native_memory_.end()) {
     // The driver's grant first: if it refuses, nothing changed. (A revoke
     // is recorded for the checker only: memory once mapped for a peer stays
     // mapped for it until the pool gives the granule back.)
@@ -510,7 +511,7 @@ absl::Status Pools::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc>
       MemPool* mp = p.mem();
       if (mp == nullptr) continue;
       MutexLock pool_lock(&mp->central_mu());
-      if (absl::Status st = c_.cuda->GrantAccess(*p.attrs.native_memory, d.location.id);
+      if (absl::Status st = c_.cuda->GrantAccess(*native->second, d.location.id);
           !st.ok()) {
         return st;
       }

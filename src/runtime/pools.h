@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -58,6 +59,9 @@ class Pools {
   RuntimeCore& c_;
   // peers_[d] bit p: device d may access memory resident on device p.
   std::vector<uint64_t> peers_;
+  // A CUDA runtime's device pools: each pool's own device memory, whose
+  // access grants are the driver's (cuMemSetAccess).
+  absl::flat_hash_map<uint64_t, PhysicalMemory*> native_memory_;
 };
 
 }  // namespace streampool::internal

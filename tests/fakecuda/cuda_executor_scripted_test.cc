@@ -295,6 +295,33 @@ TEST(ScriptedDriverLifetimeTest, DestroyingTheRuntimeGivesEveryDriverObjectBack)
   EXPECT_EQ(fake.Mapped(), 0u);
 }
 
+TEST(ScriptedDriverLifetimeTest, PeerGrantsMapForThePeerNowAndLater) {
+  setenv("FAKECUDA_DEVICES", "2", 1);
+  auto rt = CudaRuntime();
+  unsetenv("FAKECUDA_DEVICES");
+  ASSERT_NE(rt, nullptr);
+  ASSERT_EQ(rt->config().device_count, 2);
+  auto s = rt->CreateStream(0);
+  ASSERT_TRUE(s.ok());
+  auto pool = rt->CreatePool(PoolProps{});
+  ASSERT_TRUE(pool.ok());
+  auto x = rt->MallocFromPoolAsync(4 * kMiB, *pool, *s);
+  ASSERT_TRUE(x.ok());
+  MemAccessDesc grant;
+  grant.location = MemLocation{MemLocationType::kDevice, 1};
+  grant.flags = MemAccessFlags::kProtReadWrite;
+  ASSERT_TRUE(rt->SetPeerAccessible(1, 0, true).ok());
+  ASSERT_TRUE(rt->SetPoolAccess(*pool, {&grant, 1}).ok());
+  EXPECT_EQ(*rt->GetPoolAccess(*pool, grant.location), MemAccessFlags::kProtReadWrite);
+  // Memory mapped after the grant is the peer's too (the driver checks the
+  // devices it is given and that every byte is mapped).
+  auto y = rt->MallocFromPoolAsync(64 * kMiB, *pool, *s);
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_TRUE(rt->FreeAsync(x->ptr, *s).ok());
+  ASSERT_TRUE(rt->FreeAsync(y->ptr, *s).ok());
+  ASSERT_TRUE(rt->StreamSynchronize(*s).ok());
+}
+
 TEST(ScriptedDriverLifetimeTest, NoDeviceIsCudasNoDevice) {
   setenv("FAKECUDA_DEVICES", "0", 1);
   RuntimeConfig cfg;
