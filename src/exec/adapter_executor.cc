@@ -66,9 +66,10 @@ absl::Status AdapterExecutor::BindStream(StreamIndex s, int device, bool legacy,
   return absl::OkStatus();
 }
 
-void AdapterExecutor::BindAdopted(StreamIndex s, StreamAdapter::NativeStream native) {
+void AdapterExecutor::BindAdopted(StreamIndex s, StreamAdapter::NativeStream native,
+                                  bool wrapped) {
   MutexLock lock(&mu_);
-  Bind(s, native, /*owned=*/false);
+  Bind(s, native, /*owned=*/wrapped);
 }
 
 StreamAdapter::NativeStream AdapterExecutor::native(StreamIndex s) {

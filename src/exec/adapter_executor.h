@@ -39,8 +39,10 @@ class AdapterExecutor final : public Executor {
   // `s`. A reused slot's old native stream (all its work observed complete)
   // is destroyed first.
   absl::Status BindStream(StreamIndex s, int device, bool legacy, bool non_blocking);
-  // Binds `s` to a native stream the embedder made and keeps.
-  void BindAdopted(StreamIndex s, StreamAdapter::NativeStream native);
+  // Binds `s` to a native stream the embedder made and keeps. `wrapped`: the
+  // handle is the executor's own wrapper of it (NativeWork::Adopt), given
+  // back through DestroyStream like a stream of its own.
+  void BindAdopted(StreamIndex s, StreamAdapter::NativeStream native, bool wrapped = false);
   StreamAdapter::NativeStream native(StreamIndex s);
 
   void AddStream(StreamIndex s) override {}

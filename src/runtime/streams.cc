@@ -56,7 +56,7 @@ absl::StatusOr<uint64_t> Streams::NewStream(int device, bool non_blocking, bool 
     absl::StatusOr<StreamAdapter::NativeStream> wrapped =
         c_.native->Adopt(device, native, &non_blocking);
     if (!wrapped.ok()) return wrapped.status();
-    c_.adapter->BindAdopted(idx, *wrapped);
+    c_.adapter->BindAdopted(idx, *wrapped, /*wrapped=*/true);
   } else if (adopt) {
     c_.adapter->BindAdopted(idx, native);
   } else if (c_.adapter != nullptr) {

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -61,6 +62,7 @@ Stream legacy[8];
 thread_local CUcontext current = nullptr;
 std::set<Stream*> streams;
 std::set<Event*> events;
+std::vector<Event*> destroyed_events;
 std::set<CUmemGenericAllocationHandle> handles;
 std::map<uintptr_t, size_t> reservations;  // base -> bytes
 std::map<uintptr_t, size_t> mappings;      // base -> bytes (exact cuMemMap ranges)
@@ -244,7 +246,11 @@ CUresult EventDestroy(CUevent e) {
   };
   for (int d = 0; d < device_count; ++d) names(legacy[d]);
   for (Stream* s : streams) names(*s);
-  if (!named) delete ev;
+  if (named) {
+    destroyed_events.push_back(ev);  // freed with the process, as the driver would later
+  } else {
+    delete ev;
+  }
   return CUDA_SUCCESS;
 }
 CUresult EventRecord(CUevent e, CUstream s) {
