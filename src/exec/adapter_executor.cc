@@ -163,11 +163,10 @@ TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
         native_ != nullptr ? native_->RecordTimed(st.native) : adapter_->Record(st.native);
     st.marks.push_back(Mark{position, std::make_shared<MarkerRef>(adapter_.get(), m)});
   }
-  // Native work runs its own effects (host functions on the driver's thread);
-  // an adapter's host functions run when the host observes them reached.
-  if (op.effect && native_ == nullptr) {
-    effects_.push_back(Effect{s, position, std::move(op.effect)});
-  }
+  // Effects run when the host observes their op reached: an adapter's host
+  // functions, and the runtime's own (Malloc memory going back). What native
+  // work runs by itself comes without one.
+  if (op.effect) effects_.push_back(Effect{s, position, std::move(op.effect)});
   return 0;
 }
 

@@ -539,8 +539,9 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     DirectMemory::Allocation a = *direct_.Take(reinterpret_cast<uintptr_t>(ptr));
     OpDesc marker;
     marker.kind = OpKind::kFreeMarker;
-    if (c_.executor->blocks_host()) {
-      // Runs on a worker thread, outside any API call.
+    if (c_.threads != nullptr) {
+      // Runs on a worker thread, outside any API call. (An adapter's effects
+      // run when an API call, holding the lock, observes the free.)
       marker.effect = [mu = &c_.mu, a]() {
         MutexLock lock(mu);
         DirectMemory::Unmap(a);

@@ -253,6 +253,26 @@ TEST_F(ScriptedDriverTest, ChurnGrowsNoDriverObjects) {
   EXPECT_LE(fake_.Live("reservations"), reservations);
 }
 
+TEST_F(ScriptedDriverTest, MallocIsCuMemAllocAndGoesBackWhenItsFreeRuns) {
+  auto s = rt_->CreateStream(0);
+  ASSERT_TRUE(s.ok());
+  const long allocs = fake_.Live("allocs");
+  auto p = rt_->Malloc(3 * kMiB, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(fake_.Live("allocs"), allocs + 1);
+  ASSERT_TRUE(rt_->LaunchKernel(*s, 1000, {}).ok());
+  ASSERT_TRUE(rt_->FreeAsync(*p, *s).ok());
+  // The kernel before the free may still use it: it stays until the stream
+  // is seen past the free.
+  EXPECT_EQ(fake_.Live("allocs"), allocs + 1);
+  ASSERT_TRUE(rt_->StreamSynchronize(*s).ok());
+  EXPECT_EQ(fake_.Live("allocs"), allocs);
+  auto q = rt_->Malloc(kMiB, 0);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE(rt_->Free(*q).ok());
+  EXPECT_EQ(fake_.Live("allocs"), allocs);
+}
+
 TEST_F(ScriptedDriverTest, PinnedHostMemoryIsPageLocked) {
   const long allocs = fake_.Live("allocs");
   auto h = rt_->MallocHost(4096);
