@@ -229,14 +229,19 @@ typedef struct spAccess {
   int write;       /**< non-zero: written (else read) */
 } spAccess;
 
-/** A kernel of durationNs virtual ns that reads/writes the declared ranges. */
+/** A kernel of durationNs virtual ns that reads/writes the declared ranges.
+ * spExecutorCuda: a device kernel spinning durationNs of GPU time; a
+ * StreamAdapter runtime: nothing runs (the embedder launches its own), the
+ * accesses are declared to the checker. */
 SP_API spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* accesses,
                                 size_t count) SP_NOEXCEPT;
 /** fn(userData) runs on the host once the host observes the op complete, in
- * (completion time, enqueue order). */
+ * (completion time, enqueue order); spExecutorCuda: cuLaunchHostFunc, on the
+ * driver's thread when the stream reaches it. */
 SP_API spError_t spLaunchHostFunc(spStream_t s, void (*fn)(void*), void* userData) SP_NOEXCEPT;
-/** The host spends ns of virtual time; spErrorInvalidValue, and no time
- * spent, if host time would reach UINT64_MAX (README: virtual time saturates). */
+/** The host spends ns of virtual time (real executors and adapters: the
+ * thread sleeps); spErrorInvalidValue, and no time spent, if host time would
+ * reach UINT64_MAX (README: virtual time saturates). */
 SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) SP_NOEXCEPT;
 /** Host time now in ns: virtual with the simulator, steady-clock with threads. */
 SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns) SP_NOEXCEPT;
@@ -254,10 +259,11 @@ SP_API spError_t spRuntimeStartRecording(spRuntime_t rt, const char* path) SP_NO
  * (the recording has ended all the same). */
 SP_API spError_t spRuntimeStopRecording(spRuntime_t rt) SP_NOEXCEPT;
 /** Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
- * really move, no later than the synchronize or query that observes it. */
+ * really move, no later than the synchronize or query that observes it.
+ * spExecutorCuda: cuMemcpyAsync (any direction, unified addressing). */
 SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) SP_NOEXCEPT;
 /** Sets bytes of dst to (unsigned char)value, in stream order; timed and
- * moved like spMemcpyAsync. */
+ * moved like spMemcpyAsync (spExecutorCuda: cuMemsetD8Async). */
 SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) SP_NOEXCEPT;
 /** Virtual milliseconds between two completed records (spErrorNotReady while
  * either is incomplete, spErrorInvalidResourceHandle if never recorded,
