@@ -104,9 +104,9 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
   const uint32_t id = process.registry().NextRuntimeId();
   if (id == 0) return absl::ResourceExhaustedError("runtime ids exhausted");
   std::shared_ptr<RuntimeImpl> rt(new RuntimeImpl(config, id, process));
-  rt->core_.cuda = std::move(cuda);
   {
     MutexLock lock(&rt->mu_);
+    rt->core_.cuda = std::move(cuda);
     absl::Status s = rt->Init();
     if (!s.ok()) {
       rt->TearDown();
