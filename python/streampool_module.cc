@@ -205,7 +205,20 @@ uint64_t Threshold(const py::object& value) {
     if (value.cast<std::string>() == "max") return UINT64_MAX;
     Raise(spErrorInvalidValue, "a release threshold is a number of bytes or 'max'");
   }
-  return value.cast<uint64_t>();
+  // A negative or too large number is a bad value, as C would answer it, not
+  // a failed conversion.
+  PyObject* index = py::isinstance<py::bool_>(value) ? nullptr : PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    Raise(spErrorInvalidValue, "a release threshold is a number of bytes or 'max'");
+  }
+  const py::int_ n = py::reinterpret_steal<py::int_>(index);
+  if (n < py::int_(0) || n > py::int_(UINT64_MAX)) {
+    Raise(spErrorInvalidValue,
+          absl::StrCat("a release threshold is between 0 and 2**64 - 1 bytes, got ",
+                       std::string(py::str(value))));
+  }
+  return n.cast<uint64_t>();
 }
 
 // A pointer argument: an Allocation or an int.

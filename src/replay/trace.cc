@@ -1058,6 +1058,20 @@ absl::StatusOr<Trace> LoadTrace(const std::string& path) {
   if (std::ferror(file.get())) {
     return absl::ErrnoToStatus(errno, absl::StrCat(path, ": read error"));
   }
+  const absl::string_view name = path;
+  // A file of neither format: nothing in it (a text may be empty, a file
+  // named as a trace may not), or control bytes; saying so beats an
+  // "unknown op" of its bytes.
+  if (absl::string_view(text).find_first_not_of(" \t\r\n") == absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not a trace (the file is empty)"));
+  }
+  for (const char c : absl::string_view(text).substr(0, 4096)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u == 0x7f || (u < 0x20 && c != '\n' && c != '\r' && c != '\t')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": not a trace (binary data, not the text of a trace)"));
+    }
+  }
   return ParseTrace(text, path);
 }
 

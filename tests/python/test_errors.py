@@ -187,3 +187,12 @@ def test_out_of_memory_on_a_full_pool_keeps_earlier_allocations(rt):
     assert pool.used_current == CHUNK
     assert rt.pointer_attributes(a.ptr + 10)["base"] == a.ptr
     rt.free_async(a, s)
+
+
+@pytest.mark.parametrize("value", [-1, 1 << 64, 1.5, True, "lots"])
+def test_a_bad_release_threshold_is_an_sp_error(rt, value):
+    with pytest.raises(sp.Error) as err:
+        rt.create_pool(release_threshold=value)
+    assert err.value.code == "spErrorInvalidValue"
+    with pytest.raises(sp.Error):
+        rt.default_pool().release_threshold = value

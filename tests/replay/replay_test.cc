@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -140,6 +141,27 @@ TEST(TraceParse, HeaderCommentsBecomeMetadataUntilTheFirstOp) {
 TEST(TraceParse, EmptyAndCommentOnlyTracesAreEmpty) {
   EXPECT_TRUE(MustParse("").ops.empty());
   EXPECT_TRUE(MustParse("# nothing here\n\n   \n").ops.empty());
+}
+
+TEST(TraceParse, AnEmptyOrBinaryFileIsNotATrace) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  for (const std::string& empty : {std::string(), std::string("\n  \n\t\r\n")}) {
+    absl::StatusOr<Trace> t = LoadTrace(write("empty.trace", empty));
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("not a trace"));
+  }
+  absl::StatusOr<Trace> bin = LoadTrace(write("bin.trace", std::string("\x7f" "ELF\x02\x01\x00", 7)));
+  ASSERT_FALSE(bin.ok());
+  EXPECT_THAT(std::string(bin.status().message()), ::testing::HasSubstr("binary data"));
+  // A comment-only file is a trace (of nothing), as its text is.
+  absl::StatusOr<Trace> comments = LoadTrace(write("comments.trace", "# nothing here\n"));
+  ASSERT_TRUE(comments.ok()) << comments.status();
+  EXPECT_TRUE(comments->ops.empty());
 }
 
 TEST(TraceParse, CrlfLinesParseLikeLf) {

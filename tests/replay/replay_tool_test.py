@@ -216,10 +216,20 @@ class ReplayToolTest(unittest.TestCase):
                 f.write(b"\x7fELF\x02\x01\x1b[2J\x9b" + bytes(range(256)) * 64)
             r = replay(binary)
             self.assertEqual(r.returncode, 1)
-            self.assertTrue(r.stderr.startswith(f"streampool-replay: {binary}:1: "), r.stderr)
+            self.assertTrue(
+                r.stderr.startswith(f"streampool-replay: {binary}: not a trace (binary data"),
+                r.stderr)
             message = r.stderr.rstrip("\n")
             self.assertTrue(message.isprintable(), repr(message))
             self.assertLess(len(message), len(binary) + 200)
+
+    def test_empty_file_is_not_a_trace(self):
+        with tempfile.TemporaryDirectory() as d:
+            empty = os.path.join(d, "empty.trace")
+            open(empty, "w", encoding="utf-8").close()
+            r = replay(empty)
+            self.assertEqual(r.returncode, 1)
+            self.assertEqual(r.stderr, f"streampool-replay: {empty}: not a trace (the file is empty)\n")
 
     def test_out_of_memory_is_a_result(self):
         r = replay("--json", "--capacity=1GiB", INFERENCE)
