@@ -44,13 +44,13 @@ extern "C" {
 /** What every sp* call returns. The values are CUDA's (cudaError_t) for the
  * same conditions. */
 typedef enum spError {
-  spSuccess = 0,               /**< the call did what it says */
-  spErrorInvalidValue = 1,     /**< a bad argument (null out-pointer, bad size, ...) */
-  spErrorMemoryAllocation = 2, /**< out of memory (pool maxSize, device capacity, upstream) */
+  spSuccess = 0,                  /**< the call did what it says */
+  spErrorInvalidValue = 1,        /**< a bad argument (null out-pointer, bad size, ...) */
+  spErrorMemoryAllocation = 2,    /**< out of memory (pool maxSize, device capacity, upstream) */
   spErrorInsufficientDriver = 35, /**< spExecutorCuda: no usable CUDA driver (libcuda.so.1
                                      missing, too old, or failing to initialize) */
   spErrorNoDevice = 100,          /**< spExecutorCuda: the driver sees no CUDA device */
-  spErrorInvalidDevice = 101,  /**< a device index out of range */
+  spErrorInvalidDevice = 101,     /**< a device index out of range */
   spErrorPeerAccessUnsupported = 217,       /**< a pool or pointer of another device */
   spErrorInvalidResourceHandle = 400,       /**< a destroyed, foreign or wrong-kind handle */
   spErrorNotReady = 600,                    /**< a query: work still pending */

@@ -66,8 +66,7 @@ absl::Status AdapterExecutor::BindStream(StreamIndex s, int device, bool legacy,
   return absl::OkStatus();
 }
 
-void AdapterExecutor::BindAdopted(StreamIndex s, StreamAdapter::NativeStream native,
-                                  bool wrapped) {
+void AdapterExecutor::BindAdopted(StreamIndex s, StreamAdapter::NativeStream native, bool wrapped) {
   MutexLock lock(&mu_);
   Bind(s, native, /*owned=*/wrapped);
 }
@@ -85,8 +84,8 @@ void AdapterExecutor::RemoveStream(StreamIndex s) {
   // it, points included (none can be added now). The embedder may destroy an
   // adopted stream as soon as this returns; markers outlive their stream.
   ++marker_calls_;
-  st.marks.push_back(Mark{kRemovedMark, std::make_shared<MarkerRef>(
-                                            adapter_.get(), adapter_->Record(st.native))});
+  st.marks.push_back(
+      Mark{kRemovedMark, std::make_shared<MarkerRef>(adapter_.get(), adapter_->Record(st.native))});
   st.bound = false;
   st.removed = true;
   st.reap_pending = true;

@@ -92,14 +92,14 @@ class AdapterExecutor final : public Executor {
   static constexpr Position kRemovedMark = ~Position{0};
   struct Stream {
     StreamAdapter::NativeStream native = nullptr;
-    bool bound = false;        // usable: ops may be enqueued and marked
-    bool owned = false;        // streampool made `native` and destroys it
-    bool native_live = false;  // `native` not yet given back
-    bool removed = false;      // destroyed, until the slot is bound again
-    bool reap_pending = false; // removed, its final marker not yet reached
-    Position last = 0;       // last op or point the executor was told of
-    Position completed = 0;  // highest position known reached
-    std::deque<Mark> marks;  // not yet known reached, in position order
+    bool bound = false;         // usable: ops may be enqueued and marked
+    bool owned = false;         // streampool made `native` and destroys it
+    bool native_live = false;   // `native` not yet given back
+    bool removed = false;       // destroyed, until the slot is bound again
+    bool reap_pending = false;  // removed, its final marker not yet reached
+    Position last = 0;          // last op or point the executor was told of
+    Position completed = 0;     // highest position known reached
+    std::deque<Mark> marks;     // not yet known reached, in position order
     // Markers this stream waited on, kept until the stream is past the wait.
     std::deque<Mark> waited;
   };

@@ -128,24 +128,30 @@ absl::Status LoadApi(GetProcAddress get, int version, Api& api) {
   };
 #define SP_CUDA_ENTRY(name) {#name, reinterpret_cast<void**>(&api.name)},
   const Entry entries[] = {
-      SP_CUDA_ENTRY(cuInit) SP_CUDA_ENTRY(cuDriverGetVersion) SP_CUDA_ENTRY(cuGetErrorName)
-      SP_CUDA_ENTRY(cuDeviceGetCount) SP_CUDA_ENTRY(cuDeviceGet) SP_CUDA_ENTRY(cuDeviceGetAttribute)
-      SP_CUDA_ENTRY(cuDeviceTotalMem) SP_CUDA_ENTRY(cuDevicePrimaryCtxRetain)
-      SP_CUDA_ENTRY(cuDevicePrimaryCtxRelease) SP_CUDA_ENTRY(cuCtxGetCurrent)
-      SP_CUDA_ENTRY(cuCtxSetCurrent) SP_CUDA_ENTRY(cuMemGetInfo) SP_CUDA_ENTRY(cuStreamCreate)
-      SP_CUDA_ENTRY(cuStreamDestroy) SP_CUDA_ENTRY(cuStreamGetFlags) SP_CUDA_ENTRY(cuStreamGetCtx)
-      SP_CUDA_ENTRY(cuStreamSynchronize) SP_CUDA_ENTRY(cuStreamWaitEvent)
-      SP_CUDA_ENTRY(cuEventCreate) SP_CUDA_ENTRY(cuEventDestroy) SP_CUDA_ENTRY(cuEventRecord)
-      SP_CUDA_ENTRY(cuEventQuery) SP_CUDA_ENTRY(cuEventSynchronize)
-      SP_CUDA_ENTRY(cuEventElapsedTime) SP_CUDA_ENTRY(cuMemcpyAsync)
-      SP_CUDA_ENTRY(cuMemsetD8Async) SP_CUDA_ENTRY(cuLaunchHostFunc) SP_CUDA_ENTRY(cuLaunchKernel)
-      SP_CUDA_ENTRY(cuModuleLoadData) SP_CUDA_ENTRY(cuModuleUnload)
-      SP_CUDA_ENTRY(cuModuleGetFunction) SP_CUDA_ENTRY(cuMemAlloc) SP_CUDA_ENTRY(cuMemFree)
-      SP_CUDA_ENTRY(cuMemHostAlloc) SP_CUDA_ENTRY(cuMemFreeHost)
-      SP_CUDA_ENTRY(cuMemAddressReserve) SP_CUDA_ENTRY(cuMemAddressFree)
-      SP_CUDA_ENTRY(cuMemCreate) SP_CUDA_ENTRY(cuMemRelease) SP_CUDA_ENTRY(cuMemMap)
-      SP_CUDA_ENTRY(cuMemUnmap) SP_CUDA_ENTRY(cuMemSetAccess)
-      SP_CUDA_ENTRY(cuMemGetAllocationGranularity)};
+      SP_CUDA_ENTRY(cuInit) SP_CUDA_ENTRY(cuDriverGetVersion) SP_CUDA_ENTRY(
+          cuGetErrorName) SP_CUDA_ENTRY(cuDeviceGetCount) SP_CUDA_ENTRY(cuDeviceGet)
+          SP_CUDA_ENTRY(cuDeviceGetAttribute) SP_CUDA_ENTRY(cuDeviceTotalMem) SP_CUDA_ENTRY(
+              cuDevicePrimaryCtxRetain) SP_CUDA_ENTRY(cuDevicePrimaryCtxRelease)
+              SP_CUDA_ENTRY(cuCtxGetCurrent) SP_CUDA_ENTRY(cuCtxSetCurrent) SP_CUDA_ENTRY(
+                  cuMemGetInfo) SP_CUDA_ENTRY(cuStreamCreate) SP_CUDA_ENTRY(cuStreamDestroy)
+                  SP_CUDA_ENTRY(cuStreamGetFlags) SP_CUDA_ENTRY(cuStreamGetCtx) SP_CUDA_ENTRY(
+                      cuStreamSynchronize) SP_CUDA_ENTRY(cuStreamWaitEvent)
+                      SP_CUDA_ENTRY(cuEventCreate) SP_CUDA_ENTRY(cuEventDestroy)
+                          SP_CUDA_ENTRY(cuEventRecord) SP_CUDA_ENTRY(cuEventQuery) SP_CUDA_ENTRY(
+                              cuEventSynchronize) SP_CUDA_ENTRY(cuEventElapsedTime)
+                              SP_CUDA_ENTRY(cuMemcpyAsync) SP_CUDA_ENTRY(cuMemsetD8Async)
+                                  SP_CUDA_ENTRY(cuLaunchHostFunc) SP_CUDA_ENTRY(cuLaunchKernel)
+                                      SP_CUDA_ENTRY(cuModuleLoadData) SP_CUDA_ENTRY(cuModuleUnload)
+                                          SP_CUDA_ENTRY(cuModuleGetFunction) SP_CUDA_ENTRY(
+                                              cuMemAlloc) SP_CUDA_ENTRY(cuMemFree)
+                                              SP_CUDA_ENTRY(cuMemHostAlloc) SP_CUDA_ENTRY(
+                                                  cuMemFreeHost) SP_CUDA_ENTRY(cuMemAddressReserve)
+                                                  SP_CUDA_ENTRY(cuMemAddressFree) SP_CUDA_ENTRY(
+                                                      cuMemCreate) SP_CUDA_ENTRY(cuMemRelease)
+                                                      SP_CUDA_ENTRY(cuMemMap) SP_CUDA_ENTRY(
+                                                          cuMemUnmap) SP_CUDA_ENTRY(cuMemSetAccess)
+                                                          SP_CUDA_ENTRY(
+                                                              cuMemGetAllocationGranularity)};
 #undef SP_CUDA_ENTRY
   for (const Entry& e : entries) {
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -431,7 +437,8 @@ class Driver final : public CudaDriver, public std::enable_shared_from_this<Driv
     }
     float ms = 0;
     CUresult r = api_.cuEventElapsedTime(&ms, a->event, b->event);
-    if (r == CUDA_ERROR_NOT_READY) return absl::UnavailableError("event's record has not completed");
+    if (r == CUDA_ERROR_NOT_READY)
+      return absl::UnavailableError("event's record has not completed");
     if (r != CUDA_SUCCESS) return Fail("cuEventElapsedTime", r);
     return ms;
   }
@@ -555,8 +562,8 @@ absl::Status DeviceMemory::SetAccess(uintptr_t base, uint64_t bytes,
     desc[i].location.id = devices[i];
     desc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   }
-  if (CUresult r = driver_->api().cuMemSetAccess(static_cast<CUdeviceptr>(base), bytes,
-                                                 desc.data(), desc.size());
+  if (CUresult r = driver_->api().cuMemSetAccess(static_cast<CUdeviceptr>(base), bytes, desc.data(),
+                                                 desc.size());
       r != CUDA_SUCCESS) {
     return driver_->Fail("cuMemSetAccess", r);
   }
@@ -717,9 +724,8 @@ absl::StatusOr<std::shared_ptr<CudaDriver>> CudaDriver::Open(int device_count) {
       prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       prop.location.id = d;
       size_t granularity = 0;
-      ds.vmm = api.cuMemGetAllocationGranularity(&granularity, &prop,
-                                                 CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
-                   CUDA_SUCCESS &&
+      ds.vmm = api.cuMemGetAllocationGranularity(
+                   &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS &&
                granularity != 0 && kGranule % granularity == 0;
     }
   }

@@ -608,8 +608,9 @@ absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
   if (size == 0) return nullptr;
   const bool host = device < 0;
   PhysicalMemory& host_memory = c_.pinned_memory ? *c_.pinned_memory : *host_upstream_;
-  absl::StatusOr<void*> p = direct_.Allocate(size, device, host ? host_memory : c_.DeviceMemory(device),
-                                             host ? c_.host_budget : *c_.devices[device].budget);
+  absl::StatusOr<void*> p =
+      direct_.Allocate(size, device, host ? host_memory : c_.DeviceMemory(device),
+                       host ? c_.host_budget : *c_.devices[device].budget);
   if (!p.ok()) return p.status();
   MutexLock order_lock(&c_.order_mu);
   c_.ChargeCallLocked();

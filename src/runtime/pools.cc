@@ -161,7 +161,8 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   if (c_.cuda != nullptr) {
     // Real device memory: what the simulator emulates with host pages (huge
     // pages, the DVPP window, memfd export) has no CUDA counterpart here.
-    if (props.alloc_type == AllocationType::kHugePage || props.alloc_type == AllocationType::kDvpp) {
+    if (props.alloc_type == AllocationType::kHugePage ||
+        props.alloc_type == AllocationType::kDvpp) {
       return absl::UnimplementedError(absl::StrCat(AllocationTypeName(props.alloc_type),
                                                    " pools are not supported on a CUDA runtime"));
     }
@@ -511,8 +512,7 @@ absl::Status Pools::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc>
       MemPool* mp = p.mem();
       if (mp == nullptr) continue;
       MutexLock pool_lock(&mp->central_mu());
-      if (absl::Status st = c_.cuda->GrantAccess(*native->second, d.location.id);
-          !st.ok()) {
+      if (absl::Status st = c_.cuda->GrantAccess(*native->second, d.location.id); !st.ok()) {
         return st;
       }
     }

@@ -176,7 +176,8 @@ Position RuntimeCore::AdvancePoint(StreamIndex s, OpKind kind) {
 }
 
 Position RuntimeCore::ExecutedThrough(StreamIndex s) {
-  if (adapter != nullptr) return std::min(adapter->ObserveThrough(s, ordering.pos(s)), ordering.pos(s));
+  if (adapter != nullptr)
+    return std::min(adapter->ObserveThrough(s, ordering.pos(s)), ordering.pos(s));
   const Position c = executor->CompletedPosition(s);
   const Position last = s < last_op.size() ? last_op[s] : 0;
   return c >= last ? ordering.pos(s) : c;

@@ -61,9 +61,8 @@ absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Create(const RuntimeCo
     // driver, and costs no dlopen.
     const RuntimeConfig defaults;
     if (config.device_count < 0 || config.device_count > 64) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("deviceCount must be in [0, 64] on a CUDA runtime, got ",
-                       config.device_count));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "deviceCount must be in [0, 64] on a CUDA runtime, got ", config.device_count));
     }
     if (config.backing != defaults.backing) {
       return absl::InvalidArgumentError("backing does not apply to a CUDA runtime");

@@ -34,10 +34,10 @@ constexpr uint64_t kTotal = uint64_t{8} << 30;
 struct Event;
 struct Item {
   enum Kind { kWork, kRecord, kWait } kind = kWork;
-  std::function<void()> work;  // kWork
-  Event* event = nullptr;      // kRecord, kWait
-  uint64_t seq = 0;            // kRecord: the record's number; kWait: the one waited for
-  struct Stream* on = nullptr; // kWait: the stream of that record
+  std::function<void()> work;   // kWork
+  Event* event = nullptr;       // kRecord, kWait
+  uint64_t seq = 0;             // kRecord: the record's number; kWait: the one waited for
+  struct Stream* on = nullptr;  // kWait: the stream of that record
 };
 struct Stream {
   int device = 0;
@@ -121,7 +121,7 @@ void RunAll() {
 }
 void Enqueue(Stream* st, Item item) { st->items.push_back(std::move(item)); }
 
-#define LOCK                                  \
+#define LOCK                                   \
   std::lock_guard<std::recursive_mutex> l(mu); \
   ++calls
 
@@ -394,7 +394,8 @@ CUresult MemFreeHost(void* p) {
   std::free(p);
   return CUDA_SUCCESS;
 }
-CUresult MemAddressReserve(CUdeviceptr* p, size_t n, size_t align, CUdeviceptr, unsigned long long) {
+CUresult MemAddressReserve(CUdeviceptr* p, size_t n, size_t align, CUdeviceptr,
+                           unsigned long long) {
   LOCK;
   if (n == 0 || n % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
   if (align == 0) align = kGranularity;

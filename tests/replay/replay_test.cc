@@ -155,7 +155,9 @@ TEST(TraceParse, AnEmptyOrBinaryFileIsNotATrace) {
     EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("not a trace"));
   }
-  absl::StatusOr<Trace> bin = LoadTrace(write("bin.trace", std::string("\x7f" "ELF\x02\x01\x00", 7)));
+  absl::StatusOr<Trace> bin = LoadTrace(write("bin.trace", std::string("\x7f"
+                                                                       "ELF\x02\x01\x00",
+                                                                       7)));
   ASSERT_FALSE(bin.ok());
   EXPECT_THAT(std::string(bin.status().message()), ::testing::HasSubstr("binary data"));
   // A comment-only file is a trace (of nothing), as its text is.
