@@ -44,7 +44,7 @@ void AdapterExecutor::Bind(StreamIndex s, StreamAdapter::NativeStream native, bo
     st.marks.clear();
     st.waited.clear();
     st.reap_pending = false;
-    --removed_count_;
+    --reap_pending_count_;
   }
   DestroyNative(st);
   // Positions continue: the new incarnation's are all past the old one's.
@@ -53,7 +53,6 @@ void AdapterExecutor::Bind(StreamIndex s, StreamAdapter::NativeStream native, bo
   st.native_live = true;
   st.bound = true;
   st.owned = owned;
-  st.removed = false;
 }
 
 absl::Status AdapterExecutor::BindStream(StreamIndex s, int device, bool legacy,
@@ -83,32 +82,29 @@ void AdapterExecutor::RemoveStream(StreamIndex s) {
   // The last use of the native stream: a marker after everything enqueued on
   // it, points included (none can be added now). The embedder may destroy an
   // adopted stream as soon as this returns; markers outlive their stream.
-  ++marker_calls_;
   st.marks.push_back(
       Mark{kRemovedMark, std::make_shared<MarkerRef>(adapter_.get(), adapter_->Record(st.native))});
   st.bound = false;
-  st.removed = true;
   st.reap_pending = true;
-  ++removed_count_;
+  ++reap_pending_count_;
   ReapRemoved();
 }
 
 void AdapterExecutor::ReapRemoved() {
-  if (removed_count_ == 0) return;
+  if (reap_pending_count_ == 0) return;
   for (Stream& st : streams_) {
     if (!st.reap_pending) continue;
     Poll(st);
     if (!st.marks.empty() || !st.waited.empty()) continue;
     DestroyNative(st);
     st.reap_pending = false;
-    --removed_count_;
+    --reap_pending_count_;
   }
 }
 
 void AdapterExecutor::Poll(Stream& st) {
   while (!st.marks.empty()) {
-    ++marker_calls_;
-    if (!adapter_->Done(st.marks.front().marker->get())) break;
+      if (!adapter_->Done(st.marks.front().marker->get())) break;
     st.completed = std::max(st.completed, st.marks.front().position);
     st.marks.pop_front();
   }
@@ -124,13 +120,12 @@ std::shared_ptr<AdapterExecutor::MarkerRef> AdapterExecutor::MarkerCovering(Stre
   for (const Mark& m : st.marks) {
     if (m.position >= p) return m.marker;
   }
-  // Not bound and not removed: a slot never used holds no work.
+  // Neither bound nor awaiting its final marker: a slot that holds no work.
   if (!st.bound) return nullptr;
   // No marker covers p yet: one recorded now is reached only after
   // everything enqueued so far, p and every point told of before included.
   const Position at = std::max(p, st.last);
   st.last = at;
-  ++marker_calls_;
   auto ref = std::make_shared<MarkerRef>(adapter_.get(), adapter_->Record(st.native));
   st.marks.push_back(Mark{at, ref});
   return ref;
@@ -144,8 +139,7 @@ TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
     if (ws == s || ws >= streams_.size()) return;
     std::shared_ptr<MarkerRef> m = MarkerCovering(ws, wp);
     if (m == nullptr) return;
-    ++marker_calls_;
-    adapter_->Wait(streams_[s].native, m->get());
+      adapter_->Wait(streams_[s].native, m->get());
     streams_[s].waited.push_back(Mark{position, std::move(m)});
   };
   if (op.wait_stream != kNoStream) wait_on(op.wait_stream, op.wait_position);
@@ -157,8 +151,7 @@ TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   st.last = position;
   if (op.kind == OpKind::kRecord) {
     // Waits and queries name an event's record: it is marked now.
-    ++marker_calls_;
-    StreamAdapter::Marker m =
+      StreamAdapter::Marker m =
         native_ != nullptr ? native_->RecordTimed(st.native) : adapter_->Record(st.native);
     st.marks.push_back(Mark{position, std::make_shared<MarkerRef>(adapter_.get(), m)});
   }
@@ -217,11 +210,6 @@ absl::StatusOr<float> AdapterExecutor::ElapsedMs(const std::shared_ptr<void>& st
   }
   return native_->ElapsedMs(static_cast<MarkerRef*>(start.get())->get(),
                             static_cast<MarkerRef*>(end.get())->get());
-}
-
-uint64_t AdapterExecutor::marker_calls() const {
-  MutexLock lock(&mu_);
-  return marker_calls_;
 }
 
 TimeNs AdapterExecutor::Now() const {

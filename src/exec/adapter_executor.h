@@ -67,9 +67,6 @@ class AdapterExecutor final : public Executor {
   absl::StatusOr<float> ElapsedMs(const std::shared_ptr<void>& start,
                                   const std::shared_ptr<void>& end);
 
-  // Marker calls made so far (tests: a same-stream pair makes none).
-  uint64_t marker_calls() const;
-
  private:
   // Owns one native marker; whoever may still use it holds a reference.
   class MarkerRef {
@@ -95,7 +92,6 @@ class AdapterExecutor final : public Executor {
     bool bound = false;         // usable: ops may be enqueued and marked
     bool owned = false;         // streampool made `native` and destroys it
     bool native_live = false;   // `native` not yet given back
-    bool removed = false;       // destroyed, until the slot is bound again
     bool reap_pending = false;  // removed, its final marker not yet reached
     Position last = 0;          // last op or point the executor was told of
     Position completed = 0;     // highest position known reached
@@ -129,8 +125,7 @@ class AdapterExecutor final : public Executor {
   mutable Mutex mu_{LockRank::kExecQueue};
   std::vector<Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::deque<Effect> effects_ ABSL_GUARDED_BY(mu_);  // in enqueue order
-  uint64_t marker_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t removed_count_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t reap_pending_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace streampool::internal
