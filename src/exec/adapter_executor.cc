@@ -104,7 +104,7 @@ void AdapterExecutor::ReapRemoved() {
 
 void AdapterExecutor::Poll(Stream& st) {
   while (!st.marks.empty()) {
-      if (!adapter_->Done(st.marks.front().marker->get())) break;
+    if (!adapter_->Done(st.marks.front().marker->get())) break;
     st.completed = std::max(st.completed, st.marks.front().position);
     st.marks.pop_front();
   }
@@ -139,7 +139,7 @@ TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
     if (ws == s || ws >= streams_.size()) return;
     std::shared_ptr<MarkerRef> m = MarkerCovering(ws, wp);
     if (m == nullptr) return;
-      adapter_->Wait(streams_[s].native, m->get());
+    adapter_->Wait(streams_[s].native, m->get());
     streams_[s].waited.push_back(Mark{position, std::move(m)});
   };
   if (op.wait_stream != kNoStream) wait_on(op.wait_stream, op.wait_position);
@@ -151,7 +151,7 @@ TimeNs AdapterExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   st.last = position;
   if (op.kind == OpKind::kRecord) {
     // Waits and queries name an event's record: it is marked now.
-      StreamAdapter::Marker m =
+    StreamAdapter::Marker m =
         native_ != nullptr ? native_->RecordTimed(st.native) : adapter_->Record(st.native);
     st.marks.push_back(Mark{position, std::make_shared<MarkerRef>(adapter_.get(), m)});
   }
