@@ -602,21 +602,17 @@ py::object ToPython(const nlohmann::ordered_json& j) {
   return py::none();
 }
 
-// sp.replay's engine: the command-line tool's sweep, with the GIL released
-// while traces replay, and its JSON document as Python objects. Arguments
-// come normalized from __init__.py.
-py::object ReplayTraces(const std::vector<std::string>& files, const std::string& reuse,
-                        bool all_policies, const std::vector<uint64_t>& thresholds,
-                        const std::vector<std::string>& growth_names, const std::string& pool,
-                        const std::string& backing, uint64_t capacity, bool check,
-                        const std::string& timeline_path, bool recorded, const std::string& report,
-                        const std::vector<std::string>& allocator_names,
-                        const std::string& torch_conf, uint64_t rmm_initial, uint64_t rmm_max) {
-  if (report != "runs" && report != "policy" && report != "torch_validation") {
-    Raise(spErrorInvalidValue, absl::StrCat("report is 'runs', 'policy' or 'torch_validation', "
-                                            "not '",
-                                            report, "'"));
-  }
+// The sweep sp.replay's arguments describe, in the command-line tool's row
+// order. Arguments come normalized from __init__.py.
+std::vector<replay::ReplaySettings> Sweep(const std::string& reuse, bool all_policies,
+                                          const std::vector<uint64_t>& thresholds,
+                                          const std::vector<std::string>& growth_names,
+                                          const std::string& pool, const std::string& backing,
+                                          uint64_t capacity, bool check, bool recorded,
+                                          const std::vector<std::string>& allocator_names,
+                                          const std::string& torch_conf, uint64_t rmm_initial,
+                                          uint64_t rmm_max, bool record_timeline,
+                                          replay::ReplaySettings* base_out = nullptr) {
   std::vector<replay::AllocatorKind> allocators;
   for (const std::string& name : allocator_names) {
     absl::StatusOr<std::vector<replay::AllocatorKind>> kinds = replay::ParseAllocatorList(name);
@@ -641,15 +637,50 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   base.backing = ParseName<Backing>(backing);
   base.device_capacity = capacity;
   base.check_stream_order = check;
-  base.record_timeline = !timeline_path.empty() && report == "runs";
+  base.record_timeline = record_timeline;
   base.use_recorded = recorded;
   base.torch = *torch;
   base.rmm.initial_pool_size = rmm_initial;
   base.rmm.maximum_pool_size = rmm_max;
   std::vector<PoolGrowth> growths;
   for (const std::string& g : growth_names) growths.push_back(ParseName<PoolGrowth>(g));
-  const std::vector<replay::ReplaySettings> settings = replay::AllocatorRows(
-      allocators, replay::SweepSettings(base, thresholds, growths, all_policies));
+  if (base_out != nullptr) *base_out = base;
+  return replay::AllocatorRows(allocators,
+                               replay::SweepSettings(base, thresholds, growths, all_policies));
+}
+
+// sp.replay's engine: the command-line tool's sweep, with the GIL released
+// while traces replay, and its JSON document as Python objects. `rows`, when
+// not empty, replays only those rows of the sweep (indices in its order): a
+// distributed sweep sends each worker a trace and a row, and a row keeps the
+// label it has in the whole sweep (a growth named because several are swept).
+py::object ReplayTraces(const std::vector<std::string>& files, const std::string& reuse,
+                        bool all_policies, const std::vector<uint64_t>& thresholds,
+                        const std::vector<std::string>& growth_names, const std::string& pool,
+                        const std::string& backing, uint64_t capacity, bool check,
+                        const std::string& timeline_path, bool recorded, const std::string& report,
+                        const std::vector<std::string>& allocator_names,
+                        const std::string& torch_conf, uint64_t rmm_initial, uint64_t rmm_max,
+                        const std::vector<size_t>& rows) {
+  if (report != "runs" && report != "policy" && report != "torch_validation") {
+    Raise(spErrorInvalidValue, absl::StrCat("report is 'runs', 'policy' or 'torch_validation', "
+                                            "not '",
+                                            report, "'"));
+  }
+  replay::ReplaySettings base;
+  const std::vector<replay::ReplaySettings> sweep =
+      Sweep(reuse, all_policies, thresholds, growth_names, pool, backing, capacity, check,
+            recorded, allocator_names, torch_conf, rmm_initial, rmm_max,
+            /*record_timeline=*/!timeline_path.empty() && report == "runs", &base);
+  std::vector<replay::ReplaySettings> settings;
+  for (size_t row : rows) {
+    if (row >= sweep.size()) {
+      Raise(spErrorInvalidValue,
+            absl::StrCat("row ", row, " of a sweep of ", sweep.size(), " settings"));
+    }
+    settings.push_back(sweep[row]);
+  }
+  if (rows.empty()) settings = sweep;
 
   absl::Status failed;
   size_t unreadable = files.size();
@@ -845,6 +876,14 @@ void Bind(py::module_& m) {
                     "The per-stream front caches.");
   BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
                     "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
+  BindPoolAttribute(pool, "wait_before_growth", PoolAttr::kWaitBeforeGrowth, true,
+                    "With rule 5 on: serve from another stream's pending free before growing "
+                    "when the wait delays nothing (True, the default); False grows first, as "
+                    "CUDA does.");
+  BindPoolAttribute(pool, "soft_reserved_limit", PoolAttr::kSoftReservedLimit, false,
+                    "With rule 5 on: growth past this many reserved bytes waits for other "
+                    "streams' pending frees first; 'max' (the default) sets no limit, 0 waits "
+                    "before every growth.");
   pool.def_property_readonly("reserved_current",
                              [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); })
       .def_property_readonly("reserved_high",
@@ -1227,7 +1266,25 @@ void Bind(py::module_& m) {
         py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"),
         py::arg("recorded") = false, py::arg("report") = "runs",
         py::arg("allocators") = std::vector<std::string>{"streampool"}, py::arg("torch_conf") = "",
-        py::arg("rmm_initial") = 0, py::arg("rmm_max") = 0);
+        py::arg("rmm_initial") = 0, py::arg("rmm_max") = 0,
+        py::arg("rows") = std::vector<size_t>{});
+  m.def(
+      "_sweep_size",
+      [](const std::string& reuse, bool all_policies, const std::vector<uint64_t>& thresholds,
+         const std::vector<std::string>& growths, const std::string& pool,
+         const std::string& backing, uint64_t capacity, bool check, bool recorded,
+         const std::vector<std::string>& allocators, const std::string& torch_conf,
+         uint64_t rmm_initial, uint64_t rmm_max) {
+        return Sweep(reuse, all_policies, thresholds, growths, pool, backing, capacity, check,
+                     recorded, allocators, torch_conf, rmm_initial, rmm_max,
+                     /*record_timeline=*/false)
+            .size();
+      },
+      py::kw_only(), py::arg("reuse"), py::arg("all_policies"), py::arg("thresholds"),
+      py::arg("growths"), py::arg("pool"), py::arg("backing"), py::arg("capacity"),
+      py::arg("check"), py::arg("recorded"), py::arg("allocators"), py::arg("torch_conf"),
+      py::arg("rmm_initial"), py::arg("rmm_max"),
+      "How many settings replay() with these arguments runs per trace.");
   py::list reuse_switches;
   for (const replay::ReuseSwitch& r : replay::ReuseSwitches()) reuse_switches.append(r.name);
   m.attr("REUSE_RULES") = py::tuple(reuse_switches);

@@ -21,7 +21,7 @@ over the runtime that AscendCL calls (the acl package, pyACL) use.
 import os as _os
 
 from streampool._errors import Error, OutOfMemoryError
-from streampool import _core
+from streampool import _core, _sweep
 from streampool._core import Allocation, Event, Pool, Runtime, Stream
 
 __all__ = [
@@ -201,6 +201,12 @@ def _threshold(value):
     return value
 
 
+def _bytes(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX:
+        raise Error("spErrorInvalidValue", f"{name} is a number of bytes, not {value!r}")
+    return value
+
+
 class _Unset:
     """A setting replay() was not given (None already means "none" for reuse)."""
 
@@ -213,7 +219,7 @@ _UNSET = _Unset()
 
 def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNSET, pool="device",
            backing="address_only", capacity=80 << 30, check=True, timeline=None, report="runs",
-           allocator="streampool", torch_conf="", rmm_initial=0, rmm_max=0):
+           allocator="streampool", torch_conf="", rmm_initial=0, rmm_max=0, executor=None):
     """Replays trace files (streampool trace v1 or RMM CSV logs) the way
     ``streampool-replay --json`` does and returns its JSON document as Python
     objects: ``{"traces": [{"file", "ops", ..., "runs": [{"setting",
@@ -251,6 +257,15 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     and CUDA's defaults (``streampool-replay --policy-report --json``, schema
     "streampool-policy-report/1").
 
+    executor: a concurrent.futures.Executor (a ProcessPoolExecutor, a Dask
+    distributed Client, ...) to run the sweep on: one task per trace and
+    row of a "runs" report, one per trace of a "policy" (its capacity
+    searches) or "torch_validation" report. The document is the one a
+    serial replay gives, in the same order, every figure equal but the
+    host cost (wall-clock time, different on every run). Each worker reads
+    the traces by the paths given, so it must see them there; timeline is
+    refused (the runs' timelines stay on the workers).
+
     A trace that cannot be read raises FileNotFoundError, PermissionError or
     IsADirectoryError; a malformed one raises Error naming its file and line.
     """
@@ -263,14 +278,18 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     if not files:
         raise Error("spErrorInvalidValue", "no trace given")
     recorded = reuse is _UNSET and policies is None and threshold is _UNSET and growth is _UNSET
-    return _core.replay(files, reuse=_reuse_list("all" if reuse is _UNSET else reuse),
-                        all_policies=policies == "all",
-                        thresholds=[_threshold(t) for t in _as_list(0 if threshold is _UNSET
-                                                                     else threshold)],
-                        growths=_as_list("default" if growth is _UNSET else growth), pool=pool,
-                        backing=backing, capacity=capacity, check=check,
-                        timeline_path=_os.fspath(timeline) if timeline is not None else "",
-                        recorded=recorded, report=report,
-                        allocators=[str(a) for a in _as_list(allocator)],
-                        torch_conf=str(torch_conf), rmm_initial=int(rmm_initial),
-                        rmm_max=int(rmm_max))
+    kwargs = dict(reuse=_reuse_list("all" if reuse is _UNSET else reuse),
+                  all_policies=policies == "all",
+                  thresholds=[_threshold(t) for t in _as_list(0 if threshold is _UNSET
+                                                               else threshold)],
+                  growths=[str(g) for g in _as_list("default" if growth is _UNSET else growth)],
+                  pool=str(pool), backing=str(backing), capacity=_bytes("capacity", capacity),
+                  check=bool(check),
+                  timeline_path=_os.fspath(timeline) if timeline is not None else "",
+                  recorded=recorded, report=report,
+                  allocators=[str(a) for a in _as_list(allocator)],
+                  torch_conf=str(torch_conf), rmm_initial=_bytes("rmm_initial", rmm_initial),
+                  rmm_max=_bytes("rmm_max", rmm_max))
+    if executor is not None:
+        return _sweep.replay(executor, files, kwargs)
+    return _core.replay(files, **kwargs)
