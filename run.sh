@@ -8,7 +8,8 @@ cd "$ROOT"
 # Debian packages the build needs.
 PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
           cmake ninja-build g++ clang pkg-config
-          python3-dev python3-pybind11 python3-pytest python3-numpy nlohmann-json3-dev ccache)
+          python3-dev python3-pybind11 python3-pytest python3-numpy nlohmann-json3-dev ccache
+          python3-venv python3-pip python3-setuptools python3-wheel python3-distributed)
 
 # Build parallelism: the cores, unless STREAMPOOL_JOBS says otherwise.
 JOBS="${STREAMPOOL_JOBS:-$(nproc)}"
@@ -24,7 +25,8 @@ usage: ./run.sh <command> [args]
   test                 build Release, run ctest, then check the installed package
                        (find_package and pkg-config consumers, C and C++,
                        import streampool and a pyACL program from the prefix),
-                       static and shared (relocated prefix, exported symbols)
+                       static and shared (relocated prefix, exported symbols),
+                       and pip install . into a fresh virtual environment
   docs                 API reference of include/streampool with Doxygen into
                        build/docs (installs doxygen if missing; fails on warnings)
   sanitize [which]     ASan+UBSan build in build/asan and TSan build in build/tsan,
@@ -249,6 +251,28 @@ install_check_shared() {
   log "shared install check passed"
 }
 
+# `pip install .` as the README gives it (offline: --no-build-isolation, the
+# installed setuptools) into a fresh virtual environment that sees Debian's
+# packages (pytest, numpy, distributed); then, from there alone, the
+# package's import and a replay, and the replay tests. The pip build is
+# build/pip, compiled through ccache with the flags of build/release, so that
+# it costs seconds after the release build.
+pip_install_check() {
+  local venv="$ROOT/build/pip-venv" site
+  log "pip install . into a fresh virtual environment ($venv)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  STREAMPOOL_CMAKE_ARGS="-DSTREAMPOOL_WERROR=ON" STREAMPOOL_JOBS="$JOBS" \
+    "$venv/bin/pip" install --quiet --no-build-isolation --no-index --no-deps --no-cache-dir "$ROOT"
+  site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  (cd "$venv" && env -u PYTHONPATH "$venv/bin/python" "$ROOT/tests/install/consumer.py" "$site")
+  (cd "$venv" && env -u PYTHONPATH STREAMPOOL_TRACES_DIR="$ROOT/traces" \
+    STREAMPOOL_REPLAY="$ROOT/build/release/tools/streampool-replay" \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    "$ROOT/tests/python/test_replay.py" "$ROOT/tests/python/test_distributed_replay.py")
+  log "pip install check passed"
+}
+
 cmd_test() {
   # A compiler warning fails this build (-Werror). build/release keeps the
   # setting in its CMake cache for the other commands that build there.
@@ -257,6 +281,7 @@ cmd_test() {
   ctest --test-dir build/release --output-on-failure -j2
   install_check
   install_check_shared
+  pip_install_check
 }
 
 cmd_docs() {
