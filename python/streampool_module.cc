@@ -876,14 +876,6 @@ void Bind(py::module_& m) {
                     "The per-stream front caches.");
   BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
                     "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
-  BindPoolAttribute(pool, "wait_before_growth", PoolAttr::kWaitBeforeGrowth, true,
-                    "With rule 5 on: serve from another stream's pending free before growing "
-                    "when the wait delays nothing (True, the default); False grows first, as "
-                    "CUDA does.");
-  BindPoolAttribute(pool, "soft_reserved_limit", PoolAttr::kSoftReservedLimit, false,
-                    "With rule 5 on: growth past this many reserved bytes waits for other "
-                    "streams' pending frees first; 'max' (the default) sets no limit, 0 waits "
-                    "before every growth.");
   pool.def_property_readonly("reserved_current",
                              [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); })
       .def_property_readonly("reserved_high",
