@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "src/pool/names.h"
 #include "src/replay/capacity.h"
+#include "src/replay/decisions.h"
 #include "src/replay/executor_compare.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/report.h"
@@ -303,6 +304,23 @@ ABSL_FLAG(bool, verify, false,
           "decision (a recording in real time, threads or adapter, or one with a pool on the "
           "program's own upstream, is replayed and reported: its decisions depended on what a "
           "replay does not have). Takes no setting flag");
+ABSL_FLAG(std::string, save_decisions, "",
+          "also write every allocation's decision (op, stream, size, rule, pool, chunk and "
+          "offset, waits inserted, failure) to this file, in the format "
+          "streampool-decisions/1 (docs/design.md, \"Decisions as data\"); one trace under "
+          "one setting; also spelled --save-decisions");
+ABSL_FLAG(std::string, check_decisions, "",
+          "replay the trace under the setting flags and compare each allocation's decision "
+          "with this file's (--save-decisions): stop at the first that differs and print its "
+          "op, both decisions, the rule behind each and the blocks around them, exit 3; exit "
+          "0 when all agree. One trace under one setting; also spelled --check-decisions");
+ABSL_FLAG(std::string, diff, "",
+          "compare the setting flags' decisions (a) with another setting's or allocator's (b) "
+          "on one trace, every allocation, and summarise the differences by rule and by "
+          "bytes, with the first one as --check-decisions prints it; exit 3 when any differs. "
+          "b is a's with key=value changes separated by '/': reuse, threshold, growth, "
+          "allocator, capacity, torch-conf, rmm-initial, rmm-max (--diff=reuse=none, "
+          "--diff=threshold=max/growth=chunked, --diff=allocator=rmm-pool)");
 ABSL_FLAG(std::string, timeline, "",
           "also write every run's stream ops, allocation lifetimes and pool bytes as Chrome "
           "trace-event JSON (Perfetto, chrome://tracing), one process per run");
@@ -335,8 +353,13 @@ constexpr char kUsage[] =
     "pool's decisions, the first that differs and whether all before the first\n"
     "observation-dependent one (rule 3) agree.\n"
     "\n"
+    "--save-decisions=FILE writes every allocation's decision, --check-decisions=FILE\n"
+    "replays and stops at the first that differs from the file's, and --diff=CHANGE\n"
+    "compares the decisions of two settings or allocators on one trace.\n"
+    "\n"
     "Exit status: 0 on success, 1 when a trace is malformed or a replay fails, 2 on a\n"
-    "bad command line, 3 when --verify finds a decision the replay took otherwise.\n"
+    "bad command line, 3 when --verify, --check-decisions or --diff finds a decision\n"
+    "the replay took otherwise.\n"
     "Out-of-memory allocations are results, not errors.\n"
     "\n"
     "  streampool-replay --threshold=0,max traces/*.trace\n"
@@ -345,7 +368,10 @@ constexpr char kUsage[] =
     "  streampool-replay --verify traces/lab/server.trace\n"
     "  streampool-replay --allocator=all --min-capacity traces/lab/*.trace\n"
     "  streampool-replay --validate-torch traces/*.trace\n"
-    "  streampool-replay --compare-executor=cuda traces/lab/*.trace";
+    "  streampool-replay --compare-executor=cuda traces/lab/*.trace\n"
+    "  streampool-replay --save-decisions=server.decisions traces/lab/server.trace\n"
+    "  streampool-replay --check-decisions=server.decisions traces/lab/server.trace\n"
+    "  streampool-replay --reuse=all --diff=reuse=event,opportunistic traces/lab/fsdp.trace";
 
 const streampool::tools::CommandLine kCommandLine = {
     .program = "streampool-replay",
@@ -359,7 +385,9 @@ const streampool::tools::CommandLine kCommandLine = {
                 {"--rmm-initial", "--rmm_initial"},
                 {"--rmm-max", "--rmm_max"},
                 {"--validate-torch", "--validate_torch"},
-                {"--compare-executor", "--compare_executor"}},
+                {"--compare-executor", "--compare_executor"},
+                {"--save-decisions", "--save_decisions"},
+                {"--check-decisions", "--check_decisions"}},
 };
 
 // A progress bar on stderr, drawn only when stderr is a terminal, so that
@@ -419,6 +447,41 @@ int Search(const std::vector<rp::Trace>& traces, const std::vector<rp::ReplaySet
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!svg_path.empty() && !WriteFile(svg_path, rp::FormatPolicySvg(*reports))) return 1;
   return 0;
+}
+
+// --check-decisions and --diff: one trace, one setting, a verdict.
+int CompareDecisions(const rp::Trace& trace, const rp::ReplaySettings& settings,
+                     const std::string& check_path, const std::string& diff_change) {
+  if (!check_path.empty()) {
+    absl::StatusOr<rp::DecisionFile> saved = rp::LoadDecisions(check_path, trace);
+    if (!saved.ok()) {
+      std::fprintf(stderr, "streampool-replay: %s\n",
+                   std::string(saved.status().message()).c_str());
+      return 1;
+    }
+    absl::StatusOr<rp::DecisionCheck> check = rp::CheckDecisions(trace, settings, *saved);
+    if (!check.ok()) {
+      std::fprintf(stderr, "streampool-replay: %s\n",
+                   std::string(check.status().message()).c_str());
+      return 1;
+    }
+    const std::string text = rp::FormatCheck(trace, *check);
+    std::fprintf(check->difference ? stderr : stdout, "%s%s",
+                 check->difference ? "streampool-replay: " : "", text.c_str());
+    return check->difference ? 3 : 0;
+  }
+  rp::ReplaySettings b = settings;
+  if (absl::Status st = rp::ApplySettingChange(diff_change, &b); !st.ok()) {
+    streampool::tools::UsageError(kCommandLine, absl::StrCat("--diff: ", st.message()));
+  }
+  absl::StatusOr<rp::SettingsDiff> diff = rp::DiffSettings(trace, settings, b);
+  if (!diff.ok()) {
+    std::fprintf(stderr, "streampool-replay: %s\n", std::string(diff.status().message()).c_str());
+    return 1;
+  }
+  const std::string text = rp::FormatSettingsDiff(trace, *diff);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return diff->differing != 0 ? 3 : 0;
 }
 
 // The command line with each alias also spelled with its value attached
@@ -549,6 +612,33 @@ int main(int argc, char** argv) {
   const std::vector<rp::ReplaySettings> settings = rp::AllocatorRows(
       *allocators, rp::SweepSettings(base, thresholds, growths, all_policies || policy_report));
 
+  const std::string save_path = absl::GetFlag(FLAGS_save_decisions);
+  const std::string check_path = absl::GetFlag(FLAGS_check_decisions);
+  const std::string diff_change = absl::GetFlag(FLAGS_diff);
+  const int decision_flags = static_cast<int>(!save_path.empty()) +
+                             static_cast<int>(!check_path.empty()) +
+                             static_cast<int>(!diff_change.empty());
+  if (decision_flags > 1) {
+    streampool::tools::UsageError(
+        kCommandLine, "--save-decisions, --check-decisions and --diff exclude each other");
+  }
+  if (decision_flags == 1) {
+    if (min_capacity || policy_report || validate || verify || compare ||
+        executor != streampool::ExecutorKind::kSimulator) {
+      streampool::tools::UsageError(
+          kCommandLine,
+          "--save-decisions, --check-decisions and --diff replay in virtual time, once: no "
+          "--min-capacity, --policy-report, --validate-torch, --verify, --compare-executor or "
+          "--executor with them");
+    }
+    if (files.size() != 1 || settings.size() != 1) {
+      streampool::tools::UsageError(
+          kCommandLine,
+          "--save-decisions, --check-decisions and --diff take one trace under one setting "
+          "(one --threshold, one --growth, one --allocator, no --policies)");
+    }
+  }
+
   // Every trace is parsed before anything runs, so a malformed one costs no
   // replay time.
   std::vector<rp::Trace> traces;
@@ -559,6 +649,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     traces.push_back(*std::move(t));
+  }
+  if (!check_path.empty() || !diff_change.empty()) {
+    return CompareDecisions(traces.front(), settings.front(), check_path, diff_change);
   }
   if (min_capacity || policy_report) {
     return Search(traces, settings, /*with_cuda_defaults=*/policy_report, json, svg_path);
@@ -602,7 +695,8 @@ int main(int argc, char** argv) {
   for (const rp::Trace& t : traces) {
     rp::TraceReport rep;
     rep.trace = &t;
-    for (const rp::ReplaySettings& s : settings) {
+    for (rp::ReplaySettings s : settings) {
+      s.keep_decisions = s.keep_decisions || !save_path.empty();
       const std::string label = t.name + ": " + s.Label();
       absl::StatusOr<rp::ReplayResult> r =
           rp::Replay(t, s, [&](size_t done, size_t total) { progress.Update(label, done, total); });
@@ -637,6 +731,14 @@ int main(int argc, char** argv) {
           verdict = 3;
         }
       }
+    }
+  }
+  if (!save_path.empty()) {
+    const rp::ReplayResult& r = reports.front().runs.front();
+    if (!WriteFile(save_path,
+                   rp::FormatDecisions(traces.front(), rp::DecisionSettingLabel(r.settings),
+                                       r.decisions))) {
+      return 1;
     }
   }
   if (!svg_path.empty() && !WriteFile(svg_path, rp::FormatSvg(reports))) return 1;

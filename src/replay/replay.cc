@@ -373,6 +373,67 @@ PoolProps PropsFor(const TracePool& p, const ReplaySettings& settings) {
   return props;
 }
 
+// The blocks around (chunk, offset) of `pool` now. A snapshot names
+// segments by address, a decision by the chunk's number in its pool: a LIVE
+// block of a segment tells which number it has (PlaceOf), so a segment with
+// nothing live cannot be named.
+Neighbourhood BlocksAround(Runtime& rt, PoolId pool, uint64_t chunk, uint64_t offset,
+                           const std::function<uint32_t(StreamId)>& trace_stream) {
+  // Three on either side: enough to show what lay next to the place (the
+  // free neighbour a merge would have used, the block that was taken
+  // instead) without printing a whole pool.
+  constexpr size_t kAround = 3;
+  Neighbourhood out;
+  absl::StatusOr<PoolSnapshot> snapshot = rt.Snapshot(pool);
+  if (!snapshot.ok()) {
+    out.note = absl::StrCat("no snapshot: ", snapshot.status().message());
+    return out;
+  }
+  for (const SnapshotSegment& seg : snapshot->segments) {
+    std::optional<uint64_t> id;
+    for (const SnapshotBlock& b : seg.blocks) {
+      if (b.state != BlockState::kLive) continue;
+      absl::StatusOr<internal::Observation::BlockPlace> place =
+          rt.impl().Run<&internal::Observation::PlaceOf>(reinterpret_cast<const void*>(b.address));
+      if (place.ok()) {
+        id = place->chunk;
+        break;
+      }
+    }
+    if (id != chunk) continue;
+    size_t at = seg.blocks.size();
+    for (size_t k = 0; k < seg.blocks.size(); ++k) {
+      const SnapshotBlock& b = seg.blocks[k];
+      if (b.address - seg.address <= offset && offset < b.address - seg.address + b.size) at = k;
+    }
+    if (at == seg.blocks.size()) {
+      out.note = absl::StrCat("chunk ", chunk, " has no block at offset ", offset);
+      return out;
+    }
+    out.found = true;
+    out.segment_size = seg.size;
+    const size_t from = at >= kAround ? at - kAround : 0;
+    const size_t to = std::min(seg.blocks.size(), at + kAround + 1);
+    for (size_t k = from; k < to; ++k) {
+      const SnapshotBlock& b = seg.blocks[k];
+      NeighbourBlock n;
+      n.offset = b.address - seg.address;
+      n.size = b.size;
+      n.requested = b.requested;
+      n.state = b.state;
+      n.stream = b.stream.value == 0 ? NeighbourBlock::kNoStream : trace_stream(b.stream);
+      n.free_point = b.free_point;
+      n.unmapped = b.unmapped_bytes != 0;
+      n.at_place = k == at;
+      out.blocks.push_back(n);
+    }
+    return out;
+  }
+  out.note = absl::StrCat("no chunk ", chunk,
+                          " with a live block in the pool now (given back, or all of it free)");
+  return out;
+}
+
 std::string DescribeDecision(const RecordedDecision& d) {
   if (d.failed) return "failed (out of memory)";
   return absl::StrCat(ReuseRuleName(d.rule), " at chunk ", d.chunk, " offset ", d.offset);
@@ -381,7 +442,7 @@ std::string DescribeDecision(const RecordedDecision& d) {
 }  // namespace
 
 absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
-                                    const ProgressFn& progress) {
+                                    const ProgressFn& progress, const DecisionFn& on_decision) {
   const uint64_t started_ns = NowNs();
   absl::StatusOr<RuntimeConfig> config = ConfigFor(trace, settings);
   if (!config.ok()) return config.status();
@@ -576,6 +637,44 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     }
   };
 
+  // Decisions, for keep_decisions and on_decision.
+  const bool decide = settings.keep_decisions || static_cast<bool>(on_decision);
+  if (decide) rt.impl().Run<&internal::Observation::LogInternalWaits>(true);
+  auto decision_of = [&](size_t index, const TraceOp& op, bool ok) {
+    ReplayDecision d;
+    d.op = static_cast<uint32_t>(index + 1);
+    d.line = op.line;
+    d.stream = op.stream;
+    d.size = op.value;
+    d.failed = !ok;
+    d.pool = op.pool;
+    return d;
+  };
+  // A runtime stream as the trace names it (the waits' streams are the
+  // runtime's); streams are few, and only decisions that waited ask.
+  auto trace_stream_of = [&](StreamId s) -> uint32_t {
+    for (size_t k = 0; k < streams.size(); ++k) {
+      if (streams[k] && streams[k]->value == s.value) return static_cast<uint32_t>(k);
+    }
+    return NeighbourBlock::kNoStream;
+  };
+  BlocksAroundFn blocks_around = [&](uint32_t pool, uint64_t chunk, uint64_t offset) {
+    std::optional<PoolId> id = pool == TraceOp::kNoPool ? own_pool
+                               : pool < pools.size()    ? pools[pool]
+                                                        : std::nullopt;
+    if (!id) {
+      Neighbourhood none;
+      none.note = "the pool is not there (destroyed, or never made)";
+      return none;
+    }
+    return BlocksAround(rt, *id, chunk, offset, trace_stream_of);
+  };
+  auto decided = [&](ReplayDecision d) {
+    const bool go_on = !on_decision || on_decision(d, blocks_around);
+    if (settings.keep_decisions) r.decisions.push_back(std::move(d));
+    return go_on;
+  };
+
   const size_t total = trace.ops.size();
   for (size_t i = 0; i < total; ++i) {
     const TraceOp& op = trace.ops[i];
@@ -604,6 +703,12 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
           } else {
             return AtLine(trace, op, "Allocate", a.status());
           }
+          if (decide) {
+            ReplayDecision d = decision_of(i, op, a.ok());
+            d.model = true;
+            d.address = a.ok() ? *a : 0;
+            if (!decided(std::move(d))) i = total;
+          }
           break;
         }
         absl::StatusOr<PoolId> pool = pool_of(op);
@@ -626,12 +731,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         } else {
           return AtLine(trace, op, "MallocFromPoolAsync", a.status());
         }
-        if (settings.keep_decisions) {
-          ReplayDecision d;
-          d.line = op.line;
-          d.size = op.value;
-          d.failed = !a.ok();
-          d.pool = op.pool;
+        if (decide) {
+          ReplayDecision d = decision_of(i, op, a.ok());
           if (a.ok()) {
             d.rule = a->rule;
             if (a->ptr != nullptr) {
@@ -642,7 +743,13 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
               d.offset = place->offset;
             }
           }
-          r.decisions.push_back(d);
+          // Taken after every allocation, failed ones too, so that no wait
+          // is left over to be counted against the next.
+          for (const internal::Observation::InternalWait& w :
+               rt.impl().Run<&internal::Observation::TakeInternalWaits>()) {
+            d.waits.push_back(DecisionWait{trace_stream_of(w.stream), w.position});
+          }
+          if (!decided(std::move(d))) i = total;
         }
         if (verify && op.slot < trace.decisions.size() && trace.decisions[op.slot].present) {
           const RecordedDecision& want = trace.decisions[op.slot];

@@ -26,6 +26,7 @@
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
+#include "streampool/snapshot.h"
 
 namespace streampool::replay {
 
@@ -156,10 +157,20 @@ struct HostCost {
 // Nearest-rank percentiles over the samples (sorted in place).
 HostCost SummarizeCost(std::vector<uint64_t>& samples_ns);
 
+// A wait a decision inserted (reuse rule 5): the allocating stream's later
+// work waits for the free at `position` of trace stream `stream`.
+struct DecisionWait {
+  uint32_t stream = 0;  // dense trace stream index
+  uint64_t position = 0;
+  bool operator==(const DecisionWait&) const = default;
+};
+
 // One allocation's decision as a replay took it: what --verify compares
 // with a recording's, and an executor comparison across two replays.
 struct ReplayDecision {
-  uint32_t line = 0;  // the alloc op's trace line
+  uint32_t op = 0;      // the alloc op's index in Trace::ops, from 1
+  uint32_t line = 0;    // the alloc op's trace line
+  uint32_t stream = 0;  // the allocating stream (dense trace index)
   uint64_t size = 0;
   bool failed = false;  // out of memory; the fields below are then unset
   ReuseRule rule = ReuseRule::kFresh;
@@ -168,6 +179,13 @@ struct ReplayDecision {
   // size-0 allocation, which gets no block.
   uint64_t chunk = 0;
   uint64_t offset = 0;
+  // The waits the decision inserted, in the order the pool inserted them.
+  std::vector<DecisionWait> waits;
+  // An allocator model's allocation (its rule is then kFresh, its pool and
+  // chunk 0): where the model put it, in the model's own address space,
+  // which starts at a fixed base, so it is the same in every run.
+  bool model = false;
+  uint64_t address = 0;
 
   // Same outcome: both failed, or the same rule, pool, chunk and offset.
   bool SameAs(const ReplayDecision& other) const;
@@ -236,11 +254,46 @@ struct ReplayResult {
 // Called every few hundred ops with (ops done, ops total).
 using ProgressFn = std::function<void(size_t, size_t)>;
 
+// A block of a pool's chunk or reservation as a decision observer sees it:
+// where it lies from the segment's start (never an address, which differs
+// between runs), and whose it is.
+struct NeighbourBlock {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t requested = 0;  // LIVE and cached: the size asked for
+  BlockState state = BlockState::kReady;
+  // LIVE: the allocating stream; freed: the freeing stream (dense trace
+  // index); kNoStream for READY blocks and streams destroyed since.
+  uint32_t stream = kNoStream;
+  uint64_t free_point = 0;  // freed blocks: the freeing stream's position
+  bool unmapped = false;    // READY bytes not backed by memory
+  bool at_place = false;    // the block the question was about
+  static constexpr uint32_t kNoStream = UINT32_MAX;
+};
+// The blocks around one place of a pool: the block that starts at or
+// covers it and a few on either side, in address order.
+struct Neighbourhood {
+  bool found = false;  // false: `note` says why there are no blocks
+  uint64_t segment_size = 0;
+  std::vector<NeighbourBlock> blocks;
+  std::string note;
+};
+// What a decision observer may ask while the replay stands at a decision:
+// the blocks around (pool, chunk, offset) as the pool has them then (after
+// the allocation). Pool is the trace's pool index, TraceOp::kNoPool for the
+// replay's own. Costs a pool snapshot: meant for the decision that differs.
+using BlocksAroundFn = std::function<Neighbourhood(uint32_t pool, uint64_t chunk, uint64_t offset)>;
+// Called with each allocation's decision as the replay takes it, waits
+// included; false ends the replay after that op (the result then covers the
+// trace up to there).
+using DecisionFn = std::function<bool(const ReplayDecision&, const BlocksAroundFn&)>;
+
 // Replays `trace`. Allocations that run out of memory are counted, not
 // errors; any other failing call (an unsupported pool type, say) is an error
 // naming the trace line.
 absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
-                                    const ProgressFn& progress = {});
+                                    const ProgressFn& progress = {},
+                                    const DecisionFn& on_decision = {});
 
 }  // namespace streampool::replay
 

@@ -54,6 +54,7 @@ class Oracle final : public OrderOracle {
     op.wait_stream = s;
     op.wait_position = f;
     rt_.EnqueueOp(t_, std::move(op));
+    if (rt_.log_waits) rt_.wait_log.emplace_back(s, f);
     if (f == rt_.ordering.pos(s)) {
       // The free is S's latest op, so S's current clock is the free's clock
       // and the wait can carry everything the free was ordered after.

@@ -130,4 +130,21 @@ std::vector<TimelineEntry> Observation::Timeline() {
   return out;
 }
 
+void Observation::LogInternalWaits(bool on) {
+  MutexLock order_lock(&c_.order_mu);
+  c_.log_waits = on;
+  c_.wait_log.clear();
+}
+
+std::vector<Observation::InternalWait> Observation::TakeInternalWaits() {
+  MutexLock order_lock(&c_.order_mu);
+  std::vector<InternalWait> out;
+  out.reserve(c_.wait_log.size());
+  for (const auto& [s, f] : c_.wait_log) {
+    out.push_back(InternalWait{StreamId{c_.StreamHandleOf(s)}, f});
+  }
+  c_.wait_log.clear();
+  return out;
+}
+
 }  // namespace streampool::internal

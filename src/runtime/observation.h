@@ -52,6 +52,16 @@ class Observation {
   };
   absl::StatusOr<BlockPlace> PlaceOf(const void* ptr);
   std::vector<TimelineEntry> Timeline();
+  // Keeps every wait the pools insert from now on (reuse rule 5: the
+  // allocating stream waits for another stream's free), until taken. A
+  // replay takes them after each allocation, whose decision they are part
+  // of. Off drops what was kept.
+  struct InternalWait {
+    StreamId stream;        // the freeing stream
+    uint64_t position = 0;  // its free point
+  };
+  void LogInternalWaits(bool on);
+  std::vector<InternalWait> TakeInternalWaits();
   // The embedder's out-of-memory handler (empty: none); RuntimeCore says
   // when it runs.
   void SetOomHandler(std::function<bool(uint64_t pool, uint64_t size)> handler);

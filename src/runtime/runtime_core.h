@@ -194,6 +194,11 @@ struct RuntimeCore {
   std::vector<Position> last_op ABSL_GUARDED_BY(order_mu);
   // Completion time of the op EnqueueOp enqueued last.
   TimeNs last_enqueue_end ABSL_GUARDED_BY(order_mu) = 0;
+  // Observation::LogInternalWaits: when on, every wait a pool inserts
+  // (reuse rule 5), as the free's (stream index, position), until taken, so
+  // that a replay can say which allocation made which wait.
+  bool log_waits ABSL_GUARDED_BY(order_mu) = false;
+  std::vector<std::pair<StreamIndex, Position>> wait_log ABSL_GUARDED_BY(order_mu);
   uint64_t next_object_id = 1;
 
   // Fixed at Init; Device fields but current_pool are the lock's.
