@@ -795,13 +795,17 @@ void Bind(py::module_& m) {
   g_error = py::object(errors.attr("Error")).release().ptr();
   g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
 
+  // Both classes first, so that each method's signature names the other by
+  // its Python name.
   py::class_<Stream> stream(m, "Stream", "A stream of a Runtime (cudaStream_t).");
+  py::class_<Event> event(m, "Event", "An event of a Runtime (cudaEvent_t).");
   stream
       .def_property_readonly(
           "id", [](const Stream& s) { return s.id.value; },
           "The handle's number (the C API's spStream_t).")
-      .def_readonly("device", &Stream::device)
-      .def_readonly("non_blocking", &Stream::non_blocking)
+      .def_readonly("device", &Stream::device, "The device the stream belongs to.")
+      .def_readonly("non_blocking", &Stream::non_blocking,
+                    "Made with non_blocking=True: it does not wait for the legacy stream.")
       .def_readonly("legacy", &Stream::legacy, "The device's legacy default stream.")
       .def(
           "synchronize",
@@ -827,8 +831,10 @@ void Bind(py::module_& m) {
       });
   AddContextManager(stream, &DestroyStream);
 
-  py::class_<Event> event(m, "Event", "An event of a Runtime (cudaEvent_t).");
-  event.def_property_readonly("id", [](const Event& e) { return e.id.value; })
+  event
+      .def_property_readonly(
+          "id", [](const Event& e) { return e.id.value; },
+          "The handle's number (the C API's spEvent_t).")
       .def(
           "record",
           [](const Event& e, const Stream& s) { Check(e.st->Get().RecordEvent(e.id, s.id)); },
@@ -849,15 +855,21 @@ void Bind(py::module_& m) {
             return Check(start.st->Get().EventElapsedMs(start.id, end.id));
           },
           py::arg("end"), "Milliseconds from this event's record to end's.")
-      .def("destroy", &DestroyEvent)
+      .def("destroy", &DestroyEvent,
+           "Destroys the event; a wait already enqueued on it still holds. Destroying twice "
+           "is not an error.")
       .def("__repr__",
            [](const Event& e) { return absl::StrCat("<streampool.Event ", e.id.value, ">"); });
   AddContextManager(event, &DestroyEvent);
 
   py::class_<Pool> pool(m, "Pool", "A memory pool of a Runtime (cudaMemPool_t).");
-  pool.def_property_readonly("id", [](const Pool& p) { return p.id.value; })
-      .def_readonly("device", &Pool::device)
-      .def_property_readonly("kind", [](const Pool& p) { return internal::EnumName(p.kind); })
+  pool.def_property_readonly(
+          "id", [](const Pool& p) { return p.id.value; },
+          "The handle's number (the C API's spMemPool_t).")
+      .def_readonly("device", &Pool::device, "The pool's device; -1 for a pinned host pool.")
+      .def_property_readonly(
+          "kind", [](const Pool& p) { return internal::EnumName(p.kind); },
+          "What the pool allocates: 'device', 'pinned_host', 'huge_page' or 'dvpp'.")
       .def_property_readonly(
           "growth",
           [](const Pool& p) {
@@ -876,14 +888,20 @@ void Bind(py::module_& m) {
                     "The per-stream front caches.");
   BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
                     "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
-  pool.def_property_readonly("reserved_current",
-                             [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); })
-      .def_property_readonly("reserved_high",
-                             [](const Pool& p) { return p.Get(PoolAttr::kReservedMemHigh); })
-      .def_property_readonly("used_current",
-                             [](const Pool& p) { return p.Get(PoolAttr::kUsedMemCurrent); })
-      .def_property_readonly("used_high",
-                             [](const Pool& p) { return p.Get(PoolAttr::kUsedMemHigh); })
+  pool.def_property_readonly(
+          "reserved_current", [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); },
+          "Bytes the pool holds from its upstream (cudaMemPoolAttrReservedMemCurrent).")
+      .def_property_readonly(
+          "reserved_high", [](const Pool& p) { return p.Get(PoolAttr::kReservedMemHigh); },
+          "The most bytes reserved since the pool was made or reset_high() "
+          "(cudaMemPoolAttrReservedMemHigh).")
+      .def_property_readonly(
+          "used_current", [](const Pool& p) { return p.Get(PoolAttr::kUsedMemCurrent); },
+          "Bytes of live allocations, by their block sizes (cudaMemPoolAttrUsedMemCurrent).")
+      .def_property_readonly(
+          "used_high", [](const Pool& p) { return p.Get(PoolAttr::kUsedMemHigh); },
+          "The most bytes used since the pool was made or reset_high() "
+          "(cudaMemPoolAttrUsedMemHigh).")
       .def(
           "reset_high",
           [](const Pool& p) {
@@ -893,7 +911,10 @@ void Bind(py::module_& m) {
           "Resets both watermarks to the current values.")
       .def(
           "stats", [](const Pool& p) { return StatsDict(Check(p.st->Get().GetPoolStats(p.id))); },
-          "The pool's statistics (spMemPoolStats' fields and more, snake_case).")
+          "The pool's statistics as a dict: spMemPoolStats' fields in snake_case "
+          "(reserved_bytes, reuse_same_stream, waits_inserted, ...), and the same figures under "
+          "torch.cuda.memory_stats()'s names where they mean the same; every key is listed in "
+          "docs/python.md.")
       .def(
           "trim_to",
           [](const Pool& p, uint64_t keep) {
@@ -925,8 +946,8 @@ void Bind(py::module_& m) {
 
   py::class_<Allocation>(m, "Allocation",
                          "Memory from malloc_async: its address, size and the rule that served it.")
-      .def_readonly("ptr", &Allocation::ptr)
-      .def_readonly("size", &Allocation::size)
+      .def_readonly("ptr", &Allocation::ptr, "The device address, an int.")
+      .def_readonly("size", &Allocation::size, "The bytes asked for.")
       .def_property_readonly(
           "rule", [](const Allocation& a) { return internal::EnumName(a.rule); },
           "'same_stream', 'event_dependency', 'opportunistic', 'internal_dependency', "
@@ -949,10 +970,17 @@ void Bind(py::module_& m) {
            py::arg("backing") = "host", py::arg("executor") = "simulator",
            py::arg("api_call_ns") = 0, py::arg("copy_bytes_per_us") = 1000000,
            py::arg("check_stream_order") = false, py::arg("timeline") = false,
-           py::arg("oom_reclaim") = true, py::arg("leak_check") = "off")
+           py::arg("oom_reclaim") = true, py::arg("leak_check") = "off",
+           "devices of capacity bytes each; backing 'host' (real memory) or 'address_only' "
+           "(addresses only, nothing touched); executor 'simulator' (virtual time), 'threads' "
+           "or 'cuda'; api_call_ns of host time per call and copy_bytes_per_us of copy "
+           "bandwidth (simulator); check_stream_order: the stream-order checker; timeline: "
+           "record_timeline() from the start; oom_reclaim: an allocation that finds no memory "
+           "first has the device's pools release their free memory; leak_check at close: "
+           "'off', 'report' or 'fail'.")
       .def("close", &PyRuntime::Close,
            "Destroys the runtime and everything it owns; later calls raise Error.")
-      .def_property_readonly("closed", &PyRuntime::closed)
+      .def_property_readonly("closed", &PyRuntime::closed, "True after close().")
       .def(
           "__enter__", [](PyRuntime& self) -> PyRuntime& { return self; },
           py::return_value_policy::reference)
@@ -961,16 +989,22 @@ void Bind(py::module_& m) {
              self.Close();
              return false;
            })
-      .def_property_readonly("devices",
-                             [](const PyRuntime& r) { return r.rt().config().device_count; })
-      .def_property_readonly("capacity",
-                             [](const PyRuntime& r) { return r.rt().config().device_capacity; })
+      .def_property_readonly(
+          "devices", [](const PyRuntime& r) { return r.rt().config().device_count; },
+          "How many devices the runtime has.")
+      .def_property_readonly(
+          "capacity", [](const PyRuntime& r) { return r.rt().config().device_capacity; },
+          "Each device's memory in bytes.")
       .def_property_readonly(
           "executor",
-          [](const PyRuntime& r) { return internal::EnumName(r.rt().config().executor); })
+          [](const PyRuntime& r) { return internal::EnumName(r.rt().config().executor); },
+          "What runs the streams: 'simulator', 'threads' or 'cuda'.")
       .def("create_stream", &PyRuntime::CreateStream, py::kw_only(), py::arg("device") = 0,
-           py::arg("non_blocking") = false)
-      .def("legacy_stream", &PyRuntime::LegacyStream, py::kw_only(), py::arg("device") = 0)
+           py::arg("non_blocking") = false,
+           "A new stream of the device (cudaStreamCreateWithFlags); non_blocking: it does not "
+           "wait for the legacy stream.")
+      .def("legacy_stream", &PyRuntime::LegacyStream, py::kw_only(), py::arg("device") = 0,
+           "The device's legacy default stream (stream 0).")
       .def("adopt_stream", &PyRuntime::AdoptStream, py::arg("native"), py::kw_only(),
            py::arg("device") = 0,
            "A stream over a native stream the caller made and keeps (a CUstream's value "
@@ -978,18 +1012,27 @@ void Bind(py::module_& m) {
       .def("native_stream", &PyRuntime::NativeStream, py::arg("stream"),
            "The native stream behind a stream (the CUstream's value on executor='cuda').")
       .def("create_event", &PyRuntime::CreateEvent, py::kw_only(),
-           py::arg("disable_timing") = false, py::arg("interprocess") = false)
-      .def("default_pool", &PyRuntime::DefaultPool, py::kw_only(), py::arg("device") = 0)
-      .def("current_pool", &PyRuntime::CurrentPool, py::kw_only(), py::arg("device") = 0)
+           py::arg("disable_timing") = false, py::arg("interprocess") = false,
+           "A new event (cudaEventCreateWithFlags).")
+      .def("default_pool", &PyRuntime::DefaultPool, py::kw_only(), py::arg("device") = 0,
+           "The device's default pool (cudaDeviceGetDefaultMemPool).")
+      .def("current_pool", &PyRuntime::CurrentPool, py::kw_only(), py::arg("device") = 0,
+           "The pool malloc_async takes from on the device (cudaDeviceGetMemPool).")
       .def("set_current_pool", &PyRuntime::SetCurrentPool, py::arg("pool"), py::kw_only(),
-           py::arg("device") = py::none())
+           py::arg("device") = py::none(),
+           "Makes pool the device's current pool (the pool's own device when device is None).")
       .def("create_pool", &PyRuntime::CreatePool, py::kw_only(), py::arg("kind") = "device",
            py::arg("device") = 0, py::arg("max_size") = 0, py::arg("page_policy") = "huge_first",
            py::arg("growth") = "default", py::arg("acl_rounding") = false,
            py::arg("exportable") = false, py::arg("reuse_follow_event_dependencies") = true,
            py::arg("reuse_allow_opportunistic") = true,
            py::arg("reuse_allow_internal_dependencies") = true,
-           py::arg("release_threshold") = py::int_(0))
+           py::arg("release_threshold") = py::int_(0),
+           "A new pool (cudaMemPoolCreate): kind 'device', 'pinned_host', 'huge_page' or "
+           "'dvpp'; max_size bytes (0: the device bounds it); page_policy (huge pages); "
+           "growth 'default', 'chunked' or 'expandable'; acl_rounding: AscendCL's size "
+           "rounding; exportable: for IPC; the three reuse rules and release_threshold (bytes "
+           "or 'max') as the attributes of the same names (docs/names.md).")
       .def("malloc_async", &PyRuntime::MallocAsync, py::arg("size"), py::arg("stream"),
            py::kw_only(), py::arg("pool") = py::none(),
            "size bytes in stream order; raises OutOfMemoryError when no memory is found.")
@@ -1013,36 +1056,46 @@ void Bind(py::module_& m) {
           [](PyRuntime& r, uint64_t size, int device) {
             return reinterpret_cast<uintptr_t>(Check(r.rt().Malloc(size, device)));
           },
-          py::arg("size"), py::kw_only(), py::arg("device") = 0)
+          py::arg("size"), py::kw_only(), py::arg("device") = 0,
+          "size bytes of device memory outside any pool (cudaMalloc); returns the address.")
       .def(
           "free", [](PyRuntime& r, const py::handle& ptr) { Check(r.rt().Free(Ptr(ptr))); },
-          py::arg("ptr"))
+          py::arg("ptr"), "Frees memory from malloc (cudaFree); it synchronizes the device.")
       .def(
           "malloc_host",
           [](PyRuntime& r, uint64_t size) {
             return reinterpret_cast<uintptr_t>(Check(r.rt().MallocHost(size)));
           },
-          py::arg("size"))
+          py::arg("size"), "size bytes of pinned host memory (cudaMallocHost); the address.")
       .def(
           "free_host",
           [](PyRuntime& r, const py::handle& ptr) { Check(r.rt().FreeHost(Ptr(ptr))); },
-          py::arg("ptr"))
+          py::arg("ptr"), "Frees memory from malloc_host (cudaFreeHost).")
       .def("launch_kernel", &PyRuntime::LaunchKernel, py::arg("stream"), py::kw_only(),
-           py::arg("duration_ns") = 0, py::arg("accesses") = py::tuple())
+           py::arg("duration_ns") = 0, py::arg("accesses") = py::tuple(),
+           "Enqueues a kernel of duration_ns on stream that touches accesses: Allocations "
+           "(all of each, written) or (ptr, size, write) tuples, which the checker checks.")
       .def(
           "memcpy_async",
           [](PyRuntime& r, const py::handle& dst, const py::handle& src, uint64_t nbytes,
              const Stream& s) { Check(r.rt().MemcpyAsync(Ptr(dst), Ptr(src), nbytes, s.id)); },
-          py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream"))
+          py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream"),
+          "Copies nbytes from src to dst in stream order (cudaMemcpyAsync); it lasts what "
+          "copy_bytes_per_us says.")
       .def(
           "memset_async",
           [](PyRuntime& r, const py::handle& dst, int value, uint64_t nbytes, const Stream& s) {
             Check(r.rt().MemsetAsync(Ptr(dst), value, nbytes, s.id));
           },
-          py::arg("dst"), py::arg("value"), py::arg("nbytes"), py::arg("stream"))
+          py::arg("dst"), py::arg("value"), py::arg("nbytes"), py::arg("stream"),
+          "Sets nbytes at dst to the byte value in stream order (cudaMemsetAsync).")
       .def("device_synchronize", &PyRuntime::DeviceSynchronize, py::kw_only(),
-           py::arg("device") = 0)
-      .def("host_advance", &PyRuntime::HostAdvance, py::arg("ns"))
+           py::arg("device") = 0,
+           "Waits for all of the device's streams, then makes what that proves complete "
+           "reusable and applies the pools' release thresholds (cudaDeviceSynchronize).")
+      .def("host_advance", &PyRuntime::HostAdvance, py::arg("ns"),
+           "Lets ns of host time pass (the host doing other work); virtual with the "
+           "simulator, a sleep otherwise.")
       .def_property_readonly(
           "host_now", [](const PyRuntime& r) { return r.rt().HostNow(); },
           "Host time in ns (virtual with the simulator).")
@@ -1065,19 +1118,23 @@ void Bind(py::module_& m) {
             d["size"] = a.size;
             return d;
           },
-          py::arg("ptr"))
+          py::arg("ptr"),
+          "What the runtime knows of an address, as a dict: device (-1: host), pool (a Pool, "
+          "or None outside pools), base and size of the allocation holding it.")
       .def(
           "set_peer_access",
           [](PyRuntime& r, int device, int peer, bool on) {
             Check(r.rt().SetPeerAccessible(device, peer, on));
           },
-          py::arg("device"), py::arg("peer"), py::arg("accessible") = true)
+          py::arg("device"), py::arg("peer"), py::arg("accessible") = true,
+          "Lets device's pools be read and written from peer, or stops it.")
       .def(
           "can_access_peer",
           [](const PyRuntime& r, int device, int peer) {
             return Check(r.rt().CanAccessPeer(device, peer));
           },
-          py::arg("device"), py::arg("peer"))
+          py::arg("device"), py::arg("peer"),
+          "Whether peer can be given access to device's memory (cudaDeviceCanAccessPeer).")
       .def(
           "enable_checker", [](PyRuntime& r, bool on) { r.rt().EnableChecker(on); },
           py::arg("on") = true, "Turns the stream-order checker on (collecting reports) or off.")
@@ -1099,8 +1156,12 @@ void Bind(py::module_& m) {
             }
             return out;
           },
-          "The checker's findings, oldest first, as dicts.")
-      .def("clear_checker_reports", [](PyRuntime& r) { r.rt().ClearCheckReports(); })
+          "The checker's findings, oldest first, as dicts: kind, stream and op_position of "
+          "the op that broke stream order, ptr and size it touched, other_stream and "
+          "other_position of the op it raced with, and message.")
+      .def(
+          "clear_checker_reports", [](PyRuntime& r) { r.rt().ClearCheckReports(); },
+          "Forgets the checker's findings so far.")
       .def(
           "set_oom_handler",
           [](PyRuntime& r, const py::object& fn) {
@@ -1244,7 +1305,9 @@ void Bind(py::module_& m) {
             }
             return out;
           },
-          "The recorded ops in enqueue order, as dicts.")
+          "The recorded ops in enqueue order, as dicts: stream, stream_index, device, "
+          "position (on its stream), kind ('kernel', 'copy', 'record', 'wait', ...), and "
+          "enqueued_ns, start_ns and end_ns in virtual time.")
       .def("timeline_json", &PyRuntime::TimelineJson,
            "The recorded timeline as Chrome trace-event JSON text.");
 

@@ -21,7 +21,7 @@ over the runtime that AscendCL calls (the acl package, pyACL) use.
 import os as _os
 
 from streampool._errors import Error, OutOfMemoryError
-from streampool import _core, _sweep
+from streampool import _checked, _core, _sweep
 from streampool._core import Allocation, Event, Pool, Runtime, Stream
 
 __all__ = [
@@ -293,3 +293,12 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     if executor is not None:
         return _sweep.replay(executor, files, kwargs)
     return _core.replay(files, **kwargs)
+
+
+# Last, over everything above: a bad argument to any public function or
+# property is an Error (_checked.py).
+for _cls in [v for v in vars(_core).values()
+             if isinstance(v, type) and v.__module__ == _core.__name__]:
+    _checked.check(_cls)
+acl_runtime = _checked.function(acl_runtime)
+replay = _checked.function(replay)

@@ -15,6 +15,7 @@ class Error(Exception):
     """
 
     def __init__(self, code, message):
+        """code: the C API's name of the failure; message: what was wrong."""
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message

@@ -110,8 +110,9 @@ def test_bad_names_and_values(rt):
     with pytest.raises(sp.Error) as err:
         pool.release_threshold = "some"
     assert err.value.code == "spErrorInvalidValue"
-    with pytest.raises(TypeError):
+    with pytest.raises(sp.Error) as err:
         rt.create_stream(0)  # keyword only, as documented
+    assert err.value.code == "spErrorInvalidValue"
     with pytest.raises(sp.Error) as err:
         rt.launch_kernel(rt.legacy_stream(), accesses=[(1, 2)])
     assert err.value.code == "spErrorInvalidValue"
