@@ -9,7 +9,8 @@ cd "$ROOT"
 PACKAGES=(libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libmimalloc-dev
           cmake ninja-build g++ clang pkg-config
           python3-dev python3-pybind11 python3-pytest python3-numpy nlohmann-json3-dev ccache
-          python3-venv python3-pip python3-setuptools python3-wheel python3-distributed)
+          python3-venv python3-pip python3-setuptools python3-wheel python3-distributed
+          chromium)  # chromium: the policy report page's test opens it headless
 
 # Build parallelism: the cores, unless STREAMPOOL_JOBS says otherwise.
 JOBS="${STREAMPOOL_JOBS:-$(nproc)}"

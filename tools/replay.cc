@@ -285,15 +285,23 @@ ABSL_FLAG(bool, min_capacity, false,
           "synchronizes and reuse by rule) instead of the report; also spelled --min-capacity");
 ABSL_FLAG(bool, policy_report, false,
           "the capacity table for all 8 reuse policy sets x --threshold (default 0,max) x "
-          "--growth, and per trace the best set and what it saves against all reuse off and "
-          "against CUDA's defaults (every rule on, threshold 0, growth chunked; searched besides "
-          "when not swept); also spelled --policy-report");
+          "--growth (and a row per --allocator), and per trace the best set and what it saves "
+          "against all reuse off and against CUDA's defaults (every rule on, threshold 0, growth "
+          "chunked; searched besides when not swept), and what to ship against the recorded (or "
+          "default) setting: the setting, the maxSize or device capacity that realises its "
+          "saving, its peak reserved unconstrained and capped; also spelled --policy-report");
 ABSL_FLAG(int, threads, 0,
           "threads for --min-capacity and --policy-report searches; 0 is the hardware's "
           "concurrency, and there are never more threads than searches");
 ABSL_FLAG(bool, json, false,
           "print JSON instead of the table (with --min-capacity or --policy-report: the schema "
           "streampool-policy-report/1, src/replay/policy_report.h)");
+ABSL_FLAG(std::string, html, "",
+          "with --policy-report or --min-capacity, also write one self-contained HTML page "
+          "(inline SVG, no network): per trace what to ship, memory over time of the recorded "
+          "(or default) and shipped settings with peak live bytes and the shipped capacity, "
+          "minimum capacity against makespan, the table, and the blocks live at the peak with "
+          "their streams and, from a converted PyTorch snapshot, their top frames");
 ABSL_FLAG(std::string, svg, "",
           "also write reserved and used bytes over virtual time as SVG (with --min-capacity or "
           "--policy-report: minimum capacity against the makespan there, a point per setting)");
@@ -364,7 +372,8 @@ constexpr char kUsage[] =
     "\n"
     "  streampool-replay --threshold=0,max traces/*.trace\n"
     "  streampool-replay --policies=all --json traces/torch-medium-512-inference.trace\n"
-    "  streampool-replay --policy-report --svg lab.svg traces/lab/*.trace\n"
+    "  streampool-replay --policy-report --html lab.html traces/lab/*.trace\n"
+    "  streampool-replay --policy-report --allocator=all traces/lab/pipeline.trace\n"
     "  streampool-replay --verify traces/lab/server.trace\n"
     "  streampool-replay --allocator=all --min-capacity traces/lab/*.trace\n"
     "  streampool-replay --validate-torch traces/*.trace\n"
@@ -429,7 +438,8 @@ bool WriteFile(const std::string& path, const std::string& text) {
 // --min-capacity and --policy-report: searches in parallel, then their table,
 // JSON or SVG.
 int Search(const std::vector<rp::Trace>& traces, const std::vector<rp::ReplaySettings>& settings,
-           bool with_cuda_defaults, bool json, const std::string& svg_path) {
+           bool with_cuda_defaults, bool json, const std::string& svg_path,
+           const std::string& html_path) {
   Progress progress;
   absl::StatusOr<std::vector<rp::TracePolicyReport>> reports = rp::BuildPolicyReports(
       traces, settings, with_cuda_defaults, absl::GetFlag(FLAGS_threads),
@@ -446,6 +456,13 @@ int Search(const std::vector<rp::Trace>& traces, const std::vector<rp::ReplaySet
   const std::string text = json ? rp::FormatPolicyJson(*reports) : rp::FormatPolicyText(*reports);
   std::fwrite(text.data(), 1, text.size(), stdout);
   if (!svg_path.empty() && !WriteFile(svg_path, rp::FormatPolicySvg(*reports))) return 1;
+  if (!html_path.empty()) {
+    if (absl::Status st = rp::AddPolicySeries(*reports); !st.ok()) {
+      std::fprintf(stderr, "streampool-replay: %s\n", std::string(st.message()).c_str());
+      return 1;
+    }
+    if (!WriteFile(html_path, rp::FormatPolicyHtml(*reports))) return 1;
+  }
   return 0;
 }
 
@@ -553,7 +570,6 @@ int main(int argc, char** argv) {
                                   "--policies, --threshold, --growth, --min-capacity or "
                                   "--policy-report with it");
   }
-  if (policy_report && !thresholds_given) thresholds = {0, UINT64_MAX};
 
   absl::StatusOr<std::vector<rp::AllocatorKind>> allocators =
       rp::ParseAllocatorList(absl::GetFlag(FLAGS_allocator));
@@ -582,10 +598,15 @@ int main(int argc, char** argv) {
   }
   const bool other_allocators =
       allocators->size() != 1 || allocators->front() != rp::AllocatorKind::kStreampool;
-  if (other_allocators && (policy_report || verify)) {
+  if (other_allocators && verify) {
     streampool::tools::UsageError(kCommandLine,
-                                  "--policy-report and --verify are about streampool's pool: "
-                                  "no --allocator with them");
+                                  "--verify is about streampool's pool: no --allocator with it");
+  }
+  const std::string html_path = absl::GetFlag(FLAGS_html);
+  if (!html_path.empty() && !min_capacity && !policy_report) {
+    streampool::tools::UsageError(kCommandLine,
+                                  "--html draws a capacity search: give --policy-report or "
+                                  "--min-capacity");
   }
 
   const streampool::ExecutorKind executor = absl::GetFlag(FLAGS_executor);
@@ -608,9 +629,12 @@ int main(int argc, char** argv) {
   }
   base.executor = executor;
 
-  // streampool's rows are the sweep; every other allocator is one row.
-  const std::vector<rp::ReplaySettings> settings = rp::AllocatorRows(
-      *allocators, rp::SweepSettings(base, thresholds, growths, all_policies || policy_report));
+  // streampool's rows are the sweep; every other allocator is one row. The
+  // policy report's sweep is the one Python's report="policy" takes too.
+  const std::vector<rp::ReplaySettings> settings =
+      policy_report ? rp::PolicySweep(base, thresholds, thresholds_given, growths, *allocators)
+                    : rp::AllocatorRows(*allocators,
+                                        rp::SweepSettings(base, thresholds, growths, all_policies));
 
   const std::string save_path = absl::GetFlag(FLAGS_save_decisions);
   const std::string check_path = absl::GetFlag(FLAGS_check_decisions);
@@ -654,7 +678,8 @@ int main(int argc, char** argv) {
     return CompareDecisions(traces.front(), settings.front(), check_path, diff_change);
   }
   if (min_capacity || policy_report) {
-    return Search(traces, settings, /*with_cuda_defaults=*/policy_report, json, svg_path);
+    return Search(traces, settings, /*with_cuda_defaults=*/policy_report, json, svg_path,
+                  html_path);
   }
   if (compare) {
     std::vector<rp::ExecutorComparison> comparisons;

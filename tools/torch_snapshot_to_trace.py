@@ -31,6 +31,10 @@ The conversion (the rules traces/README.md states for the bundled traces):
   the request rounded to 512 B when the trace freed it), and `# segment_alloc
   | segment_free | segment_map | segment_unmap <address> <size> <stream>`
   where the event happened, before the op that caused it.
+* `# frames <frame> | <frame> ...` after an alloc: the top frames of its
+  stack as the snapshot recorded them (innermost first, `name (file:line)`,
+  at most --frames of them; none where the snapshot has none), so that a
+  policy report can say which code holds the blocks live at the peak.
 * Header comments carry the figures a replay compares with: peak_live_bytes
   (peak of live requested sizes, pre-trace allocations included) and
   torch_peak_reserved_bytes (the sum of the segments' total_size at the end,
@@ -121,8 +125,23 @@ def _blocks_of(segment, where):
     return out
 
 
-def convert(snapshot, device=None, source="snapshot"):
-    """Returns the v1 trace text for one device of `snapshot`."""
+def _frames_text(frames, limit):
+    """`name (file:line) | ...` of the first `limit` frames, or None. Frames
+    are untrusted text: separators and line breaks in them become spaces."""
+    if not limit or not isinstance(frames, list):
+        return None
+    out = []
+    for f in frames[:limit]:
+        if not isinstance(f, dict):
+            continue
+        text = f"{f.get('name', '?')} ({f.get('filename', '?')}:{f.get('line', '?')})"
+        out.append(" ".join(text.replace("|", " ").split()))
+    return " | ".join(out) if out else None
+
+
+def convert(snapshot, device=None, source="snapshot", frames=4):
+    """Returns the v1 trace text for one device of `snapshot`; each alloc
+    carries its top `frames` stack frames (0: none)."""
     if not isinstance(snapshot, dict):
         raise ConversionError("a snapshot is a dict; got " + type(snapshot).__name__)
     traces = snapshot.get("device_traces")
@@ -191,7 +210,7 @@ def convert(snapshot, device=None, source="snapshot"):
             sizes[key] = size
             live[addr] = key
             seen.add(addr)
-            ops.append(("alloc", key, size, stream))
+            ops.append(("alloc", key, size, stream, _frames_text(e.get("frames"), frames)))
         elif action == "free_completed":
             addr, size = _int(e, "addr", where), _int(e, "size", where)
             stream = stream_of(e.get("stream"), where)
@@ -230,6 +249,7 @@ def convert(snapshot, device=None, source="snapshot"):
     segments_end = 0
     end_active = 0
     block_size = {}          # pre-trace address -> its block's size
+    block_frames = {}        # pre-trace address -> its frames' text
     start_segments = {}      # address -> (size, stream, small, expandable)
     for k, seg in enumerate(segments):
         where = f"segments[{k}]"
@@ -245,7 +265,8 @@ def convert(snapshot, device=None, source="snapshot"):
         small = kind == "small" if kind in ("small", "large") else total == 2 * 1024 * 1024
         start_segments[_int(seg, "address", where)] = (total, seg_stream, small,
                                                        bool(seg.get("is_expandable", False)))
-        for addr, requested, state, size in _blocks_of(seg, where):
+        raw_blocks = seg.get("blocks", [])
+        for j, (addr, requested, state, size) in enumerate(_blocks_of(seg, where)):
             if state not in ("active_allocated", "active_pending_free", "active_awaiting_free"):
                 continue
             end_active += 1
@@ -255,6 +276,7 @@ def convert(snapshot, device=None, source="snapshot"):
             pretrace[addr] = (key, requested, seg_stream)
             sizes[key] = requested
             block_size[addr] = size
+            block_frames[addr] = _frames_text(raw_blocks[j].get("frames"), frames)
     # The segments at the start: undo the trace's whole-segment events, the
     # last first.
     for op in reversed(ops):
@@ -290,6 +312,8 @@ def convert(snapshot, device=None, source="snapshot"):
         if base is not None and addr + bsize <= base + start_segments[base][0]:
             line += f"  # torch_block {addr} {bsize}"
         lines_ops.append(line)
+        if block_frames.get(addr):
+            lines_ops.append(f"# frames {block_frames[addr]}")
         live_bytes += size
     pretrace_bytes = live_bytes
     peak_live = live_bytes
@@ -300,6 +324,8 @@ def convert(snapshot, device=None, source="snapshot"):
         if op[0] == "alloc":
             ids[op[1]] = len(ids)
             lines_ops.append(f"alloc {ids[op[1]]} {op[2]} {op[3]}")
+            if op[4]:
+                lines_ops.append(f"# frames {op[4]}")
             live_bytes += op[2]
             peak_live = max(peak_live, live_bytes)
             allocs += 1
@@ -347,7 +373,8 @@ def convert(snapshot, device=None, source="snapshot"):
         f"# duration_ns {trace_time}",
         f"# streams {len(stream_ids)}",
         "# ops: alloc <id> <size_bytes> <stream> | free <id> <stream> | advance <ns>; "
-        "torch_segment, torch_block and segment_* comments: PyTorch's own segments",
+        "torch_segment, torch_block and segment_* comments: PyTorch's own segments; "
+        "frames comments: an alloc's top stack frames",
     ]
     return "\n".join(header + lines_ops) + "\n"
 
@@ -361,12 +388,18 @@ def main(argv=None):
                         help="which device_traces entry (default: the first non-empty one)")
     parser.add_argument("--source", default=None,
                         help="text for the '# source:' line (default: the input path)")
+    parser.add_argument("--frames", type=int, default=4,
+                        help="stack frames kept per allocation, innermost first (default 4; "
+                        "0: none)")
     args = parser.parse_args(argv)
+    if args.frames < 0:
+        parser.error("--frames is 0 or more")
     try:
         with open(args.snapshot, "rb") as f:
             data = f.read()
         text = convert(load_snapshot(data), device=args.device,
-                       source=args.source if args.source is not None else args.snapshot)
+                       source=args.source if args.source is not None else args.snapshot,
+                       frames=args.frames)
     except OSError as e:
         print(f"torch_snapshot_to_trace: {e}", file=sys.stderr)
         return 1

@@ -254,8 +254,14 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     ``streampool-replay --validate-torch --json``), or "policy": for each trace and setting, the
     smallest device it runs on and the makespan, inserted waits and reuse by
     rule there, the best policy set and what it saves against all reuse off
-    and CUDA's defaults (``streampool-replay --policy-report --json``, schema
-    "streampool-policy-report/1").
+    and CUDA's defaults, and what to ship against the recorded (or default)
+    setting: "ship" (the setting, the maxSize or capacity that realises its
+    saving, its peak reserved unconstrained and capped), "reference",
+    "vs_allocators" and "warnings" (capacity searches that were not
+    monotone) (``streampool-replay --policy-report --json``, schema
+    "streampool-policy-report/1", with the same rows: all 8 policy sets at
+    thresholds 0 and max unless threshold is given, and a row per other
+    allocator).
 
     executor: a concurrent.futures.Executor (a ProcessPoolExecutor, a Dask
     distributed Client, ...) to run the sweep on: one task per trace and
@@ -278,6 +284,13 @@ def replay(traces, *, reuse=_UNSET, policies=None, threshold=_UNSET, growth=_UNS
     if not files:
         raise Error("spErrorInvalidValue", "no trace given")
     recorded = reuse is _UNSET and policies is None and threshold is _UNSET and growth is _UNSET
+    if report == "policy":
+        # streampool-replay --policy-report's rows: all 8 policy sets, at
+        # thresholds 0 and max unless given; the recorded settings are the
+        # report's reference, searched besides, never a row.
+        policies, recorded = "all", False
+        if threshold is _UNSET:
+            threshold = [0, "max"]
     kwargs = dict(reuse=_reuse_list("all" if reuse is _UNSET else reuse),
                   all_policies=policies == "all",
                   thresholds=[_threshold(t) for t in _as_list(0 if threshold is _UNSET

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "src/pool/names.h"
 #include "src/replay/report.h"
 
@@ -90,19 +91,59 @@ bool IsCudaDefaults(const ReplaySettings& s) {
          s.growth == PoolGrowth::kChunked;
 }
 
+bool IsDefaultSetting(const ReplaySettings& s) {
+  const ReplaySettings d;
+  return s.allocator == AllocatorKind::kStreampool && !s.use_recorded && SameReuse(s, d) &&
+         s.release_threshold == d.release_threshold && s.growth == d.growth;
+}
+
 PolicySummary SummarizePolicies(const TracePolicyReport& report) {
   PolicySummary sum;
   for (const CapacityResult& r : report.rows) {
+    if (r.settings.allocator != AllocatorKind::kStreampool) {
+      sum.models.push_back(&r);
+      continue;
+    }
     if (r.fits && (sum.best == nullptr || Better(r, *sum.best))) sum.best = &r;
   }
   for (const CapacityResult& r : report.rows) {
-    if (sum.cuda_defaults == nullptr && IsCudaDefaults(r.settings)) sum.cuda_defaults = &r;
+    if (sum.cuda_defaults == nullptr && r.settings.allocator == AllocatorKind::kStreampool &&
+        IsCudaDefaults(r.settings))
+      sum.cuda_defaults = &r;
   }
   if (sum.cuda_defaults == nullptr && report.cuda_defaults)
     sum.cuda_defaults = &*report.cuda_defaults;
+  if (!report.with_ship) {
+    // A capacity table: no reference, nothing shipped.
+  } else if (report.reference) {
+    sum.reference = &*report.reference;
+    sum.reference_recorded = report.reference->recorded_pools != 0;
+  } else {
+    for (const CapacityResult& r : report.rows) {
+      if (IsDefaultSetting(r.settings)) {
+        sum.reference = &r;
+        break;
+      }
+    }
+  }
+  // The reference stays unless a row beats it outright: a change of setting
+  // has to buy something.
+  sum.ship = sum.reference != nullptr && sum.reference->fits ? sum.reference : nullptr;
+  if (report.with_ship && sum.best != nullptr &&
+      (sum.ship == nullptr || Better(*sum.best, *sum.ship))) {
+    sum.ship = sum.best;
+  }
+  auto check_monotone = [&](const CapacityResult* r) {
+    if (r != nullptr && r->fits && r->lower_fits_found > 0 &&
+        std::find(sum.not_monotone.begin(), sum.not_monotone.end(), r) == sum.not_monotone.end())
+      sum.not_monotone.push_back(r);
+  };
+  for (const CapacityResult& r : report.rows) check_monotone(&r);
+  check_monotone(sum.reference);
+  check_monotone(sum.cuda_defaults);
   if (sum.best == nullptr) return sum;
   for (const CapacityResult& r : report.rows) {
-    if (NoReuse(r.settings) &&
+    if (r.settings.allocator == AllocatorKind::kStreampool && NoReuse(r.settings) &&
         r.settings.release_threshold == sum.best->settings.release_threshold &&
         r.settings.growth == sum.best->settings.growth) {
       sum.none = &r;
@@ -112,41 +153,198 @@ PolicySummary SummarizePolicies(const TracePolicyReport& report) {
   return sum;
 }
 
+std::vector<ReplaySettings> PolicySweep(const ReplaySettings& base,
+                                        const std::vector<uint64_t>& thresholds,
+                                        bool thresholds_given,
+                                        const std::vector<PoolGrowth>& growths,
+                                        const std::vector<AllocatorKind>& allocators) {
+  ReplaySettings b = base;
+  // The sweep sets every pool setting itself; the recorded ones are the
+  // reference, searched apart.
+  b.use_recorded = false;
+  b.record_timeline = false;
+  const std::vector<uint64_t> t =
+      thresholds_given ? thresholds : std::vector<uint64_t>{0, UINT64_MAX};
+  std::vector<AllocatorKind> kinds = allocators;
+  if (kinds.empty()) kinds.push_back(AllocatorKind::kStreampool);
+  return AllocatorRows(kinds, SweepSettings(b, t, growths, /*all_policies=*/true));
+}
+
+namespace {
+
+// The shipped setting on the search's own (unconstrained) device, every
+// pool capped at its minimum capacity by maxSize.
+absl::StatusOr<ReplayResult> ReplayCapped(const Trace& trace, const CapacityResult& ship) {
+  ReplaySettings s = ship.settings;
+  if (ship.recorded_pools != 0) s.use_recorded = true;
+  s.recorded_capacity = false;
+  s.max_size = std::max<uint64_t>(ship.min_capacity, 1);
+  s.check_stream_order = false;
+  s.measure_host_cost = false;
+  s.record_timeline = false;
+  return Replay(trace, s);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<TracePolicyReport>> BuildPolicyReports(
     absl::Span<const Trace> traces, const std::vector<ReplaySettings>& settings,
     bool with_cuda_defaults, int threads, const JobProgressFn& progress) {
-  bool swept_cuda = false;
-  for (const ReplaySettings& s : settings) swept_cuda = swept_cuda || IsCudaDefaults(s);
+  bool swept_cuda = false, swept_default = false;
+  for (const ReplaySettings& s : settings) {
+    swept_cuda = swept_cuda || (s.allocator == AllocatorKind::kStreampool && IsCudaDefaults(s));
+    swept_default = swept_default || IsDefaultSetting(s);
+  }
   const bool apart = with_cuda_defaults && !swept_cuda && !settings.empty();
-  const size_t per_trace = settings.size() + (apart ? 1 : 0);
+  const size_t per_trace = settings.size() + (apart ? 1 : 0) + 1;
 
   std::vector<CapacityJob> jobs;
   jobs.reserve(traces.size() * per_trace);
-  for (const Trace& t : traces) {
+  std::vector<bool> reference_searched(traces.size(), false);
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const Trace& t = traces[i];
     for (const ReplaySettings& s : settings) jobs.push_back({&t, s});
-    if (apart) jobs.push_back({&t, CudaDefaults(settings[0])});
+    if (apart) {
+      ReplaySettings c = CudaDefaults(settings[0]);
+      c.allocator = AllocatorKind::kStreampool;
+      jobs.push_back({&t, c});
+    }
+    // The reference: a recording's own settings, else the default one
+    // unless the sweep has it. A placeholder keeps the jobs per trace even.
+    ReplaySettings ref = settings.empty() ? ReplaySettings{} : settings[0];
+    ref.allocator = AllocatorKind::kStreampool;
+    if (!with_cuda_defaults) {
+      // A capacity table names no reference.
+    } else if (!t.pools.empty()) {
+      ref.use_recorded = true;
+      reference_searched[i] = true;
+    } else if (!swept_default && !settings.empty()) {
+      const ReplaySettings d;
+      for (const ReuseSwitch& r : ReuseSwitches()) ref.*r.on = d.*r.on;
+      ref.release_threshold = d.release_threshold;
+      ref.growth = d.growth;
+      ref.use_recorded = false;
+      reference_searched[i] = true;
+    }
+    if (reference_searched[i]) jobs.push_back({&t, ref});
   }
   std::vector<absl::StatusOr<CapacityResult>> results = MinCapacities(jobs, threads, progress);
 
   std::vector<TracePolicyReport> reports;
+  size_t next = 0;
   for (size_t i = 0; i < traces.size(); ++i) {
     TracePolicyReport rep;
     rep.trace = &traces[i];
-    for (size_t k = 0; k < per_trace; ++k) {
-      absl::StatusOr<CapacityResult>& r = results[i * per_trace + k];
+    rep.with_ship = with_cuda_defaults;
+    const size_t n = settings.size() + (apart ? 1 : 0) + (reference_searched[i] ? 1 : 0);
+    for (size_t k = 0; k < n; ++k) {
+      absl::StatusOr<CapacityResult>& r = results[next++];
       if (!r.ok()) return r.status();
       if (k < settings.size()) {
         rep.rows.push_back(*std::move(r));
-      } else {
+      } else if (apart && k == settings.size()) {
         rep.cuda_defaults = *std::move(r);
+      } else {
+        rep.reference = *std::move(r);
       }
     }
     reports.push_back(std::move(rep));
   }
+  for (TracePolicyReport& rep : reports) {
+    const PolicySummary sum = SummarizePolicies(rep);
+    if (!rep.with_ship || sum.ship == nullptr || sum.ship->min_capacity == 0) continue;
+    absl::StatusOr<ReplayResult> capped = ReplayCapped(*rep.trace, *sum.ship);
+    if (!capped.ok()) return capped.status();
+    rep.capped = *std::move(capped);
+  }
   return reports;
 }
 
+absl::Status AddPolicySeries(std::vector<TracePolicyReport>& reports) {
+  for (TracePolicyReport& rep : reports) {
+    const PolicySummary sum = SummarizePolicies(rep);
+    rep.series_runs.clear();
+    std::vector<const CapacityResult*> runs;
+    if (sum.reference != nullptr) runs.push_back(sum.reference);
+    if (sum.ship != nullptr && sum.ship != sum.reference) runs.push_back(sum.ship);
+    for (const CapacityResult* r : runs) {
+      ReplaySettings s = r->settings;
+      if (r->recorded_pools != 0) s.use_recorded = true;
+      s.recorded_capacity = false;
+      s.check_stream_order = false;
+      s.measure_host_cost = false;
+      s.record_timeline = false;
+      absl::StatusOr<ReplayResult> run = Replay(*rep.trace, s);
+      if (!run.ok()) return run.status();
+      rep.series_runs.push_back(*std::move(run));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ------------------------------------------------------------------- text
+
+namespace {
+
+// "ship: ..." and how it compares with the reference, in two lines.
+std::string ShipText(const TracePolicyReport& rep, const PolicySummary& sum) {
+  if (sum.ship == nullptr) return "  ship: nothing (no setting fits)\n";
+  const CapacityResult& ship = *sum.ship;
+  const char* ref_name = sum.reference_recorded ? "the recorded setting" : "the default setting";
+  std::string out;
+  if (sum.reference == &ship) {
+    absl::StrAppendFormat(&out,
+                          "  ship: %s (%s): no swept setting needs less, or as much in "
+                          "less time\n",
+                          ship.settings.Label(), ref_name);
+  } else {
+    absl::StrAppendFormat(
+        &out, "  ship: %s instead of %s (%s)\n", ship.settings.Label(), ref_name,
+        sum.reference == nullptr ? "not searched" : sum.reference->settings.Label());
+  }
+  const bool capped_fits = rep.capped && rep.capped->failed_allocs == 0;
+  if (ship.min_capacity == 0) {
+    absl::StrAppend(&out, "    it reserves nothing: any device runs it\n");
+    return out;
+  }
+  if (capped_fits) {
+    absl::StrAppendFormat(&out,
+                          "    with maxSize %s (%d bytes) on any device: peak reserved %s "
+                          "unconstrained, %s capped; makespan %s ms, %s ms capped\n",
+                          Human(ship.min_capacity), ship.min_capacity,
+                          Human(ship.unconstrained.peak_reserved), Human(rep.capped->peak_reserved),
+                          Ms(ship.unconstrained.makespan_ns), Ms(rep.capped->makespan_ns));
+  } else {
+    absl::StrAppendFormat(&out,
+                          "    on a device of %s (maxSize %s alone does not fit: %d failed "
+                          "allocations): peak reserved %s unconstrained, %s there; makespan %s "
+                          "ms there\n",
+                          Human(ship.min_capacity), Human(ship.min_capacity),
+                          rep.capped ? rep.capped->failed_allocs : 0,
+                          Human(ship.unconstrained.peak_reserved), Human(ship.at_min.peak_reserved),
+                          Ms(ship.at_min.makespan_ns));
+  }
+  if (sum.reference != nullptr && sum.reference != &ship && sum.reference->fits) {
+    const CapacityResult& ref = *sum.reference;
+    const int64_t saved =
+        static_cast<int64_t>(ref.min_capacity) - static_cast<int64_t>(ship.min_capacity);
+    const double dt = ref.at_min.makespan_ns == 0
+                          ? 0
+                          : 100.0 *
+                                (static_cast<double>(ship.at_min.makespan_ns) -
+                                 static_cast<double>(ref.at_min.makespan_ns)) /
+                                static_cast<double>(ref.at_min.makespan_ns);
+    absl::StrAppendFormat(&out, "    against %s: %s, saves %s (%.1f %%), makespan %+.1f %%\n",
+                          ref_name, Human(ref.min_capacity), Human(static_cast<uint64_t>(saved)),
+                          ref.min_capacity == 0 ? 0.0 : 100.0 * saved / ref.min_capacity, dt);
+  } else if (sum.reference != nullptr && !sum.reference->fits) {
+    absl::StrAppendFormat(&out, "    against %s: it does not fit in %s\n", ref_name,
+                          Human(sum.reference->settings.device_capacity));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
   std::string out;
@@ -188,6 +386,10 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
                          &r);
     }
     if (rep.cuda_defaults) lines.emplace_back("CUDA defaults: ", &*rep.cuda_defaults);
+    if (rep.reference) {
+      lines.emplace_back(rep.reference->recorded_pools != 0 ? "recorded: " : "default: ",
+                         &*rep.reference);
+    }
     int reuse_w = 28, group_w = 9, growth_w = 10;
     for (const auto& [prefix, r] : lines) {
       reuse_w = std::max(reuse_w, static_cast<int>((prefix + reuse_of(r->settings)).size()));
@@ -224,12 +426,26 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
                             Human(r->unconstrained.peak_reserved), min, granules, makespan, waits,
                             syncs, reuse, r->replays);
     }
+    const PolicySummary sum = SummarizePolicies(rep);
+    if (!sum.not_monotone.empty()) {
+      // One line: on some traces most searches find a lower fit.
+      std::vector<std::string> names;
+      for (const CapacityResult* r : sum.not_monotone) {
+        names.push_back(absl::StrCat(r->settings.allocator == AllocatorKind::kStreampool
+                                         ? r->settings.Label()
+                                         : r->settings.AllocatorLabel(),
+                                     " (", r->lower_fits_found, ")"));
+      }
+      absl::StrAppend(&out,
+                      "  warning: capacity searches not monotone (a smaller capacity fitted below "
+                      "one that failed, so a smaller device may fit): ",
+                      absl::StrJoin(names, "; "), "\n");
+    }
     // One row is its own best; the summary is for a choice between several.
     if (lines.size() < 2) {
       absl::StrAppend(&out, "\n");
       continue;
     }
-    const PolicySummary sum = SummarizePolicies(rep);
     if (sum.best == nullptr) {
       absl::StrAppend(&out, "  no setting fits in ",
                       Human(rep.rows.empty() ? 0 : rep.rows[0].settings.device_capacity), "\n\n");
@@ -257,6 +473,8 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
     };
     against("all reuse off", sum.none);
     against("CUDA's defaults", sum.cuda_defaults);
+    for (const CapacityResult* m : sum.models) against(m->settings.AllocatorLabel().c_str(), m);
+    if (rep.with_ship) absl::StrAppend(&out, ShipText(rep, sum));
     absl::StrAppend(&out, "\n");
   }
   absl::StrAppend(
@@ -336,6 +554,35 @@ Json RefJson(const TracePolicyReport& rep, const CapacityResult* ref, const Capa
   return j;
 }
 
+Json ShipJson(const TracePolicyReport& rep, const PolicySummary& sum) {
+  const CapacityResult& ship = *sum.ship;
+  const bool capped_fits = rep.capped && rep.capped->failed_allocs == 0;
+  Json row = nullptr;
+  if (&ship >= rep.rows.data() && &ship < rep.rows.data() + rep.rows.size())
+    row = &ship - rep.rows.data();
+  Json j = {{"setting", ship.settings.Label()},
+            {"row", row},
+            {"is_reference", sum.reference == &ship},
+            {"realised_by", capped_fits ? "max_size" : "capacity"},
+            {"max_size_bytes", ship.min_capacity},
+            {"capped_fits", capped_fits},
+            {"peak_reserved_bytes_unconstrained", ship.unconstrained.peak_reserved},
+            {"peak_reserved_bytes_capped",
+             rep.capped ? rep.capped->peak_reserved : ship.at_min.peak_reserved},
+            {"makespan_ns_unconstrained", ship.unconstrained.makespan_ns},
+            {"makespan_ns_capped", rep.capped ? rep.capped->makespan_ns : ship.at_min.makespan_ns}};
+  if (sum.reference != nullptr && sum.reference->fits) {
+    j["saved_bytes"] =
+        static_cast<int64_t>(sum.reference->min_capacity) - static_cast<int64_t>(ship.min_capacity);
+    j["makespan_ns_vs_reference"] = static_cast<int64_t>(ship.at_min.makespan_ns) -
+                                    static_cast<int64_t>(sum.reference->at_min.makespan_ns);
+  } else {
+    j["saved_bytes"] = nullptr;
+    j["makespan_ns_vs_reference"] = nullptr;
+  }
+  return j;
+}
+
 }  // namespace
 
 nlohmann::ordered_json PolicyReportJson(const std::vector<TracePolicyReport>& reports) {
@@ -363,6 +610,30 @@ nlohmann::ordered_json PolicyReportJson(const std::vector<TracePolicyReport>& re
       vs_none = RefJson(rep, sum.none, *sum.best);
       vs_cuda = RefJson(rep, sum.cuda_defaults, *sum.best);
     }
+    Json reference = nullptr, ship = nullptr, models = Json::array(), warnings = Json::array();
+    if (sum.ship != nullptr) {
+      if (sum.reference != nullptr) {
+        reference = RefJson(rep, sum.reference, *sum.ship);
+        reference["source"] = sum.reference_recorded ? "recorded" : "default";
+      }
+      ship = ShipJson(rep, sum);
+    } else if (sum.reference != nullptr) {
+      reference = RefJson(rep, sum.reference, *sum.reference);
+      reference["source"] = sum.reference_recorded ? "recorded" : "default";
+    }
+    for (const CapacityResult* m : sum.models) {
+      Json j = RefJson(rep, m, sum.ship != nullptr ? *sum.ship : *m);
+      j["allocator"] = m->settings.AllocatorLabel();
+      models.push_back(std::move(j));
+    }
+    for (const CapacityResult* r : sum.not_monotone) {
+      warnings.push_back(absl::StrCat(
+          "the search for ",
+          r->settings.allocator == AllocatorKind::kStreampool ? r->settings.Label()
+                                                              : r->settings.AllocatorLabel(),
+          " was not monotone: ", r->lower_fits_found,
+          " smaller capacities fitted below one that failed; a smaller device may fit"));
+    }
     traces.push_back({{"file", t.name},
                       {"format", TraceFormatName(t.format)},
                       {"ops", t.ops.size()},
@@ -370,7 +641,11 @@ nlohmann::ordered_json PolicyReportJson(const std::vector<TracePolicyReport>& re
                       {"rows", std::move(rows)},
                       {"best", std::move(best)},
                       {"vs_none", std::move(vs_none)},
-                      {"vs_cuda_defaults", std::move(vs_cuda)}});
+                      {"vs_cuda_defaults", std::move(vs_cuda)},
+                      {"reference", std::move(reference)},
+                      {"ship", std::move(ship)},
+                      {"vs_allocators", std::move(models)},
+                      {"warnings", std::move(warnings)}});
   }
   doc["traces"] = std::move(traces);
   return doc;
@@ -426,222 +701,313 @@ std::string Marker(int shape, double x, double y, const char* fill, const char* 
 
 }  // namespace
 
-std::string FormatPolicySvg(const std::vector<TracePolicyReport>& reports) {
-  constexpr double kWidth = 960, kPanelH = 380, kLeft = 80, kRight = 260, kTop = 40, kBottom = 50;
-  // Threshold/growth groups in the order they first appear.
+namespace {
+
+// Threshold/growth groups in the order they first appear: a marker's shape.
+std::vector<std::string> GroupsOf(const TracePolicyReport& rep) {
   std::vector<std::string> groups;
-  for (const TracePolicyReport& rep : reports) {
-    for (const CapacityResult& r : rep.rows) {
-      const std::string g = GroupLabel(r.settings);
-      if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
-    }
+  for (const CapacityResult& r : rep.rows) {
+    if (r.settings.allocator != AllocatorKind::kStreampool) continue;
+    const std::string g = GroupLabel(r.settings);
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
   }
+  return groups;
+}
+
+// What a point is called on the chart: its policy set and group, another
+// allocator's name, or what it stands for.
+std::string PointName(const TracePolicyReport& rep, const PolicySummary& sum,
+                      const CapacityResult* r, size_t groups) {
+  if (rep.cuda_defaults && r == &*rep.cuda_defaults) return "CUDA defaults";
+  if (rep.reference && r == &*rep.reference) {
+    return sum.reference_recorded ? "recorded" : "default";
+  }
+  if (r->settings.allocator != AllocatorKind::kStreampool) return r->settings.AllocatorLabel();
+  std::string label = ReuseCode(r->settings);
+  if (groups > 1) {
+    absl::StrAppend(&label, " (", r->settings.ThresholdLabel(),
+                    groups > 2 ? absl::StrCat(", ", internal::EnumName(r->settings.growth)) : "",
+                    ")");
+  }
+  return label;
+}
+
+}  // namespace
+
+std::string PolicyScatterSvg(const TracePolicyReport& rep, double width, double height) {
+  constexpr double kLeft = 80, kRight = 20, kTop = 34, kBottom = 50;
+  const PolicySummary sum = SummarizePolicies(rep);
+  const std::vector<std::string> groups = GroupsOf(rep);
   auto shape_of = [&](const ReplaySettings& s) {
     return static_cast<int>(std::find(groups.begin(), groups.end(), GroupLabel(s)) -
                             groups.begin());
   };
-  const double legend_h = 30 + 18.0 * (8 + groups.size() + 2);
+  const double plot_w = width - kLeft - kRight;
+  const double plot_h = height - kTop - kBottom;
+  std::string out;
+
+  std::vector<const CapacityResult*> points;
+  std::vector<std::string> misfits;
+  for (const CapacityResult& r : rep.rows) {
+    if (r.fits) {
+      points.push_back(&r);
+    } else {
+      misfits.push_back(PointName(rep, sum, &r, groups.size()));
+    }
+  }
+  const bool cuda_apart = rep.cuda_defaults && rep.cuda_defaults->fits;
+  if (cuda_apart) points.push_back(&*rep.cuda_defaults);
+  if (rep.reference && rep.reference->fits) points.push_back(&*rep.reference);
+
+  uint64_t c_min = UINT64_MAX, c_max = 0, m_min = UINT64_MAX, m_max = 0;
+  for (const CapacityResult* r : points) {
+    c_min = std::min(c_min, r->min_capacity);
+    c_max = std::max(c_max, r->min_capacity);
+    m_min = std::min(m_min, r->at_min.makespan_ns);
+    m_max = std::max(m_max, r->at_min.makespan_ns);
+  }
+  if (points.empty()) c_min = c_max = m_min = m_max = 0;
+  const bool gib = c_max >= kGiB;
+  const double unit = gib ? kGiBf : kMiBf;
+  const Axis xa = Axis::Of(c_min / unit, c_max / unit);
+  const Axis ya = Axis::Of(m_min / 1e6, m_max / 1e6);
+  auto to_x = [&](uint64_t b) { return kLeft + plot_w * xa.Frac(b / unit); };
+  auto to_y = [&](uint64_t ns) { return kTop + plot_h * (1 - ya.Frac(ns / 1e6)); };
+
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.0f\" y=\"22\" font-size=\"14\" "
+                        "font-weight=\"bold\">%s</text>\n",
+                        kLeft,
+                        XmlEscape(std::filesystem::path(rep.trace->name).filename().string()));
+  absl::StrAppendFormat(
+      &out,
+      "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+      "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
+      kLeft, kTop, kLeft, kTop + plot_h, kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h);
+  const double xs = NiceStep(xa.hi - xa.lo, 8);
+  for (double v = std::ceil(xa.lo / xs) * xs; v <= xa.hi + 1e-9; v += xs) {
+    const double x = kLeft + plot_w * xa.Frac(v);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                          x, kTop, x, kTop + plot_h, x, kTop + plot_h + 16, v);
+  }
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">minimum device "
+                        "capacity (%s)</text>\n",
+                        kLeft + plot_w / 2, kTop + plot_h + 34, gib ? "GiB" : "MiB");
+  const double ys = NiceStep(ya.hi - ya.lo, 6);
+  for (double v = std::ceil(ya.lo / ys) * ys; v <= ya.hi + 1e-9; v += ys) {
+    const double y = kTop + plot_h * (1 - ya.Frac(v));
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                          kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
+  }
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                        "transform=\"rotate(-90 %.1f %.1f)\">makespan at that capacity "
+                        "(ms)</text>\n",
+                        kLeft - 55, kTop + plot_h / 2, kLeft - 55, kTop + plot_h / 2);
+
+  auto glyph = [&](const CapacityResult* r, double x, double y, double radius) {
+    if ((cuda_apart && r == &*rep.cuda_defaults) ||
+        r->settings.allocator != AllocatorKind::kStreampool) {
+      // A cross: not one of the swept policy sets.
+      return absl::StrFormat(
+          "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"black\" "
+          "stroke-width=\"2\"/>",
+          x - radius, y - radius, x + radius, y + radius, x - radius, y + radius, x + radius,
+          y - radius);
+    }
+    if (rep.reference && r == &*rep.reference) {
+      return absl::StrFormat(
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" "
+          "stroke=\"black\" stroke-width=\"2\"/>",
+          x - radius, y - radius, 2 * radius, 2 * radius);
+    }
+    return Marker(shape_of(r->settings), x, y, kPalette[ReuseIndex(r->settings)], "black", radius);
+  };
+
+  // Points that coincide (policy sets that decide alike) are one place on
+  // the chart with one label naming them all, so that every label sits at
+  // its point: beside it where there is room, else nearby with a leader.
+  struct Place {
+    uint64_t capacity, makespan;
+    std::vector<const CapacityResult*> members;
+  };
+  std::vector<Place> places;
+  for (const CapacityResult* r : points) {
+    auto it = std::find_if(places.begin(), places.end(), [&](const Place& p) {
+      return p.capacity == r->min_capacity && p.makespan == r->at_min.makespan_ns;
+    });
+    if (it == places.end()) {
+      places.push_back({r->min_capacity, r->at_min.makespan_ns, {r}});
+    } else {
+      it->members.push_back(r);
+    }
+  }
+  struct Box {
+    double x0, x1, y0, y1;
+  };
+  std::vector<Box> taken;
+  for (const Place& p : places) {
+    const double x = to_x(p.capacity), y = to_y(p.makespan);
+    taken.push_back({x - 6, x + 6, y - 6, y + 6});
+  }
+  for (const Place& p : places) {
+    const double x = to_x(p.capacity), y = to_y(p.makespan);
+    std::vector<std::string> names;
+    bool is_ship = false, is_best = false;
+    for (const CapacityResult* r : p.members) {
+      names.push_back(PointName(rep, sum, r, groups.size()));
+      is_ship = is_ship || r == sum.ship;
+      is_best = is_best || r == sum.best;
+    }
+    const std::string all = absl::StrJoin(names, ", ");
+    // A label wider than about a third of the plot says how many more.
+    std::string label;
+    size_t shown = 0;
+    for (const std::string& n : names) {
+      const std::string more =
+          shown + 1 < names.size() ? absl::StrCat(" +", names.size() - shown - 1, " more") : "";
+      if (shown > 0 && 6.6 * (label.size() + 2 + n.size() + more.size()) > plot_w / 3) break;
+      absl::StrAppend(&label, shown == 0 ? "" : ", ", n);
+      ++shown;
+    }
+    if (shown < names.size()) absl::StrAppend(&label, " +", names.size() - shown, " more");
+    if (is_ship) absl::StrAppend(&label, " ship");
+    if (is_best && !is_ship) absl::StrAppend(&label, " best");
+    const double w = 14 + 6.6 * label.size();
+    // Right, left, above, below; then rings further out, with a leader.
+    const double top = kTop, bottom = kTop + plot_h, left = kLeft, right = kLeft + plot_w;
+    std::optional<Box> chosen;
+    bool leader = false;
+    for (int ring = 0; ring < 12 && !chosen; ++ring) {
+      const double d = 8 + 14.0 * ring;
+      const Box tries[] = {
+          {x + d, x + d + w, y - 6, y + 7},          {x - d - w, x - d, y - 6, y + 7},
+          {x - w / 2, x + w / 2, y - d - 13, y - d}, {x - w / 2, x + w / 2, y + d, y + d + 13},
+          {x + d, x + d + w, y - d - 13, y - d},     {x + d, x + d + w, y + d, y + d + 13},
+          {x - d - w, x - d, y - d - 13, y - d},     {x - d - w, x - d, y + d, y + d + 13}};
+      for (const Box& b : tries) {
+        if (b.x0 < left || b.x1 > right || b.y0 < top || b.y1 > bottom) continue;
+        const bool clash = std::any_of(taken.begin(), taken.end(), [&](const Box& t) {
+          return b.x0 < t.x1 && t.x0 < b.x1 && b.y0 < t.y1 && t.y0 < b.y1;
+        });
+        if (!clash) {
+          chosen = b;
+          leader = ring > 0;
+          break;
+        }
+      }
+    }
+    // Nowhere free: beside the point, over whatever is there.
+    const Box box = chosen ? *chosen : Box{x + 8, x + 8 + w, y - 6, y + 7};
+    taken.push_back(box);
+    absl::StrAppend(&out, "<g class=\"place\"><title>", XmlEscape(all), "</title>");
+    if (leader) {
+      const double lx = std::clamp(x, box.x0, box.x1), ly = std::clamp(y, box.y0, box.y1);
+      absl::StrAppendFormat(&out,
+                            "<line class=\"leader\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                            "y2=\"%.1f\" stroke=\"#888\"/>",
+                            x, y, lx, ly);
+    }
+    for (const CapacityResult* r : p.members) {
+      absl::StrAppend(&out, "<g class=\"pt\">", glyph(r, x, y, 5), "</g>");
+    }
+    if (is_ship) {
+      absl::StrAppendFormat(&out,
+                            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"10\" fill=\"none\" "
+                            "stroke=\"#D55E00\" stroke-width=\"2\"/>",
+                            x, y);
+    }
+    absl::StrAppendFormat(&out, "%s<text class=\"lbl\" x=\"%.1f\" y=\"%.1f\">%s</text></g>\n",
+                          glyph(p.members[0], box.x0 + 4, box.y0 + 6.5, 3.5), box.x0 + 12,
+                          box.y0 + 10.5, XmlEscape(label));
+  }
+  if (points.empty()) {
+    absl::StrAppendFormat(&out,
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">no setting "
+                          "fits</text>\n",
+                          kLeft + plot_w / 2, kTop + plot_h / 2);
+  }
+  if (!misfits.empty()) {
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"gray\">%s</text>\n", kLeft + 8,
+                          kTop + 14,
+                          XmlEscape(absl::StrCat("does not fit: ", absl::StrJoin(misfits, ", "))));
+  }
+  return out;
+}
+
+std::string FormatPolicySvg(const std::vector<TracePolicyReport>& reports) {
+  constexpr double kWidth = 960, kPanelH = 380, kLeft = 80;
+  std::vector<std::string> groups;
+  for (const TracePolicyReport& rep : reports) {
+    for (const std::string& g : GroupsOf(rep)) {
+      if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+    }
+  }
+  const double legend_h = 30 + 18.0 * (8 + groups.size() + 3);
   const double height = kPanelH * reports.size() + legend_h;
   std::string out = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
       "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
       kWidth, height, kWidth, height);
-
   for (size_t p = 0; p < reports.size(); ++p) {
-    const TracePolicyReport& rep = reports[p];
-    const PolicySummary sum = SummarizePolicies(rep);
-    const double y0 = p * kPanelH;
-    const double plot_w = kWidth - kLeft - kRight;
-    const double plot_h = kPanelH - kTop - kBottom;
-
-    std::vector<const CapacityResult*> points;
-    std::vector<std::string> misfits;
-    for (const CapacityResult& r : rep.rows) {
-      if (r.fits) {
-        points.push_back(&r);
-      } else {
-        misfits.push_back(absl::StrCat(ReuseCode(r.settings), " (", GroupLabel(r.settings), ")"));
-      }
-    }
-    const bool cuda_apart = rep.cuda_defaults && rep.cuda_defaults->fits;
-    if (cuda_apart) points.push_back(&*rep.cuda_defaults);
-
-    uint64_t c_min = UINT64_MAX, c_max = 0, m_min = UINT64_MAX, m_max = 0;
-    for (const CapacityResult* r : points) {
-      c_min = std::min(c_min, r->min_capacity);
-      c_max = std::max(c_max, r->min_capacity);
-      m_min = std::min(m_min, r->at_min.makespan_ns);
-      m_max = std::max(m_max, r->at_min.makespan_ns);
-    }
-    if (points.empty()) c_min = c_max = m_min = m_max = 0;
-    const bool gib = c_max >= kGiB;
-    const double unit = gib ? kGiBf : kMiBf;
-    const Axis xa = Axis::Of(c_min / unit, c_max / unit);
-    const Axis ya = Axis::Of(m_min / 1e6, m_max / 1e6);
-    auto to_x = [&](uint64_t b) { return kLeft + plot_w * xa.Frac(b / unit); };
-    auto to_y = [&](uint64_t ns) { return y0 + kTop + plot_h * (1 - ya.Frac(ns / 1e6)); };
-
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
-                          "font-weight=\"bold\">%s</text>\n",
-                          kLeft, y0 + 22,
-                          XmlEscape(std::filesystem::path(rep.trace->name).filename().string()));
-    absl::StrAppendFormat(
-        &out,
-        "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-        "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
-        kLeft, y0 + kTop, kLeft, y0 + kTop + plot_h, kLeft, y0 + kTop + plot_h, kLeft + plot_w,
-        y0 + kTop + plot_h);
-    const double xs = NiceStep(xa.hi - xa.lo, 8);
-    for (double v = std::ceil(xa.lo / xs) * xs; v <= xa.hi + 1e-9; v += xs) {
-      const double x = kLeft + plot_w * xa.Frac(v);
-      absl::StrAppendFormat(
-          &out,
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-          x, y0 + kTop, x, y0 + kTop + plot_h, x, y0 + kTop + plot_h + 16, v);
-    }
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">minimum device "
-                          "capacity (%s)</text>\n",
-                          kLeft + plot_w / 2, y0 + kTop + plot_h + 34, gib ? "GiB" : "MiB");
-    const double ys = NiceStep(ya.hi - ya.lo, 6);
-    for (double v = std::ceil(ya.lo / ys) * ys; v <= ya.hi + 1e-9; v += ys) {
-      const double y = y0 + kTop + plot_h * (1 - ya.Frac(v));
-      absl::StrAppendFormat(
-          &out,
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-          kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
-    }
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                          "transform=\"rotate(-90 %.1f %.1f)\">makespan at that capacity "
-                          "(ms)</text>\n",
-                          kLeft - 55, y0 + kTop + plot_h / 2, kLeft - 55, y0 + kTop + plot_h / 2);
-
-    // Markers first, then labels, so that no marker hides a label. Points
-    // often coincide (policy sets that decide alike), so each label carries
-    // its point's marker in small, and a label moves down below any label it
-    // would overlap.
-    auto glyph = [&](const CapacityResult* r, double x, double y, double radius) {
-      if (cuda_apart && r == &*rep.cuda_defaults) {
-        return absl::StrFormat(
-            "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"black\" "
-            "stroke-width=\"2\"/>",
-            x - radius, y - radius, x + radius, y + radius, x - radius, y + radius, x + radius,
-            y - radius);
-      }
-      return Marker(shape_of(r->settings), x, y, kPalette[ReuseIndex(r->settings)], "black",
-                    radius);
-    };
-    for (const CapacityResult* r : points) {
-      const double x = to_x(r->min_capacity);
-      const double y = to_y(r->at_min.makespan_ns);
-      absl::StrAppend(&out, glyph(r, x, y, 5), "\n");
-      if (r == sum.best) {
-        absl::StrAppendFormat(&out,
-                              "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"10\" fill=\"none\" "
-                              "stroke=\"#D55E00\" stroke-width=\"2\"/>\n",
-                              x, y);
-      }
-    }
-    struct Box {
-      double x0, x1, y0, y1;
-    };
-    std::vector<Box> taken;
-    for (const CapacityResult* r : points) {
-      const double x = to_x(r->min_capacity);
-      const double y = to_y(r->at_min.makespan_ns);
-      taken.push_back({x - 6, x + 6, y - 6, y + 6});
-    }
-    for (const CapacityResult* r : points) {
-      const double x = to_x(r->min_capacity);
-      const double y = to_y(r->at_min.makespan_ns);
-      std::string label =
-          cuda_apart && r == &*rep.cuda_defaults ? "CUDA defaults" : ReuseCode(r->settings);
-      if (label != "CUDA defaults" && groups.size() > 1) {
-        absl::StrAppend(
-            &label, " (", r->settings.ThresholdLabel(),
-            groups.size() > 2 ? absl::StrCat(", ", internal::EnumName(r->settings.growth)) : "",
-            ")");
-      }
-      if (r == sum.best) label += " best";
-      // About 6.6 px per character at font-size 12, plus the glyph.
-      const Box at{x + 12, x + 12 + 14 + 6.6 * label.size(), y - 6, y + 7};
-      // Beside the point, else the nearest free line below or above it
-      // inside the plot, so that no label runs into the axis labels.
-      const double top = y0 + kTop, bottom = y0 + kTop + plot_h;
-      Box box = at;
-      for (int k = 0; k < 80; ++k) {
-        const double shift = 13.0 * ((k + 1) / 2) * (k % 2 == 1 ? 1 : -1);
-        Box b = at;
-        b.y0 += shift;
-        b.y1 += shift;
-        if (b.y0 < top || b.y1 > bottom) continue;
-        const bool clash = std::any_of(taken.begin(), taken.end(), [&](const Box& t) {
-          return b.x0 < t.x1 && t.x0 < b.x1 && b.y0 < t.y1 && t.y0 < b.y1;
-        });
-        box = b;
-        if (!clash) break;
-      }
-      taken.push_back(box);
-      absl::StrAppendFormat(&out, "%s<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                            glyph(r, box.x0 + 4, box.y0 + 6.5, 3.5), box.x0 + 12, box.y0 + 10.5,
-                            XmlEscape(label));
-    }
-    if (points.empty()) {
-      absl::StrAppendFormat(&out,
-                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">no setting "
-                            "fits</text>\n",
-                            kLeft + plot_w / 2, y0 + kTop + plot_h / 2);
-    }
-    for (size_t k = 0; k < misfits.size(); ++k) {
-      absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"gray\">%s</text>\n",
-                            kLeft + plot_w + 12, y0 + kTop + 14 * (k + 1),
-                            XmlEscape(absl::StrCat(k == 0 ? "does not fit: " : "", misfits[k])));
-    }
+    absl::StrAppendFormat(&out, "<g transform=\"translate(0 %.0f)\">\n", p * kPanelH);
+    absl::StrAppend(&out, PolicyScatterSvg(reports[p], kWidth, kPanelH), "</g>\n");
   }
+  absl::StrAppend(&out, PolicyLegendSvg(groups, kLeft, kPanelH * reports.size() + 16));
+  out += "</svg>\n";
+  return out;
+}
 
-  // Legend: colours are policy sets, shapes threshold/growth groups.
-  double ly = kPanelH * reports.size() + 16;
+std::string PolicyLegendSvg(const std::vector<std::string>& groups, double left, double top) {
+  std::string out;
+  double ly = top;
   absl::StrAppendFormat(&out,
                         "<text x=\"%.0f\" y=\"%.0f\">colour: reuse policy set (e = event, o = "
-                        "opportunistic, i = internal); shape: threshold and growth</text>\n",
-                        kLeft, ly);
+                        "opportunistic, i = internal); shape: threshold and growth; settings "
+                        "that coincide share a label</text>\n",
+                        left, ly);
   ReplaySettings any;
-  const std::vector<ReplaySettings> sets = AllReuseCombinations(any);
-  for (const ReplaySettings& s : sets) {
+  for (const ReplaySettings& s : AllReuseCombinations(any)) {
     ly += 18;
     const std::string code = ReuseCode(s);
     const std::string name = s.ReuseLabel();
     absl::StrAppendFormat(&out, "%s<text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
-                          Marker(0, kLeft + 6, ly - 4, kPalette[ReuseIndex(s)], "black"),
-                          kLeft + 20, ly,
-                          XmlEscape(code == name ? name : absl::StrCat(code, "  ", name)));
+                          Marker(0, left + 6, ly - 4, kPalette[ReuseIndex(s)], "black"), left + 20,
+                          ly, XmlEscape(code == name ? name : absl::StrCat(code, "  ", name)));
   }
   for (size_t g = 0; g < groups.size(); ++g) {
     ly += 18;
     absl::StrAppendFormat(&out, "%s<text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
-                          Marker(static_cast<int>(g), kLeft + 6, ly - 4, "white", "black"),
-                          kLeft + 20, ly, XmlEscape(groups[g]));
+                          Marker(static_cast<int>(g), left + 6, ly - 4, "white", "black"),
+                          left + 20, ly, XmlEscape(groups[g]));
   }
   ly += 18;
   absl::StrAppendFormat(&out,
                         "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"black\" "
                         "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.1f\">CUDA defaults (every "
-                        "reuse rule, threshold 0, growth chunked), when not among the "
-                        "rows</text>\n",
-                        kLeft + 1, ly - 9, kLeft + 11, ly + 1, kLeft + 1, ly + 1, kLeft + 11,
-                        ly - 9, kLeft + 20, ly);
+                        "reuse rule, threshold 0, growth chunked) when not among the rows, and "
+                        "other allocators, by name</text>\n",
+                        left + 1, ly - 9, left + 11, ly + 1, left + 1, ly + 1, left + 11, ly - 9,
+                        left + 20, ly);
+  ly += 18;
+  absl::StrAppendFormat(&out,
+                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"white\" "
+                        "stroke=\"black\" stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.1f\">the "
+                        "recorded setting (or the default one), when not among the rows</text>\n",
+                        left + 1, ly - 9, left + 20, ly);
   ly += 18;
   absl::StrAppendFormat(&out,
                         "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"7\" fill=\"none\" stroke=\"#D55E00\" "
-                        "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.1f\">best: smallest minimum "
-                        "capacity, then shortest makespan</text>\n",
-                        kLeft + 6, ly - 4, kLeft + 20, ly);
-  out += "</svg>\n";
+                        "stroke-width=\"2\"/><text x=\"%.0f\" y=\"%.1f\">ship: smallest minimum "
+                        "capacity, then shortest makespan, against the recorded or default "
+                        "setting</text>\n",
+                        left + 6, ly - 4, left + 20, ly);
   return out;
 }
 

@@ -350,7 +350,7 @@ PoolProps PropsFor(const TracePool& p, const ReplaySettings& settings) {
   PoolProps props;
   props.alloc_type = p.type;
   props.device = p.device;
-  props.max_size = p.max_size;
+  props.max_size = settings.max_size != 0 ? settings.max_size : p.max_size;
   props.page_policy = p.page_policy;
   props.acl_rounding = p.acl_rounding;
   props.acl_align32 = p.acl_align32;
@@ -459,6 +459,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
 
   ReplayResult r;
   r.settings = settings;
+  r.device_capacity = config->device_capacity;
 
   // The trace's pools, made where their lines stand; a trace that names none
   // gets one pool of the settings, made now.
@@ -490,6 +491,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     props.reuse_allow_internal_dependencies = settings.reuse_internal;
     props.release_threshold = settings.release_threshold;
     props.growth = settings.growth;
+    props.max_size = settings.max_size;
     if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
     absl::StatusOr<PoolId> pool = make_pool(props);
     if (!pool.ok()) return pool.status();

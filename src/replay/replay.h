@@ -100,6 +100,10 @@ struct ReplaySettings {
   ExecutorKind executor = ExecutorKind::kSimulator;
   // Keeps every allocation's decision in ReplayResult::decisions.
   bool keep_decisions = false;
+  // Every pool's maxSize (PoolProps::max_size) in place of the recorded one
+  // (0: as recorded, or none): the cap a policy report ships, replayed on a
+  // device of any size to show that the cap alone realises the saving.
+  uint64_t max_size = 0;
 
   // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
   // is on, "max" for UINT64_MAX; ", growth chunked" appended when the growth
@@ -198,7 +202,10 @@ struct ReplayResult {
   // What the pool made of settings.growth (spMemPoolAttrGrowth): chunked or
   // expandable, never kDefault.
   PoolGrowth growth = PoolGrowth::kDefault;
-  PoolStats stats;             // at the end of the trace
+  PoolStats stats;  // at the end of the trace
+  // The device capacity the run had: settings.device_capacity, or a
+  // recording's own when it replayed at its recorded settings.
+  uint64_t device_capacity = 0;
   uint64_t peak_reserved = 0;  // ReservedMemHigh
   uint64_t peak_used = 0;      // UsedMemHigh: rule sizes of live allocations
   // peak_used / peak_reserved; 0 when nothing was reserved.

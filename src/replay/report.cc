@@ -65,13 +65,17 @@ std::string XmlEscape(absl::string_view s) {
 
 std::string FormatText(const std::vector<TraceReport>& reports) {
   std::string out;
-  // Pool type, backing, capacity and checker are the same for every run.
+  // Pool type, backing and checker are the same for every run; the capacity
+  // is the first run's, as replayed (a recording at its own settings runs on
+  // its recorded device), and a trace that ran on another says so.
+  uint64_t header_capacity = 0;
   if (!reports.empty() && !reports[0].runs.empty()) {
     const ReplaySettings& c = reports[0].runs[0].settings;
+    header_capacity = reports[0].runs[0].device_capacity;
     absl::StrAppendFormat(&out,
                           "pool %s, backing %s, device capacity %s, stream-order checker %s\n\n",
                           internal::EnumName(c.pool_type), internal::EnumName(c.backing),
-                          Bytes(c.device_capacity), c.check_stream_order ? "on" : "off");
+                          Bytes(header_capacity), c.check_stream_order ? "on" : "off");
   }
   for (const TraceReport& rep : reports) {
     const Trace& t = *rep.trace;
@@ -89,6 +93,15 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
                       *torch.peak_live == t.peak_live_bytes ? "" : absl::StrCat(*torch.peak_live));
     }
     absl::StrAppend(&out, "\n");
+    for (const ReplayResult& r : rep.runs) {
+      if (r.device_capacity == header_capacity) continue;
+      absl::StrAppend(&out, "  replayed on a device of ", Bytes(r.device_capacity),
+                      r.settings.use_recorded && r.device_capacity != r.settings.device_capacity
+                          ? " (the recording's)"
+                          : "",
+                      "\n");
+      break;
+    }
     if (torch.peak_reserved) {
       absl::StrAppend(&out, "  PyTorch: peak reserved ", Bytes(*torch.peak_reserved));
       if (torch.utilization) {
@@ -218,7 +231,7 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
       {"pool_growth", internal::EnumName(r.growth)},
       {"pool", internal::EnumName(c.pool_type)},
       {"backing", internal::EnumName(c.backing)},
-      {"capacity", c.device_capacity},
+      {"capacity", r.device_capacity},
       {"peak_reserved_bytes", r.peak_reserved},
       {"peak_used_bytes", r.peak_used},
       {"utilization", Ratio(r.utilization)},

@@ -203,6 +203,15 @@ class TraceBuilder {
   void BlockPlace(uint64_t address, uint64_t size) {
     trace_.initial_blocks.push_back(InitialBlock{trace_.alloc_count - 1, address, size});
   }
+  // `# frames ...` belongs to the allocation on the line before it.
+  absl::Status Frames(uint32_t line, absl::string_view text) {
+    if (trace_.ops.empty() || (trace_.ops.back().kind != TraceOp::Kind::kAlloc &&
+                               trace_.ops.back().kind != TraceOp::Kind::kMalloc)) {
+      return Error(line, "a frames comment follows the alloc it describes");
+    }
+    trace_.frames[trace_.ops.back().slot] = std::string(text);
+    return absl::OkStatus();
+  }
 
   // Kernel durations and advances: both move virtual time.
   absl::Status AddTime(uint64_t ns, uint32_t line) {
@@ -536,6 +545,12 @@ absl::StatusOr<bool> ParseSegmentComment(TraceBuilder& b, uint32_t line,
       {"segment_free", SegmentEvent::Kind::kFree},
       {"segment_map", SegmentEvent::Kind::kMap},
       {"segment_unmap", SegmentEvent::Kind::kUnmap}};
+  if (w[0] == "frames") {
+    absl::string_view text = Trim(comment);
+    absl::ConsumePrefix(&text, "frames");
+    if (absl::Status st = b.Frames(line, Trim(text)); !st.ok()) return st;
+    return true;
+  }
   if (w[0] == "torch_segment") {
     if ((w.size() != 5 && w.size() != 6) || (w[4] != "small" && w[4] != "large") ||
         (w.size() == 6 && w[5] != "expandable")) {

@@ -232,6 +232,10 @@ struct Trace {
   std::vector<InitialSegment> initial_segments;
   std::vector<InitialBlock> initial_blocks;
   std::vector<SegmentEvent> segment_history;
+  // Where allocations were made, by slot, from `# frames <frame> | <frame>
+  // ...` comments after their alloc lines (a converted snapshot's top
+  // frames, innermost first); reports show them beside the blocks they name.
+  std::map<uint64_t, std::string> frames;
 
   uint64_t alloc_count = 0;  // == slots
   uint64_t free_count = 0;
