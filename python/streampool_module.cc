@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "python/pyacl_bindings.h"
 #include "src/pool/names.h"
+#include "src/replay/decisions.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
 #include "src/replay/report.h"
@@ -747,6 +748,161 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   return ToPython(replay::ReportJson(reports));
 }
 
+// --------------------------------------------------------------- decisions
+
+// One setting of sp.decisions and its kin: sp.replay's sweep, which must
+// have one row; opaque to Python.
+struct DecisionSetting {
+  replay::ReplaySettings settings;
+};
+
+DecisionSetting OneSetting(const std::string& reuse, uint64_t threshold, const std::string& growth,
+                           const std::string& pool, const std::string& backing, uint64_t capacity,
+                           bool check, bool recorded, const std::string& allocator,
+                           const std::string& torch_conf, uint64_t rmm_initial, uint64_t rmm_max) {
+  const std::vector<replay::ReplaySettings> sweep =
+      Sweep(reuse, /*all_policies=*/false, {threshold}, {growth}, pool, backing, capacity, check,
+            recorded, {allocator}, torch_conf, rmm_initial, rmm_max, /*record_timeline=*/false);
+  if (sweep.size() != 1) {
+    Raise(spErrorInvalidValue, "decisions are of one setting: one allocator, not a list or 'all'");
+  }
+  return DecisionSetting{sweep.front()};
+}
+
+replay::Trace LoadOrRaise(const std::string& file) {
+  absl::StatusOr<replay::Trace> t;
+  {
+    py::gil_scoped_release release;
+    t = replay::LoadTrace(file);
+  }
+  if (!t.ok()) RaiseFileError(file, t.status());
+  return *std::move(t);
+}
+
+// A decision as streampool.Decision's fields, the trace's own numbers for
+// streams and pools (None: the replay's own pool, or a model's).
+py::tuple DecisionTuple(const replay::Trace& trace, const replay::ReplayDecision& d) {
+  auto stream_number = [&](uint32_t s) {
+    return s < trace.stream_ids.size() ? trace.stream_ids[s] : uint64_t{s};
+  };
+  const char* rule = d.failed ? "failed" : d.model ? "model" : ReuseRuleName(d.rule);
+  py::object pool = py::none();
+  if (!d.model && d.pool != replay::TraceOp::kNoPool && d.pool < trace.pools.size()) {
+    pool = py::int_(trace.pools[d.pool].id);
+  }
+  const bool placed = !d.failed && !d.model && d.chunk != 0;
+  py::list waits;
+  for (const replay::DecisionWait& w : d.waits) {
+    waits.append(py::make_tuple(stream_number(w.stream), w.position));
+  }
+  return py::make_tuple(
+      d.op, d.line, stream_number(d.stream), d.size, rule, pool,
+      placed ? py::object(py::int_(d.chunk)) : py::object(py::none()),
+      placed ? py::object(py::int_(d.offset)) : py::object(py::none()), py::tuple(waits), d.failed,
+      d.model && !d.failed ? py::object(py::int_(d.address)) : py::object(py::none()));
+}
+
+// A replay of `trace` that keeps every decision, with the GIL released.
+replay::ReplayResult ReplayDecisions(const replay::Trace& trace, const DecisionSetting& setting) {
+  replay::ReplaySettings s = setting.settings;
+  s.keep_decisions = true;
+  s.measure_host_cost = false;
+  absl::StatusOr<replay::ReplayResult> r;
+  {
+    py::gil_scoped_release release;
+    r = replay::Replay(trace, s);
+  }
+  Check(r.status());
+  return *std::move(r);
+}
+
+py::list DecisionsOf(const std::string& file, const DecisionSetting& setting) {
+  const replay::Trace trace = LoadOrRaise(file);
+  py::list out;
+  for (const replay::ReplayDecision& d : ReplayDecisions(trace, setting).decisions) {
+    out.append(DecisionTuple(trace, d));
+  }
+  return out;
+}
+
+size_t SaveDecisions(const std::string& file, const std::string& path,
+                     const DecisionSetting& setting) {
+  const replay::Trace trace = LoadOrRaise(file);
+  const replay::ReplayResult r = ReplayDecisions(trace, setting);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << replay::FormatDecisions(trace, replay::DecisionSettingLabel(r.settings), r.decisions);
+  out.close();
+  if (!out) Raise(spErrorInvalidValue, absl::StrCat("cannot write ", path));
+  return r.decisions.size();
+}
+
+py::dict DifferenceDict(const replay::Trace& trace, const replay::DecisionDifference& d) {
+  py::dict out;
+  out["op"] = d.op;
+  out["line"] = d.line;
+  out["a"] = d.a ? py::object(DecisionTuple(trace, *d.a)) : py::object(py::none());
+  out["b"] = d.b ? py::object(DecisionTuple(trace, *d.b)) : py::object(py::none());
+  return out;
+}
+
+py::dict CheckDecisionsFile(const std::string& file, const std::string& path,
+                            const DecisionSetting& setting) {
+  const replay::Trace trace = LoadOrRaise(file);
+  absl::StatusOr<replay::DecisionFile> saved;
+  absl::StatusOr<replay::DecisionCheck> check;
+  {
+    py::gil_scoped_release release;
+    saved = replay::LoadDecisions(path, trace);
+    if (saved.ok()) check = replay::CheckDecisions(trace, setting.settings, *saved);
+  }
+  if (!saved.ok()) RaiseFileError(path, saved.status());
+  Check(check.status());
+  py::dict out;
+  out["saved"] = check->saved;
+  out["agreed"] = check->agreed;
+  out["saved_setting"] = Str(check->saved_setting);
+  out["replayed_setting"] = Str(check->replayed_setting);
+  out["difference"] = check->difference ? py::object(DifferenceDict(trace, *check->difference))
+                                        : py::object(py::none());
+  out["message"] = Str(replay::FormatCheck(trace, *check));
+  return out;
+}
+
+py::dict DiffDecisions(const std::string& file, const DecisionSetting& a,
+                       const DecisionSetting& b) {
+  const replay::Trace trace = LoadOrRaise(file);
+  absl::StatusOr<replay::SettingsDiff> diff;
+  {
+    py::gil_scoped_release release;
+    diff = replay::DiffSettings(trace, a.settings, b.settings);
+  }
+  Check(diff.status());
+  py::dict out;
+  out["a_setting"] = Str(diff->a_setting);
+  out["b_setting"] = Str(diff->b_setting);
+  out["compared"] = diff->compared;
+  out["differing"] = diff->differing;
+  out["differing_bytes"] = diff->differing_bytes;
+  out["same_rule_elsewhere"] = diff->same_rule_elsewhere;
+  out["other_rule"] = diff->other_rule;
+  out["failed_a_only"] = diff->failed_a_only;
+  out["failed_b_only"] = diff->failed_b_only;
+  py::list by_rule;
+  for (const replay::RuleChange& c : diff->by_rule) {
+    py::dict row;
+    row["a_rule"] = c.a_rule;
+    row["b_rule"] = c.b_rule;
+    row["decisions"] = c.decisions;
+    row["bytes"] = c.bytes;
+    by_rule.append(row);
+  }
+  out["by_rule"] = by_rule;
+  out["first"] =
+      diff->first ? py::object(DifferenceDict(trace, *diff->first)) : py::object(py::none());
+  out["message"] = Str(replay::FormatSettingsDiff(trace, *diff));
+  return out;
+}
+
 // ----------------------------------------------------------------- helpers
 
 template <typename T>
@@ -1323,6 +1479,17 @@ void Bind(py::module_& m) {
         py::arg("allocators") = std::vector<std::string>{"streampool"}, py::arg("torch_conf") = "",
         py::arg("rmm_initial") = 0, py::arg("rmm_max") = 0,
         py::arg("rows") = std::vector<size_t>{});
+  // Decisions as data: streampool.decisions() and its kin wrap these.
+  py::class_<DecisionSetting>(m, "_DecisionSetting", "One replay setting (internal).");
+  m.def("_decision_setting", &OneSetting, py::kw_only(), py::arg("reuse"), py::arg("threshold"),
+        py::arg("growth"), py::arg("pool"), py::arg("backing"), py::arg("capacity"),
+        py::arg("check"), py::arg("recorded"), py::arg("allocator"), py::arg("torch_conf"),
+        py::arg("rmm_initial"), py::arg("rmm_max"));
+  m.def("_decisions", &DecisionsOf, py::arg("file"), py::arg("setting"));
+  m.def("_save_decisions", &SaveDecisions, py::arg("file"), py::arg("path"), py::arg("setting"));
+  m.def("_check_decisions", &CheckDecisionsFile, py::arg("file"), py::arg("path"),
+        py::arg("setting"));
+  m.def("_diff_decisions", &DiffDecisions, py::arg("file"), py::arg("a"), py::arg("b"));
   m.def(
       "_sweep_size",
       [](const std::string& reuse, bool all_policies, const std::vector<uint64_t>& thresholds,

@@ -38,6 +38,13 @@ __all__ = [
     "REUSE_RULES",
 ]
 
+# Decisions as data (streampool.testing turns them into tests).
+from streampool._decisions import (Decision, DecisionCheck, DecisionDiff,  # noqa: E402
+                                   check_decisions, decisions, diff_decisions, save_decisions)
+
+__all__ += ["Decision", "DecisionCheck", "DecisionDiff", "check_decisions", "decisions",
+            "diff_decisions", "save_decisions"]
+
 #: A release threshold that never shrinks a pool (UINT64_MAX).
 MAX = (1 << 64) - 1
 

@@ -85,7 +85,13 @@ std::string FormatDecisions(const Trace& trace, absl::string_view setting,
   std::string out;
   // About 40 bytes a line: one allocation for a whole file.
   out.reserve(256 + decisions.size() * 48);
-  absl::StrAppend(&out, kDecisionsMagic, "\ntrace ", trace.name, "\nsetting ", setting, "\nops ",
+  // The trace's file name without its directory: where a checkout lies
+  // must not change the file.
+  absl::string_view name = trace.name;
+  if (size_t slash = name.rfind('/'); slash != absl::string_view::npos) {
+    name.remove_prefix(slash + 1);
+  }
+  absl::StrAppend(&out, kDecisionsMagic, "\ntrace ", name, "\nsetting ", setting, "\nops ",
                   trace.ops.size(), "\ndecisions ", decisions.size(), "\n", kColumns, "\n");
   for (const ReplayDecision& d : decisions) {
     absl::StrAppend(&out, FormatDecisionLine(trace, d), "\n");

@@ -7,7 +7,7 @@
 // The file, "streampool-decisions/1" (docs/design.md, "Decisions as data"):
 //
 //   streampool-decisions/1
-//   trace traces/lab/server.trace          `<key> <value>` lines: what it was
+//   trace server.trace                     `<key> <value>` lines: what it was
 //   setting event+opportunistic+internal, threshold 0
 //   ops 23541                              made from; informative only
 //   decisions 6610
