@@ -1,6 +1,7 @@
 #include "src/replay/decisions.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -32,13 +33,60 @@ uint64_t StreamNumber(const Trace& trace, uint32_t stream) {
 }
 
 // What the rule column says.
-std::string RuleKey(const ReplayDecision& d) {
+absl::string_view RuleKey(const ReplayDecision& d) {
   if (d.failed) return "failed";
   if (d.model) return "model";
   return ReuseRuleName(d.rule);
 }
-std::string RuleKey(const std::optional<ReplayDecision>& d) {
-  return d ? RuleKey(*d) : std::string("none");
+absl::string_view RuleKey(const std::optional<ReplayDecision>& d) {
+  return d ? RuleKey(*d) : absl::string_view("none");
+}
+
+// One data line appended to *out, without its newline: a file is written
+// into one string, line by line.
+void AppendDecisionLine(const Trace& trace, const ReplayDecision& d, std::string* out) {
+  absl::StrAppend(out, d.op, " ", d.line, " ", StreamNumber(trace, d.stream), " ", d.size, " ",
+                  RuleKey(d), " ");
+  if (d.model) {
+    out->push_back('-');
+  } else if (d.pool == TraceOp::kNoPool) {
+    out->append("own");
+  } else {
+    absl::StrAppend(out, d.pool < trace.pools.size() ? trace.pools[d.pool].id : d.pool);
+  }
+  if (d.model && !d.failed) {
+    absl::StrAppend(out, " @", absl::Hex(d.address));
+  } else if (d.failed || d.chunk == 0) {
+    out->append(" -");
+  } else {
+    absl::StrAppend(out, " ", d.chunk, "+", d.offset);
+  }
+  if (d.waits.empty()) {
+    out->append(" -");
+  } else {
+    for (size_t k = 0; k < d.waits.size(); ++k) {
+      absl::StrAppend(out, k == 0 ? " " : ",", StreamNumber(trace, d.waits[k].stream), "@",
+                      d.waits[k].position);
+    }
+  }
+}
+
+// Splits a line at single spaces into at most kMax fields; the count, or
+// kMax + 1 when there are more.
+template <size_t kMax>
+size_t SplitFields(absl::string_view line, std::array<absl::string_view, kMax>* fields) {
+  size_t n = 0;
+  while (!line.empty()) {
+    const size_t space = line.find(' ');
+    const absl::string_view field = line.substr(0, space);
+    if (!field.empty()) {
+      if (n == kMax) return kMax + 1;
+      (*fields)[n++] = field;
+    }
+    if (space == absl::string_view::npos) break;
+    line.remove_prefix(space + 1);
+  }
+  return n;
 }
 
 }  // namespace
@@ -53,30 +101,7 @@ std::string DecisionSettingLabel(const ReplaySettings& settings) {
 
 std::string FormatDecisionLine(const Trace& trace, const ReplayDecision& d) {
   std::string out;
-  absl::StrAppend(&out, d.op, " ", d.line, " ", StreamNumber(trace, d.stream), " ", d.size, " ",
-                  RuleKey(d), " ");
-  if (d.model) {
-    out += "-";
-  } else if (d.pool == TraceOp::kNoPool) {
-    out += "own";
-  } else {
-    absl::StrAppend(&out, d.pool < trace.pools.size() ? trace.pools[d.pool].id : d.pool);
-  }
-  if (d.model && !d.failed) {
-    absl::StrAppend(&out, " @", absl::Hex(d.address));
-  } else if (d.failed || d.chunk == 0) {
-    out += " -";
-  } else {
-    absl::StrAppend(&out, " ", d.chunk, "+", d.offset);
-  }
-  if (d.waits.empty()) {
-    out += " -";
-  } else {
-    for (size_t k = 0; k < d.waits.size(); ++k) {
-      absl::StrAppend(&out, k == 0 ? " " : ",", StreamNumber(trace, d.waits[k].stream), "@",
-                      d.waits[k].position);
-    }
-  }
+  AppendDecisionLine(trace, d, &out);
   return out;
 }
 
@@ -94,7 +119,8 @@ std::string FormatDecisions(const Trace& trace, absl::string_view setting,
   absl::StrAppend(&out, kDecisionsMagic, "\ntrace ", name, "\nsetting ", setting, "\nops ",
                   trace.ops.size(), "\ndecisions ", decisions.size(), "\n", kColumns, "\n");
   for (const ReplayDecision& d : decisions) {
-    absl::StrAppend(&out, FormatDecisionLine(trace, d), "\n");
+    AppendDecisionLine(trace, d, &out);
+    out.push_back('\n');
   }
   return out;
 }
@@ -142,9 +168,10 @@ absl::StatusOr<DecisionFile> ParseDecisions(absl::string_view text, absl::string
       if (kv.first == "setting") out.setting = std::string(kv.second);
       continue;
     }
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (f.size() != 8) {
-      return error(absl::StrCat("a decision has 8 fields (", kColumns + 2, "), not ", f.size()));
+    std::array<absl::string_view, 8> f;
+    if (const size_t n = SplitFields(line, &f); n != f.size()) {
+      return error(absl::StrCat("a decision has 8 fields (", kColumns + 2, "), not ",
+                                n > f.size() ? std::string("more") : absl::StrCat(n)));
     }
     ReplayDecision d;
     uint64_t v = 0;
@@ -473,7 +500,7 @@ absl::StatusOr<SettingsDiff> DiffSettings(const Trace& trace, const ReplaySettin
     const uint64_t bytes = da ? da->size : db->size;
     ++out.differing;
     out.differing_bytes += bytes;
-    const std::string ka = RuleKey(da), kb = RuleKey(db);
+    const std::string ka(RuleKey(da)), kb(RuleKey(db));
     if (ka == kb) {
       ++out.same_rule_elsewhere;
     } else {

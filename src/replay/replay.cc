@@ -735,20 +735,17 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
         }
         if (decide) {
           ReplayDecision d = decision_of(i, op, a.ok());
-          if (a.ok()) {
-            d.rule = a->rule;
-            if (a->ptr != nullptr) {
-              absl::StatusOr<internal::Observation::BlockPlace> place =
-                  rt.impl().Run<&internal::Observation::PlaceOf>(a->ptr);
-              if (!place.ok()) return AtLine(trace, op, "PlaceOf", place.status());
-              d.chunk = place->chunk;
-              d.offset = place->offset;
-            }
-          }
+          if (a.ok()) d.rule = a->rule;
           // Taken after every allocation, failed ones too, so that no wait
           // is left over to be counted against the next.
-          for (const internal::Observation::InternalWait& w :
-               rt.impl().Run<&internal::Observation::TakeInternalWaits>()) {
+          absl::StatusOr<internal::Observation::DecisionFacts> facts =
+              rt.impl().Run<&internal::Observation::TakeDecision>(a.ok() ? a->ptr : nullptr);
+          if (!facts.ok()) return AtLine(trace, op, "PlaceOf", facts.status());
+          if (facts->place) {
+            d.chunk = facts->place->chunk;
+            d.offset = facts->place->offset;
+          }
+          for (const internal::Observation::InternalWait& w : facts->waits) {
             d.waits.push_back(DecisionWait{trace_stream_of(w.stream), w.position});
           }
           if (!decided(std::move(d))) i = total;

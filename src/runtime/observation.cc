@@ -136,12 +136,16 @@ void Observation::LogInternalWaits(bool on) {
   c_.wait_log.clear();
 }
 
-std::vector<Observation::InternalWait> Observation::TakeInternalWaits() {
+absl::StatusOr<Observation::DecisionFacts> Observation::TakeDecision(const void* ptr) {
+  DecisionFacts out;
+  if (ptr != nullptr) {
+    absl::StatusOr<BlockPlace> place = PlaceOf(ptr);
+    if (!place.ok()) return place.status();
+    out.place = *place;
+  }
   MutexLock order_lock(&c_.order_mu);
-  std::vector<InternalWait> out;
-  out.reserve(c_.wait_log.size());
   for (const auto& [s, f] : c_.wait_log) {
-    out.push_back(InternalWait{StreamId{c_.StreamHandleOf(s)}, f});
+    out.waits.push_back(InternalWait{StreamId{c_.StreamHandleOf(s)}, f});
   }
   c_.wait_log.clear();
   return out;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,7 +62,15 @@ class Observation {
     uint64_t position = 0;  // its free point
   };
   void LogInternalWaits(bool on);
-  std::vector<InternalWait> TakeInternalWaits();
+  // What a replay keeps of the allocation just made at `ptr` (null: none,
+  // it failed or had size 0): PlaceOf's answer and the waits kept since the
+  // last call, taken. One call, so that a replay that keeps decisions pays
+  // one trip through the runtime's lock per allocation.
+  struct DecisionFacts {
+    std::optional<BlockPlace> place;
+    std::vector<InternalWait> waits;
+  };
+  absl::StatusOr<DecisionFacts> TakeDecision(const void* ptr);
   // The embedder's out-of-memory handler (empty: none); RuntimeCore says
   // when it runs.
   void SetOomHandler(std::function<bool(uint64_t pool, uint64_t size)> handler);
