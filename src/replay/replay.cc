@@ -708,6 +708,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
           if (decide) {
             ReplayDecision d = decision_of(i, op, a.ok());
             d.model = true;
+            d.pool = 0;  // a model serves every pool of its device
             d.address = a.ok() ? *a : 0;
             if (!decided(std::move(d))) i = total;
           }

@@ -290,6 +290,17 @@ TEST(DiffSettingsTest, TwoAllocatorsCompareTheirOutcomes) {
   // pool's, by rule ("model").
   EXPECT_EQ(d->differing, 3u);
   for (const RuleChange& c : d->by_rule) EXPECT_EQ(c.b_rule, "model");
+  // A model's own decisions, saved, check clean: its places are the same
+  // in every run.
+  const std::vector<ReplayDecision> ds = DecisionsOf(t, rmm);
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_TRUE(ds[0].model);
+  EXPECT_THAT(FormatDecisionLine(t, ds[0]), HasSubstr(" model - @"));
+  absl::StatusOr<DecisionFile> saved = ParseDecisions(FormatDecisions(t, "rmm", ds), "d", t);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  absl::StatusOr<DecisionCheck> check = CheckDecisions(t, rmm, *saved);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_FALSE(check->difference.has_value()) << FormatCheck(t, *check);
 }
 
 TEST(DiffSettingsTest, SettingChangesReadLikeTheFlags) {
