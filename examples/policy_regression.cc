@@ -9,7 +9,8 @@
 //
 //   scenario                        B gets          reserved  why
 //   A done, defaults                A's bytes       4 MiB     rule 3, opportunistic
-//   A done, opportunistic off       new bytes       8 MiB     rule 4, growth
+//   A done, opportunistic off       A's bytes       4 MiB     a wait that delays nothing
+//   ... and waiting before growth off new bytes     8 MiB     rule 4, growth (CUDA's order)
 //   event after the free            A's bytes       4 MiB     rule 2, event dependency
 //   pool full, A still running      A's bytes       4 MiB     rule 5, B waits for A
 //   pool full, internal deps off    nothing         4 MiB     rule 6, out of memory
@@ -83,7 +84,7 @@ uint64_t Reserved(const Setup& s) {
 }
 
 void Report(const char* scenario, const absl::StatusOr<AllocInfo>& got, const Setup& s) {
-  std::printf("%-32s %-22s %-10s reserved %llu MiB\n", scenario,
+  std::printf("%-34s %-22s %-10s reserved %llu MiB\n", scenario,
               got.ok() ? streampool::ReuseRuleName(got->rule) : "(out of memory)",
               got.ok() ? (got->ptr == s.a_ptr ? "A's bytes" : "new bytes") : "",
               static_cast<unsigned long long>(Reserved(s) / kMiB));
@@ -100,14 +101,31 @@ void OpportunisticAfterAFinishes() {
   CHECK(Reserved(s) == kBytes);
 }
 
-void GrowthWhenOpportunisticIsOff() {
+void WaitBeforeGrowthWhenOpportunisticIsOff() {
   Setup s;
   CHECK(MakeSetup(s, 0));
   if (!s.rt) return;
   CHECK(s.rt->SetPoolAttribute(s.pool, PoolAttr::kReuseAllowOpportunistic, 0).ok());
   CHECK(s.rt->HostAdvance(2 * kKernelNs).ok());
+  // A's free is complete, so a wait of B on it delays nothing: the pool
+  // inserts it rather than grow (counted as an internal dependency).
   auto got = s.rt->MallocFromPoolAsync(kBytes, s.pool, s.b);
   Report("A done, opportunistic off", got, s);
+  CHECK(got.ok() && got->rule == ReuseRule::kInternalDependency && got->ptr == s.a_ptr);
+  CHECK(Reserved(s) == kBytes);
+  auto stats = s.rt->GetPoolStats(s.pool);
+  CHECK(stats.ok() && stats->waits_before_growth == 1);
+}
+
+void GrowthInCudasOrder() {
+  Setup s;
+  CHECK(MakeSetup(s, 0));
+  if (!s.rt) return;
+  CHECK(s.rt->SetPoolAttribute(s.pool, PoolAttr::kReuseAllowOpportunistic, 0).ok());
+  CHECK(s.rt->SetPoolAttribute(s.pool, PoolAttr::kWaitBeforeGrowth, 0).ok());
+  CHECK(s.rt->HostAdvance(2 * kKernelNs).ok());
+  auto got = s.rt->MallocFromPoolAsync(kBytes, s.pool, s.b);
+  Report("... and waiting before growth off", got, s);
   CHECK(got.ok() && got->rule == ReuseRule::kFresh && got->ptr != s.a_ptr);
   CHECK(Reserved(s) == 2 * kBytes);
 }
@@ -172,9 +190,10 @@ void OutOfMemoryWithoutInternalDependencies() {
 }  // namespace
 
 int main() {
-  std::printf("%-32s %-22s %-10s\n", "scenario", "rule", "B gets");
+  std::printf("%-34s %-22s %-10s\n", "scenario", "rule", "B gets");
   OpportunisticAfterAFinishes();
-  GrowthWhenOpportunisticIsOff();
+  WaitBeforeGrowthWhenOpportunisticIsOff();
+  GrowthInCudasOrder();
   EventDependencyWhileAStillRuns();
   InternalDependencyWhenThePoolIsFull();
   OutOfMemoryWithoutInternalDependencies();

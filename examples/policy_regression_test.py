@@ -52,10 +52,20 @@ def test_each_batch_reuses_the_last_through_the_event_handshake():
     assert peak == BATCH
 
 
-def test_the_handshake_alone_is_what_saves_memory():
-    # Opportunistic reuse cannot stand in for it: the host never waits, so no
-    # free is ever observed complete before the next batch is allocated.
+def test_without_the_rule_a_wait_that_costs_nothing_still_saves_memory():
+    # With rule 2 off the pool still sees that compute's free completes before
+    # the loader gets to the allocation (the loader waits for compute anyway),
+    # so it inserts that wait rather than grow: an internal dependency.
     rules, peak = run_pipeline(reuse_follow_event_dependencies=False)
+    assert rules == ["fresh"] + ["internal_dependency"] * (STEPS - 1)
+    assert peak == BATCH
+
+
+def test_in_cudas_order_the_handshake_alone_is_what_saves_memory():
+    # Opportunistic reuse cannot stand in for it: the host never waits, so no
+    # free is ever observed complete before the next batch is allocated; and
+    # in CUDA's order the pool grows before it would wait.
+    rules, peak = run_pipeline(reuse_follow_event_dependencies=False, wait_before_growth=False)
     assert rules == ["fresh"] * STEPS
     assert peak == STEPS * BATCH
 

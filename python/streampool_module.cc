@@ -281,6 +281,8 @@ py::dict StatsDict(const PoolStats& s) {
   d["oom_retries"] = s.oom_retries;
   d["segments"] = s.segments;
   d["segments_high"] = s.segments_high;
+  d["waits_before_growth"] = s.waits_before_growth;
+  d["joined_reuses"] = s.joined_reuses;
   // The same figures under torch.cuda.memory_stats()'s names, where the
   // meaning is the same (allocated: block sizes of live allocations).
   d["allocated_bytes.all.current"] = s.used_bytes;
@@ -428,7 +430,8 @@ class PyRuntime {
                   const std::string& page_policy, const std::string& growth, bool acl_rounding,
                   bool exportable, bool reuse_follow_event_dependencies,
                   bool reuse_allow_opportunistic, bool reuse_allow_internal_dependencies,
-                  const py::object& release_threshold) {
+                  const py::object& release_threshold, bool wait_before_growth,
+                  const py::object& soft_reserved_limit) {
     PoolProps props;
     props.alloc_type = ParseName<AllocationType>(kind);
     props.device = device;
@@ -441,6 +444,8 @@ class PyRuntime {
     props.reuse_allow_opportunistic = reuse_allow_opportunistic;
     props.reuse_allow_internal_dependencies = reuse_allow_internal_dependencies;
     props.release_threshold = Threshold(release_threshold);
+    props.wait_before_growth = wait_before_growth;
+    props.soft_reserved_limit = Threshold(soft_reserved_limit);
     const PoolId id = Check(rt().CreatePool(props));
     TrackPool(*st_, id, device, props.alloc_type,
               absl::StrCat("pool ", st_->pool_names.size(), " (",
@@ -670,8 +675,8 @@ py::object ReplayTraces(const std::vector<std::string>& files, const std::string
   }
   replay::ReplaySettings base;
   const std::vector<replay::ReplaySettings> sweep =
-      Sweep(reuse, all_policies, thresholds, growth_names, pool, backing, capacity, check,
-            recorded, allocator_names, torch_conf, rmm_initial, rmm_max,
+      Sweep(reuse, all_policies, thresholds, growth_names, pool, backing, capacity, check, recorded,
+            allocator_names, torch_conf, rmm_initial, rmm_max,
             /*record_timeline=*/!timeline_path.empty() && report == "runs", &base);
   std::vector<replay::ReplaySettings> settings;
   for (size_t row : rows) {
@@ -1044,6 +1049,14 @@ void Bind(py::module_& m) {
                     "The per-stream front caches.");
   BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
                     "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
+  BindPoolAttribute(pool, "wait_before_growth", PoolAttr::kWaitBeforeGrowth, true,
+                    "With rule 5 on: serve from another stream's pending free before growing "
+                    "when the wait delays nothing (True, the default); False grows first, as "
+                    "CUDA does.");
+  BindPoolAttribute(pool, "soft_reserved_limit", PoolAttr::kSoftReservedLimit, false,
+                    "With rule 5 on: growth past this many reserved bytes waits for other "
+                    "streams' pending frees first; 'max' (the default) sets no limit, 0 waits "
+                    "before every growth.");
   pool.def_property_readonly(
           "reserved_current", [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); },
           "Bytes the pool holds from its upstream (cudaMemPoolAttrReservedMemCurrent).")
@@ -1183,12 +1196,15 @@ void Bind(py::module_& m) {
            py::arg("exportable") = false, py::arg("reuse_follow_event_dependencies") = true,
            py::arg("reuse_allow_opportunistic") = true,
            py::arg("reuse_allow_internal_dependencies") = true,
-           py::arg("release_threshold") = py::int_(0),
+           py::arg("release_threshold") = py::int_(0), py::arg("wait_before_growth") = true,
+           py::arg("soft_reserved_limit") = py::str("max"),
            "A new pool (cudaMemPoolCreate): kind 'device', 'pinned_host', 'huge_page' or "
            "'dvpp'; max_size bytes (0: the device bounds it); page_policy (huge pages); "
            "growth 'default', 'chunked' or 'expandable'; acl_rounding: AscendCL's size "
-           "rounding; exportable: for IPC; the three reuse rules and release_threshold (bytes "
-           "or 'max') as the attributes of the same names (docs/names.md).")
+           "rounding; exportable: for IPC; the three reuse rules, release_threshold (bytes "
+           "or 'max'), wait_before_growth (a chunked pool starts without it) and "
+           "soft_reserved_limit (bytes or 'max') as the attributes of the same names "
+           "(docs/names.md).")
       .def("malloc_async", &PyRuntime::MallocAsync, py::arg("size"), py::arg("stream"),
            py::kw_only(), py::arg("pool") = py::none(),
            "size bytes in stream order; raises OutOfMemoryError when no memory is found.")

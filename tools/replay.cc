@@ -179,6 +179,25 @@ std::string AbslUnparseFlag(const ThresholdsFlag& flag) {
   });
 }
 
+// --wait-before-growth: 0 or 1, and whether it was given.
+struct SwitchFlag {
+  bool on = true;
+  bool given = false;
+};
+bool AbslParseFlag(absl::string_view text, SwitchFlag* flag, std::string* error) {
+  flag->given = true;
+  if (text == "1" || text == "on" || text == "true") {
+    flag->on = true;
+  } else if (text == "0" || text == "off" || text == "false") {
+    flag->on = false;
+  } else {
+    *error = "expected 1 or 0";
+    return false;
+  }
+  return true;
+}
+std::string AbslUnparseFlag(const SwitchFlag& flag) { return flag.on ? "1" : "0"; }
+
 // --compare-executor: a real-time executor, or none (the flag's default).
 struct CompareExecutorFlag {
   std::optional<streampool::ExecutorKind> executor;
@@ -232,6 +251,16 @@ ABSL_FLAG(GrowthsFlag, growth, GrowthsFlag{{streampool::PoolGrowth::kDefault}},
           "pool growths, comma-separated: default (expandable on both backings), chunked or "
           "expandable; a row names its growth when more than one is given or it is not the "
           "default");
+ABSL_FLAG(SwitchFlag, wait_before_growth, SwitchFlag{},
+          "with the internal rule on, 1 (the pool's default) serves an allocation from another "
+          "stream's pending free before growing when the wait delays nothing (the free "
+          "completes before the stream reaches the allocation anyway); 0 grows first, as CUDA "
+          "does; also spelled --wait-before-growth");
+ABSL_FLAG(ThresholdsFlag, soft_limit, ThresholdsFlag{{UINT64_MAX}},
+          "with the internal rule on, a growth that would take the pool's reserved bytes past "
+          "this waits for other streams' pending frees first (bytes, suffixes as for "
+          "--threshold; max, the default, sets no limit; 0 waits before every growth, as RMM's "
+          "pool does); also spelled --soft-limit");
 ABSL_FLAG(std::string, allocator, "streampool",
           "allocators to replay each trace under, comma-separated, on identical inputs: "
           "streampool (the pool at the setting flags), pytorch (a model of PyTorch's CUDA "
@@ -396,7 +425,9 @@ const streampool::tools::CommandLine kCommandLine = {
                 {"--validate-torch", "--validate_torch"},
                 {"--compare-executor", "--compare_executor"},
                 {"--save-decisions", "--save_decisions"},
-                {"--check-decisions", "--check_decisions"}},
+                {"--check-decisions", "--check_decisions"},
+                {"--wait-before-growth", "--wait_before_growth"},
+                {"--soft-limit", "--soft_limit"}},
 };
 
 // A progress bar on stderr, drawn only when stderr is a terminal, so that
@@ -559,16 +590,22 @@ int main(int argc, char** argv) {
   // command line names others. The policy report sweeps the policy sets
   // itself, so it never replays at the recorded ones.
   const bool thresholds_given = absl::GetFlag(FLAGS_threshold).given;
-  const bool settings_given = absl::GetFlag(FLAGS_reuse).given ||
-                              absl::GetFlag(FLAGS_policies).given || thresholds_given ||
-                              absl::GetFlag(FLAGS_growth).given;
+  const bool settings_given =
+      absl::GetFlag(FLAGS_reuse).given || absl::GetFlag(FLAGS_policies).given || thresholds_given ||
+      absl::GetFlag(FLAGS_growth).given || absl::GetFlag(FLAGS_wait_before_growth).given ||
+      absl::GetFlag(FLAGS_soft_limit).given;
+  base.wait_before_growth = absl::GetFlag(FLAGS_wait_before_growth).on;
+  if (absl::GetFlag(FLAGS_soft_limit).thresholds.size() != 1) {
+    streampool::tools::UsageError(kCommandLine, "--soft-limit takes one value");
+  }
+  base.soft_limit = absl::GetFlag(FLAGS_soft_limit).thresholds.front();
   base.use_recorded = !settings_given && !policy_report;
   const bool verify = absl::GetFlag(FLAGS_verify);
   if (verify && (settings_given || min_capacity || policy_report)) {
     streampool::tools::UsageError(kCommandLine,
                                   "--verify replays at the recorded settings: no --reuse, "
-                                  "--policies, --threshold, --growth, --min-capacity or "
-                                  "--policy-report with it");
+                                  "--policies, --threshold, --growth, --wait-before-growth, "
+                                  "--soft-limit, --min-capacity or --policy-report with it");
   }
 
   absl::StatusOr<std::vector<rp::AllocatorKind>> allocators =

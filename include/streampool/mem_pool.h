@@ -79,6 +79,13 @@ struct PoolStats {
   uint64_t segments = 0;
   /// Watermark of segments.
   uint64_t segments_high = 0;
+  /// Of waits_inserted, those inserted before growing: a wait that delayed
+  /// nothing, or any wait once growth would pass the soft reserved limit.
+  uint64_t waits_before_growth = 0;
+  /// Allocations served by joining several free blocks, some pending on
+  /// other streams, after a wait on each of those streams (counted in
+  /// reuse_internal_dependency as well).
+  uint64_t joined_reuses = 0;
   /// 1 - used/reserved (0 when nothing is reserved).
   double fragmentation = 0;
 };

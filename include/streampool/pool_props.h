@@ -79,6 +79,15 @@ struct PoolProps {
   /// Rule 5: when growth fails, reuse another stream's pending free after
   /// inserting a wait on it.
   bool reuse_allow_internal_dependencies = true;
+  /// With rule 5 on: before growing, reuse another stream's pending free
+  /// whose wait delays nothing (the free completes, as the executor can tell,
+  /// before this stream would reach the allocation anyway). Off keeps CUDA's
+  /// order, growth before any wait (docs/design.md "Waiting versus growing").
+  bool wait_before_growth = true;
+  /// With rule 5 on: a growth that would take the reserved bytes past this
+  /// first waits for any pending free that serves (RMM's order).
+  /// UINT64_MAX (the default): no such limit; 0: always wait before growing.
+  uint64_t soft_reserved_limit = UINT64_MAX;
   /// Bytes the pool keeps reserved at synchronize calls; 0 releases every
   /// wholly free chunk, UINT64_MAX never shrinks the pool.
   uint64_t release_threshold = 0;

@@ -192,6 +192,14 @@ enum class PoolAttr {
   /// default) or off (0, every allocation takes the central exact best fit);
   /// turning them off flushes what they hold.
   kFrontCache = 0x1001,
+  /// Waiting before growing (docs/design.md "Waiting versus growing"): with
+  /// rule 5 on, a wait that delays nothing comes before growth (1, the
+  /// default); 0 keeps CUDA's order.
+  kWaitBeforeGrowth = 0x1002,
+  /// Growth that would take the reserved bytes past this waits for other
+  /// streams' pending frees first (rule 5 on); UINT64_MAX (the default): no
+  /// limit.
+  kSoftReservedLimit = 0x1003,
 };
 
 /// What Runtime::GetPointerAttributes tells about a pointer

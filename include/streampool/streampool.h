@@ -345,7 +345,18 @@ typedef enum spMemPoolAttr {
   /** int, exactly 0 or 1 (default 1): per-stream front caches on or off. Off,
    * every allocation takes the central exact best fit; turning them off
    * flushes what they hold into the central index. */
-  spMemPoolAttrFrontCache = 0x1001
+  spMemPoolAttrFrontCache = 0x1001,
+  /** int, exactly 0 or 1 (default 1): with spMemPoolReuseAllowInternalDependencies
+   * on, serve an allocation from another stream's pending free before growing
+   * when the wait this inserts delays nothing (the free completes, as far as the
+   * executor can tell, before the stream reaches the allocation anyway). 0 keeps
+   * CUDA's order: growth before any wait. */
+  spMemPoolAttrWaitBeforeGrowth = 0x1002,
+  /** uint64_t (default UINT64_MAX, no limit): with
+   * spMemPoolReuseAllowInternalDependencies on, an allocation whose growth would
+   * take the reserved bytes past this waits for other streams' pending frees
+   * first, when they can serve it. 0 waits before every growth. */
+  spMemPoolAttrSoftReservedLimit = 0x1003
 } spMemPoolAttr;
 
 /** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
@@ -477,12 +488,14 @@ SP_API spError_t spDeviceGetDefaultMemPool(spMemPool_t* pool, spRuntime_t rt,
 SP_API spError_t spDeviceSetMemPool(spRuntime_t rt, int device, spMemPool_t pool) SP_NOEXCEPT;
 /** The device's current pool. */
 SP_API spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) SP_NOEXCEPT;
-/** Sets an attribute; value: int* for attributes 1-3 and spMemPoolAttrFrontCache,
- * uint64_t* for 4-8. The Current attributes, 9-14 and spMemPoolAttrGrowth are
- * read-only (spErrorInvalidValue); a High one is reset by setting 0. */
+/** Sets an attribute; value: int* for attributes 1-3, spMemPoolAttrFrontCache and
+ * spMemPoolAttrWaitBeforeGrowth, uint64_t* for 4-8 and spMemPoolAttrSoftReservedLimit. The Current
+ * attributes, 9-14 and spMemPoolAttrGrowth are read-only (spErrorInvalidValue); a High one is reset
+ * by setting 0. */
 SP_API spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr,
                                        void* value) SP_NOEXCEPT;
-/** Reads an attribute into value: uint64_t* for 4-8 and 13, int* for the others
+/** Reads an attribute into value: uint64_t* for 4-8, 13 and
+ * spMemPoolAttrSoftReservedLimit, int* for the others
  * (the switches read 0 or 1). */
 SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr,
                                        void* value) SP_NOEXCEPT;
@@ -514,13 +527,18 @@ typedef struct spMemPoolStats {
   uint64_t largestFreeBlock;         /**< the largest READY or PENDING block (one spanning unmapped
                                          granules counts by its mapped low end) */
   uint64_t requestedBytes;           /**< bytes the live allocations asked for, before rounding */
-  uint64_t requestedHigh;  /**< watermark of requestedBytes (see PoolStats::requested_high) */
-  uint64_t oomCount;       /**< allocations that failed for lack of memory, after the handling */
-  uint64_t reclaims;       /**< times the out-of-memory handling released this pool's memory */
-  uint64_t reclaimedBytes; /**< the bytes those released */
-  uint64_t oomRetries;     /**< allocations tried again after the out-of-memory handling */
-  uint64_t segments;       /**< reservations or chunks held now */
-  uint64_t segmentsHigh;   /**< watermark of segments */
+  uint64_t requestedHigh;     /**< watermark of requestedBytes (see PoolStats::requested_high) */
+  uint64_t oomCount;          /**< allocations that failed for lack of memory, after the handling */
+  uint64_t reclaims;          /**< times the out-of-memory handling released this pool's memory */
+  uint64_t reclaimedBytes;    /**< the bytes those released */
+  uint64_t oomRetries;        /**< allocations tried again after the out-of-memory handling */
+  uint64_t segments;          /**< reservations or chunks held now */
+  uint64_t segmentsHigh;      /**< watermark of segments */
+  uint64_t waitsBeforeGrowth; /**< of waitsInserted, those before growing: a wait that delayed
+                                 nothing, or any once growth would pass the soft reserved limit */
+  uint64_t joinedReuses;      /**< allocations served by joining several free blocks after a wait
+                                 on each other stream they were pending on (also counted in
+                                 reuseInternalDependency) */
 } spMemPoolStats;
 
 /** Copies the pool's statistics into *stats. */

@@ -476,6 +476,7 @@ aclError aclrtMemPoolCreate(aclrtMemPool* memPool, const aclrtMemPoolProps* pool
     // The pool's blocks follow aclrtMalloc's rule, so memory from it can be
     // carved as CANN's documentation carves aclrtMalloc memory.
     props.acl_rounding = true;
+    props.wait_before_growth = false;  // CANN's serving order, as every pool of the face
     absl::StatusOr<streampool::PoolId> pool = call.rt().cpp().CreatePool(props);
     if (!pool.ok()) return FromStatus(pool.status());
     *memPool = pool->c();

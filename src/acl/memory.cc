@@ -60,6 +60,7 @@ absl::StatusOr<PoolId> PoolFor(compat::ProcessRuntime& rt, int device, SyncKind 
     props.acl_rounding = true;
     props.acl_align32 = kind == SyncKind::kAlign32;
   }
+  props.wait_before_growth = false;  // CANN's serving order
   absl::StatusOr<PoolId> pool = rt.cpp().CreatePool(props);
   if (!pool.ok()) return pool.status();
   state.pools.emplace(key, *pool);

@@ -149,6 +149,7 @@ AttrWidth WidthOf(int attr) {
     case spMemPoolAttrHwDecompressEnabled:
     case spMemPoolAttrGrowth:
     case spMemPoolAttrFrontCache:
+    case spMemPoolAttrWaitBeforeGrowth:
       return AttrWidth::kInt;
     case spMemPoolAttrReleaseThreshold:
     case spMemPoolAttrReservedMemCurrent:
@@ -156,6 +157,7 @@ AttrWidth WidthOf(int attr) {
     case spMemPoolAttrUsedMemCurrent:
     case spMemPoolAttrUsedMemHigh:
     case spMemPoolAttrMaxPoolSize:
+    case spMemPoolAttrSoftReservedLimit:
       return AttrWidth::kU64;
     default:
       return AttrWidth::kUnknown;
@@ -717,10 +719,11 @@ spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* v
     const int attr = streampool::internal::EnumInt(attr_in);
     const AttrWidth width = WidthOf(attr);
     if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
-    if (attr == spMemPoolAttrFrontCache) {
+    if (attr == spMemPoolAttrFrontCache || attr == spMemPoolAttrWaitBeforeGrowth) {
+      // Exactly 0 or 1, unlike CUDA's reuse switches (any non-zero is on).
       const int on = *static_cast<int*>(value);
       if (on != 0 && on != 1) return spErrorInvalidValue;
-      return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), PoolAttr::kFrontCache, on));
+      return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), on));
     }
     const uint64_t v = width == AttrWidth::kInt
                            ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
@@ -783,6 +786,8 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
     stats->oomRetries = s->oom_retries;
     stats->segments = s->segments;
     stats->segmentsHigh = s->segments_high;
+    stats->waitsBeforeGrowth = s->waits_before_growth;
+    stats->joinedReuses = s->joined_reuses;
     return spSuccess;
   });
 }

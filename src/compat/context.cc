@@ -112,6 +112,16 @@ absl::StatusOr<std::shared_ptr<ProcessRuntime>> Context::Acquire() {
   const CompatConfig config = ParseConfig(env_prefix_, ProcessEnv(), &problems);
   absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(config.ToRuntimeConfig());
   if (!runtime.ok()) return runtime.status();
+  // A face promises its runtime's serving order: growth before any wait
+  // (docs/design.md "Waiting versus growing"); a program may opt in.
+  for (int d = 0; d < config.device_count; ++d) {
+    absl::StatusOr<PoolId> pool = (*runtime)->DefaultPool(d);
+    if (!pool.ok()) return pool.status();
+    if (absl::Status st = (*runtime)->SetPoolAttribute(*pool, PoolAttr::kWaitBeforeGrowth, 0);
+        !st.ok()) {
+      return st;
+    }
+  }
   auto created =
       std::make_shared<ProcessRuntime>(*std::move(runtime), config, next_generation.fetch_add(1));
   // Registered after the library made its first runtime, so the handler runs

@@ -99,6 +99,8 @@ cudaError_t HostDefaultPool(Call& call, uint64_t* out) {
   if (cudaError_t e = FromSp(spMemPoolCreate(&made, call.c(), &props)); e != cudaSuccess) {
     return e;
   }
+  int off = 0;  // CUDA's serving order, as every pool of the face
+  spMemPoolSetAttribute(made, spMemPoolAttrWaitBeforeGrowth, &off);
   const uint64_t mine = reinterpret_cast<uintptr_t>(made);
   *out = call.rt().KeepHostDefaultPool(mine);
   // Another thread's pool was kept first: this one is nobody's.
@@ -723,7 +725,16 @@ cudaError_t cudaMemPoolCreate(cudaMemPool_t* memPool, const cudaMemPoolProps* po
       default:
         return cudaErrorInvalidValue;
     }
-    return FromSp(spMemPoolCreate(reinterpret_cast<spMemPool_t*>(memPool), call.c(), &props));
+    spMemPool_t made = nullptr;
+    if (cudaError_t e = FromSp(spMemPoolCreate(&made, call.c(), &props)); e != cudaSuccess) {
+      return e;
+    }
+    // CUDA's serving order, growth before any wait, as the face's default
+    // pools keep it.
+    int off = 0;
+    spMemPoolSetAttribute(made, spMemPoolAttrWaitBeforeGrowth, &off);
+    *memPool = reinterpret_cast<cudaMemPool_t>(made);
+    return cudaSuccess;
   });
 }
 

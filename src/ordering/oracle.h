@@ -24,6 +24,11 @@ class OrderOracle {
   // The highest position of s observed complete (proven by a synchronize or
   // query, or reported by the executor). Looks only; promotes nothing.
   virtual Position ObservedComplete(StreamIndex s) const = 0;
+  // The highest position of s that completes no later than T would reach
+  // the allocation anyway, so that a wait of T on it delays nothing: exact
+  // in the simulator (its schedule of enqueued work is fixed); elsewhere
+  // only what is known complete now.
+  virtual Position CompletesBeforeAllocation(StreamIndex s) const { return ObservedComplete(s); }
   // Makes T's later work wait for (s, f) (reuse rule 5).
   virtual void InsertWait(StreamIndex s, Position f) = 0;
 };

@@ -58,6 +58,10 @@ MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
       follow_events_(props.reuse_follow_event_dependencies),
       opportunistic_(props.reuse_allow_opportunistic),
       internal_deps_(props.reuse_allow_internal_dependencies),
+      // Chunked pools keep CUDA's order unless asked otherwise.
+      wait_before_growth_(props.wait_before_growth && props.growth != PoolGrowth::kChunked &&
+                          upstream_->can_reserve()),
+      soft_reserved_limit_(props.soft_reserved_limit),
       release_threshold_(props.release_threshold),
       expandable_(props.growth != PoolGrowth::kChunked && upstream_->can_reserve()),
       reservation_bytes_(ReservationSize(max_size, reservation_bytes)),
@@ -228,29 +232,34 @@ void MemPool::CompactQueue(StreamFrees& frees) {
   }
 }
 
+Block* MemPool::SplitOffLow(Block* b, uint64_t size) {
+  // The remainder keeps b's object so a pending block's queue entry (which
+  // points at b) stays valid with the same stamp and free point.
+  Block* low = arena_.New();
+  low->node.addr = b->addr();
+  low->node.order = b->node.order;
+  low->node.size = size;
+  low->chunk = b->chunk;
+  low->prev = b->prev;
+  low->next = b;
+  if (b->prev != nullptr) {
+    b->prev->next = low;
+  } else {
+    b->chunk->first = low;
+  }
+  b->prev = low;
+  b->node.addr += size;
+  b->node.order += size;
+  b->node.size -= size;
+  return low;
+}
+
 Block* MemPool::Carve(Block* b, uint64_t size) {
   SP_DCHECK(b->size() >= size);
   RemoveFree(b);
   Block* live = b;
   if (b->size() > size) {
-    // The remainder keeps b's object so a pending block's queue entry (which
-    // points at b) stays valid with the same stamp and free point.
-    live = arena_.New();
-    live->node.addr = b->addr();
-    live->node.order = b->node.order;
-    live->node.size = size;
-    live->chunk = b->chunk;
-    live->prev = b->prev;
-    live->next = b;
-    if (b->prev != nullptr) {
-      b->prev->next = live;
-    } else {
-      b->chunk->first = live;
-    }
-    b->prev = live;
-    b->node.addr += size;
-    b->node.order += size;
-    b->node.size -= size;
+    live = SplitOffLow(b, size);
     InsertFree(b);
   } else if (b->state == BlockState::kPending) {
     // The whole block is taken: its queue entry goes stale (stamp reset
@@ -265,6 +274,41 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
   live->chunk->handed_out_end = std::max(live->chunk->handed_out_end, live->end());
   ++live_blocks_;
   return live;
+}
+
+Block* MemPool::JoinRun(Block* first, Block* last, uint64_t need) {
+  // The last block gives only what the window lacks; its remainder keeps its
+  // object, state and queue entry, as Carve's does.
+  uint64_t before_last = 0;
+  for (Block* b = first; b != last; b = b->next) before_last += b->size();
+  SP_DCHECK(before_last < need && before_last + last->size() >= need);
+  const uint64_t from_last = need - before_last;
+  Block* tail = last;
+  if (last->size() > from_last) {
+    RemoveFree(last);
+    tail = SplitOffLow(last, from_last);
+    InsertFree(last);
+  } else {
+    RemoveFree(last);
+    if (last->state == BlockState::kPending) --pending_blocks_;
+  }
+  for (Block* b = first; b != tail; b = b->next) {
+    RemoveFree(b);
+    if (b->state == BlockState::kPending) --pending_blocks_;
+  }
+  // One READY block of exactly need bytes, in the ready index for the
+  // moment it takes Finish to hand it out whole (its queue entries, if it
+  // was pending, go stale with the stamp).
+  Block* const after = tail->next;
+  while (first->next != after) Absorb(first, first->next);
+  first->state = BlockState::kReady;
+  first->stamp = 0;
+  first->stream = kNoStream;
+  first->unmapped = 0;
+  first->observed_epoch = 0;
+  first->observed_stream = kNoStream;
+  InsertFree(first);
+  return first;
 }
 
 // ---------------------------------------------------------------- freeing

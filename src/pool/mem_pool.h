@@ -44,6 +44,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -297,6 +298,18 @@ class MemPool {
   void set_reuse_allow_internal_dependencies(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
     internal_deps_ = on;
   }
+  bool wait_before_growth() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return wait_before_growth_;
+  }
+  void set_wait_before_growth(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    wait_before_growth_ = on;
+  }
+  uint64_t soft_reserved_limit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return soft_reserved_limit_;
+  }
+  void set_soft_reserved_limit(uint64_t v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    soft_reserved_limit_ = v;
+  }
   uint64_t release_threshold() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
     return release_threshold_;
   }
@@ -412,7 +425,28 @@ class MemPool {
   }
   // Best candidate of `s` for rules 2/3 with free points <= bound.
   Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
-  Block* FindForInternalDependency(StreamIndex t, uint64_t size);
+  // Of other streams' pending frees of at least size bytes, the one freed
+  // first in host order; with wait_free, only among those the oracle
+  // projects complete before t reaches the allocation.
+  Block* FirstPendingFree(StreamIndex t, uint64_t size, const OrderOracle* wait_free);
+  // Waiting before growth: FirstPendingFree among the frees whose wait delays
+  // nothing, else a join of such frees (JoinPending), after inserting the
+  // waits; or null.
+  Block* FindWaitFree(StreamIndex t, uint64_t need, OrderOracle& oracle);
+  // Rule 5: the pending free of another stream that came first, else a
+  // join of several (JoinPending), after inserting the waits; or null.
+  Block* WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle);
+  // wait_free: only frees whose wait delays nothing may join.
+  Block* JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free);
+  static constexpr Position kUnasked = ~Position{0};
+  // JoinPending's scratch, kept so that the walk allocates nothing.
+  std::vector<Position> join_bounds_;
+  std::vector<uint32_t> join_counts_;
+  std::vector<Block*> join_latest_;
+  absl::flat_hash_set<const Block*> join_seen_;
+  // Merges the adjacent free blocks first..last into one READY block of
+  // need bytes (last only in part), in the ready index.
+  Block* JoinRun(Block* first, Block* last, uint64_t need);
   // Rule 4: a READY block of at least `size` bytes, or null. When the
   // upstream refused (or broke its contract) rather than the pool's or the
   // device's limit, *upstream_error says what failed; otherwise it is left
@@ -468,6 +502,9 @@ class MemPool {
   // a absorbs its right neighbour b.
   void Absorb(Block* a, Block* b);
   Block* Carve(Block* b, uint64_t size);
+  // A new block of b's low `size` bytes, in no index and of no state; b
+  // (out of its index) keeps the rest.
+  Block* SplitOffLow(Block* b, uint64_t size);
   void UnmapChunk(Chunk* c);
   void LinkFreeChunk(Chunk* c);
   void UnlinkFreeChunk(Chunk* c);
@@ -489,6 +526,8 @@ class MemPool {
   bool follow_events_;
   bool opportunistic_;
   bool internal_deps_;
+  bool wait_before_growth_;
+  uint64_t soft_reserved_limit_;
   uint64_t release_threshold_;
 
   const bool expandable_;

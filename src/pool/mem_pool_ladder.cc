@@ -29,21 +29,172 @@ Block* MemPool::FindEligible(StreamIndex s, uint64_t size, Position bound) {
   return n == nullptr ? nullptr : Block::FromNode(n);
 }
 
-Block* MemPool::FindForInternalDependency(StreamIndex t, uint64_t size) {
-  // The OOM path: a walk over pending frees is acceptable here, once growth
-  // has already failed.
+Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size, const OrderOracle* wait_free) {
+  // Slow paths only (before growth, or once it failed): a walk over each
+  // stream's pending frees in free order, to its first that fits.
   Block* best = nullptr;
   for (StreamIndex s : active_) {
     if (s == t) continue;
     StreamFrees& frees = *frees_[s];
+    const Position bound =
+        wait_free != nullptr ? wait_free->CompletesBeforeAllocation(s) : kUnasked;
     for (size_t i = 0; i < frees.queue.size(); ++i) {
       const QueueEntry& e = frees.queue[i];
+      if (e.f > bound) break;
       if (!IsValid(e) || e.block->size() < size) continue;
       if (best == nullptr || e.block->free_seq < best->free_seq) best = e.block;
       break;  // later entries of this stream were freed later
     }
   }
   return best;
+}
+
+Block* MemPool::FindWaitFree(StreamIndex t, uint64_t need, OrderOracle& oracle) {
+  // As rule 5 chooses (and RMM's pool steals), the free that came first,
+  // among those whose wait delays nothing; else a join of such frees.
+  if (Block* b = FirstPendingFree(t, need, &oracle)) {
+    oracle.InsertWait(b->stream, b->free_pos);
+    ++stats_.waits_inserted;
+    return b;
+  }
+  return JoinPending(t, need, oracle, /*wait_free=*/true);
+}
+
+Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
+  if (Block* b = FirstPendingFree(t, need, /*wait_free=*/nullptr)) {
+    oracle.InsertWait(b->stream, b->free_pos);
+    ++stats_.waits_inserted;
+    return b;
+  }
+  return JoinPending(t, need, oracle, /*wait_free=*/false);
+}
+
+Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free) {
+  // For an allocation no single free serves: runs of address-adjacent free
+  // blocks (wholly mapped READY ones, and PENDING ones of any stream) are
+  // the candidates, each window starting at a block and ending at the first
+  // block that makes it fit. The window with the fewest other streams to
+  // wait on wins, then the one whose latest such free came first in host
+  // order, then the lowest place. Only runs holding another stream's
+  // pending free can win, so the walk starts from those frees (their
+  // streams' queues) and costs what they and their runs hold, never the
+  // LIVE blocks; each run is scanned once with a sliding window (per-stream
+  // counts for the streams to wait on, a monotonic queue for the latest
+  // free).
+  auto usable = [&](const Block* b) {
+    if (b->state == BlockState::kReady) return b->unmapped == 0;
+    if (b->state != BlockState::kPending) return false;
+    if (!wait_free || b->stream == t) return true;
+    // Only frees whose wait delays nothing, by each stream's bound (asked
+    // once per stream and call).
+    Position& bound = join_bounds_[b->stream];
+    if (bound == kUnasked) bound = oracle.CompletesBeforeAllocation(b->stream);
+    return b->free_pos <= bound;
+  };
+  auto waited = [t](const Block* b) { return b->state == BlockState::kPending && b->stream != t; };
+  if (wait_free) join_bounds_.assign(frees_.size(), kUnasked);
+  join_counts_.assign(frees_.size(), 0);
+  join_seen_.clear();
+  Block* best = nullptr;
+  size_t best_waits = 0;
+  uint64_t best_latest = 0;
+  auto scan_run = [&](Block* b) {
+    while (b != nullptr && usable(b)) {
+      // Window [a, b) holds `bytes`.
+      Block* a = b;
+      uint64_t bytes = 0;
+      size_t streams = 0;
+      join_latest_.clear();
+      size_t head = 0;
+      for (;;) {
+        while (bytes < need && b != nullptr && usable(b)) {
+          bytes += b->size();
+          if (waited(b)) {
+            join_seen_.insert(b);
+            if (join_counts_[b->stream]++ == 0) ++streams;
+            while (join_latest_.size() > head && join_latest_.back()->free_seq <= b->free_seq) {
+              join_latest_.pop_back();
+            }
+            join_latest_.push_back(b);
+          }
+          b = b->next;
+        }
+        if (bytes < need) break;  // the run ends short: no later start fits
+        // A window of one block was rule 1's or rule 5's to take.
+        if (streams != 0 && a->next != b) {
+          const uint64_t latest = join_latest_[head]->free_seq;
+          if (best == nullptr || streams < best_waits ||
+              (streams == best_waits &&
+               (latest < best_latest ||
+                (latest == best_latest && a->node.order < best->node.order)))) {
+            best = a;
+            best_waits = streams;
+            best_latest = latest;
+          }
+        }
+        bytes -= a->size();
+        if (waited(a)) {
+          if (--join_counts_[a->stream] == 0) --streams;
+          if (join_latest_[head] == a) ++head;
+        }
+        a = a->next;
+        if (a == b) break;  // a block alone fits: a new window starts at b
+      }
+      // Counts back to zero for the next window or run.
+      for (Block* x = a; x != b; x = x->next) {
+        if (waited(x)) --join_counts_[x->stream];
+      }
+    }
+  };
+  for (StreamIndex s : active_) {
+    if (s == t) continue;
+    const StreamFrees& frees = *frees_[s];
+    if (frees.index.empty()) continue;
+    // Free order is f's order: past the bound, nothing of s is usable.
+    const Position bound = wait_free ? oracle.CompletesBeforeAllocation(s) : kUnasked;
+    if (wait_free) join_bounds_[s] = bound;
+    for (size_t i = 0; i < frees.queue.size() && frees.queue[i].f <= bound; ++i) {
+      const QueueEntry& e = frees.queue[i];
+      if (!IsValid(e)) continue;
+      // A free between two blocks that cannot join it is only ever a window
+      // of one: rule 5's single search has looked at it.
+      const Block* p = e.block;
+      if ((p->prev == nullptr || !usable(p->prev)) && (p->next == nullptr || !usable(p->next))) {
+        continue;
+      }
+      if (join_seen_.contains(p) || !usable(p)) continue;
+      Block* start = e.block;
+      while (start->prev != nullptr && usable(start->prev)) start = start->prev;
+      scan_run(start);
+    }
+  }
+  if (best == nullptr) return nullptr;
+  // One wait per other stream, on its latest free in the window, in stream
+  // order.
+  absl::InlinedVector<std::pair<StreamIndex, Position>, 4> waits;
+  uint64_t bytes = 0;
+  Block* last = best;
+  for (Block* b = best;; b = b->next) {
+    if (waited(b)) {
+      auto it = std::find_if(waits.begin(), waits.end(),
+                             [b](const auto& w) { return w.first == b->stream; });
+      if (it == waits.end()) {
+        waits.emplace_back(b->stream, b->free_pos);
+      } else {
+        it->second = std::max(it->second, b->free_pos);
+      }
+    }
+    bytes += b->size();
+    last = b;
+    if (bytes >= need) break;
+  }
+  std::sort(waits.begin(), waits.end());
+  for (const auto& [s, f] : waits) {
+    oracle.InsertWait(s, f);
+    ++stats_.waits_inserted;
+  }
+  ++stats_.joined_reuses;
+  return JoinRun(best, last, need);
 }
 
 ReuseRule MemPool::ReadyRule(const Block* b, StreamIndex t) const {
@@ -159,20 +310,29 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   if (chosen == nullptr && (FlushCaches() || cache_flushes_ != flushes_before)) {
     search(/*own=*/true);
   }
+  // Waiting before growing (rule 5 on): a wait that delays nothing, then,
+  // once growth would pass the soft reserved limit, any wait.
+  if (chosen == nullptr && internal_deps_) {
+    const uint64_t waits_before = stats_.waits_inserted;
+    if (wait_before_growth_) chosen = FindWaitFree(t, need, oracle);
+    if (chosen == nullptr && reserved_ + need > soft_reserved_limit_) {
+      chosen = WaitForPending(t, need, oracle);
+    }
+    if (chosen != nullptr) {
+      stats_.waits_before_growth += stats_.waits_inserted - waits_before;
+      how = ReuseRule::kInternalDependency;
+    }
+  }
   // Rule 4: growth.
   absl::Status upstream_error;
   if (chosen == nullptr) {
     chosen = Grow(need, &upstream_error);
     if (chosen != nullptr) how = ReadyRule(chosen, t);
   }
-  // Rule 5: wait for another stream's free.
+  // Rule 5: wait for other streams' frees.
   if (chosen == nullptr && internal_deps_) {
-    chosen = FindForInternalDependency(t, need);
-    if (chosen != nullptr) {
-      oracle.InsertWait(chosen->stream, chosen->free_pos);
-      ++stats_.waits_inserted;
-      how = ReuseRule::kInternalDependency;
-    }
+    chosen = WaitForPending(t, need, oracle);
+    if (chosen != nullptr) how = ReuseRule::kInternalDependency;
   }
   if (chosen == nullptr) {
     ++stats_.failed_alloc_count;

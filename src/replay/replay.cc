@@ -86,7 +86,11 @@ std::string ReplaySettings::ReuseLabel() const {
   for (const ReuseSwitch& r : kReuseSwitches) {
     if (this->*r.on) absl::StrAppend(&out, out.empty() ? "" : "+", r.name);
   }
-  return out.empty() ? "none" : out;
+  if (out.empty()) return "none";
+  if (reuse_internal && !wait_before_growth && allocator == AllocatorKind::kStreampool) {
+    absl::StrAppend(&out, " (grow first)");
+  }
+  return out;
 }
 
 std::string ReplaySettings::ThresholdLabel() const {
@@ -113,6 +117,9 @@ std::string ReplaySettings::Label() const {
     return "cuda (chunked growth, every reuse rule, threshold 0)";
   }
   std::string label = absl::StrCat(ReuseLabel(), ", threshold ", ThresholdLabel());
+  if (reuse_internal && soft_limit != UINT64_MAX) {
+    absl::StrAppend(&label, ", soft limit ", soft_limit);
+  }
   if (growth != PoolGrowth::kDefault || label_growth) {
     absl::StrAppend(&label, ", growth ", internal::EnumName(growth));
   }
@@ -285,6 +292,8 @@ void CudaDefaults(PoolProps* props) {
   props->reuse_allow_internal_dependencies = true;
   props->release_threshold = 0;
   props->growth = PoolGrowth::kChunked;
+  props->wait_before_growth = false;
+  props->soft_reserved_limit = UINT64_MAX;
 }
 
 // A model's view of stream order: events on the replay's runtime.
@@ -362,12 +371,16 @@ PoolProps PropsFor(const TracePool& p, const ReplaySettings& settings) {
     props.reuse_allow_internal_dependencies = p.reuse_internal;
     props.release_threshold = p.release_threshold;
     props.growth = p.growth;
+    props.wait_before_growth = p.wait_before_growth;
+    props.soft_reserved_limit = p.soft_limit;
   } else {
     props.reuse_follow_event_dependencies = settings.reuse_event;
     props.reuse_allow_opportunistic = settings.reuse_opportunistic;
     props.reuse_allow_internal_dependencies = settings.reuse_internal;
     props.release_threshold = settings.release_threshold;
     props.growth = settings.growth;
+    props.wait_before_growth = settings.wait_before_growth;
+    props.soft_reserved_limit = settings.soft_limit;
   }
   if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
   return props;
@@ -491,6 +504,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     props.reuse_allow_internal_dependencies = settings.reuse_internal;
     props.release_threshold = settings.release_threshold;
     props.growth = settings.growth;
+    props.wait_before_growth = settings.wait_before_growth;
+    props.soft_reserved_limit = settings.soft_limit;
     props.max_size = settings.max_size;
     if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
     absl::StatusOr<PoolId> pool = make_pool(props);
@@ -1038,6 +1053,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     sum.reuse_internal_dependency += ps->reuse_internal_dependency;
     sum.fresh_allocs += ps->fresh_allocs;
     sum.waits_inserted += ps->waits_inserted;
+    sum.waits_before_growth += ps->waits_before_growth;
+    sum.joined_reuses += ps->joined_reuses;
     sum.upstream_maps += ps->upstream_maps;
     sum.upstream_unmaps += ps->upstream_unmaps;
     sum.huge_page_bytes += ps->huge_page_bytes;

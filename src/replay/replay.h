@@ -40,6 +40,10 @@ struct ReplaySettings {
   // ReleaseThreshold; UINT64_MAX never shrinks the pool (PyTorch's caching
   // allocator never returns memory unless asked to).
   uint64_t release_threshold = 0;
+  // PoolProps::wait_before_growth and soft_reserved_limit (rule 5 on): the
+  // pool's defaults; off and UINT64_MAX are CUDA's order.
+  bool wait_before_growth = true;
+  uint64_t soft_limit = UINT64_MAX;
   // kDefault is expandable over every backing the tool offers.
   PoolGrowth growth = PoolGrowth::kDefault;
   // Whether Label() names the growth when it is kDefault: a sweep over several
@@ -106,8 +110,10 @@ struct ReplaySettings {
   uint64_t max_size = 0;
 
   // "event+opportunistic+internal, threshold 0"; "none" when no reuse rule
-  // is on, "max" for UINT64_MAX; ", growth chunked" appended when the growth
-  // is not the default or label_growth is set.
+  // is on, "max" for UINT64_MAX; " (grow first)" after the rules when rule 5
+  // waits only once growth failed, ", soft limit <bytes>" when one is set,
+  // ", growth chunked" when the growth is not the default or label_growth is
+  // set.
   std::string ReuseLabel() const;
   std::string ThresholdLabel() const;
   std::string Label() const;

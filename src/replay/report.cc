@@ -241,6 +241,8 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
       {"alloc_count", s.alloc_count},
       {"free_count", s.free_count},
       {"waits_inserted", s.waits_inserted},
+      {"waits_before_growth", s.waits_before_growth},
+      {"joined_reuses", s.joined_reuses},
       {"failed_allocs", r.failed_allocs},
       {"skipped_frees", r.skipped_frees},
       {"upstream_maps", s.upstream_maps},

@@ -472,6 +472,12 @@ absl::StatusOr<TracePool> ParsePool(const TraceBuilder& b, uint32_t line,
     } else if (key == "front_cache") {
       TRY_ASSIGN(on, Switch(b, line, key, v));
       p.front_cache = on;
+    } else if (key == "wait_before_growth") {
+      TRY_ASSIGN(on, Switch(b, line, key, v));
+      p.wait_before_growth = on;
+    } else if (key == "soft_limit") {
+      TRY_ASSIGN(t, Threshold(b, line, v));
+      p.soft_limit = t;
     } else if (key == "default") {
       TRY_ASSIGN(on, Switch(b, line, key, v));
       p.is_default = on;
@@ -529,6 +535,8 @@ std::optional<uint32_t> AttrByName(absl::string_view name) {
     return static_cast<uint32_t>(PoolAttr::kReuseAllowInternalDependencies);
   if (name == "threshold") return static_cast<uint32_t>(PoolAttr::kReleaseThreshold);
   if (name == "front_cache") return static_cast<uint32_t>(PoolAttr::kFrontCache);
+  if (name == "wait_before_growth") return static_cast<uint32_t>(PoolAttr::kWaitBeforeGrowth);
+  if (name == "soft_limit") return static_cast<uint32_t>(PoolAttr::kSoftReservedLimit);
   return std::nullopt;
 }
 
@@ -760,9 +768,11 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
       if (!attr) {
         return b.Error(line, absl::StrCat("attr ", Quote(f[2]),
                                           ": expected reuse_event, reuse_opportunistic, "
-                                          "reuse_internal, threshold or front_cache"));
+                                          "reuse_internal, threshold, front_cache, "
+                                          "wait_before_growth or soft_limit"));
       }
-      if (*attr == static_cast<uint32_t>(PoolAttr::kReleaseThreshold)) {
+      if (*attr == static_cast<uint32_t>(PoolAttr::kReleaseThreshold) ||
+          *attr == static_cast<uint32_t>(PoolAttr::kSoftReservedLimit)) {
         TRY_ASSIGN(v, Threshold(b, line, f[3]));
         op.value = v;
       } else {

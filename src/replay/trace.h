@@ -28,7 +28,9 @@
 //                                    a pool and its settings: type, reuse
 //                                    (event+opportunistic+internal | none),
 //                                    threshold (bytes | max), growth,
-//                                    front_cache, default, max_size,
+//                                    front_cache, wait_before_growth (0 or 1;
+//                                    absent: 0), soft_limit (bytes | max;
+//                                    absent: max), default, max_size,
 //                                    page_policy, acl_rounding, acl_align32,
 //                                    handle_types, upstream=custom; pdestroy <pool>
 //   alloc <id> <size> <stream> <pool>
@@ -41,8 +43,9 @@
 //   host <stream>                    a host function
 //   query <stream>, equery <event>   StreamQuery, EventQuery (either answer)
 //   attr <pool> <name> <value>       reuse_event, reuse_opportunistic,
-//                                    reuse_internal, front_cache (0 or 1),
-//                                    threshold (bytes or max)
+//                                    reuse_internal, front_cache,
+//                                    wait_before_growth (0 or 1), threshold,
+//                                    soft_limit (bytes or max)
 //   trim <pool> <bytes>              TrimTo
 //   dsync [<device>]                 DeviceSynchronize (device 0 by default)
 //   use <id> <stream>                the live allocation is used on another
@@ -163,6 +166,10 @@ struct TracePool {
   uint64_t release_threshold = 0;
   PoolGrowth growth = PoolGrowth::kDefault;
   bool front_cache = true;
+  // Absent from a line written before waiting before growth existed: that
+  // recording decided in CUDA's order.
+  bool wait_before_growth = false;
+  uint64_t soft_limit = UINT64_MAX;
   bool is_default = false;
   uint64_t max_size = 0;
   PagePolicy page_policy = PagePolicy::kHugeFirst;

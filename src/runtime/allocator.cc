@@ -48,6 +48,16 @@ class Oracle final : public OrderOracle {
   Position ObservedComplete(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return std::max(rt_.ordering.done(s), rt_.ExecutedThrough(s));
   }
+  Position CompletesBeforeAllocation(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const Position observed = ObservedComplete(s);
+    if (rt_.sim == nullptr) return observed;
+    // The simulator's schedule of what is enqueued is final, so the
+    // projection is exact: the ops of s that end by the time T's next op
+    // could start anyway. Points after s's last op complete with it.
+    const Position c = rt_.sim->CompleteBy(s, rt_.SimAllocReady(t_));
+    const Position last = s < rt_.last_op.size() ? rt_.last_op[s] : 0;
+    return std::max(observed, c >= last ? rt_.ordering.pos(s) : c);
+  }
   void InsertWait(StreamIndex s, Position f) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OpDesc op;
     op.kind = OpKind::kInternalWait;

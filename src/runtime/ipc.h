@@ -114,6 +114,10 @@ class ImportedPool {
   void set_reuse_allow_internal_dependencies(bool on) { internal_deps_ = on; }
   uint64_t release_threshold() const { return release_threshold_; }
   void set_release_threshold(uint64_t v) { release_threshold_ = v; }
+  bool wait_before_growth() const { return wait_before_growth_; }
+  void set_wait_before_growth(bool on) { wait_before_growth_ = on; }
+  uint64_t soft_reserved_limit() const { return soft_reserved_limit_; }
+  void set_soft_reserved_limit(uint64_t v) { soft_reserved_limit_ = v; }
   uint64_t reserved() const { return stats_.reserved_bytes; }
   uint64_t used() const { return stats_.used_bytes; }
   uint64_t reserved_high() const { return stats_.reserved_high; }
@@ -126,6 +130,8 @@ class ImportedPool {
 
  private:
   bool front_cache_ = true;
+  bool wait_before_growth_ = true;
+  uint64_t soft_reserved_limit_ = UINT64_MAX;
   bool follow_events_ = true;
   bool opportunistic_ = true;
   bool internal_deps_ = true;

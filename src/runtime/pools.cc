@@ -78,6 +78,13 @@ absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) ABSL_NO_THREAD
       if (value > 1) return absl::InvalidArgumentError("the front cache switch is 0 or 1");
       p.set_front_cache(value != 0);
       return absl::OkStatus();
+    case PoolAttr::kWaitBeforeGrowth:
+      if (value > 1) return absl::InvalidArgumentError("the wait-before-growth switch is 0 or 1");
+      p.set_wait_before_growth(value != 0);
+      return absl::OkStatus();
+    case PoolAttr::kSoftReservedLimit:
+      p.set_soft_reserved_limit(value);
+      return absl::OkStatus();
     case PoolAttr::kReservedMemHigh:
     case PoolAttr::kUsedMemHigh:
       if (value != 0) {
@@ -116,6 +123,10 @@ absl::StatusOr<uint64_t> GetAttribute(const Pool& p, PoolAttr attr) ABSL_NO_THRE
       return static_cast<uint64_t>(p.growth());
     case PoolAttr::kFrontCache:
       return p.front_cache() ? 1 : 0;
+    case PoolAttr::kWaitBeforeGrowth:
+      return p.wait_before_growth() ? 1 : 0;
+    case PoolAttr::kSoftReservedLimit:
+      return p.soft_reserved_limit();
     case PoolAttr::kAllocationType:
       return static_cast<uint64_t>(PlacementOf(p).type);
     case PoolAttr::kExportHandleTypes:

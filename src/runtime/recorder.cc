@@ -83,6 +83,10 @@ const char* AttrName(PoolAttr attr) {
       return "threshold";
     case PoolAttr::kFrontCache:
       return "front_cache";
+    case PoolAttr::kWaitBeforeGrowth:
+      return "wait_before_growth";
+    case PoolAttr::kSoftReservedLimit:
+      return "soft_limit";
     default:
       return nullptr;  // watermarks and read-only values decide nothing
   }
@@ -259,6 +263,8 @@ std::string Recorder::PoolLine(uint64_t handle, uint64_t id) ABSL_NO_THREAD_SAFE
       "pool ", id, " ", std::max((*rec)->attrs.device, 0), " type=", EnumName(p.alloc_type),
       " reuse=", reuse, " threshold=", ThresholdText(mp.release_threshold()),
       " growth=", EnumName(mp.growth()), " front_cache=", mp.front_cache() ? 1 : 0,
+      " wait_before_growth=", mp.wait_before_growth() ? 1 : 0,
+      " soft_limit=", ThresholdText(mp.soft_reserved_limit()),
       " default=", (*rec)->attrs.is_default ? 1 : 0);
   if (p.max_size != 0) absl::StrAppend(&line, " max_size=", p.max_size);
   if (p.alloc_type == AllocationType::kHugePage || p.alloc_type == AllocationType::kDvpp) {

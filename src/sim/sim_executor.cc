@@ -32,6 +32,22 @@ TimeNs SimExecutor::EndOf(StreamIndex s, Position position) const {
   return st.incomplete[lo].end;
 }
 
+Position SimExecutor::CompleteBy(StreamIndex s, TimeNs t) const {
+  const StreamState& st = streams_[s];
+  // Ends are nondecreasing along the stream: the first incomplete op that
+  // ends after t bounds what completes by then.
+  size_t lo = 0, hi = st.incomplete.size();
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (st.incomplete[mid].end <= t) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo == st.incomplete.size() ? st.last_position : st.incomplete[lo].position - 1;
+}
+
 TimeNs SimExecutor::Enqueue(StreamIndex s, Position position, OpDesc op) {
   StreamState& st = streams_[s];
   SP_CHECK(position > st.last_position);

@@ -40,6 +40,9 @@ class SimExecutor final : public Executor {
   // Completion time of (s, position), or Now() if it completed earlier than
   // anything still tracked. position must have been enqueued.
   TimeNs EndOf(StreamIndex s, Position position) const;
+  // The highest position of s whose op (and every op before it) ends at or
+  // before `t`, as the schedule stands: the last position when all do.
+  Position CompleteBy(StreamIndex s, TimeNs t) const;
   // End of the last op enqueued on s (0 if none).
   TimeNs LastEnd(StreamIndex s) const { return streams_[s].last_end; }
 

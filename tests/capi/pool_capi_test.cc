@@ -447,6 +447,46 @@ TEST_F(PoolCapiTest, FrontCacheSwitchIsZeroOrOneAndOnByDefault) {
   EXPECT_EQ(spMemPoolDestroy(pool), spSuccess);
 }
 
+// spMemPoolAttrWaitBeforeGrowth: an int, exactly 0 or 1, on by default for
+// an expandable pool and off for a chunked one (CUDA's order);
+// spMemPoolAttrSoftReservedLimit: a uint64_t, UINT64_MAX (none) by default.
+// A refused value changes nothing.
+TEST_F(PoolCapiTest, WaitBeforeGrowthAndSoftLimitDefaultsAndValues) {
+  static_assert(spMemPoolAttrWaitBeforeGrowth == 0x1002);
+  static_assert(spMemPoolAttrSoftReservedLimit == 0x1003);
+  static_assert(static_cast<int>(streampool::PoolAttr::kWaitBeforeGrowth) ==
+                spMemPoolAttrWaitBeforeGrowth);
+  static_assert(static_cast<int>(streampool::PoolAttr::kSoftReservedLimit) ==
+                spMemPoolAttrSoftReservedLimit);
+  spMemPool_t pool = NewPool();
+  EXPECT_EQ(Switch(pool, spMemPoolAttrWaitBeforeGrowth), 1);
+  EXPECT_EQ(Attr(pool, spMemPoolAttrSoftReservedLimit), ~uint64_t{0});
+  for (int bad : {2, -1}) {
+    int v = bad;
+    EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrWaitBeforeGrowth, &v), spErrorInvalidValue);
+    EXPECT_EQ(Switch(pool, spMemPoolAttrWaitBeforeGrowth), 1);
+  }
+  int off = 0;
+  SP_EXPECT_OK(spMemPoolSetAttribute(pool, spMemPoolAttrWaitBeforeGrowth, &off));
+  EXPECT_EQ(Switch(pool, spMemPoolAttrWaitBeforeGrowth), 0);
+  uint64_t limit = 64 * kMiB;
+  SP_EXPECT_OK(spMemPoolSetAttribute(pool, spMemPoolAttrSoftReservedLimit, &limit));
+  EXPECT_EQ(Attr(pool, spMemPoolAttrSoftReservedLimit), 64 * kMiB);
+  EXPECT_EQ(spMemPoolSetAttribute(pool, spMemPoolAttrSoftReservedLimit, nullptr),
+            spErrorInvalidValue);
+  EXPECT_EQ(Attr(pool, spMemPoolAttrSoftReservedLimit), 64 * kMiB);
+  SP_EXPECT_OK(spMemPoolDestroy(pool));
+
+  spMemPoolProps props;
+  std::memset(&props, 0, sizeof(props));
+  props.allocType = spMemAllocationTypeDevice;
+  props.growth = spPoolGrowthChunked;
+  spMemPool_t chunked = nullptr;
+  SP_ASSERT_OK(spMemPoolCreate(&chunked, rt_, &props));
+  EXPECT_EQ(Switch(chunked, spMemPoolAttrWaitBeforeGrowth), 0);
+  SP_EXPECT_OK(spMemPoolDestroy(chunked));
+}
+
 // streampool's own attributes sit at 0x1000 and up; 9 and 10 are CUDA's
 // allocation type and export handle types now, not growth and the front cache.
 TEST_F(PoolCapiTest, OwnAttributesAreAt0x1000AndNineAndTenAreCudas) {
@@ -593,7 +633,7 @@ TEST_F(PoolCapiTest, FrontCachePopsKeepTheUsedWatermarkExact) {
 
 TEST_F(PoolCapiTest, UnknownAttributesAndNullValuesAreInvalidValue) {
   const spMemPoolStats before = Stats(default_pool_);
-  for (int attr : {0, 15, 0xfff, 0x1002}) {
+  for (int attr : {0, 15, 0xfff, 0x1004}) {
     SCOPED_TRACE(attr);
     uint64_t v = 0;
     EXPECT_EQ(spMemPoolGetAttribute(default_pool_, static_cast<spMemPoolAttr>(attr), &v),

@@ -60,6 +60,10 @@ const char* AttrName(SetAttrKind a) {
       return "reset-used-high";
     case SetAttrKind::kFrontCache:
       return "cache";
+    case SetAttrKind::kWaitBeforeGrowth:
+      return "wait";
+    case SetAttrKind::kSoftLimit:
+      return "soft";
   }
   return "?";
 }
@@ -149,7 +153,13 @@ std::string ToString(const Program& p) {
                     " max=", q.max_size, " follow=", q.follow ? 1 : 0,
                     " opportunistic=", q.opportunistic ? 1 : 0, " internal=", q.internal ? 1 : 0,
                     " threshold=", Bytes(q.threshold), " growth=", GrowthName(q.growth),
-                    q.front_cache ? " cache=1" : "", "\n");
+                    q.front_cache || q.wait_before_growth || q.soft_limit != UINT64_MAX
+                        ? absl::StrCat(" cache=", q.front_cache ? 1 : 0)
+                        : "",
+                    q.wait_before_growth || q.soft_limit != UINT64_MAX
+                        ? absl::StrCat(" wait=", q.wait_before_growth ? 1 : 0)
+                        : "",
+                    q.soft_limit != UINT64_MAX ? absl::StrCat(" soft=", q.soft_limit) : "", "\n");
   }
   for (size_t i = 0; i < p.streams.size(); ++i) {
     absl::StrAppend(&out, "stream s", i, " ", KindName(p.streams[i].kind),
@@ -248,11 +258,11 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
     if (!have_config) return bad("the program must start with a config line");
     if (op == "pool") {
       int idx;
-      if ((!want(9) && !want(10) && !want(11)) || !ParseName(t[1], 'p', &idx) ||
-          idx != static_cast<int>(p.pools.size())) {
+      if ((!want(9) && !want(10) && !want(11) && !want(12) && !want(13)) ||
+          !ParseName(t[1], 'p', &idx) || idx != static_cast<int>(p.pools.size())) {
         return bad(
             "pools are declared in order: pool pN <type> device= max= follow= "
-            "opportunistic= internal= threshold= [growth= [cache=]]");
+            "opportunistic= internal= threshold= [growth= [cache= [wait= [soft=]]]]");
       }
       ModelPoolProps q;
       // The shared name table, as the printer writes it (aliases too).
@@ -268,10 +278,18 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
           !ParseKeyU64(t[8], "threshold", &q.threshold)) {
         return bad("bad pool settings");
       }
-      if (t.size() == 11) {
+      if (t.size() >= 11) {
         uint64_t c;
         if (!ParseKeyU64(t[10], "cache", &c) || c > 1) return bad("expected cache=0 or cache=1");
         q.front_cache = c != 0;
+      }
+      if (t.size() >= 12) {
+        uint64_t w;
+        if (!ParseKeyU64(t[11], "wait", &w) || w > 1) return bad("expected wait=0 or wait=1");
+        q.wait_before_growth = w != 0;
+      }
+      if (t.size() >= 13 && !ParseKeyU64(t[12], "soft", &q.soft_limit)) {
+        return bad("expected soft=<bytes>");
       }
       if (t.size() >= 10) {
         absl::string_view g;
@@ -425,9 +443,9 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
         return bad("set pN attribute value");
       }
       const SetAttrKind kinds[] = {
-          SetAttrKind::kFollow,    SetAttrKind::kOpportunistic,     SetAttrKind::kInternal,
-          SetAttrKind::kThreshold, SetAttrKind::kResetReservedHigh, SetAttrKind::kResetUsedHigh,
-          SetAttrKind::kFrontCache};
+          SetAttrKind::kFollow,     SetAttrKind::kOpportunistic,     SetAttrKind::kInternal,
+          SetAttrKind::kThreshold,  SetAttrKind::kResetReservedHigh, SetAttrKind::kResetUsedHigh,
+          SetAttrKind::kFrontCache, SetAttrKind::kWaitBeforeGrowth,  SetAttrKind::kSoftLimit};
       bool found = false;
       for (SetAttrKind k : kinds) {
         if (t[2] == AttrName(k)) {
@@ -531,6 +549,10 @@ class Generator {
       }
       // Half the pools with their front caches on: the model mirrors them.
       q.front_cache = Chance(0.5);
+      // Waiting before growth on in half the pools, and a soft reserved
+      // limit of a few granules (sometimes none at all) in a quarter.
+      q.wait_before_growth = Chance(0.5);
+      if (Chance(0.25)) q.soft_limit = Chance(0.3) ? 0 : Uniform(1, 8) * 2 * kMiB;
       p_.pools.push_back(PoolDecl{q});
     }
     const int streams = static_cast<int>(Uniform(2, options_.max_streams));
@@ -739,6 +761,11 @@ class Generator {
         } else if (r < 0.7) {
           o.attr = SetAttrKind::kFrontCache;
           o.value = Uniform(0, 1);
+        } else if (r < 0.8) {
+          o.attr = Chance(0.5) ? SetAttrKind::kWaitBeforeGrowth : SetAttrKind::kSoftLimit;
+          o.value = o.attr == SetAttrKind::kWaitBeforeGrowth ? Uniform(0, 1)
+                    : Chance(0.3)                            ? UINT64_MAX
+                                                             : Uniform(0, 8) * 2 * kMiB;
         } else {
           o.attr = Chance(0.5) ? SetAttrKind::kResetReservedHigh : SetAttrKind::kResetUsedHigh;
           o.value = 0;
@@ -916,6 +943,8 @@ class Runner {
       props.reuse_allow_internal_dependencies = d.props.internal;
       props.release_threshold = d.props.threshold;
       props.growth = d.props.growth;
+      props.wait_before_growth = d.props.wait_before_growth;
+      props.soft_reserved_limit = d.props.soft_limit;
       absl::StatusOr<PoolId> pool = rt_->CreatePool(props);
       if (!pool.ok()) return Fail("setup", pool.status().ToString());
       // The runtime's default is on; a program says cache=1 for it.
@@ -1151,6 +1180,13 @@ class Runner {
                 case SetAttrKind::kFrontCache:
                   attr = PoolAttr::kFrontCache;
                   value = value != 0;
+                  break;
+                case SetAttrKind::kWaitBeforeGrowth:
+                  attr = PoolAttr::kWaitBeforeGrowth;
+                  value = value != 0;
+                  break;
+                case SetAttrKind::kSoftLimit:
+                  attr = PoolAttr::kSoftReservedLimit;
                   break;
               }
               if (absl::Status st = Expect(rt_->SetPoolAttribute(pools_[o.pool], attr, value),

@@ -122,6 +122,8 @@ enum class SetAttrKind {
   kResetReservedHigh,
   kResetUsedHigh,
   kFrontCache,
+  kWaitBeforeGrowth,
+  kSoftLimit,
 };
 struct SetAttrOp {
   int pool;

@@ -124,7 +124,8 @@ struct Totals {
                     " slots-reused=", c.slots_reused, " (frees promoted first ", c.slot_promotions,
                     ")", " after-sync-of-unused-bytes=", c.after_sync_never_used,
                     " frees-waiting-for-uses=", c.deferred_frees, " oom-reclaims=", c.reclaims,
-                    " (then served ", c.reclaim_rescued, ")");
+                    " (then served ", c.reclaim_rescued,
+                    ") waited-before-growth=", c.waited_before_growth, " joined=", c.joined);
     return s;
   }
 };
@@ -171,6 +172,10 @@ TEST_P(PropertyTest, ModelAgreesAfterEveryInstruction) {
   }
   if (mask & 4) {
     EXPECT_GT(by_rule[static_cast<int>(ReuseRule::kInternalDependency)], 0u);
+    // Waits before growth (a free wait, or past the soft limit) and joins of
+    // several frees.
+    EXPECT_GT(c.waited_before_growth, 0u);
+    EXPECT_GT(c.joined, 0u);
   }
   // Front caches (half the pools) served allocations and were flushed.
   EXPECT_GT(c.cache_hits, 0u);
@@ -185,7 +190,12 @@ TEST_P(PropertyTest, ModelAgreesAfterEveryInstruction) {
     // space ran out).
     EXPECT_GT(c.remapped, 0u);
     EXPECT_GT(c.low_end, 0u);
-    EXPECT_GT(c.new_reservations, 0u);
+    // Rare at these device sizes (a few per combination), and rarer where
+    // pools wait before they grow: asserted where no wait can pre-empt it
+    // (mem_pool_expandable_test.cc pins the case itself).
+    if ((mask & 4) == 0) {
+      EXPECT_GT(c.new_reservations, 0u);
+    }
   }
 }
 

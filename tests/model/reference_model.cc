@@ -49,6 +49,8 @@ void Coverage::Add(const Coverage& o) {
   grew += o.grew;
   remapped += o.remapped;
   new_reservations += o.new_reservations;
+  waited_before_growth += o.waited_before_growth;
+  joined += o.joined;
   releases += o.releases;
   bound_stops += o.bound_stops;
   low_end += o.low_end;
@@ -219,6 +221,9 @@ int ReferenceModel::AddPool(const ModelPoolProps& props) {
   p.follow = props.follow;
   p.opportunistic = props.opportunistic;
   p.internal = props.internal;
+  // Chunked pools start in CUDA's order whatever the property says.
+  p.wait_before_growth = props.wait_before_growth && p.expandable;
+  p.soft_limit = props.soft_limit;
   p.threshold = props.threshold;
   p.front_cache = props.front_cache;
   pools_.push_back(std::move(p));
@@ -839,26 +844,151 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
   if (!retried && (FlushCaches(pool) || coverage_.cache_flushes != flushes_before)) {
     return Serve(pool, t, need, obs, d, /*retried=*/true);
   }
-  // Rule 4: growth.
-  if (absl::Status st = Grow(pool, t, need, d); !st.ok() || d.ok) return st;
-  // Rule 5: the other stream's free that came first, after a wait on it.
+  // Waiting before growth: frees whose wait delays nothing (they end before
+  // T's next op could start anyway), then, once growth would pass the soft
+  // limit, any.
   if (pool.internal) {
-    std::optional<Ref> first;
-    for (size_t r = 0; r < pool.res.size(); ++r) {
-      for (size_t b = 0; b < pool.res[r].blocks.size(); ++b) {
-        const Block& x = pool.res[r].blocks[b];
-        if (x.state != State::kPending || x.stream == t || x.size < need) continue;
-        if (!first || x.seq < At(pool, *first).seq) first = Ref{r, b};
-      }
+    const uint64_t by = AllocReady(t);
+    bool chosen = pool.wait_before_growth &&
+                  (ChooseWait(pool, t, need, by, d) || ChooseJoin(pool, t, need, by, d));
+    if (!chosen && pool.reserved + need > pool.soft_limit) {
+      chosen = ChooseWait(pool, t, need, UINT64_MAX, d) || ChooseJoin(pool, t, need, UINT64_MAX, d);
     }
-    if (first) {
-      choose(*first, ReuseRule::kInternalDependency);
-      const Block& b = At(pool, *first);
-      d.wait = std::make_pair(b.stream, b.f);
-      d.wait_end = b.end;
+    if (chosen) {
+      d.before_growth = true;
+      return absl::OkStatus();
     }
   }
+  // Rule 4: growth.
+  if (absl::Status st = Grow(pool, t, need, d); !st.ok() || d.ok) return st;
+  // Rule 5: the other stream's free that came first, after a wait on it;
+  // else a join.
+  if (pool.internal) {
+    (void)(ChooseWait(pool, t, need, UINT64_MAX, d) || ChooseJoin(pool, t, need, UINT64_MAX, d));
+  }
   return absl::OkStatus();
+}
+
+uint64_t ReferenceModel::AllocReady(uint32_t t) const {
+  const Stream& st = streams_[t];
+  uint64_t at = std::max(now_, st.last_end);
+  if (st.kind == StreamKind::kLegacy) {
+    for (uint32_t b = 0; b < streams_.size(); ++b) {
+      const Stream& o = streams_[b];
+      if (b != t && o.device == st.device && o.kind == StreamKind::kBlocking) {
+        at = std::max(at, o.last_end);
+      }
+    }
+  } else if (st.kind == StreamKind::kBlocking) {
+    at = std::max(at, streams_[LegacyStream(st.device)].last_end);
+  }
+  return at;
+}
+
+bool ReferenceModel::ChooseWait(Pool& pool, uint32_t t, uint64_t need, uint64_t by, Decision& d) {
+  std::optional<Ref> first;
+  for (size_t r = 0; r < pool.res.size(); ++r) {
+    for (size_t b = 0; b < pool.res[r].blocks.size(); ++b) {
+      const Block& x = pool.res[r].blocks[b];
+      if (x.state != State::kPending || x.stream == t || x.size < need || x.end > by) continue;
+      if (!first || x.seq < At(pool, *first).seq) first = Ref{r, b};
+    }
+  }
+  if (!first) return false;
+  const Block& b = At(pool, *first);
+  d.ok = true;
+  d.ref = *first;
+  d.rule = ReuseRule::kInternalDependency;
+  d.waits = {{b.stream, b.f}};
+  d.wait_ends = {b.end};
+  return true;
+}
+
+bool ReferenceModel::ChooseJoin(Pool& pool, uint32_t t, uint64_t need, uint64_t by, Decision& d) {
+  // Every window of adjacent free blocks (READY wholly mapped, or PENDING of
+  // any stream, other streams' only if they end by `by`) that starts at a
+  // block and ends at the first block that makes it fit; more than one
+  // block, at least one pending on another stream. Fewest other streams,
+  // then the earliest latest free of theirs, then the lowest place.
+  struct Best {
+    Ref ref;
+    size_t count = 0, streams = 0;
+    uint64_t latest = 0;
+  };
+  std::optional<Best> best;
+  for (size_t r = 0; r < pool.res.size(); ++r) {
+    const Reservation& res = pool.res[r];
+    auto usable = [&](const Block& x) {
+      if (x.state == State::kReady) return Backed(res, x);
+      return x.state == State::kPending && (x.stream == t || x.end <= by);
+    };
+    for (size_t a = 0; a < res.blocks.size(); ++a) {
+      uint64_t bytes = 0, latest = 0;
+      std::set<uint32_t> streams;
+      size_t e = a;
+      for (; e < res.blocks.size() && usable(res.blocks[e]) && bytes < need; ++e) {
+        const Block& x = res.blocks[e];
+        bytes += x.size;
+        if (x.state == State::kPending && x.stream != t) {
+          streams.insert(x.stream);
+          latest = std::max(latest, x.seq);
+        }
+      }
+      if (bytes < need || streams.empty() || e - a < 2) continue;
+      const bool better =
+          !best || streams.size() < best->streams ||
+          (streams.size() == best->streams &&
+           (latest < best->latest ||
+            (latest == best->latest && (res.id != pool.res[best->ref.r].id
+                                            ? res.id < pool.res[best->ref.r].id
+                                            : res.blocks[a].offset < At(pool, best->ref).offset))));
+      if (better) best = Best{Ref{r, a}, e - a, streams.size(), latest};
+    }
+  }
+  if (!best) return false;
+  d.ok = true;
+  d.ref = best->ref;
+  d.rule = ReuseRule::kInternalDependency;
+  d.join_count = best->count;
+  d.waits.clear();
+  d.wait_ends.clear();
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> latest_of;  // stream -> (f, end)
+  const Reservation& res = pool.res[best->ref.r];
+  for (size_t i = best->ref.b; i < best->ref.b + best->count; ++i) {
+    const Block& x = res.blocks[i];
+    if (x.state != State::kPending || x.stream == t) continue;
+    auto [it, fresh] = latest_of.emplace(x.stream, std::make_pair(x.f, x.end));
+    if (!fresh && x.f > it->second.first) it->second = {x.f, x.end};
+  }
+  for (const auto& [s, fe] : latest_of) {
+    d.waits.emplace_back(s, fe.first);
+    d.wait_ends.push_back(fe.second);
+  }
+  return true;
+}
+
+void ReferenceModel::JoinBlocks(Pool& pool, const Decision& d, uint64_t need) {
+  Reservation& r = pool.res[d.ref.r];
+  const size_t first = d.ref.b, last = d.ref.b + d.join_count - 1;
+  uint64_t before_last = 0;
+  for (size_t i = first; i < last; ++i) before_last += r.blocks[i].size;
+  Block& tail = r.blocks[last];
+  const uint64_t from_last = need - before_last;
+  Block joined;
+  joined.offset = r.blocks[first].offset;
+  joined.size = need;
+  joined.state = State::kReady;
+  if (tail.size > from_last) {
+    // The remainder of the last block keeps its state.
+    tail.offset += from_last;
+    tail.size -= from_last;
+    r.blocks.erase(r.blocks.begin() + static_cast<ptrdiff_t>(first),
+                   r.blocks.begin() + static_cast<ptrdiff_t>(last));
+  } else {
+    r.blocks.erase(r.blocks.begin() + static_cast<ptrdiff_t>(first),
+                   r.blocks.begin() + static_cast<ptrdiff_t>(last) + 1);
+  }
+  r.blocks.insert(r.blocks.begin() + static_cast<ptrdiff_t>(first), joined);
 }
 
 // -------------------------------------------------------------- allocation
@@ -954,15 +1084,15 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
   if (obs.ptr != Addr(pool, d.ref) || obs.rule != d.rule) return mismatch();
   const uintptr_t ptr = obs.ptr;
   const std::string took = absl::StrCat(what, " -> ", ReuseRuleName(d.rule), " at ", where(ptr));
-  if (absl::Status st = CheckOccupants(pool, t, ptr, need, d.rule, d.wait, decided_at, took);
+  if (absl::Status st = CheckOccupants(pool, t, ptr, need, d.rule, d.waits, decided_at, took);
       !st.ok()) {
     return st;
   }
 
   // Accepted: apply it.
-  if (d.wait) {
-    Enqueue(t, 0, d.wait_end);
-    const auto [s, f] = *d.wait;
+  for (size_t i = 0; i < d.waits.size(); ++i) {
+    Enqueue(t, 0, d.wait_ends[i]);
+    const auto [s, f] = d.waits[i];
     // The ordering core's documented approximation: the wait carries the
     // free's whole clock only when the free is its stream's latest op.
     if (f == streams_[s].pos) {
@@ -972,28 +1102,21 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
     }
     ++pool.waits;
   }
+  pool.waits_before_growth += d.before_growth ? d.waits.size() : 0;
+  pool.joined += d.join_count != 0;
+  coverage_.waited_before_growth += d.before_growth;
+  coverage_.joined += d.join_count != 0;
   Charge();
+  AdvancePoint(t);
   // Usable when T's next op could start: after the legacy-stream ordering.
-  uint64_t end = AdvancePoint(t);
+  const uint64_t end = AllocReady(t);
   // The runtime makes the stream's cache at every central allocation.
   EnsureCache(pool, t);
-  {
-    const Stream& st = streams_[t];
-    if (st.kind == StreamKind::kLegacy) {
-      for (uint32_t b = 0; b < streams_.size(); ++b) {
-        const Stream& o = streams_[b];
-        if (b != t && o.device == st.device && o.kind == StreamKind::kBlocking) {
-          end = std::max(end, o.last_end);
-        }
-      }
-    } else if (st.kind == StreamKind::kBlocking) {
-      end = std::max(end, streams_[LegacyStream(st.device)].last_end);
-    }
-  }
   if (d.cache_hit) {
     At(pool, d.ref).cached = false;
     ++coverage_.cache_hits;
   } else {
+    if (d.join_count != 0) JoinBlocks(pool, d, need);
     Carve(pool, d.ref, need);
   }
   Live a;
@@ -1019,10 +1142,10 @@ absl::Status ReferenceModel::Alloc(int id, int p, uint32_t t, uint64_t size,
   return absl::OkStatus();
 }
 
-absl::Status ReferenceModel::CheckOccupants(
-    Pool& pool, uint32_t t, uintptr_t ptr, uint64_t need, ReuseRule rule,
-    const std::optional<std::pair<uint32_t, uint64_t>>& wait, uint64_t decided_at,
-    const std::string& took) {
+absl::Status ReferenceModel::CheckOccupants(Pool& pool, uint32_t t, uintptr_t ptr, uint64_t need,
+                                            ReuseRule rule,
+                                            const std::vector<std::pair<uint32_t, uint64_t>>& waits,
+                                            uint64_t decided_at, const std::string& took) {
   // No byte may be shared with a live allocation of any pool.
   auto live = live_by_addr_.upper_bound(ptr + need - 1);
   if (live != live_by_addr_.begin()) {
@@ -1055,7 +1178,9 @@ absl::Status ReferenceModel::CheckOccupants(
     const bool proven = f.now || Proven(f.stream, f.pos);
     const bool ordered = f.stream == t || Get(next, f.stream) >= f.pos;
     const bool complete = f.end <= decided_at;
-    const bool waited = wait && f.stream == wait->first && f.pos <= wait->second;
+    const bool waited = std::any_of(waits.begin(), waits.end(), [&](const auto& w) {
+      return f.stream == w.first && f.pos <= w.second;
+    });
     auto fail = [&](absl::string_view why) {
       return Discrepancy(
           "rule-precondition",
@@ -1094,7 +1219,8 @@ absl::Status ReferenceModel::CheckOccupants(
         consistent = proven || (f.stream != t && ordered);
         break;
       case ReuseRule::kInternalDependency:
-        consistent = proven || ordered || waited;
+        // A join's READY parts held frees proven or observed complete.
+        consistent = proven || ordered || waited || complete;
         break;
     }
     if (!consistent) return fail("the free does not meet the reported rule's condition");
@@ -1523,6 +1649,12 @@ void ReferenceModel::SetAttr(int p, PoolAttr attr, uint64_t value) {
       pool.front_cache = value != 0;
       if (!pool.front_cache) FlushCaches(pool);
       break;
+    case PoolAttr::kWaitBeforeGrowth:
+      pool.wait_before_growth = value != 0;
+      break;
+    case PoolAttr::kSoftReservedLimit:
+      pool.soft_limit = value;
+      break;
     case PoolAttr::kReservedMemCurrent:
     case PoolAttr::kUsedMemCurrent:
     case PoolAttr::kGrowth:
@@ -1567,6 +1699,8 @@ absl::Status ReferenceModel::CheckPool(int p, const PoolStats& s, const PoolAttr
        {s.reuse_internal_dependency,
         pool.by_rule[static_cast<int>(ReuseRule::kInternalDependency)]}},
       {"waitsInserted", {s.waits_inserted, pool.waits}},
+      {"waitsBeforeGrowth", {s.waits_before_growth, pool.waits_before_growth}},
+      {"joinedReuses", {s.joined_reuses, pool.joined}},
       {"upstreamMaps", {s.upstream_maps, pool.maps}},
       {"upstreamUnmaps", {s.upstream_unmaps, pool.unmaps}},
       {"upstreamBytesMapped", {s.upstream_bytes_mapped, pool.bytes_mapped}},

@@ -139,6 +139,10 @@ struct ModelPoolProps {
   // spMemPoolAttrFrontCache (src/pool/front_cache.h); the program text says
   // cache=1 for it, and a program without the key runs with the caches off.
   bool front_cache = false;
+  // PoolProps::wait_before_growth and soft_reserved_limit; a program without
+  // the keys (wait=1, soft=<bytes>) runs in CUDA's order.
+  bool wait_before_growth = false;
+  uint64_t soft_limit = UINT64_MAX;
 };
 
 // What the runtime answered to one MallocFromPoolAsync.
@@ -156,22 +160,24 @@ using PoolAttrs = std::array<uint64_t, 9>;
 struct Coverage {
   std::array<uint64_t, 6> by_rule{};
   uint64_t failed = 0;
-  uint64_t grew = 0;              // allocations that mapped memory
-  uint64_t remapped = 0;          // ... into bytes handed out before (released granules)
-  uint64_t new_reservations = 0;  // reservations (or chunks) beside others of the pool
-  uint64_t low_end = 0;           // served by a READY block's mapped low end (rules 1, 3)
-  uint64_t releases = 0;          // release calls that unmapped something
-  uint64_t bound_stops = 0;       // releases the bound stopped with READY memory left
-  uint64_t observed = 0;          // allocations whose rule 3 promoted something
-  uint64_t observed_failed = 0;   // ... and then failed anyway
-  uint64_t probe_limited = 0;     // rule-2 searches the probe bound could cut short
-  uint64_t slots_reused = 0;      // streams created in a destroyed stream's slot
-  uint64_t slot_promotions = 0;   // ... whose frees a pool promoted first
-  uint64_t cache_hits = 0;        // allocations a front cache served
-  uint64_t cache_flushes = 0;     // front caches flushed with frees in them
-  uint64_t deferred_frees = 0;    // frees that waited for other streams (RecordUse)
-  uint64_t reclaims = 0;          // out-of-memory reclaims that released something
-  uint64_t reclaim_rescued = 0;   // ... after which the retried allocation succeeded
+  uint64_t grew = 0;                  // allocations that mapped memory
+  uint64_t remapped = 0;              // ... into bytes handed out before (released granules)
+  uint64_t new_reservations = 0;      // reservations (or chunks) beside others of the pool
+  uint64_t waited_before_growth = 0;  // allocations whose waits came before growth
+  uint64_t joined = 0;                // ... served by a join of several free blocks
+  uint64_t low_end = 0;               // served by a READY block's mapped low end (rules 1, 3)
+  uint64_t releases = 0;              // release calls that unmapped something
+  uint64_t bound_stops = 0;           // releases the bound stopped with READY memory left
+  uint64_t observed = 0;              // allocations whose rule 3 promoted something
+  uint64_t observed_failed = 0;       // ... and then failed anyway
+  uint64_t probe_limited = 0;         // rule-2 searches the probe bound could cut short
+  uint64_t slots_reused = 0;          // streams created in a destroyed stream's slot
+  uint64_t slot_promotions = 0;       // ... whose frees a pool promoted first
+  uint64_t cache_hits = 0;            // allocations a front cache served
+  uint64_t cache_flushes = 0;         // front caches flushed with frees in them
+  uint64_t deferred_frees = 0;        // frees that waited for other streams (RecordUse)
+  uint64_t reclaims = 0;              // out-of-memory reclaims that released something
+  uint64_t reclaim_rescued = 0;       // ... after which the retried allocation succeeded
   // after-sync allocations none of whose bytes were handed out before (only
   // with strict_fresh off).
   uint64_t after_sync_never_used = 0;
@@ -355,6 +361,9 @@ class ReferenceModel {
     // empty reservation.
     bool scarce = false;
     bool follow = true, opportunistic = true, internal = true;
+    bool wait_before_growth = false;
+    uint64_t soft_limit = UINT64_MAX;
+    uint64_t waits_before_growth = 0, joined = 0;
     uint64_t threshold = 0;
     uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
     uint64_t allocs = 0, frees = 0, failed = 0, waits = 0;
@@ -390,12 +399,18 @@ class ReferenceModel {
     bool new_reservation = false;  // ref is a reservation made by this growth
     uint64_t mapped_bytes = 0;     // what the growth mapped
     ReuseRule rule = ReuseRule::kFresh;
-    std::optional<std::pair<uint32_t, uint64_t>> wait;  // rule 5's free point
-    uint64_t wait_end = 0;                              // ... and when it completes
-    bool promoted = false;                              // rule 3 promoted something
-    bool remapped = false;                              // the growth mapped bytes handed out before
-    bool low_end = false;    // served by the mapped low end of an unbacked block
-    bool cache_hit = false;  // rule 0: a front cache's block of exactly the size
+    // Rule 5's free points (one per other stream), in stream order, and
+    // when each completes.
+    std::vector<std::pair<uint32_t, uint64_t>> waits;
+    std::vector<uint64_t> wait_ends;
+    // A join: ref is the first of join_count adjacent free blocks that make
+    // the allocation (the last one only in part).
+    size_t join_count = 0;
+    bool before_growth = false;  // the waits came before growth
+    bool promoted = false;       // rule 3 promoted something
+    bool remapped = false;       // the growth mapped bytes handed out before
+    bool low_end = false;        // served by the mapped low end of an unbacked block
+    bool cache_hit = false;      // rule 0: a front cache's block of exactly the size
   };
 
   void Charge() { now_ += config_.api_call_ns; }
@@ -492,8 +507,18 @@ class ReferenceModel {
   uint64_t LargestFree(const Pool& pool) const;
   // The bytes' previous occupants against the rule the runtime reported.
   absl::Status CheckOccupants(Pool& pool, uint32_t t, uintptr_t ptr, uint64_t need, ReuseRule rule,
-                              const std::optional<std::pair<uint32_t, uint64_t>>& wait,
+                              const std::vector<std::pair<uint32_t, uint64_t>>& waits,
                               uint64_t decided_at, const std::string& took);
+  // When T's next op could start anyway: host now, T's last op and the
+  // legacy-stream ordering.
+  uint64_t AllocReady(uint32_t t) const;
+  // Rule 5's choices, also before growth: the other stream's pending free
+  // of at least need bytes that came first, else a join; only blocks whose
+  // free ends by `by` (UINT64_MAX: any). True when one was chosen.
+  bool ChooseWait(Pool& pool, uint32_t t, uint64_t need, uint64_t by, Decision& d);
+  bool ChooseJoin(Pool& pool, uint32_t t, uint64_t need, uint64_t by, Decision& d);
+  // Merges the join's blocks into one READY block of need bytes at d.ref.
+  void JoinBlocks(Pool& pool, const Decision& d, uint64_t need);
 
   static uint64_t Get(const Clock& c, uint32_t s) { return s < c.size() ? c[s] : 0; }
   static void Join(Clock& into, const Clock& other);

@@ -39,10 +39,14 @@ struct PoolVariant {
   // best fit for every allocation): every suite must hold either way.
   bool front_cache = true;
 
-  // Applies what props cannot say (the front-cache switch) to a new pool.
+  // Applies what props cannot say to a new pool: the front-cache switch,
+  // and CUDA's order of search (growth before any wait), which the suite
+  // pins (wait_before_growth_test.cc tests the other order).
   void Configure(spMemPool_t pool) const {
     int on = front_cache ? 1 : 0;
     spMemPoolSetAttribute(pool, spMemPoolAttrFrontCache, &on);
+    int off = 0;
+    spMemPoolSetAttribute(pool, spMemPoolAttrWaitBeforeGrowth, &off);
   }
 
   // A pool of this variant on device 0 (pinned pools ignore the device).

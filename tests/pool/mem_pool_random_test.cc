@@ -115,7 +115,7 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool cover
   std::vector<Live> live;
   std::map<uintptr_t, uintptr_t> live_ranges;  // base -> end
   uint64_t used = 0;
-  uint64_t successes = 0, failures = 0;
+  uint64_t successes = 0, failures = 0, waits = 0, joins = 0;
 
   auto free_one = [&](bool now) -> ::testing::AssertionResult {
     const size_t k = uniform(0, live.size() - 1);
@@ -190,6 +190,8 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool cover
       return ::testing::AssertionSuccess();
     }
     ++successes;
+    waits += o.waits.size();
+    joins += o.waits.size() > 1;
     Block* b = a->block;
     const ReuseRule rule = a->rule;
     const uintptr_t lo = b->addr(), hi = b->end();
@@ -205,10 +207,17 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool cover
     if (next != live_ranges.begin() && std::prev(next)->second > lo) {
       return ::testing::AssertionFailure() << "overlaps LIVE block at " << std::prev(next)->first;
     }
-    // A wait is inserted exactly for rule 5, on another stream.
+    // Waits are inserted exactly for rule 5, on other streams, one per
+    // stream (several when it joined frees of several streams).
     if (rule == ReuseRule::kInternalDependency) {
-      if (o.waits.size() != 1 || o.waits[0].stream == t) {
-        return ::testing::AssertionFailure() << "rule 5 without exactly one foreign wait";
+      bool distinct = !o.waits.empty();
+      for (size_t i = 0; i < o.waits.size(); ++i) {
+        distinct = distinct && o.waits[i].stream != t &&
+                   (i == 0 || o.waits[i - 1].stream < o.waits[i].stream);
+      }
+      if (!distinct) {
+        return ::testing::AssertionFailure()
+               << "rule 5 without one wait per other stream, in stream order";
       }
     } else if (!o.waits.empty()) {
       return ::testing::AssertionFailure() << "a wait inserted for " << ReuseRuleName(rule);
@@ -238,12 +247,15 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool cover
           ok = completed || (lf.stream != t && lf.f <= vc[t][lf.stream]);
           break;
         case ReuseRule::kInternalDependency:
-          ok = completed || (lf.stream == o.waits[0].stream && lf.f <= o.waits[0].f);
+          ok = completed || lf.stream == t ||
+               std::any_of(o.waits.begin(), o.waits.end(), [&](const ScriptedOracle::Wait& w) {
+                 return lf.stream == w.stream && lf.f <= w.f;
+               });
           break;
       }
       // The block was PENDING on one stream: its bytes not known complete
-      // were all freed by that stream.
-      if (ok && !completed) {
+      // were all freed by that stream (a join of several frees excepted).
+      if (ok && !completed && rule != ReuseRule::kInternalDependency) {
         if (pending_stream == kNoStream) pending_stream = lf.stream;
         ok = lf.stream == pending_stream;
       }
@@ -256,9 +268,9 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool cover
       }
     });
     if (!error.empty()) return ::testing::AssertionFailure() << error;
-    if (rule == ReuseRule::kInternalDependency) {
-      Position& v = vc[t][o.waits[0].stream];
-      v = std::max(v, o.waits[0].f);
+    for (const ScriptedOracle::Wait& w : o.waits) {
+      Position& v = vc[t][w.stream];
+      v = std::max(v, w.f);
     }
     live.push_back(Live{b, t});
     live_ranges.emplace(lo, hi);
@@ -336,7 +348,9 @@ void RunRandomOps(uint64_t seed, int ops, const RandomGrowth& growth, bool cover
   EXPECT_EQ(s.fresh_allocs + s.reuse_same_stream + s.reuse_event_dependency +
                 s.reuse_opportunistic + s.reuse_after_sync + s.reuse_internal_dependency,
             successes);
-  EXPECT_EQ(s.waits_inserted, s.reuse_internal_dependency);
+  EXPECT_EQ(s.waits_inserted, waits);
+  EXPECT_LE(s.reuse_internal_dependency, s.waits_inserted);
+  EXPECT_LE(joins, s.joined_reuses);
   // Every path was exercised, or the sequence proves little.
   if (coverage) {
     EXPECT_GT(s.fresh_allocs, 0u);

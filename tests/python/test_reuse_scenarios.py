@@ -63,6 +63,7 @@ def test_f91_event_dependency_reuses_before_the_kernel_ends(rt):
 def test_f91_policy_off_grows_despite_the_wait(rt):
     pool = rt.default_pool()
     pool.reuse_follow_event_dependencies = False
+    pool.wait_before_growth = False  # CUDA's order: growth before any wait
     assert pool.reuse_follow_event_dependencies is False
     original, other = rt.create_stream(), rt.create_stream()
     a = used_then_freed(rt, original)
@@ -87,9 +88,28 @@ def test_f92_opportunistic_once_the_kernel_has_finished(rt):
     rt.free_async(b, other)
 
 
+def test_f91_policy_off_the_default_waits_where_it_delays_nothing(rt):
+    # Beyond the guide: waiting before growth (on by default). other's next
+    # op starts after original's free anyway, so the pool waits rather than
+    # grow, and says so.
+    pool = rt.default_pool()
+    pool.reuse_follow_event_dependencies = False
+    assert pool.wait_before_growth is True
+    original, other = rt.create_stream(), rt.create_stream()
+    a = used_then_freed(rt, original)
+    ordered_after(rt, other, original)
+    b = rt.malloc_async(CHUNK, other)
+    assert (b.ptr, b.rule) == (a.ptr, "internal_dependency")
+    assert pool.reserved_current == CHUNK
+    stats = pool.stats()
+    assert (stats["waits_inserted"], stats["waits_before_growth"]) == (1, 1)
+    rt.free_async(b, other)
+
+
 def test_f92_policy_off_grows_until_a_sync(rt):
     pool = rt.default_pool()
     pool.reuse_allow_opportunistic = False
+    pool.wait_before_growth = False  # CUDA's order
     pool.release_threshold = "max"  # keep what the sync makes free
     assert pool.release_threshold == sp.MAX
     original, other = rt.create_stream(), rt.create_stream()
