@@ -356,6 +356,7 @@ ABSL_FLAG(std::string, diff, "",
           "on one trace, every allocation, and summarise the differences by rule and by "
           "bytes, with the first one as --check-decisions prints it; exit 3 when any differs. "
           "b is a's with key=value changes separated by '/': reuse, threshold, growth, "
+          "wait-before-growth, soft-limit, "
           "allocator, capacity, torch-conf, rmm-initial, rmm-max (--diff=reuse=none, "
           "--diff=threshold=max/growth=chunked, --diff=allocator=rmm-pool)");
 ABSL_FLAG(std::string, timeline, "",

@@ -7,12 +7,18 @@
 //   2. ReuseFollowEventDependencies: PENDING(S, f) with f <= VC(T)[S];
 //   3. ReuseAllowOpportunistic: promote every free point observed complete
 //      (they merge like any READY block), then READY blocks again;
+//   with rule 5 on, waits before growth: with wait_before_growth, rule 5's
+//      choice among the frees whose wait delays nothing (the oracle's
+//      CompletesBeforeAllocation), then a join of such frees; then, when
+//      growth would pass soft_reserved_limit, rule 5 over every free;
 //   4. grow: expandable pools map the granules the best-fitting READY block
 //      lacks (at the top of the mapped region, the shortfall above the
 //      topmost free block), or reserve anew; chunked pools map a chunk of
 //      ALIGN_UP(rule size, 2 MiB); within max_size and the device;
 //   5. ReuseAllowInternalDependencies: the PENDING block of another stream
 //      whose FreeAsync came first, after inserting a wait of T on its free;
+//      when none is large enough, a join of adjacent free blocks, pending
+//      on several streams (JoinPending), after a wait on each other stream;
 //   6. fail, changing nothing but failed_alloc_count.
 // Best fit is exact (smallest size, then lowest address) for rules 1, 3 and
 // 4, and for rule 2 whenever every pending free of the candidate stream is

@@ -444,6 +444,18 @@ absl::Status ApplySettingChange(absl::string_view change, ReplaySettings* settin
       st = g.status();
       if (g.ok()) settings->growth = *g;
       settings->use_recorded = false;
+    } else if (key == "wait-before-growth") {
+      if (value != "0" && value != "1") {
+        st = absl::InvalidArgumentError("wait-before-growth is 0 or 1");
+      } else {
+        settings->wait_before_growth = value == "1";
+      }
+      settings->use_recorded = false;
+    } else if (key == "soft-limit") {
+      absl::StatusOr<uint64_t> t = ParseThreshold(value);
+      st = t.status();
+      if (t.ok()) settings->soft_limit = *t;
+      settings->use_recorded = false;
     } else if (key == "allocator") {
       absl::StatusOr<AllocatorKind> a = ParseAllocator(value);
       st = a.status();
@@ -470,8 +482,8 @@ absl::Status ApplySettingChange(absl::string_view change, ReplaySettings* settin
     } else {
       st = absl::InvalidArgumentError(
           absl::StrCat("unknown setting '", key,
-                       "' (reuse, threshold, growth, allocator, capacity, torch-conf, "
-                       "rmm-initial or rmm-max)"));
+                       "' (reuse, threshold, growth, wait-before-growth, soft-limit, allocator, "
+                       "capacity, torch-conf, rmm-initial or rmm-max)"));
     }
     if (!st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("'", item, "': ", st.message()));

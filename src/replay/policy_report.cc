@@ -21,6 +21,45 @@
 namespace streampool::replay {
 namespace {
 
+// A recording replays at its own settings whatever the fields say; they are
+// set to its first pool's, as its attr lines leave them, so that the
+// reference's label says what it ran at.
+void LabelAsRecorded(const Trace& t, ReplaySettings* s) {
+  const TracePool& p = t.pools.front();
+  s->reuse_event = p.reuse_event;
+  s->reuse_opportunistic = p.reuse_opportunistic;
+  s->reuse_internal = p.reuse_internal;
+  s->release_threshold = p.release_threshold;
+  s->growth = p.growth;
+  s->wait_before_growth = p.wait_before_growth;
+  s->soft_limit = p.soft_limit;
+  for (const TraceOp& op : t.ops) {
+    if (op.kind != TraceOp::Kind::kAttr || op.pool != 0) continue;
+    switch (static_cast<PoolAttr>(op.aux)) {
+      case PoolAttr::kReuseFollowEventDependencies:
+        s->reuse_event = op.value != 0;
+        break;
+      case PoolAttr::kReuseAllowOpportunistic:
+        s->reuse_opportunistic = op.value != 0;
+        break;
+      case PoolAttr::kReuseAllowInternalDependencies:
+        s->reuse_internal = op.value != 0;
+        break;
+      case PoolAttr::kReleaseThreshold:
+        s->release_threshold = op.value;
+        break;
+      case PoolAttr::kWaitBeforeGrowth:
+        s->wait_before_growth = op.value != 0;
+        break;
+      case PoolAttr::kSoftReservedLimit:
+        s->soft_limit = op.value;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 using Json = nlohmann::ordered_json;
 
 constexpr double kMiBf = 1024.0 * 1024.0;
@@ -217,6 +256,7 @@ absl::StatusOr<std::vector<TracePolicyReport>> BuildPolicyReports(
       // A capacity table names no reference.
     } else if (!t.pools.empty()) {
       ref.use_recorded = true;
+      LabelAsRecorded(t, &ref);
       reference_searched[i] = true;
     } else if (!swept_default && !settings.empty()) {
       const ReplaySettings d;

@@ -21,6 +21,9 @@ CXX_NAME = re.compile(r"::|std::|absl::|unsigned long|basic_string|_core\.")
 def public_members():
     for cls in CLASSES:
         for name, member in vars(cls).items():
+            # A NamedTuple's fields are plain values, documented by the class.
+            if not callable(member) and not isinstance(member, property):
+                continue
             if not name.startswith("_") or name == "__init__":
                 yield f"{cls.__name__}.{name}", member
 
