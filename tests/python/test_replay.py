@@ -3,6 +3,7 @@ settings gives the same JSON document, but for the host cost (wall-clock
 time of each call, different on every run)."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -132,3 +133,22 @@ def test_torch_validation_report():
     assert abs(v["peak_error"]) <= 0.02
     assert v["torch"]["segment_allocs"] == v["model"]["segment_allocs"]
     assert v == cli_json("--validate-torch", INFERENCE_TRACE)["traces"][0]
+
+
+def test_the_policy_report_is_the_tools(tmp_path):
+    # The same rows, what to ship and the reference, for a recording (its
+    # own settings are the reference) and the data-parallel workload.
+    lab = os.path.join(os.path.dirname(INFERENCE_TRACE), "lab")
+    traces = [os.path.join(lab, "offload.trace"), os.path.join(lab, "dataparallel.trace")]
+    r = subprocess.run([tool("STREAMPOOL_REPLAY"), "--policy-report", "--json", *traces],
+                       capture_output=True, text=True, check=True)
+    from_tool = json.loads(r.stdout)
+    from_python = sp.replay(traces, report="policy")
+    assert len(from_python["traces"]) == len(from_tool["traces"]) == 2
+    for py, cli in zip(from_python["traces"], from_tool["traces"]):
+        assert [row["setting"] for row in py["rows"]] == [row["setting"] for row in cli["rows"]]
+        assert py["rows"] == cli["rows"]
+        assert py["ship"] == cli["ship"]
+        assert py["reference"] == cli["reference"]
+        # The recording's reference names the order it decided in.
+        assert "(grow first)" in py["reference"]["setting"]
