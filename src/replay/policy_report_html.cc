@@ -97,7 +97,8 @@ std::string MemorySvg(const TracePolicyReport& rep, const PolicySummary& sum, do
                       double height) {
   constexpr double kLeft = 80, kRight = 20, kTop = 34;
   std::vector<Line> lines;
-  const char* kColours[] = {"#0072B2", "#009E73", "#D55E00", "#CC79A7"};
+  const char* kColours[] = {"#0072B2", "#009E73", "#D55E00", "#CC79A7",
+                            "#E69F00", "#56B4E9", "#000000", "#F0E442"};
   size_t colour = 0;
   for (const ReplayResult& r : rep.series_runs) {
     const bool is_ref = sum.reference != nullptr &&
@@ -106,16 +107,27 @@ std::string MemorySvg(const TracePolicyReport& rep, const PolicySummary& sum, do
     lines.push_back(
         {absl::StrCat(is_ref ? (sum.reference_recorded ? "recorded: " : "default: ") : "ship: ",
                       r.settings.Label(), ", unconstrained"),
-         &r.series, false, kColours[colour++ % 4]});
+         &r.series, false, kColours[colour++ % 8]});
+    // A trace of several pools: each pool's reserved bytes too.
+    if (r.pool_series.size() > 1) {
+      for (const ReplayResult::PoolSeries& p : r.pool_series) {
+        lines.push_back({absl::StrCat("  of it, ", p.name, " (reserved)"), &p.points, false,
+                         kColours[colour++ % 8]});
+      }
+    }
   }
   if (rep.capped) {
     const std::string name = absl::StrCat("ship: ", rep.capped->settings.Label(), ", maxSize ",
                                           Human(rep.capped->settings.max_size));
-    lines.push_back({name + " (reserved)", &rep.capped->series, false, kColours[colour % 4]});
+    lines.push_back({name + " (reserved)", &rep.capped->series, false, kColours[colour % 8]});
     lines.push_back({name + " (used)", &rep.capped->series, true, "#999999"});
   }
   // A key line per series under the axis.
   const double bottom = 50 + 14.0 * lines.size();
+  // Each key line takes room from the plot; a chart of many pools grows
+  // taller instead of squeezing it below its least height.
+  constexpr double kLeastPlot = 160;
+  height = std::max(height, kTop + bottom + kLeastPlot);
   const double w = width - kLeft - kRight, h = height - kTop - bottom;
   uint64_t t_max = 0, y_max_b = rep.trace->peak_live_bytes;
   for (const Line& l : lines) {

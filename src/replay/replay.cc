@@ -479,13 +479,16 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   std::vector<std::optional<PoolId>> pools(trace.pools.size());
   std::optional<PoolId> own_pool;
   std::vector<PoolId> all_pools;  // every pool made, for the statistics
-  auto make_pool = [&](const PoolProps& props) -> absl::StatusOr<PoolId> {
+  auto make_pool = [&](const PoolProps& props, std::string name) -> absl::StatusOr<PoolId> {
     absl::StatusOr<PoolId> pool = rt.CreatePool(props);
     if (!pool.ok()) {
       return absl::Status(pool.status().code(),
                           absl::StrCat("creating the pool failed: ", pool.status().message()));
     }
     all_pools.push_back(*pool);
+    r.pool_series.push_back(
+        {absl::StrCat(std::move(name), " (", internal::EnumName(props.alloc_type), ")"),
+         {SeriesPoint{rt.HostNow(), 0, 0}}});
     return *pool;
   };
   const bool recorded_pools = !trace.pools.empty();
@@ -508,7 +511,7 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
     props.soft_reserved_limit = settings.soft_limit;
     props.max_size = settings.max_size;
     if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
-    absl::StatusOr<PoolId> pool = make_pool(props);
+    absl::StatusOr<PoolId> pool = make_pool(props, "the replay's pool");
     if (!pool.ok()) return pool.status();
     own_pool = *pool;
     absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*own_pool, PoolAttr::kGrowth);
@@ -969,7 +972,8 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
               config->device_count, " device(s) (header device_count)"));
         }
         if (modelled) break;  // the device's model serves it
-        absl::StatusOr<PoolId> pool = make_pool(PropsFor(def, settings));
+        absl::StatusOr<PoolId> pool =
+            make_pool(PropsFor(def, settings), absl::StrCat("pool ", def.id));
         if (!pool.ok()) return AtLine(trace, op, "CreatePool", pool.status());
         if (settings.use_recorded && !def.front_cache) {
           st = rt.SetPoolAttribute(*pool, PoolAttr::kFrontCache, 0);
@@ -1024,6 +1028,17 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
       const SeriesPoint& last = r.series.back();
       if (reserved != last.reserved || used != last.used) {
         r.series.push_back(SeriesPoint{rt.HostNow(), reserved, used});
+        // Each pool's own, where there are several to tell apart.
+        for (size_t p = 0; all_pools.size() > 1 && p < all_pools.size(); ++p) {
+          absl::StatusOr<uint64_t> res =
+              rt.GetPoolAttribute(all_pools[p], PoolAttr::kReservedMemCurrent);
+          absl::StatusOr<uint64_t> u = rt.GetPoolAttribute(all_pools[p], PoolAttr::kUsedMemCurrent);
+          const uint64_t pr = res.ok() ? *res : 0, pu = u.ok() ? *u : 0;
+          std::vector<SeriesPoint>& points = r.pool_series[p].points;
+          if (points.back().reserved != pr || points.back().used != pu) {
+            points.push_back(SeriesPoint{rt.HostNow(), pr, pu});
+          }
+        }
         r.peak_reserved = std::max(r.peak_reserved, reserved);
         if (settings.record_timeline) {
           recorder.PoolBytes(series_id, pool_name, rt.HostNow(), reserved, used);

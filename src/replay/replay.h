@@ -255,6 +255,14 @@ struct ReplayResult {
   std::string model_state;
   // Every change of (reserved, used), starting with (0, 0, 0).
   std::vector<SeriesPoint> series;
+  // With more than one pool of streampool's: each pool's own changes, in
+  // the order the replay made them ("pool 2 (pinned_host)", "the replay's
+  // pool"), each starting at (0, 0, 0) when its pool was made.
+  struct PoolSeries {
+    std::string name;
+    std::vector<SeriesPoint> points;
+  };
+  std::vector<PoolSeries> pool_series;
   // With settings.record_timeline: the run as one timeline process.
   std::optional<TimelineProcess> timeline;
   // With settings.keep_decisions: every pool allocation's decision, in trace

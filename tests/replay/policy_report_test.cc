@@ -4,6 +4,7 @@
 // scatter panel's labels and the HTML page, on small inline traces.
 #include "src/replay/policy_report.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -275,6 +276,43 @@ TEST(PolicyHtml, OnePageWithEverythingInline) {
   EXPECT_THAT(html, Not(HasSubstr("src=")));
   EXPECT_THAT(html, Not(HasSubstr("href=\"http")));
   EXPECT_THAT(html, Not(HasSubstr("@import")));
+}
+
+TEST(PolicyHtml, ATraceOfSeveralPoolsDrawsEachPool) {
+  // A device pool and a pinned host pool: the chart has the sum and each.
+  constexpr char kTwoPools[] =
+      "# streampool trace v1\n"
+      "# device_capacity 1073741824\n"
+      "pool 0 0 type=device reuse=event+opportunistic+internal threshold=0 growth=expandable "
+      "front_cache=1 default=1\n"
+      "pool 1 0 type=pinned_host reuse=event+opportunistic+internal threshold=0 "
+      "growth=expandable front_cache=1\n"
+      "alloc 0 4194304 1 0\n"
+      "alloc 1 2097152 1 1\n"
+      "kernel 1 1000\n"
+      "free 0 1\n"
+      "free 1 1\n"
+      "sync 1\n";
+  // The reports point at their traces, which must outlive them.
+  const std::vector<Trace> traces = {MustParse(kTwoPools, "two.trace")};
+  std::vector<TracePolicyReport> reports = MustBuild(traces, Sweep());
+  ASSERT_EQ(reports.size(), 1u);
+  ASSERT_TRUE(AddPolicySeries(reports).ok());
+  ASSERT_FALSE(reports[0].series_runs.empty());
+  const ReplayResult& run = reports[0].series_runs.front();
+  ASSERT_EQ(run.pool_series.size(), 2u);
+  EXPECT_EQ(run.pool_series[0].name, "pool 0 (device)");
+  EXPECT_EQ(run.pool_series[1].name, "pool 1 (pinned_host)");
+  uint64_t device_peak = 0, host_peak = 0;
+  for (const SeriesPoint& p : run.pool_series[0].points)
+    device_peak = std::max(device_peak, p.reserved);
+  for (const SeriesPoint& p : run.pool_series[1].points)
+    host_peak = std::max(host_peak, p.reserved);
+  EXPECT_EQ(device_peak, 4u << 20);
+  EXPECT_EQ(host_peak, 2u << 20);
+  const std::string html = FormatPolicyHtml(reports);
+  EXPECT_THAT(html, HasSubstr("of it, pool 0 (device) (reserved)"));
+  EXPECT_THAT(html, HasSubstr("of it, pool 1 (pinned_host) (reserved)"));
 }
 
 TEST(TraceFrames, AFramesCommentBelongsToTheAllocBeforeIt) {
