@@ -431,22 +431,19 @@ class MemPool {
   }
   // Best candidate of `s` for rules 2/3 with free points <= bound.
   Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
-  // Of other streams' pending frees of at least size bytes, the one freed
-  // first in host order; with wait_free, only among those the oracle
-  // projects complete before t reaches the allocation.
-  Block* FirstPendingFree(StreamIndex t, uint64_t size, const OrderOracle* wait_free);
-  // Waiting before growth: FirstPendingFree among the frees whose wait delays
-  // nothing, else a join of such frees (JoinPending), after inserting the
-  // waits; or null.
-  Block* FindWaitFree(StreamIndex t, uint64_t need, OrderOracle& oracle);
-  // Rule 5: the pending free of another stream that came first, else a
-  // join of several (JoinPending), after inserting the waits; or null.
-  Block* WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle);
-  // wait_free: only frees whose wait delays nothing may join.
-  Block* JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free);
-  static constexpr Position kUnasked = ~Position{0};
-  // JoinPending's scratch, kept so that the walk allocates nothing.
-  std::vector<Position> join_bounds_;
+  // Rule 5, also before growth: the pending free of another stream that came
+  // first in host order (FirstPendingFree), else a join of several
+  // (JoinPending), after inserting the waits; or null. With wait_free, only
+  // frees the oracle projects complete before t reaches the allocation.
+  Block* WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free);
+  // Both read each stream's bound from wait_bounds_, set by WaitForPending.
+  Block* FirstPendingFree(StreamIndex t, uint64_t size);
+  Block* JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle);
+  static constexpr Position kNoBound = ~Position{0};
+  // Per stream, the latest free point WaitForPending may wait on; kept, with
+  // JoinPending's scratch, so that the slow path allocates nothing in steady
+  // state.
+  std::vector<Position> wait_bounds_;
   std::vector<uint32_t> join_counts_;
   std::vector<Block*> join_latest_;
   absl::flat_hash_set<const Block*> join_seen_;

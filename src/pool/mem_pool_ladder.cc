@@ -29,18 +29,17 @@ Block* MemPool::FindEligible(StreamIndex s, uint64_t size, Position bound) {
   return n == nullptr ? nullptr : Block::FromNode(n);
 }
 
-Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size, const OrderOracle* wait_free) {
+Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
   // Slow paths only (before growth, or once it failed): a walk over each
-  // stream's pending frees in free order, to its first that fits.
+  // stream's pending frees in free order, to its first that fits within the
+  // stream's bound.
   Block* best = nullptr;
   for (StreamIndex s : active_) {
     if (s == t) continue;
     StreamFrees& frees = *frees_[s];
-    const Position bound =
-        wait_free != nullptr ? wait_free->CompletesBeforeAllocation(s) : kUnasked;
     for (size_t i = 0; i < frees.queue.size(); ++i) {
       const QueueEntry& e = frees.queue[i];
-      if (e.f > bound) break;
+      if (e.f > wait_bounds_[s]) break;
       if (!IsValid(e) || e.block->size() < size) continue;
       if (best == nullptr || e.block->free_seq < best->free_seq) best = e.block;
       break;  // later entries of this stream were freed later
@@ -49,27 +48,26 @@ Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size, const OrderOracle
   return best;
 }
 
-Block* MemPool::FindWaitFree(StreamIndex t, uint64_t need, OrderOracle& oracle) {
-  // As rule 5 chooses (and RMM's pool steals), the free that came first,
-  // among those whose wait delays nothing; else a join of such frees.
-  if (Block* b = FirstPendingFree(t, need, &oracle)) {
+Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free) {
+  // Each stream's bound, asked of the oracle once: a wait that delays
+  // nothing, or any.
+  wait_bounds_.assign(frees_.size(), kNoBound);
+  if (wait_free) {
+    for (StreamIndex s : active_) {
+      if (s != t) wait_bounds_[s] = oracle.CompletesBeforeAllocation(s);
+    }
+  }
+  // As rule 5 chooses (and RMM's pool steals), the free that came first;
+  // else a join.
+  if (Block* b = FirstPendingFree(t, need)) {
     oracle.InsertWait(b->stream, b->free_pos);
     ++stats_.waits_inserted;
     return b;
   }
-  return JoinPending(t, need, oracle, /*wait_free=*/true);
+  return JoinPending(t, need, oracle);
 }
 
-Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
-  if (Block* b = FirstPendingFree(t, need, /*wait_free=*/nullptr)) {
-    oracle.InsertWait(b->stream, b->free_pos);
-    ++stats_.waits_inserted;
-    return b;
-  }
-  return JoinPending(t, need, oracle, /*wait_free=*/false);
-}
-
-Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free) {
+Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
   // For an allocation no single free serves: runs of address-adjacent free
   // blocks (wholly mapped READY ones, and PENDING ones of any stream) are
   // the candidates, each window starting at a block and ending at the first
@@ -83,16 +81,10 @@ Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle, b
   // free).
   auto usable = [&](const Block* b) {
     if (b->state == BlockState::kReady) return b->unmapped == 0;
-    if (b->state != BlockState::kPending) return false;
-    if (!wait_free || b->stream == t) return true;
-    // Only frees whose wait delays nothing, by each stream's bound (asked
-    // once per stream and call).
-    Position& bound = join_bounds_[b->stream];
-    if (bound == kUnasked) bound = oracle.CompletesBeforeAllocation(b->stream);
-    return b->free_pos <= bound;
+    return b->state == BlockState::kPending &&
+           (b->stream == t || b->free_pos <= wait_bounds_[b->stream]);
   };
   auto waited = [t](const Block* b) { return b->state == BlockState::kPending && b->stream != t; };
-  if (wait_free) join_bounds_.assign(frees_.size(), kUnasked);
   join_counts_.assign(frees_.size(), 0);
   join_seen_.clear();
   Block* best = nullptr;
@@ -149,11 +141,8 @@ Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle, b
   for (StreamIndex s : active_) {
     if (s == t) continue;
     const StreamFrees& frees = *frees_[s];
-    if (frees.index.empty()) continue;
     // Free order is f's order: past the bound, nothing of s is usable.
-    const Position bound = wait_free ? oracle.CompletesBeforeAllocation(s) : kUnasked;
-    if (wait_free) join_bounds_[s] = bound;
-    for (size_t i = 0; i < frees.queue.size() && frees.queue[i].f <= bound; ++i) {
+    for (size_t i = 0; i < frees.queue.size() && frees.queue[i].f <= wait_bounds_[s]; ++i) {
       const QueueEntry& e = frees.queue[i];
       if (!IsValid(e)) continue;
       // A free between two blocks that cannot join it is only ever a window
@@ -314,9 +303,9 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   // once growth would pass the soft reserved limit, any wait.
   if (chosen == nullptr && internal_deps_) {
     const uint64_t waits_before = stats_.waits_inserted;
-    if (wait_before_growth_) chosen = FindWaitFree(t, need, oracle);
+    if (wait_before_growth_) chosen = WaitForPending(t, need, oracle, /*wait_free=*/true);
     if (chosen == nullptr && reserved_ + need > soft_reserved_limit_) {
-      chosen = WaitForPending(t, need, oracle);
+      chosen = WaitForPending(t, need, oracle, /*wait_free=*/false);
     }
     if (chosen != nullptr) {
       stats_.waits_before_growth += stats_.waits_inserted - waits_before;
@@ -331,7 +320,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   }
   // Rule 5: wait for other streams' frees.
   if (chosen == nullptr && internal_deps_) {
-    chosen = WaitForPending(t, need, oracle);
+    chosen = WaitForPending(t, need, oracle, /*wait_free=*/false);
     if (chosen != nullptr) how = ReuseRule::kInternalDependency;
   }
   if (chosen == nullptr) {
