@@ -433,9 +433,13 @@ class MemPool {
   Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
   // Rule 5, also before growth: the pending free of another stream that came
   // first in host order (FirstPendingFree), else a join of several
-  // (JoinPending), after inserting the waits; or null. With wait_free, only
+  // (JoinPending), after inserting the waits; or null. kFreeWaits: only
   // frees the oracle projects complete before t reaches the allocation.
-  Block* WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free);
+  // Before growth a join is tried only while the pool holds at most
+  // kJoinBeforeGrowthBlocks pending blocks.
+  enum class WaitOn { kFreeWaits, kAnyBeforeGrowth, kAfterGrowth };
+  static constexpr uint64_t kJoinBeforeGrowthBlocks = 256;
+  Block* WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, WaitOn on);
   // Both read each stream's bound from wait_bounds_, set by WaitForPending.
   Block* FirstPendingFree(StreamIndex t, uint64_t size);
   Block* JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle);

@@ -48,11 +48,11 @@ Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
   return best;
 }
 
-Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, bool wait_free) {
+Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, WaitOn on) {
   // Each stream's bound, asked of the oracle once: a wait that delays
   // nothing, or any.
   wait_bounds_.assign(frees_.size(), kNoBound);
-  if (wait_free) {
+  if (on == WaitOn::kFreeWaits) {
     for (StreamIndex s : active_) {
       if (s != t) wait_bounds_[s] = oracle.CompletesBeforeAllocation(s);
     }
@@ -64,6 +64,11 @@ Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle
     ++stats_.waits_inserted;
     return b;
   }
+  // A join walks the pending frees; where growth is the alternative, only
+  // while they are few, so that a pool of many scattered frees that never
+  // complete (nothing synchronizes, observation off) does not pay that walk
+  // at every growth.
+  if (on != WaitOn::kAfterGrowth && pending_blocks_ > kJoinBeforeGrowthBlocks) return nullptr;
   return JoinPending(t, need, oracle);
 }
 
@@ -303,9 +308,9 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   // once growth would pass the soft reserved limit, any wait.
   if (chosen == nullptr && internal_deps_) {
     const uint64_t waits_before = stats_.waits_inserted;
-    if (wait_before_growth_) chosen = WaitForPending(t, need, oracle, /*wait_free=*/true);
+    if (wait_before_growth_) chosen = WaitForPending(t, need, oracle, WaitOn::kFreeWaits);
     if (chosen == nullptr && reserved_ + need > soft_reserved_limit_) {
-      chosen = WaitForPending(t, need, oracle, /*wait_free=*/false);
+      chosen = WaitForPending(t, need, oracle, WaitOn::kAnyBeforeGrowth);
     }
     if (chosen != nullptr) {
       stats_.waits_before_growth += stats_.waits_inserted - waits_before;
@@ -320,7 +325,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   }
   // Rule 5: wait for other streams' frees.
   if (chosen == nullptr && internal_deps_) {
-    chosen = WaitForPending(t, need, oracle, /*wait_free=*/false);
+    chosen = WaitForPending(t, need, oracle, WaitOn::kAfterGrowth);
     if (chosen != nullptr) how = ReuseRule::kInternalDependency;
   }
   if (chosen == nullptr) {

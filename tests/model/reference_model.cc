@@ -847,12 +847,20 @@ absl::Status ReferenceModel::Serve(Pool& pool, uint32_t t, uint64_t need,
   // Waiting before growth: frees whose wait delays nothing (they end before
   // T's next op could start anyway), then, once growth would pass the soft
   // limit, any.
+  // A join only while the pool holds at most 256 pending blocks
+  // (MemPool::kJoinBeforeGrowthBlocks).
   if (pool.internal) {
+    size_t pending = 0;
+    for (const Reservation& r : pool.res) {
+      for (const Block& b : r.blocks) pending += b.state == State::kPending;
+    }
+    const bool join = pending <= 256;
     const uint64_t by = AllocReady(t);
     bool chosen = pool.wait_before_growth &&
-                  (ChooseWait(pool, t, need, by, d) || ChooseJoin(pool, t, need, by, d));
+                  (ChooseWait(pool, t, need, by, d) || (join && ChooseJoin(pool, t, need, by, d)));
     if (!chosen && pool.reserved + need > pool.soft_limit) {
-      chosen = ChooseWait(pool, t, need, UINT64_MAX, d) || ChooseJoin(pool, t, need, UINT64_MAX, d);
+      chosen = ChooseWait(pool, t, need, UINT64_MAX, d) ||
+               (join && ChooseJoin(pool, t, need, UINT64_MAX, d));
     }
     if (chosen) {
       d.before_growth = true;
