@@ -1,9 +1,7 @@
 #include "src/util/call_gate.h"
 
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,8 +11,6 @@
 
 namespace streampool::internal {
 namespace {
-
-long Membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
 
 pthread_key_t slot_key;
 
@@ -26,10 +22,7 @@ CallGate::CallGate() {
     // A thread that exits gives its slot back (DetachThread runs with the
     // slot as its value).
     SP_CHECK(pthread_key_create(&slot_key, &CallGate::DetachThread) == 0);
-    const long supported = Membarrier(MEMBARRIER_CMD_QUERY);
-    const bool ok = supported > 0 && (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
-                    Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-    asymmetric_.store(ok, std::memory_order_relaxed);
+    AsymmetricFence::Init();
   });
 }
 
@@ -70,10 +63,7 @@ void CallGate::Close() {
   closed_.store(true, std::memory_order_seq_cst);
   // Every thread now inside a call has made its slot visible, or will see
   // `closed` (the header: the other half of the asymmetric fence).
-  if (!asymmetric_.load(std::memory_order_relaxed) ||
-      Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-  }
+  AsymmetricFence::Heavy();
 }
 
 size_t CallGate::SlotCount() {

@@ -24,6 +24,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/util/asymmetric_fence.h"
+
 namespace streampool::internal {
 
 class CallGate {
@@ -43,7 +45,7 @@ class CallGate {
       return true;
     }
     slot->gate.store(this, std::memory_order_relaxed);
-    Fence();
+    AsymmetricFence::Light();
     if (closed_.load(std::memory_order_relaxed)) {
       slot->gate.store(nullptr, std::memory_order_release);
       return false;
@@ -94,21 +96,11 @@ class CallGate {
 
   static Slot* AttachThread();
   static void DetachThread(void* slot);
-  static void Fence() {
-    if (asymmetric_.load(std::memory_order_relaxed)) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler's order only
-    } else {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-  }
 
   // Initial-exec and trivially constructed, as the other thread-locals the
   // hot path reads (src/runtime/runtime_core.h).
   static inline thread_local Slot* thread_slot_ __attribute__((tls_model("initial-exec"))) =
       nullptr;
-  // Whether membarrier(PRIVATE_EXPEDITED) is registered for the process; set
-  // once, before the first gate is made.
-  static inline std::atomic<bool> asymmetric_{false};
   static inline std::atomic<Slot*> slots_{nullptr};
 
   std::atomic<bool> closed_{false};
