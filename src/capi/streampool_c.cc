@@ -499,7 +499,12 @@ spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
     if (ptr == nullptr) return spErrorInvalidValue;
-    auto a = r.MallocAsync(size, 0, Value(s));
+    // The fast tier, inline here; a miss changed nothing.
+    if (void* p = r.AllocateFast(size, 0, Value(s))) {
+      *ptr = p;
+      return spSuccess;
+    }
+    auto a = r.AllocateSlow(size, 0, Value(s));
     *ptr = a.ok() ? a->ptr : nullptr;
     return ToError(a.status());
   });
@@ -510,7 +515,11 @@ spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStr
     SP_RESOLVE(r, s);
     if (ptr == nullptr) return spErrorInvalidValue;
     if (pool == nullptr) return spErrorInvalidValue;
-    auto a = r.MallocAsync(size, Value(pool), Value(s));
+    if (void* p = r.AllocateFast(size, Value(pool), Value(s))) {
+      *ptr = p;
+      return spSuccess;
+    }
+    auto a = r.AllocateSlow(size, Value(pool), Value(s));
     *ptr = a.ok() ? a->ptr : nullptr;
     return ToError(a.status());
   });
@@ -519,7 +528,8 @@ spError_t spMallocFromPoolAsync(void** ptr, size_t size, spMemPool_t pool, spStr
 spError_t spFreeAsync(void* ptr, spStream_t s) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
-    return ToError(r.FreeAsync(ptr, Value(s)));
+    if (r.FreeFast(ptr, Value(s))) return spSuccess;
+    return ToError(r.FreeSlow(ptr, Value(s)));
   });
 }
 

@@ -57,6 +57,15 @@ struct Block {
   // takes the path that records those streams' points. Read without a lock
   // by the fast free path (LoadRelaxed).
   bool used_elsewhere = false;
+  // Who holds it: while the caller does (from its allocation to its free),
+  // the allocating stream's index + 1; otherwise 0 (in a front cache,
+  // claimed by a free, or not LIVE). It leaves a nonzero value only under
+  // that stream's lock, so a free claims the block by reading it there and
+  // clearing it, and of two racing frees one wins (the page map keeps the
+  // entries of cached blocks, so it cannot decide). Stored with release
+  // after the block's address, loaded with acquire by a claimer that found
+  // the block in the page map (HolderOf).
+  uint32_t holder = 0;
   // PENDING: the freeing stream. LIVE: the allocating stream.
   StreamIndex stream = kNoStream;
   Position free_pos = 0;
@@ -99,6 +108,14 @@ template <class T>
 void StoreRelaxed(T& field, T value) {
   std::atomic_ref<T>(field).store(value, std::memory_order_relaxed);
 }
+inline uint32_t HolderOf(const Block& b) {
+  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(b.holder)).load(std::memory_order_acquire);
+}
+// b is held by the caller of an allocation on stream t.
+inline void SetHolder(Block& b, StreamIndex t) {
+  std::atomic_ref<uint32_t>(b.holder).store(t + 1, std::memory_order_release);
+}
+inline void ClearHolder(Block& b) { StoreRelaxed(b.holder, uint32_t{0}); }
 
 // Page kinds of one mapped granule (normal = kGranule - huge - thp).
 struct GranulePages {

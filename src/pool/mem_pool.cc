@@ -313,8 +313,13 @@ Block* MemPool::JoinRun(Block* first, Block* last, uint64_t need) {
 
 // ---------------------------------------------------------------- freeing
 
+void MemPool::Unpublish(const Block* b) {
+  if (page_map_ != nullptr) page_map_->Clear(b->addr(), b);
+}
+
 void MemPool::FreeAsync(Block* b, StreamIndex s, Position f) {
   SP_CHECK(b->state == BlockState::kLive);
+  Unpublish(b);
   StoreRelaxed(b->used_elsewhere, false);
   used_ -= b->size();
   requested_ -= static_cast<int64_t>(b->requested);
@@ -325,6 +330,7 @@ void MemPool::FreeAsync(Block* b, StreamIndex s, Position f) {
 
 void MemPool::FreeDeferred(Block* b, StreamIndex s, Position f, absl::Span<const Use> uses) {
   SP_CHECK(b->state == BlockState::kLive);
+  Unpublish(b);
   used_ -= b->size();
   requested_ -= static_cast<int64_t>(b->requested);
   --live_blocks_;
@@ -360,6 +366,7 @@ void MemPool::SettleDeferred(BoundOf bound_of, bool observed) {
 
 void MemPool::FreeNow(Block* b) {
   SP_CHECK(b->state == BlockState::kLive);
+  Unpublish(b);
   StoreRelaxed(b->used_elsewhere, false);
   used_ -= b->size();
   requested_ -= static_cast<int64_t>(b->requested);

@@ -60,6 +60,7 @@
 #include "src/pool/block.h"
 #include "src/pool/device_budget.h"
 #include "src/pool/front_cache.h"
+#include "src/pool/page_map.h"
 #include "src/pool/size_index.h"
 #include "src/util/mutex.h"
 #include "src/util/ring.h"
@@ -198,6 +199,11 @@ class MemPool {
   // s is destroyed: flushes its cache and takes back its allowance.
   void RetireCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
+  // The map the runtime publishes this pool's allocations in: the pool takes
+  // a block's entry out when the central index frees it (a cached block keeps
+  // its entry). Null for a pool on its own (tests). Set before any
+  // allocation.
+  void set_page_map(PageMap* map) { page_map_ = map; }
 
   // Out of memory. Whether a request could ever be served here (its rule size
   // within the pool's maximum and the device): when not, no release helps. Reads only what
@@ -505,6 +511,9 @@ class MemPool {
   void InsertFree(Block* b);
   void RemoveFree(Block* b);
   void MakePending(Block* b, StreamIndex s, Position f, uint64_t seq);
+  // A LIVE block leaves the central index's LIVE set: its page-map entry
+  // goes (a front cache keeps it while the block waits there).
+  void Unpublish(const Block* b);
   void MakeReady(Block* b, bool observed = false);
   // a absorbs its right neighbour b.
   void Absorb(Block* a, Block* b);
@@ -587,6 +596,7 @@ class MemPool {
   // pops, so the central path knows the invariant holds without the locks.
   int64_t cache_slack_ = 0;
   std::atomic<bool> front_cache_{true};
+  PageMap* page_map_ = nullptr;
   std::atomic<std::atomic<FrontCache*>*> cache_dir_[kCacheChunks] = {};
   std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
   std::vector<std::unique_ptr<FrontCache>> caches_;

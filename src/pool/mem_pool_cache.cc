@@ -55,6 +55,7 @@ void MemPool::FlushInto(FrontCache& c) {
   for (const FrontCache::Entry& e : flush_scratch_) {
     Block* b = e.block;
     SP_CHECK(b->state == BlockState::kLive);
+    Unpublish(b);
     // The free was counted when it was cached; only the index changes.
     used_ -= b->size();
     --live_blocks_;

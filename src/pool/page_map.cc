@@ -80,19 +80,24 @@ std::atomic<uintptr_t>* PageMap::MakeEntry(uintptr_t addr) {
   return &leaf->e[p & (kLeafEntries - 1)];
 }
 
-Block* PageMap::ClaimSlow(uintptr_t addr) {
+void PageMap::Clear(uintptr_t addr, const Block* b) {
   std::atomic<uintptr_t>* e = IsBase(addr) ? Entry(addr) : nullptr;
-  if (e == nullptr) return nullptr;
+  if (e == nullptr) return;
   uintptr_t v = e->load(std::memory_order_acquire);
   for (;;) {
-    if (v == 0) return nullptr;
     if (IsSub(v)) {
       // A Sub never goes back to a single entry, so the slot decides.
-      return AsSub(v)->At(UnitOf(addr)).exchange(nullptr, std::memory_order_acq_rel);
+      Block* expected = const_cast<Block*>(b);
+      AsSub(v)
+          ->At(UnitOf(addr))
+          .compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+      return;
     }
-    if (UnitTag(v) != UnitOf(addr)) return nullptr;
-    // Fails if the entry was emptied or became a Sub meanwhile: look again.
-    if (e->compare_exchange_weak(v, 0, std::memory_order_acq_rel)) return AsBlock(v);
+    if (v == 0 || UnitTag(v) != UnitOf(addr) || AsBlock(v) != b) return;
+    // A compare-and-swap, not a store: the entry may become a Sub meanwhile
+    // (another base of the page being set), and then the slot is the one to
+    // clear.
+    if (e->compare_exchange_weak(v, 0, std::memory_order_acq_rel)) return;
   }
 }
 

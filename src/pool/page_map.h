@@ -3,10 +3,12 @@
 // block by a page map, not a hash lookup).
 //
 // A three-level radix tree over the address in 4 KiB pages, one per runtime,
-// shared by its pools. Only the base of a LIVE block has an entry: an
-// allocation stores it, a free takes it out with one compare-and-swap, so of
-// two frees of one pointer racing on different threads exactly one wins and
-// the other sees a double free. A page's entry is
+// shared by its pools. Only the base of a block LIVE to its pool's central
+// index has an entry: a central allocation stores it, the central free takes
+// it out. A block in a front cache keeps its entry, so a same-stream pair
+// never writes the map; whether the caller holds the block is the block's
+// `holder`, which decides which of two racing frees wins (Block). A page's
+// entry is
 //   0                       no live block starts in the page;
 //   a Block* | unit << 56   the one block that starts in it (most pages:
 //                           blocks are rarely smaller than a page), with the
@@ -67,21 +69,11 @@ class PageMap {
     if (IsSub(v)) return AsSub(v)->At(UnitOf(addr)).load(std::memory_order_acquire);
     return v != 0 && UnitTag(v) == UnitOf(addr) ? AsBlock(v) : nullptr;
   }
-  // Takes the entry out: the block, or null when there was none (a double
-  // free, an interior or a foreign pointer). Lock-free.
-  // Inline for the common case, a page holding one block's base.
-  Block* Claim(uintptr_t addr) {
-    if (std::atomic<uintptr_t>* e = IsBase(addr) ? Entry(addr) : nullptr) {
-      uintptr_t v = e->load(std::memory_order_acquire);
-      if (v != 0 && !IsSub(v) && UnitTag(v) == UnitOf(addr) &&
-          e->compare_exchange_strong(v, 0, std::memory_order_acq_rel)) {
-        return AsBlock(v);
-      }
-    }
-    return ClaimSlow(addr);
-  }
-  // Sets the entry of a base (a new allocation, or a block back from a front
-  // cache); false when the address is not a covered 64-byte aligned base, the
+  // Takes b's entry out, if the entry of addr is b's (the pool's central
+  // free). Lock-free.
+  void Clear(uintptr_t addr, const Block* b);
+  // Sets the entry of a base (a new allocation; a block from its stream's
+  // front cache has it still); false when the address is not a covered 64-byte aligned base, the
   // block's own address does not fit an entry, or memory for a node cannot be
   // had. Lock-free unless a node must be made. Inline for the common case, an
   // empty entry of an existing node.
@@ -96,6 +88,7 @@ class PageMap {
         AsSub(v)->At(UnitOf(addr)).store(b, std::memory_order_release);
         return true;
       }
+      if (v == Single(b, addr)) return true;
       if (v == 0 && e->compare_exchange_strong(v, Single(b, addr), std::memory_order_acq_rel)) {
         return true;
       }
@@ -160,8 +153,7 @@ class PageMap {
   }
   // The entry of addr, making its nodes; null when memory cannot be had.
   std::atomic<uintptr_t>* MakeEntry(uintptr_t addr);
-  // Claim and Set in general: a Sub, a race, or a node to make.
-  Block* ClaimSlow(uintptr_t addr);
+  // Set in general: a Sub, a race, or a node to make.
   bool SetSlow(uintptr_t addr, Block* b);
   Leaf* NewLeaf() ABSL_EXCLUSIVE_LOCKS_REQUIRED(grow_mu_);
   Sub* NewSub() ABSL_EXCLUSIVE_LOCKS_REQUIRED(grow_mu_);

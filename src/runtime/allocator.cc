@@ -97,8 +97,8 @@ Allocator::Allocator(RuntimeCore& core)
       // Pinned host memory is the host's own, touchable whatever the devices' backing.
       host_upstream_(core.Registering(NewHostMemory())) {}
 
-const Allocator::Target* Allocator::FindTarget(uint64_t pool,
-                                               uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
+                                               bool* resolved) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Memo& m = memo_;
   // Read before resolving: a change made meanwhile leaves the memo stale.
   const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
@@ -118,6 +118,7 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool,
   if (mp == nullptr) return nullptr;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
   m = Memo{this, s, pool, Target{ph, mp, t, &c_.ordering.stream_lock(t), epoch}};
+  *resolved = true;
   return &m.target;
 }
 
@@ -228,42 +229,31 @@ absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t po
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t pool,
                                                      uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (const Target* found = size != 0 ? FindTarget(pool, s) : nullptr) {
+  bool resolved = false;
+  if (const Target* found = size != 0 ? FindTarget(pool, s, &resolved) : nullptr) {
+    // The fast tier already missed on a memoized target; a new one is worth
+    // its try.
+    if (resolved) {
+      if (void* p = AllocateFast(size, pool, s)) return AllocInfo{p, ReuseRule::kSameStream};
+    }
     const Target target = *found;
-    Block* b = nullptr;
     bool pinned = false;
     {
-      // The stream's lock: its cache and its position, one atomic
-      // instruction.
       SpinLockHolder lock(target.lock);
-      // The pool is still the handle's: destroying it changes the epoch
-      // before its MemPool is freed, which passes every stream lock first.
+      // Pinned under the stream lock while the epoch shows the pool is the
+      // handle's: it is not freed, so its lock may be taken once this one is
+      // let go.
       if (c_.lookup_epoch.load(std::memory_order_relaxed) == target.epoch) {
-        b = target.mp->CacheAllocate(target.t, size);
-        if (b != nullptr) {
-          StoreRelaxed(b->alloc_pos, c_.ordering.AdvancePoint(target.t));
-          if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
-            const uint64_t now = r->Now();
-            r->Allocated(size, s, target.ph, b, ReuseRule::kSameStream, {now, now});
-          }
-        } else {
-          // Pinned, the pool is not freed, so its lock may be taken once
-          // this one is let go.
-          target.mp->Pin();
-          pinned = true;
-        }
+        target.mp->Pin();
+        pinned = true;
       }
-    }
-    if (b != nullptr) {
-      Publish(target.ph, b);
-      return AllocInfo{reinterpret_cast<void*>(b->addr()), ReuseRule::kSameStream};
     }
     if (pinned) {
       std::optional<absl::StatusOr<MemPool::Allocation>> a = AllocateCentral(target, size, s);
       target.mp->Unpin();
       if (a.has_value()) {
         if (!a->ok()) return a->status();  // out of memory: the call's answer
-        Publish(target.ph, (*a)->block);
+        Publish(target.ph, (*a)->block, target.t);
         return AllocInfo{reinterpret_cast<void*>((*a)->block->addr()), (*a)->rule};
       }
     }
@@ -324,6 +314,34 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   return a;
 }
 
+Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  uint32_t h;
+  if (s == kNoStream) {
+    Block* b = c_.page_map.Get(addr);
+    if (b == nullptr) return nullptr;
+    h = HolderOf(*b);
+    if (h == 0 || b->addr() != addr) return nullptr;
+  } else {
+    SpinLockHolder lock(&c_.stream_lock(s));
+    Block* b = c_.page_map.Get(addr);
+    if (b == nullptr) return nullptr;
+    h = HolderOf(*b);
+    // Found by its entry, the block may have been freed and handed out at
+    // another address since: the address, read after the holder, decides.
+    if (h == 0 || b->addr() != addr) return nullptr;
+    if (h == s + 1) {
+      ClearHolder(*b);
+      return b;
+    }
+  }
+  // Held by another stream: under that stream's lock, if it still is.
+  SpinLockHolder lock(&c_.stream_lock(h - 1));
+  Block* b = c_.page_map.Get(addr);
+  if (b == nullptr || HolderOf(*b) != h || b->addr() != addr) return nullptr;
+  ClearHolder(*b);
+  return b;
+}
+
 absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (ptr != nullptr) {
     // The stream from this thread's memo when it is the last one allocated
@@ -341,14 +359,13 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
         lock = &c_.ordering.stream_lock(t);
       }
     }
-    // One exchange decides which of two racing frees of a pointer owns it.
-    Block* b = lock != nullptr ? c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr)) : nullptr;
+    Block* b = lock != nullptr ? Claim(reinterpret_cast<uintptr_t>(ptr), t) : nullptr;
     if (b != nullptr && LoadRelaxed(b->used_elsewhere)) {
       // Other streams' points are read under the ordering core's lock.
       MutexLock rt_lock(&c_.mu);
       Recorder* r = c_.recorder.get();
       const uint64_t start = r != nullptr ? r->Now() : 0;
-      FreeUsed(b, t);
+      FreeUsed(b, t, /*cacheable=*/true);
       if (r != nullptr) r->Freed(ptr, s, {start, r->Now()});
       return absl::OkStatus();
     }
@@ -359,10 +376,11 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
         SpinLockHolder hold(lock);
         f.at = c_.ordering.AdvancePoint(t);
         cached = b->chunk->pool->CacheFree(b, t, f.at);
-        if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
-          const uint64_t now = r->Now();
-          r->Freed(ptr, s, {now, now});
-        }
+      }
+      // Written once the stream lock is let go: the recorder's lock blocks.
+      if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
+        const uint64_t now = r->Now();
+        r->Freed(ptr, s, {now, now});
       }
       if (!cached) FinishFree(f);
       return absl::OkStatus();
@@ -388,10 +406,7 @@ void Allocator::FinishFree(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS 
     FreeCentral(f);
     return;
   }
-  MemPool& pool = *f.block->chunk->pool;
-  MutexLock pool_lock(&pool.central_mu());
-  pool.FreeOverflow(f.block, f.stream, f.at);
-  pool.EnsureCache(f.stream, &c_.stream_lock(f.stream));
+  FreeCentral(f);
 }
 
 void Allocator::FreeCentral(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -405,6 +420,10 @@ void Allocator::FreeCentral(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS
   // Through the cache (flushed first when full), or central where there is
   // none yet; later frees of this stream in this pool then take the fast path.
   MutexLock pool_lock(&pool.central_mu());
+  if (!f.cacheable) {
+    pool.FreeAsync(f.block, f.stream, f.at);
+    return;
+  }
   pool.FreeOverflow(f.block, f.stream, f.at);
   pool.EnsureCache(f.stream, &c_.stream_lock(f.stream));
 }
@@ -429,7 +448,7 @@ absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
   return absl::OkStatus();
 }
 
-void Allocator::FreeUsed(Block* b, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const uintptr_t base = b->addr();
   absl::InlinedVector<StreamIndex, 2> declared;
   if (auto it = c_.uses.find(base); it != c_.uses.end()) {
@@ -463,7 +482,9 @@ void Allocator::FreeUsed(Block* b, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS
   }
   MemPool& pool = *b->chunk->pool;
   MutexLock pool_lock(&pool.central_mu());
-  if (pending.empty()) {
+  if (pending.empty() && !cacheable) {
+    pool.FreeAsync(b, t, f);
+  } else if (pending.empty()) {
     pool.FreeOverflow(b, t, f);
     pool.EnsureCache(t, &c_.stream_lock(t));
   } else {
@@ -514,6 +535,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t p
                         (*prec)->attrs.access);
     c_.CheckerAfterEvent();
   }
+  SetHolder(*a->block, t);
   RecordPoolAlloc(pool_handle, **prec, a->block);
   // The stream's frees of this pool can now take the fast path.
   mp.EnsureCache(t, &c_.stream_lock(t));
@@ -525,9 +547,9 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
   const StreamIndex idx = (*rec)->index;
-  if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
+  if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), idx)) {
     if (LoadRelaxed(b->used_elsewhere)) {
-      FreeUsed(b, idx);
+      FreeUsed(b, idx, /*cacheable=*/true);
       return absl::OkStatus();
     }
     Position f;
@@ -594,8 +616,9 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   // A pool block the page map could not hold.
   Block* block = it->second.block;
   c_.allocs.erase(it);
+  ClearHolder(*block);
   if (LoadRelaxed(block->used_elsewhere)) {
-    FreeUsed(block, idx);
+    FreeUsed(block, idx, /*cacheable=*/false);
     return absl::OkStatus();
   }
   Position f;
@@ -604,7 +627,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     c_.ChargeCallLocked();
     f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
   }
-  FreeCentral(ClaimedFree{block, idx, f});
+  FreeCentral(ClaimedFree{block, idx, f, /*cacheable=*/false});
   return absl::OkStatus();
 }
 
@@ -749,7 +772,7 @@ absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {
 
 absl::Status Allocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
-  if (Block* b = c_.page_map.Claim(reinterpret_cast<uintptr_t>(ptr))) {
+  if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), kNoStream)) {
     NoteFreeNow(ptr);
     // The caller promises every access completed, other streams' included.
     c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
@@ -778,6 +801,7 @@ absl::Status Allocator::Free(void* ptr) {
     return absl::OkStatus();
   }
   c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
+  ClearHolder(*r.block);
   MutexLock pool_lock(&r.pool->central_mu());
   r.pool->FreeNow(r.block);
   return absl::OkStatus();
@@ -839,7 +863,7 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     return out;
   }
   // The start of an allocation (the common question) without walking blocks.
-  if (const Block* b = c_.page_map.Get(addr)) {
+  if (const Block* b = c_.page_map.Get(addr); b != nullptr && HolderOf(*b) != 0) {
     const MemPool& pool = *b->chunk->pool;
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
     out.pool = PoolId{pool.owner_handle()};
@@ -861,7 +885,7 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     if (!pool.Owns(addr)) return false;
     const Block* b = pool.LiveBlockContaining(addr);
     // A block in a front cache is LIVE to the central index but freed.
-    if (b == nullptr || (c_.page_map.Get(b->addr()) != b && !c_.allocs.contains(b->addr()))) {
+    if (b == nullptr || HolderOf(*b) == 0) {
       return false;
     }
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;

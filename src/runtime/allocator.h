@@ -4,8 +4,14 @@
 // executor), synchronous (Malloc, MallocHost: DirectMemory), and what a
 // pointer is (GetPointerAttributes).
 //
-// Fast path (docs/design.md, "Performance model"): a lock-free handle lookup, the
-// page map, one stream lock, a position; no runtime lock, no executor op.
+// The descent (src/README.md draws it): AllocateFast / FreeFast, inline in
+// the caller's translation unit (a memoized target, the stream's biased
+// lock, its front cache, a position: no read-modify-write, no runtime lock,
+// no executor op) -> MallocAsync / FreeAsync, out of line (the target
+// resolved, then the pool's ladder under its own lock, AllocateCentral) ->
+// the runtime's lock (MallocAsyncLocked / FreeAsyncLocked: the checker's
+// records, recordings, exportable and imported pools) -> out of memory
+// (AfterOutOfMemory: reclaim, the embedder's handler).
 #ifndef STREAMPOOL_SRC_RUNTIME_ALLOCATOR_H_
 #define STREAMPOOL_SRC_RUNTIME_ALLOCATOR_H_
 
@@ -35,11 +41,63 @@ class Allocator {
   // host callbacks; these take the runtime's lock only for what the paths
   // without it cannot serve (src/README.md draws the descent).
   absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
+  absl::Status FreeAsync(void* ptr, uint64_t s);
+
+  // The fast tier (inline, for the C entry points' translation unit): this
+  // thread's last (stream, pool) resolution, the stream's lock, a pop from
+  // its front cache, a position. Null (nothing changed) when it cannot
+  // decide: then MallocAsync. No read-modify-write: the stream lock is
+  // biased to its thread and a cached block kept its page-map entry.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void* AllocateFast(uint64_t size, uint64_t pool,
+                                                  uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const Memo& m = memo_;
+    if (m.owner != this || m.stream != s || m.pool != pool || size == 0 ||
+        c_.recording.load(std::memory_order_relaxed) != nullptr) {
+      return nullptr;
+    }
+    const Target& t = m.target;
+    SpinLockHolder lock(t.lock);
+    // The pool is still the handle's: destroying it changes the epoch
+    // before its MemPool is freed, which passes every stream lock first.
+    if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return nullptr;
+    Block* b = t.mp->CacheAllocate(t.t, size);
+    if (b == nullptr) return nullptr;
+    SetHolder(*b, t.t);
+    StoreRelaxed(b->alloc_pos, c_.ordering.AdvancePoint(t.t));
+    return reinterpret_cast<void*>(b->addr());
+  }
+  // The fast tier of the free: a block the stream itself holds, into its
+  // cache (or, the cache full, the pool's central free). False (nothing
+  // changed) when it cannot decide: then FreeAsync.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool FreeFast(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    const Memo& m = memo_;
+    if (m.owner != this || m.stream != s || ptr == nullptr ||
+        c_.recording.load(std::memory_order_relaxed) != nullptr) {
+      return false;
+    }
+    const Target& t = m.target;
+    ClaimedFree f;
+    {
+      SpinLockHolder lock(t.lock);
+      if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return false;
+      const auto addr = reinterpret_cast<uintptr_t>(ptr);
+      Block* b = c_.page_map.Get(addr);
+      // Held by this stream: only this lock's holder may change that.
+      if (b == nullptr || HolderOf(*b) != t.t + 1 || b->addr() != addr ||
+          LoadRelaxed(b->used_elsewhere)) {
+        return false;
+      }
+      ClearHolder(*b);
+      f = ClaimedFree{b, t.t, c_.ordering.AdvancePoint(t.t)};
+      if (b->chunk->pool->CacheFree(b, t.t, f.at)) return true;
+    }
+    FinishFree(f);
+    return true;
+  }
   // The pool `pool` names on stream s (0: the device's current pool), under
   // the runtime's lock; null when either handle is not a live local pool.
   MemPool* PoolFor(uint64_t pool, uint64_t s, uint64_t* handle, StreamIndex* t)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
-  absl::Status FreeAsync(void* ptr, uint64_t s);
   // Declares the live pool allocation at ptr used by stream s: its free will
   // also be ordered after s's work up to then, and its bytes reused by no
   // stream before both are complete.
@@ -89,10 +147,21 @@ class Allocator {
   // A free claimed from the page map: the block, and the point its free
   // took on the freeing stream. Whoever holds one owns the free.
   struct ClaimedFree {
-    Block* block;
-    StreamIndex stream;
-    Position at;
+    Block* block = nullptr;
+    StreamIndex stream = kNoStream;
+    Position at = 0;
+    // False for a block the page map does not hold (the core's allocs do):
+    // it never enters a front cache, whose pops find blocks by the map.
+    bool cacheable = true;
   };
+  // Claims the block live at addr for a free on stream s (clears its
+  // holder), taking s's lock, then the holder's if that is another stream;
+  // null when no block is live there (a double free, a foreign or interior
+  // pointer). A block is read only under a stream lock: a pool is freed only
+  // once every stream lock is passed, after its cached blocks' entries went.
+  // s = kNoStream (a synchronous free): the holder's lock alone, under the
+  // runtime's lock, which no pool is freed without.
+  Block* Claim(uintptr_t addr, StreamIndex s);
 
   // One try, by the fast path, the pool's central path or under the
   // runtime's lock; out of memory is the caller's to handle.
@@ -111,7 +180,8 @@ class Allocator {
   // The target of (pool, s) for the paths without the runtime's lock; null
   // when they may not run (checker, timeline, host cost, adapter, a
   // destroyed runtime) or a handle is not live.
-  const Target* FindTarget(uint64_t pool, uint64_t s);
+  // *resolved is set when the memo was made anew.
+  const Target* FindTarget(uint64_t pool, uint64_t s, bool* resolved);
   // The pool's central path without the runtime's lock: its lock, and the
   // ordering core's only once a rule needs it. Null when the call must go
   // under the runtime's lock (the pool was destroyed meanwhile, or the pool is
@@ -125,7 +195,7 @@ class Allocator {
   void FinishFree(const ClaimedFree& f);
   // The free of a claimed block other streams were declared to use, its
   // point not yet taken: under the runtime's lock, with the ordering core's.
-  void FreeUsed(Block* b, StreamIndex t);
+  void FreeUsed(Block* b, StreamIndex t, bool cacheable);
   void FreeCentral(const ClaimedFree& f);
   // Under the runtime's lock: the checker's records, spMalloc and imported
   // memory, exportable pools.
@@ -136,7 +206,8 @@ class Allocator {
   // Makes a block handed out without the runtime's lock findable by its base
   // (pool handle ph). Reads nothing of the pool: the caller may have
   // unpinned it.
-  void Publish(uint64_t ph, Block* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  void Publish(uint64_t ph, Block* b, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    SetHolder(*b, t);
     if (!c_.page_map.Set(b->addr(), b)) PublishSlow(ph, b);
   }
   void PublishSlow(uint64_t ph, Block* b);

@@ -75,7 +75,8 @@ absl::StatusOr<uint64_t> IpcService::ImportPool(int fd) {
 
 absl::StatusOr<PtrExportData> IpcService::ExportPointer(const void* ptr) {
   AllocRec r;
-  if (Block* b = c_.page_map.Get(reinterpret_cast<uintptr_t>(ptr))) {
+  if (Block* b = c_.page_map.Get(reinterpret_cast<uintptr_t>(ptr));
+      b != nullptr && HolderOf(*b) != 0) {
     const MemPool& pool = *b->chunk->pool;
     r.block = b;
     r.requested = b->requested;

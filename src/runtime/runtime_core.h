@@ -106,7 +106,8 @@ struct RuntimeCore {
   // The live pool block starting at addr: the page map's, else the one the
   // core's allocs hold for it; null for anything else.
   const Block* PoolBlockAt(uintptr_t addr) const {
-    if (const Block* b = page_map.Get(addr)) return b;
+    // A block in a front cache keeps its entry but has no holder.
+    if (const Block* b = page_map.Get(addr)) return HolderOf(*b) != 0 ? b : nullptr;
     auto it = allocs.find(addr);
     return it != allocs.end() ? it->second.block : nullptr;
   }

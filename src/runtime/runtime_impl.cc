@@ -345,8 +345,8 @@ absl::Status RuntimeImpl::Enter() {
 
 // ------------------------------------------- the entry points beside Run
 
-absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
-                                                   uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::StatusOr<AllocInfo> RuntimeImpl::AllocateSlow(uint64_t size, uint64_t pool,
+                                                    uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
   CallGate::Pass pass(gate_);
   if (!pass.entered()) return Destroyed();
@@ -354,7 +354,7 @@ absl::StatusOr<AllocInfo> RuntimeImpl::MallocAsync(uint64_t size, uint64_t pool,
   return alloc_.MallocAsync(size, pool, s);
 }
 
-absl::Status RuntimeImpl::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+absl::Status RuntimeImpl::FreeSlow(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
   CallGate::Pass pass(gate_);
   if (!pass.entered()) return Destroyed();

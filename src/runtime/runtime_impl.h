@@ -129,9 +129,31 @@ class RuntimeImpl {
   }
 
   // The two paths that take no runtime lock unless they must (the allocator
-  // takes it itself). pool == 0: the stream's device's current pool.
-  absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s);
-  absl::Status FreeAsync(void* ptr, uint64_t s);
+  // takes it itself). pool == 0: the stream's device's current pool. Each
+  // is its fast tier (inline: the call gate and Allocator::AllocateFast or
+  // FreeFast), then, where that could not decide, its slow tier.
+  absl::StatusOr<AllocInfo> MallocAsync(uint64_t size, uint64_t pool, uint64_t s) {
+    if (void* p = AllocateFast(size, pool, s)) return AllocInfo{p, ReuseRule::kSameStream};
+    return AllocateSlow(size, pool, s);
+  }
+  absl::Status FreeAsync(void* ptr, uint64_t s) {
+    if (FreeFast(ptr, s)) return absl::OkStatus();
+    return FreeSlow(ptr, s);
+  }
+  // Null, or false, with nothing changed when the fast tier cannot decide.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void* AllocateFast(uint64_t size, uint64_t pool, uint64_t s) {
+    if (InHostCallback()) return nullptr;
+    CallGate::Pass pass(gate_);
+    return pass.entered() ? alloc_.AllocateFast(size, pool, s) : nullptr;
+  }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool FreeFast(void* ptr, uint64_t s) {
+    if (InHostCallback()) return false;
+    CallGate::Pass pass(gate_);
+    return pass.entered() && alloc_.FreeFast(ptr, s);
+  }
+  // Out of line: the rest of the descent, for a call the fast tier missed.
+  absl::StatusOr<AllocInfo> AllocateSlow(uint64_t size, uint64_t pool, uint64_t s);
+  absl::Status FreeSlow(void* ptr, uint64_t s);
   // From a host function too: that thread already holds the lock. 0 once
   // the runtime is destroyed.
   uint64_t HostNow();
