@@ -101,8 +101,13 @@ class Ordering {
   // because of it; the next op makes that join). Returns the new position.
   // Takes only s's stream lock (the caller holds it), not the lock that
   // guards the rest (see the constructor).
-  Position AdvancePoint(StreamIndex s) {
-    std::atomic<Position>& pos = streams_[s].pos;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Position AdvancePoint(StreamIndex s) {
+    return AdvancePoint(position(s));
+  }
+  // The same through pos(s)'s place, which stays put for the runtime's life
+  // (the fast tier keeps it rather than find it at every call).
+  std::atomic<Position>& position(StreamIndex s) { return streams_[s].pos; }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static Position AdvancePoint(std::atomic<Position>& pos) {
     const Position p = pos.load(std::memory_order_relaxed) + 1;
     pos.store(p, std::memory_order_release);
     return p;

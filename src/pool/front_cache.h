@@ -47,6 +47,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "src/pool/block.h"
 #include "src/util/spin_lock.h"
@@ -110,7 +111,7 @@ class alignas(64) FrontCache {
 
   // The most recent block of exactly `size` bytes, spending its bytes of
   // allowance; null when there is none or the allowance is short.
-  Block* Pop(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Block* Pop(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Bin* bin = Find(size);
     if (bin == nullptr || bin->count == 0 || allowance_ < size) return nullptr;
     allowance_ -= size;
@@ -133,7 +134,7 @@ class alignas(64) FrontCache {
     return bin->entries[n].block;
   }
   // Caches a LIVE block freed at (stream, f); false when full.
-  bool Push(Block* b, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Push(Block* b, Position f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const uint64_t size = b->size();
     if (size > kMaxBlock || bytes_ + size > kMaxBytes) return false;
     Bin* bin = Find(size);
@@ -206,7 +207,7 @@ class alignas(64) FrontCache {
   // What this cache's pops and pushes changed the pool's requested bytes by
   // (pops add the request, pushes take the freed block's away).
   int64_t published_requested() const { return requested_; }
-  void AddRequested(int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void AddRequested(int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     requested_ = requested_ + delta;
   }
   // Allocations served and frees taken here, since the cache was made.

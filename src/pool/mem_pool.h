@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -157,33 +158,43 @@ class MemPool {
   // front cache, now LIVE on t and counted as a same-stream reuse; null when
   // the cache is off, absent, holds none or lacks allowance (then Allocate,
   // whose rule 0 settles the allowance).
-  Block* CacheAllocate(StreamIndex t, uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (!front_cache()) return nullptr;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Block* CacheAllocate(StreamIndex t,
+                                                    uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     FrontCache* c = CacheOf(t);
-    if (c == nullptr) return nullptr;
+    return c != nullptr ? CacheAllocate(*c, t, size) : nullptr;
+  }
+  // The same from t's cache c, as the caller found it before (CacheOf).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Block* CacheAllocate(FrontCache& c, StreamIndex t,
+                                                    uint64_t size) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!front_cache()) return nullptr;
     uint64_t need;
     if (!rule_.ApplyFast(size, &need)) {
       const std::optional<uint64_t> slow = rule_.ApplySlow(size);
       if (!slow) return nullptr;
       need = *slow;
     }
-    Block* b = c->Pop(need);
+    Block* b = c.Pop(need);
     // Written only when they change: blocks of different streams may share a
     // cache line, and a steady pair re-pops the same block for the same size.
     if (b != nullptr) {
       if (b->stream != t) StoreRelaxed(b->stream, t);
       if (b->requested != size) StoreRelaxed(b->requested, size);
-      c->AddRequested(static_cast<int64_t>(size));
+      c.AddRequested(static_cast<int64_t>(size));
     }
     return b;
   }
   // Fast path (s's stream lock held): caches LIVE block b freed at (s, f);
   // false when the cache is off, absent or full (then FreeAsync).
-  bool CacheFree(Block* b, StreamIndex s, Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (!front_cache()) return false;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool CacheFree(Block* b, StreamIndex s,
+                                              Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     FrontCache* c = CacheOf(s);
-    if (c == nullptr || !c->Push(b, f)) return false;
-    c->AddRequested(-static_cast<int64_t>(b->requested));
+    return c != nullptr && CacheFree(*c, b, f);
+  }
+  // The same into s's cache c.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool CacheFree(FrontCache& c, Block* b,
+                                              Position f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!front_cache() || !c.Push(b, f)) return false;
+    c.AddRequested(-static_cast<int64_t>(b->requested));
     return true;
   }
   // Central: a free the fast path could not cache (s's cache full): flushes
@@ -199,6 +210,14 @@ class MemPool {
   // s is destroyed: flushes its cache and takes back its allowance.
   void RetireCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
+  // Stream s's front cache, or null while it has none (EnsureCache makes
+  // it). Lock-free; a cache lives as long as its pool.
+  FrontCache* CacheOf(StreamIndex s) const {
+    if (s >= kCacheChunk * kCacheChunks) return nullptr;
+    const std::atomic<FrontCache*>* chunk =
+        cache_dir_[s / kCacheChunk].load(std::memory_order_acquire);
+    return chunk == nullptr ? nullptr : chunk[s % kCacheChunk].load(std::memory_order_acquire);
+  }
   // The map the runtime publishes this pool's allocations in: the pool takes
   // a block's entry out when the central index frees it (a cached block keeps
   // its entry). Null for a pool on its own (tests). Set before any
@@ -417,12 +436,6 @@ class MemPool {
   // without a lock (slots never move; a cache lives as long as the pool).
   static constexpr size_t kCacheChunk = 256;
   static constexpr size_t kCacheChunks = 256;
-  FrontCache* CacheOf(StreamIndex s) const {
-    if (s >= kCacheChunk * kCacheChunks) return nullptr;
-    const std::atomic<FrontCache*>* chunk =
-        cache_dir_[s / kCacheChunk].load(std::memory_order_acquire);
-    return chunk == nullptr ? nullptr : chunk[s % kCacheChunk].load(std::memory_order_acquire);
-  }
   // c's blocks into the central index (c's lock held).
   void FlushInto(FrontCache& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu());
   // Settles UsedMemHigh (true used = used_ - Σ cached bytes, taken one

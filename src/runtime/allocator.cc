@@ -117,7 +117,9 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
   MemPool* mp = c_.pools.FindFast(ph);
   if (mp == nullptr) return nullptr;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
-  m = Memo{this, s, pool, Target{ph, mp, t, &c_.ordering.stream_lock(t), epoch}};
+  m = Memo{this, s, pool,
+           Target{ph, mp, t, &c_.ordering.stream_lock(t), epoch, nullptr, &c_.ordering.position(t)},
+           nullptr};
   *resolved = true;
   return &m.target;
 }

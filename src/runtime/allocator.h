@@ -50,20 +50,22 @@ class Allocator {
   // biased to its thread and a cached block kept its page-map entry.
   ABSL_ATTRIBUTE_ALWAYS_INLINE void* AllocateFast(uint64_t size, uint64_t pool,
                                                   uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    const Memo& m = memo_;
+    Memo& m = memo_;
     if (m.owner != this || m.stream != s || m.pool != pool || size == 0 ||
         c_.recording.load(std::memory_order_relaxed) != nullptr) {
       return nullptr;
     }
-    const Target& t = m.target;
+    Target& t = m.target;
     SpinLockHolder lock(t.lock);
     // The pool is still the handle's: destroying it changes the epoch
     // before its MemPool is freed, which passes every stream lock first.
     if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return nullptr;
-    Block* b = t.mp->CacheAllocate(t.t, size);
+    if (t.cache == nullptr && (t.cache = t.mp->CacheOf(t.t)) == nullptr) return nullptr;
+    Block* b = t.mp->CacheAllocate(*t.cache, t.t, size);
     if (b == nullptr) return nullptr;
     SetHolder(*b, t.t);
-    StoreRelaxed(b->alloc_pos, c_.ordering.AdvancePoint(t.t));
+    StoreRelaxed(b->alloc_pos, Ordering::AdvancePoint(*t.position));
+    m.last = b;
     return reinterpret_cast<void*>(b->addr());
   }
   // The fast tier of the free: a block the stream itself holds, into its
@@ -81,15 +83,19 @@ class Allocator {
       SpinLockHolder lock(t.lock);
       if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return false;
       const auto addr = reinterpret_cast<uintptr_t>(ptr);
-      Block* b = c_.page_map.Get(addr);
+      const bool last = m.last != nullptr && m.last->addr() == addr;
+      Block* b = last ? m.last : c_.page_map.Get(addr);
       // Held by this stream: only this lock's holder may change that.
       if (b == nullptr || HolderOf(*b) != t.t + 1 || b->addr() != addr ||
           LoadRelaxed(b->used_elsewhere)) {
         return false;
       }
       ClearHolder(*b);
-      f = ClaimedFree{b, t.t, c_.ordering.AdvancePoint(t.t)};
-      if (b->chunk->pool->CacheFree(b, t.t, f.at)) return true;
+      f = ClaimedFree{b, t.t, Ordering::AdvancePoint(*t.position)};
+      // The last block came from the memo's pool and stream cache.
+      const bool cached =
+          last ? t.mp->CacheFree(*t.cache, b, f.at) : b->chunk->pool->CacheFree(b, t.t, f.at);
+      if (cached) return true;
     }
     FinishFree(f);
     return true;
@@ -132,6 +138,9 @@ class Allocator {
     StreamIndex t;
     SpinLock* lock;
     uint64_t epoch;
+    // t's front cache in mp, once it has one (filled by the fast tier).
+    FrontCache* cache;
+    std::atomic<Position>* position;  // pos(t)
   };
   // A host thread's last resolution, so that a thread allocating on one
   // stream resolves its handles once, not at every call.
@@ -140,6 +149,11 @@ class Allocator {
     uint64_t stream;
     uint64_t pool;
     Target target;
+    // The block the fast tier last handed out here: a free of it (the
+    // common next call) needs no page-map walk. Only a hint: the free reads
+    // it under the stream lock, with the epoch showing the pool alive, and
+    // checks its holder and address as it would a block from the map.
+    Block* last;
   };
   // Trivially destructible and initial-exec, as the registry's per-thread
   // cache: read on every call.

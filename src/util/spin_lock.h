@@ -165,8 +165,12 @@ class ABSL_LOCKABLE SpinLock {
 
 class ABSL_SCOPED_LOCKABLE SpinLockHolder {
  public:
-  explicit SpinLockHolder(SpinLock* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
-  ~SpinLockHolder() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE explicit SpinLockHolder(SpinLock* mu)
+      ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu) {
+    mu_->Lock();
+  }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ~SpinLockHolder() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
   SpinLockHolder(const SpinLockHolder&) = delete;
   SpinLockHolder& operator=(const SpinLockHolder&) = delete;
 
