@@ -251,38 +251,9 @@ std::vector<Access> Accesses(const py::iterable& items) {
 
 py::dict StatsDict(const PoolStats& s) {
   py::dict d;
-  d["reserved_bytes"] = s.reserved_bytes;
-  d["reserved_high"] = s.reserved_high;
-  d["used_bytes"] = s.used_bytes;
-  d["used_high"] = s.used_high;
-  d["alloc_count"] = s.alloc_count;
-  d["free_count"] = s.free_count;
-  d["failed_alloc_count"] = s.failed_alloc_count;
-  d["reuse_same_stream"] = s.reuse_same_stream;
-  d["reuse_event_dependency"] = s.reuse_event_dependency;
-  d["reuse_opportunistic"] = s.reuse_opportunistic;
-  d["reuse_after_sync"] = s.reuse_after_sync;
-  d["reuse_internal_dependency"] = s.reuse_internal_dependency;
-  d["fresh_allocs"] = s.fresh_allocs;
-  d["waits_inserted"] = s.waits_inserted;
-  d["upstream_maps"] = s.upstream_maps;
-  d["upstream_unmaps"] = s.upstream_unmaps;
-  d["huge_page_bytes"] = s.huge_page_bytes;
-  d["transparent_huge_page_bytes"] = s.transparent_huge_page_bytes;
-  d["normal_page_bytes"] = s.normal_page_bytes;
-  d["largest_free_block"] = s.largest_free_block;
-  d["upstream_bytes_mapped"] = s.upstream_bytes_mapped;
-  d["fragmentation"] = s.fragmentation;
-  d["requested_bytes"] = s.requested_bytes;
-  d["requested_high"] = s.requested_high;
-  d["oom_count"] = s.oom_count;
-  d["reclaims"] = s.reclaims;
-  d["reclaimed_bytes"] = s.reclaimed_bytes;
-  d["oom_retries"] = s.oom_retries;
-  d["segments"] = s.segments;
-  d["segments_high"] = s.segments_high;
-  d["waits_before_growth"] = s.waits_before_growth;
-  d["joined_reuses"] = s.joined_reuses;
+#define SP_POOL_STAT(c_name, cxx_name, combine) d[#cxx_name] = s.cxx_name;
+#define SP_POOL_STAT_CXX(cxx_name, type, combine) d[#cxx_name] = s.cxx_name;
+#include "src/pool/pool_stats.def"
   // The same figures under torch.cuda.memory_stats()'s names, where the
   // meaning is the same (allocated: block sizes of live allocations).
   d["allocated_bytes.all.current"] = s.used_bytes;

@@ -1,11 +1,13 @@
 // The C API: argument checks, handle decoding, and status -> spError_t. All
 // semantics live in the runtime's parts, reached through RuntimeImpl::Run (or
 // its entry points beside it); this file only translates.
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -132,6 +134,38 @@ bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && O
 }  // namespace streampool::internal
 
 namespace {
+
+// spMemPoolStats and PoolStats hold the fields of src/pool/pool_stats.def in
+// its order (PoolStats also the C++-only ones): the layouts programs built
+// against the installed headers read. Every field is 8 bytes wide, so its
+// place in the table fixes its offset.
+enum CStatIndex {
+#define SP_POOL_STAT(c_name, cxx_name, combine) kC_##c_name,
+#include "src/pool/pool_stats.def"
+  kCStatCount
+};
+enum CxxStatIndex {
+#define SP_POOL_STAT(c_name, cxx_name, combine) kCxx_##cxx_name,
+#define SP_POOL_STAT_CXX(cxx_name, type, combine) kCxx_##cxx_name,
+#include "src/pool/pool_stats.def"
+  kCxxStatCount
+};
+#define SP_STAT_AT(Struct, field, type, index)                                               \
+  static_assert(                                                                             \
+      std::is_same_v<decltype(Struct::field), type> && offsetof(Struct, field) == (index)*8, \
+      #Struct "::" #field                                                                    \
+              " is not of the type or in the place that the table "                          \
+              "(src/pool/pool_stats.def) gives it");
+#define SP_POOL_STAT(c_name, cxx_name, combine)             \
+  SP_STAT_AT(spMemPoolStats, c_name, uint64_t, kC_##c_name) \
+  SP_STAT_AT(streampool::PoolStats, cxx_name, uint64_t, kCxx_##cxx_name)
+#define SP_POOL_STAT_CXX(cxx_name, type, combine) \
+  SP_STAT_AT(streampool::PoolStats, cxx_name, type, kCxx_##cxx_name)
+#include "src/pool/pool_stats.def"
+#undef SP_STAT_AT
+static_assert(sizeof(spMemPoolStats) == kCStatCount * 8 &&
+                  sizeof(streampool::PoolStats) == kCxxStatCount * 8,
+              "a statistics struct has a field that src/pool/pool_stats.def does not list");
 
 // What a pool attribute's value pointer points to, as CUDA types them: the
 // byte counts and the maximum size are cuuint64_t, the rest int or an enum.
@@ -759,35 +793,8 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
     if (stats == nullptr) return spErrorInvalidValue;
     auto s = r.Run<&Pools::GetPoolStats>(Value(pool));
     if (!s.ok()) return ToError(s.status());
-    stats->reservedBytes = s->reserved_bytes;
-    stats->reservedHigh = s->reserved_high;
-    stats->usedBytes = s->used_bytes;
-    stats->usedHigh = s->used_high;
-    stats->allocCount = s->alloc_count;
-    stats->freeCount = s->free_count;
-    stats->failedAllocCount = s->failed_alloc_count;
-    stats->reuseSameStream = s->reuse_same_stream;
-    stats->reuseEventDependency = s->reuse_event_dependency;
-    stats->reuseOpportunistic = s->reuse_opportunistic;
-    stats->reuseAfterSync = s->reuse_after_sync;
-    stats->reuseInternalDependency = s->reuse_internal_dependency;
-    stats->waitsInserted = s->waits_inserted;
-    stats->upstreamMaps = s->upstream_maps;
-    stats->upstreamUnmaps = s->upstream_unmaps;
-    stats->hugePageBytes = s->huge_page_bytes;
-    stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
-    stats->normalPageBytes = s->normal_page_bytes;
-    stats->largestFreeBlock = s->largest_free_block;
-    stats->requestedBytes = s->requested_bytes;
-    stats->requestedHigh = s->requested_high;
-    stats->oomCount = s->oom_count;
-    stats->reclaims = s->reclaims;
-    stats->reclaimedBytes = s->reclaimed_bytes;
-    stats->oomRetries = s->oom_retries;
-    stats->segments = s->segments;
-    stats->segmentsHigh = s->segments_high;
-    stats->waitsBeforeGrowth = s->waits_before_growth;
-    stats->joinedReuses = s->joined_reuses;
+#define SP_POOL_STAT(c_name, cxx_name, combine) stats->c_name = s->cxx_name;
+#include "src/pool/pool_stats.def"
     return spSuccess;
   });
 }
