@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "python/pyacl_bindings.h"
 #include "src/pool/names.h"
+#include "src/pool/pool_attrs.h"
 #include "src/replay/decisions.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
@@ -902,20 +903,22 @@ void DestroyEvent(Event& e) {
   e.destroyed = true;
 }
 
-void BindPoolAttribute(py::class_<Pool>& cls, const char* name, PoolAttr attr, bool is_switch,
-                       const char* doc) {
-  if (is_switch) {
+// A settable attribute as a property: a switch as a bool, bytes as an int
+// or 'max'.
+void BindPoolAttribute(py::class_<Pool>& cls, const internal::PoolAttrInfo& a) {
+  const PoolAttr attr = a.attr;
+  if (a.kind != internal::AttrKind::kU64) {
     cls.def_property(
-        name, [attr](const Pool& p) { return p.Get(attr) != 0; },
-        [attr](const Pool& p, bool on) { p.Set(attr, on ? 1 : 0); }, doc);
+        a.name, [attr](const Pool& p) { return p.Get(attr) != 0; },
+        [attr](const Pool& p, bool on) { p.Set(attr, on ? 1 : 0); }, a.doc);
   } else {
     cls.def_property(
-        name, [attr](const Pool& p) { return p.Get(attr); },
+        a.name, [attr](const Pool& p) { return p.Get(attr); },
         [attr](const Pool& p, const py::object& v) {
           p.Set(attr, Threshold(v));
           p.st->CountBytes();
         },
-        doc);
+        a.doc);
   }
 }
 
@@ -1008,26 +1011,9 @@ void Bind(py::module_& m) {
             return internal::EnumName(static_cast<PoolGrowth>(p.Get(PoolAttr::kGrowth)));
           },
           "'chunked' or 'expandable'.");
-  BindPoolAttribute(pool, "reuse_follow_event_dependencies",
-                    PoolAttr::kReuseFollowEventDependencies, true,
-                    "Rule 2: reuse a free this stream is ordered after.");
-  BindPoolAttribute(pool, "reuse_allow_opportunistic", PoolAttr::kReuseAllowOpportunistic, true,
-                    "Rule 3: reuse a free observed complete.");
-  BindPoolAttribute(pool, "reuse_allow_internal_dependencies",
-                    PoolAttr::kReuseAllowInternalDependencies, true,
-                    "Rule 5: reuse a pending free after inserting a wait on it.");
-  BindPoolAttribute(pool, "front_cache", PoolAttr::kFrontCache, true,
-                    "The per-stream front caches.");
-  BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
-                    "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
-  BindPoolAttribute(pool, "wait_before_growth", PoolAttr::kWaitBeforeGrowth, true,
-                    "With rule 5 on: serve from another stream's pending free before growing "
-                    "when the wait delays nothing (True, the default); False grows first, as "
-                    "CUDA does.");
-  BindPoolAttribute(pool, "soft_reserved_limit", PoolAttr::kSoftReservedLimit, false,
-                    "With rule 5 on: growth past this many reserved bytes waits for other "
-                    "streams' pending frees first; 'max' (the default) sets no limit, 0 waits "
-                    "before every growth.");
+  for (const internal::PoolAttrInfo& a : internal::PoolAttrs()) {
+    if (a.access == internal::AttrAccess::kReadWrite) BindPoolAttribute(pool, a);
+  }
   pool.def_property_readonly(
           "reserved_current", [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); },
           "Bytes the pool holds from its upstream (cudaMemPoolAttrReservedMemCurrent).")

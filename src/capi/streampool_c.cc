@@ -14,6 +14,7 @@
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/pool/pool_attrs.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/process.h"
@@ -167,49 +168,20 @@ static_assert(sizeof(spMemPoolStats) == kCStatCount * 8 &&
                   sizeof(streampool::PoolStats) == kCxxStatCount * 8,
               "a statistics struct has a field that src/pool/pool_stats.def does not list");
 
-// What a pool attribute's value pointer points to, as CUDA types them: the
-// byte counts and the maximum size are cuuint64_t, the rest int or an enum.
-enum class AttrWidth { kUnknown, kInt, kU64 };
-
-AttrWidth WidthOf(int attr) {
-  switch (attr) {
-    case spMemPoolReuseFollowEventDependencies:
-    case spMemPoolReuseAllowOpportunistic:
-    case spMemPoolReuseAllowInternalDependencies:
-    case spMemPoolAttrAllocationType:
-    case spMemPoolAttrExportHandleTypes:
-    case spMemPoolAttrLocationId:
-    case spMemPoolAttrLocationType:
-    case spMemPoolAttrHwDecompressEnabled:
-    case spMemPoolAttrGrowth:
-    case spMemPoolAttrFrontCache:
-    case spMemPoolAttrWaitBeforeGrowth:
-      return AttrWidth::kInt;
-    case spMemPoolAttrReleaseThreshold:
-    case spMemPoolAttrReservedMemCurrent:
-    case spMemPoolAttrReservedMemHigh:
-    case spMemPoolAttrUsedMemCurrent:
-    case spMemPoolAttrUsedMemHigh:
-    case spMemPoolAttrMaxPoolSize:
-    case spMemPoolAttrSoftReservedLimit:
-      return AttrWidth::kU64;
-    default:
-      return AttrWidth::kUnknown;
-  }
-}
-
 }  // namespace
 
 using streampool::AllocInfo;
-using streampool::PoolAttr;
 using streampool::PoolProps;
 using streampool::internal::Allocator;
+using streampool::internal::AttrKind;
 using streampool::internal::Entry;
 using streampool::internal::Events;
+using streampool::internal::FindPoolAttr;
 using streampool::internal::InHostCallback;
 using streampool::internal::IpcService;
 using streampool::internal::IsRuntimeHandle;
 using streampool::internal::Observation;
+using streampool::internal::PoolAttrInfo;
 using streampool::internal::Pools;
 using streampool::internal::RunOn;
 using streampool::internal::RuntimeImpl;
@@ -750,34 +722,28 @@ spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noex
 spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
-    const int attr = streampool::internal::EnumInt(attr_in);
-    const AttrWidth width = WidthOf(attr);
-    if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
-    if (attr == spMemPoolAttrFrontCache || attr == spMemPoolAttrWaitBeforeGrowth) {
-      // Exactly 0 or 1, unlike CUDA's reuse switches (any non-zero is on).
-      const int on = *static_cast<int*>(value);
-      if (on != 0 && on != 1) return spErrorInvalidValue;
-      return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), on));
-    }
-    const uint64_t v = width == AttrWidth::kInt
-                           ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
-                           : *static_cast<uint64_t*>(value);
-    return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), v));
+    const PoolAttrInfo* a = FindPoolAttr(streampool::internal::EnumInt(attr_in));
+    if (value == nullptr || a == nullptr) return spErrorInvalidValue;
+    // CUDA's reuse switches take any non-zero value as on; streampool's own
+    // take exactly 0 or 1.
+    const int on = a->kind == AttrKind::kU64 ? 0 : *static_cast<int*>(value);
+    if (a->kind == AttrKind::kStrictSwitch && on != 0 && on != 1) return spErrorInvalidValue;
+    const uint64_t v = a->kind == AttrKind::kU64 ? *static_cast<uint64_t*>(value) : on != 0;
+    return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), a->attr, v));
   });
 }
 
 spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
-    const int attr = streampool::internal::EnumInt(attr_in);
-    const AttrWidth width = WidthOf(attr);
-    if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
-    auto v = r.Run<&Pools::GetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr));
+    const PoolAttrInfo* a = FindPoolAttr(streampool::internal::EnumInt(attr_in));
+    if (value == nullptr || a == nullptr) return spErrorInvalidValue;
+    auto v = r.Run<&Pools::GetPoolAttribute>(Value(pool), a->attr);
     if (!v.ok()) return ToError(v.status());
-    if (width == AttrWidth::kInt) {
-      *static_cast<int*>(value) = static_cast<int>(static_cast<int64_t>(*v));
-    } else {
+    if (a->kind == AttrKind::kU64) {
       *static_cast<uint64_t*>(value) = *v;
+    } else {
+      *static_cast<int*>(value) = static_cast<int>(static_cast<int64_t>(*v));
     }
     return spSuccess;
   });
