@@ -922,16 +922,9 @@ void BindPoolAttribute(py::class_<Pool>& cls, const internal::PoolAttrInfo& a) {
   }
 }
 
-}  // namespace
-
-void Bind(py::module_& m) {
-  m.doc() = "The compiled half of streampool; import streampool instead.";
-  py::module_ errors = py::module_::import("streampool._errors");
-  g_error = py::object(errors.attr("Error")).release().ptr();
-  g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
-
-  // Both classes first, so that each method's signature names the other by
-  // its Python name.
+// Streams and events: declared together, so that each method's signature
+// names the other by its Python name.
+void BindStreamsAndEvents(py::module_& m) {
   py::class_<Stream> stream(m, "Stream", "A stream of a Runtime (cudaStream_t).");
   py::class_<Event> event(m, "Event", "An event of a Runtime (cudaEvent_t).");
   stream
@@ -996,7 +989,10 @@ void Bind(py::module_& m) {
       .def("__repr__",
            [](const Event& e) { return absl::StrCat("<streampool.Event ", e.id.value, ">"); });
   AddContextManager(event, &DestroyEvent);
+}
 
+// Pools, their attributes and statistics, and the allocations they hand out.
+void BindPools(py::module_& m) {
   py::class_<Pool> pool(m, "Pool", "A memory pool of a Runtime (cudaMemPool_t).");
   pool.def_property_readonly(
           "id", [](const Pool& p) { return p.id.value; },
@@ -1086,9 +1082,10 @@ void Bind(py::module_& m) {
         return absl::StrCat("<streampool.Allocation ptr=0x", absl::Hex(a.ptr), " size=", a.size,
                             " rule=", internal::EnumName(a.rule), ">");
       });
+}
 
-  py::class_<PyRuntime> runtime(m, "Runtime",
-                                "Simulated devices with their streams, events and pools.");
+// The runtime: its life, its streams, events and pools, allocation.
+void BindRuntimeObjects(py::class_<PyRuntime>& runtime) {
   runtime
       .def(py::init<int, uint64_t, const std::string&, const std::string&, uint64_t, uint64_t, bool,
                     bool, bool, const std::string&>(),
@@ -1199,7 +1196,12 @@ void Bind(py::module_& m) {
       .def(
           "free_host",
           [](PyRuntime& r, const py::handle& ptr) { Check(r.rt().FreeHost(Ptr(ptr))); },
-          py::arg("ptr"), "Frees memory from malloc_host (cudaFreeHost).")
+          py::arg("ptr"), "Frees memory from malloc_host (cudaFreeHost).");
+}
+
+// Work on streams, synchronization, host time, pointers and peers.
+void BindRuntimeWork(py::class_<PyRuntime>& runtime) {
+  runtime
       .def("launch_kernel", &PyRuntime::LaunchKernel, py::arg("stream"), py::kw_only(),
            py::arg("duration_ns") = 0, py::arg("accesses") = py::tuple(),
            "Enqueues a kernel of duration_ns on stream that touches accesses: Allocations "
@@ -1263,7 +1265,13 @@ void Bind(py::module_& m) {
             return Check(r.rt().CanAccessPeer(device, peer));
           },
           py::arg("device"), py::arg("peer"),
-          "Whether peer can be given access to device's memory (cudaDeviceCanAccessPeer).")
+          "Whether peer can be given access to device's memory (cudaDeviceCanAccessPeer).");
+}
+
+// What a runtime shows of itself: the checker, out-of-memory handling,
+// recordings, live allocations and pools, timelines.
+void BindRuntimeObservation(py::class_<PyRuntime>& runtime) {
+  runtime
       .def(
           "enable_checker", [](PyRuntime& r, bool on) { r.rt().EnableChecker(on); },
           py::arg("on") = true, "Turns the stream-order checker on (collecting reports) or off.")
@@ -1439,12 +1447,10 @@ void Bind(py::module_& m) {
           "enqueued_ns, start_ns and end_ns in virtual time.")
       .def("timeline_json", &PyRuntime::TimelineJson,
            "The recorded timeline as Chrome trace-event JSON text.");
+}
 
-  m.def(
-      "_acl_runtime", [] { return PyRuntime(Check(AclFaceRuntime())); },
-      "A Runtime over the AscendCL face's implicit runtime (streampool.acl_runtime).");
-  BindPyAcl(m);
-
+// Replays of traces and the decisions they make.
+void BindReplay(py::module_& m) {
   m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
         py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),
         py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"),
@@ -1483,6 +1489,28 @@ void Bind(py::module_& m) {
   py::list reuse_switches;
   for (const replay::ReuseSwitch& r : replay::ReuseSwitches()) reuse_switches.append(r.name);
   m.attr("REUSE_RULES") = py::tuple(reuse_switches);
+}
+
+}  // namespace
+
+void Bind(py::module_& m) {
+  m.doc() = "The compiled half of streampool; import streampool instead.";
+  py::module_ errors = py::module_::import("streampool._errors");
+  g_error = py::object(errors.attr("Error")).release().ptr();
+  g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
+
+  BindStreamsAndEvents(m);
+  BindPools(m);
+  py::class_<PyRuntime> runtime(m, "Runtime",
+                                "Simulated devices with their streams, events and pools.");
+  BindRuntimeObjects(runtime);
+  BindRuntimeWork(runtime);
+  BindRuntimeObservation(runtime);
+  m.def(
+      "_acl_runtime", [] { return PyRuntime(Check(AclFaceRuntime())); },
+      "A Runtime over the AscendCL face's implicit runtime (streampool.acl_runtime).");
+  BindPyAcl(m);
+  BindReplay(m);
 }
 
 }  // namespace streampool::python
