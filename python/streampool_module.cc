@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "python/pyacl_bindings.h"
 #include "src/pool/names.h"
+#include "src/pool/pool_attrs.h"
 #include "src/replay/decisions.h"
 #include "src/replay/policy_report.h"
 #include "src/replay/replay.h"
@@ -251,38 +252,9 @@ std::vector<Access> Accesses(const py::iterable& items) {
 
 py::dict StatsDict(const PoolStats& s) {
   py::dict d;
-  d["reserved_bytes"] = s.reserved_bytes;
-  d["reserved_high"] = s.reserved_high;
-  d["used_bytes"] = s.used_bytes;
-  d["used_high"] = s.used_high;
-  d["alloc_count"] = s.alloc_count;
-  d["free_count"] = s.free_count;
-  d["failed_alloc_count"] = s.failed_alloc_count;
-  d["reuse_same_stream"] = s.reuse_same_stream;
-  d["reuse_event_dependency"] = s.reuse_event_dependency;
-  d["reuse_opportunistic"] = s.reuse_opportunistic;
-  d["reuse_after_sync"] = s.reuse_after_sync;
-  d["reuse_internal_dependency"] = s.reuse_internal_dependency;
-  d["fresh_allocs"] = s.fresh_allocs;
-  d["waits_inserted"] = s.waits_inserted;
-  d["upstream_maps"] = s.upstream_maps;
-  d["upstream_unmaps"] = s.upstream_unmaps;
-  d["huge_page_bytes"] = s.huge_page_bytes;
-  d["transparent_huge_page_bytes"] = s.transparent_huge_page_bytes;
-  d["normal_page_bytes"] = s.normal_page_bytes;
-  d["largest_free_block"] = s.largest_free_block;
-  d["upstream_bytes_mapped"] = s.upstream_bytes_mapped;
-  d["fragmentation"] = s.fragmentation;
-  d["requested_bytes"] = s.requested_bytes;
-  d["requested_high"] = s.requested_high;
-  d["oom_count"] = s.oom_count;
-  d["reclaims"] = s.reclaims;
-  d["reclaimed_bytes"] = s.reclaimed_bytes;
-  d["oom_retries"] = s.oom_retries;
-  d["segments"] = s.segments;
-  d["segments_high"] = s.segments_high;
-  d["waits_before_growth"] = s.waits_before_growth;
-  d["joined_reuses"] = s.joined_reuses;
+#define SP_POOL_STAT(c_name, cxx_name, combine) d[#cxx_name] = s.cxx_name;
+#define SP_POOL_STAT_CXX(cxx_name, type, combine) d[#cxx_name] = s.cxx_name;
+#include "src/pool/pool_stats.def"
   // The same figures under torch.cuda.memory_stats()'s names, where the
   // meaning is the same (allocated: block sizes of live allocations).
   d["allocated_bytes.all.current"] = s.used_bytes;
@@ -931,33 +903,28 @@ void DestroyEvent(Event& e) {
   e.destroyed = true;
 }
 
-void BindPoolAttribute(py::class_<Pool>& cls, const char* name, PoolAttr attr, bool is_switch,
-                       const char* doc) {
-  if (is_switch) {
+// A settable attribute as a property: a switch as a bool, bytes as an int
+// or 'max'.
+void BindPoolAttribute(py::class_<Pool>& cls, const internal::PoolAttrInfo& a) {
+  const PoolAttr attr = a.attr;
+  if (a.kind != internal::AttrKind::kU64) {
     cls.def_property(
-        name, [attr](const Pool& p) { return p.Get(attr) != 0; },
-        [attr](const Pool& p, bool on) { p.Set(attr, on ? 1 : 0); }, doc);
+        a.name, [attr](const Pool& p) { return p.Get(attr) != 0; },
+        [attr](const Pool& p, bool on) { p.Set(attr, on ? 1 : 0); }, a.doc);
   } else {
     cls.def_property(
-        name, [attr](const Pool& p) { return p.Get(attr); },
+        a.name, [attr](const Pool& p) { return p.Get(attr); },
         [attr](const Pool& p, const py::object& v) {
           p.Set(attr, Threshold(v));
           p.st->CountBytes();
         },
-        doc);
+        a.doc);
   }
 }
 
-}  // namespace
-
-void Bind(py::module_& m) {
-  m.doc() = "The compiled half of streampool; import streampool instead.";
-  py::module_ errors = py::module_::import("streampool._errors");
-  g_error = py::object(errors.attr("Error")).release().ptr();
-  g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
-
-  // Both classes first, so that each method's signature names the other by
-  // its Python name.
+// Streams and events: declared together, so that each method's signature
+// names the other by its Python name.
+void BindStreamsAndEvents(py::module_& m) {
   py::class_<Stream> stream(m, "Stream", "A stream of a Runtime (cudaStream_t).");
   py::class_<Event> event(m, "Event", "An event of a Runtime (cudaEvent_t).");
   stream
@@ -1022,7 +989,10 @@ void Bind(py::module_& m) {
       .def("__repr__",
            [](const Event& e) { return absl::StrCat("<streampool.Event ", e.id.value, ">"); });
   AddContextManager(event, &DestroyEvent);
+}
 
+// Pools, their attributes and statistics, and the allocations they hand out.
+void BindPools(py::module_& m) {
   py::class_<Pool> pool(m, "Pool", "A memory pool of a Runtime (cudaMemPool_t).");
   pool.def_property_readonly(
           "id", [](const Pool& p) { return p.id.value; },
@@ -1037,26 +1007,9 @@ void Bind(py::module_& m) {
             return internal::EnumName(static_cast<PoolGrowth>(p.Get(PoolAttr::kGrowth)));
           },
           "'chunked' or 'expandable'.");
-  BindPoolAttribute(pool, "reuse_follow_event_dependencies",
-                    PoolAttr::kReuseFollowEventDependencies, true,
-                    "Rule 2: reuse a free this stream is ordered after.");
-  BindPoolAttribute(pool, "reuse_allow_opportunistic", PoolAttr::kReuseAllowOpportunistic, true,
-                    "Rule 3: reuse a free observed complete.");
-  BindPoolAttribute(pool, "reuse_allow_internal_dependencies",
-                    PoolAttr::kReuseAllowInternalDependencies, true,
-                    "Rule 5: reuse a pending free after inserting a wait on it.");
-  BindPoolAttribute(pool, "front_cache", PoolAttr::kFrontCache, true,
-                    "The per-stream front caches.");
-  BindPoolAttribute(pool, "release_threshold", PoolAttr::kReleaseThreshold, false,
-                    "Bytes kept reserved at synchronize calls; set 'max' never to shrink.");
-  BindPoolAttribute(pool, "wait_before_growth", PoolAttr::kWaitBeforeGrowth, true,
-                    "With rule 5 on: serve from another stream's pending free before growing "
-                    "when the wait delays nothing (True, the default); False grows first, as "
-                    "CUDA does.");
-  BindPoolAttribute(pool, "soft_reserved_limit", PoolAttr::kSoftReservedLimit, false,
-                    "With rule 5 on: growth past this many reserved bytes waits for other "
-                    "streams' pending frees first; 'max' (the default) sets no limit, 0 waits "
-                    "before every growth.");
+  for (const internal::PoolAttrInfo& a : internal::PoolAttrs()) {
+    if (a.access == internal::AttrAccess::kReadWrite) BindPoolAttribute(pool, a);
+  }
   pool.def_property_readonly(
           "reserved_current", [](const Pool& p) { return p.Get(PoolAttr::kReservedMemCurrent); },
           "Bytes the pool holds from its upstream (cudaMemPoolAttrReservedMemCurrent).")
@@ -1129,9 +1082,10 @@ void Bind(py::module_& m) {
         return absl::StrCat("<streampool.Allocation ptr=0x", absl::Hex(a.ptr), " size=", a.size,
                             " rule=", internal::EnumName(a.rule), ">");
       });
+}
 
-  py::class_<PyRuntime> runtime(m, "Runtime",
-                                "Simulated devices with their streams, events and pools.");
+// The runtime: its life, its streams, events and pools, allocation.
+void BindRuntimeObjects(py::class_<PyRuntime>& runtime) {
   runtime
       .def(py::init<int, uint64_t, const std::string&, const std::string&, uint64_t, uint64_t, bool,
                     bool, bool, const std::string&>(),
@@ -1242,7 +1196,12 @@ void Bind(py::module_& m) {
       .def(
           "free_host",
           [](PyRuntime& r, const py::handle& ptr) { Check(r.rt().FreeHost(Ptr(ptr))); },
-          py::arg("ptr"), "Frees memory from malloc_host (cudaFreeHost).")
+          py::arg("ptr"), "Frees memory from malloc_host (cudaFreeHost).");
+}
+
+// Work on streams, synchronization, host time, pointers and peers.
+void BindRuntimeWork(py::class_<PyRuntime>& runtime) {
+  runtime
       .def("launch_kernel", &PyRuntime::LaunchKernel, py::arg("stream"), py::kw_only(),
            py::arg("duration_ns") = 0, py::arg("accesses") = py::tuple(),
            "Enqueues a kernel of duration_ns on stream that touches accesses: Allocations "
@@ -1306,7 +1265,13 @@ void Bind(py::module_& m) {
             return Check(r.rt().CanAccessPeer(device, peer));
           },
           py::arg("device"), py::arg("peer"),
-          "Whether peer can be given access to device's memory (cudaDeviceCanAccessPeer).")
+          "Whether peer can be given access to device's memory (cudaDeviceCanAccessPeer).");
+}
+
+// What a runtime shows of itself: the checker, out-of-memory handling,
+// recordings, live allocations and pools, timelines.
+void BindRuntimeObservation(py::class_<PyRuntime>& runtime) {
+  runtime
       .def(
           "enable_checker", [](PyRuntime& r, bool on) { r.rt().EnableChecker(on); },
           py::arg("on") = true, "Turns the stream-order checker on (collecting reports) or off.")
@@ -1482,12 +1447,10 @@ void Bind(py::module_& m) {
           "enqueued_ns, start_ns and end_ns in virtual time.")
       .def("timeline_json", &PyRuntime::TimelineJson,
            "The recorded timeline as Chrome trace-event JSON text.");
+}
 
-  m.def(
-      "_acl_runtime", [] { return PyRuntime(Check(AclFaceRuntime())); },
-      "A Runtime over the AscendCL face's implicit runtime (streampool.acl_runtime).");
-  BindPyAcl(m);
-
+// Replays of traces and the decisions they make.
+void BindReplay(py::module_& m) {
   m.def("replay", &ReplayTraces, py::arg("files"), py::kw_only(), py::arg("reuse"),
         py::arg("all_policies"), py::arg("thresholds"), py::arg("growths"), py::arg("pool"),
         py::arg("backing"), py::arg("capacity"), py::arg("check"), py::arg("timeline_path"),
@@ -1526,6 +1489,28 @@ void Bind(py::module_& m) {
   py::list reuse_switches;
   for (const replay::ReuseSwitch& r : replay::ReuseSwitches()) reuse_switches.append(r.name);
   m.attr("REUSE_RULES") = py::tuple(reuse_switches);
+}
+
+}  // namespace
+
+void Bind(py::module_& m) {
+  m.doc() = "The compiled half of streampool; import streampool instead.";
+  py::module_ errors = py::module_::import("streampool._errors");
+  g_error = py::object(errors.attr("Error")).release().ptr();
+  g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
+
+  BindStreamsAndEvents(m);
+  BindPools(m);
+  py::class_<PyRuntime> runtime(m, "Runtime",
+                                "Simulated devices with their streams, events and pools.");
+  BindRuntimeObjects(runtime);
+  BindRuntimeWork(runtime);
+  BindRuntimeObservation(runtime);
+  m.def(
+      "_acl_runtime", [] { return PyRuntime(Check(AclFaceRuntime())); },
+      "A Runtime over the AscendCL face's implicit runtime (streampool.acl_runtime).");
+  BindPyAcl(m);
+  BindReplay(m);
 }
 
 }  // namespace streampool::python

@@ -1,17 +1,20 @@
 // The C API: argument checks, handle decoding, and status -> spError_t. All
 // semantics live in the runtime's parts, reached through RuntimeImpl::Run (or
 // its entry points beside it); this file only translates.
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/pool/pool_attrs.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/process.h"
@@ -133,49 +136,52 @@ bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && O
 
 namespace {
 
-// What a pool attribute's value pointer points to, as CUDA types them: the
-// byte counts and the maximum size are cuuint64_t, the rest int or an enum.
-enum class AttrWidth { kUnknown, kInt, kU64 };
-
-AttrWidth WidthOf(int attr) {
-  switch (attr) {
-    case spMemPoolReuseFollowEventDependencies:
-    case spMemPoolReuseAllowOpportunistic:
-    case spMemPoolReuseAllowInternalDependencies:
-    case spMemPoolAttrAllocationType:
-    case spMemPoolAttrExportHandleTypes:
-    case spMemPoolAttrLocationId:
-    case spMemPoolAttrLocationType:
-    case spMemPoolAttrHwDecompressEnabled:
-    case spMemPoolAttrGrowth:
-    case spMemPoolAttrFrontCache:
-    case spMemPoolAttrWaitBeforeGrowth:
-      return AttrWidth::kInt;
-    case spMemPoolAttrReleaseThreshold:
-    case spMemPoolAttrReservedMemCurrent:
-    case spMemPoolAttrReservedMemHigh:
-    case spMemPoolAttrUsedMemCurrent:
-    case spMemPoolAttrUsedMemHigh:
-    case spMemPoolAttrMaxPoolSize:
-    case spMemPoolAttrSoftReservedLimit:
-      return AttrWidth::kU64;
-    default:
-      return AttrWidth::kUnknown;
-  }
-}
+// spMemPoolStats and PoolStats hold the fields of src/pool/pool_stats.def in
+// its order (PoolStats also the C++-only ones): the layouts programs built
+// against the installed headers read. Every field is 8 bytes wide, so its
+// place in the table fixes its offset.
+enum CStatIndex {
+#define SP_POOL_STAT(c_name, cxx_name, combine) kC_##c_name,
+#include "src/pool/pool_stats.def"
+  kCStatCount
+};
+enum CxxStatIndex {
+#define SP_POOL_STAT(c_name, cxx_name, combine) kCxx_##cxx_name,
+#define SP_POOL_STAT_CXX(cxx_name, type, combine) kCxx_##cxx_name,
+#include "src/pool/pool_stats.def"
+  kCxxStatCount
+};
+#define SP_STAT_AT(Struct, field, type, index)                                               \
+  static_assert(                                                                             \
+      std::is_same_v<decltype(Struct::field), type> && offsetof(Struct, field) == (index)*8, \
+      #Struct "::" #field                                                                    \
+              " is not of the type or in the place that the table "                          \
+              "(src/pool/pool_stats.def) gives it");
+#define SP_POOL_STAT(c_name, cxx_name, combine)             \
+  SP_STAT_AT(spMemPoolStats, c_name, uint64_t, kC_##c_name) \
+  SP_STAT_AT(streampool::PoolStats, cxx_name, uint64_t, kCxx_##cxx_name)
+#define SP_POOL_STAT_CXX(cxx_name, type, combine) \
+  SP_STAT_AT(streampool::PoolStats, cxx_name, type, kCxx_##cxx_name)
+#include "src/pool/pool_stats.def"
+#undef SP_STAT_AT
+static_assert(sizeof(spMemPoolStats) == kCStatCount * 8 &&
+                  sizeof(streampool::PoolStats) == kCxxStatCount * 8,
+              "a statistics struct has a field that src/pool/pool_stats.def does not list");
 
 }  // namespace
 
 using streampool::AllocInfo;
-using streampool::PoolAttr;
 using streampool::PoolProps;
 using streampool::internal::Allocator;
+using streampool::internal::AttrKind;
 using streampool::internal::Entry;
 using streampool::internal::Events;
+using streampool::internal::FindPoolAttr;
 using streampool::internal::InHostCallback;
 using streampool::internal::IpcService;
 using streampool::internal::IsRuntimeHandle;
 using streampool::internal::Observation;
+using streampool::internal::PoolAttrInfo;
 using streampool::internal::Pools;
 using streampool::internal::RunOn;
 using streampool::internal::RuntimeImpl;
@@ -726,34 +732,28 @@ spError_t spDeviceGetMemPool(spMemPool_t* pool, spRuntime_t rt, int device) noex
 spError_t spMemPoolSetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
-    const int attr = streampool::internal::EnumInt(attr_in);
-    const AttrWidth width = WidthOf(attr);
-    if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
-    if (attr == spMemPoolAttrFrontCache || attr == spMemPoolAttrWaitBeforeGrowth) {
-      // Exactly 0 or 1, unlike CUDA's reuse switches (any non-zero is on).
-      const int on = *static_cast<int*>(value);
-      if (on != 0 && on != 1) return spErrorInvalidValue;
-      return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), on));
-    }
-    const uint64_t v = width == AttrWidth::kInt
-                           ? static_cast<uint64_t>(*static_cast<int*>(value) != 0)
-                           : *static_cast<uint64_t*>(value);
-    return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr), v));
+    const PoolAttrInfo* a = FindPoolAttr(streampool::internal::EnumInt(attr_in));
+    if (value == nullptr || a == nullptr) return spErrorInvalidValue;
+    // CUDA's reuse switches take any non-zero value as on; streampool's own
+    // take exactly 0 or 1.
+    const int on = a->kind == AttrKind::kU64 ? 0 : *static_cast<int*>(value);
+    if (a->kind == AttrKind::kStrictSwitch && on != 0 && on != 1) return spErrorInvalidValue;
+    const uint64_t v = a->kind == AttrKind::kU64 ? *static_cast<uint64_t*>(value) : on != 0;
+    return ToError(r.Run<&Pools::SetPoolAttribute>(Value(pool), a->attr, v));
   });
 }
 
 spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr_in, void* value) noexcept {
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, pool);
-    const int attr = streampool::internal::EnumInt(attr_in);
-    const AttrWidth width = WidthOf(attr);
-    if (value == nullptr || width == AttrWidth::kUnknown) return spErrorInvalidValue;
-    auto v = r.Run<&Pools::GetPoolAttribute>(Value(pool), static_cast<PoolAttr>(attr));
+    const PoolAttrInfo* a = FindPoolAttr(streampool::internal::EnumInt(attr_in));
+    if (value == nullptr || a == nullptr) return spErrorInvalidValue;
+    auto v = r.Run<&Pools::GetPoolAttribute>(Value(pool), a->attr);
     if (!v.ok()) return ToError(v.status());
-    if (width == AttrWidth::kInt) {
-      *static_cast<int*>(value) = static_cast<int>(static_cast<int64_t>(*v));
-    } else {
+    if (a->kind == AttrKind::kU64) {
       *static_cast<uint64_t*>(value) = *v;
+    } else {
+      *static_cast<int*>(value) = static_cast<int>(static_cast<int64_t>(*v));
     }
     return spSuccess;
   });
@@ -769,35 +769,8 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
     if (stats == nullptr) return spErrorInvalidValue;
     auto s = r.Run<&Pools::GetPoolStats>(Value(pool));
     if (!s.ok()) return ToError(s.status());
-    stats->reservedBytes = s->reserved_bytes;
-    stats->reservedHigh = s->reserved_high;
-    stats->usedBytes = s->used_bytes;
-    stats->usedHigh = s->used_high;
-    stats->allocCount = s->alloc_count;
-    stats->freeCount = s->free_count;
-    stats->failedAllocCount = s->failed_alloc_count;
-    stats->reuseSameStream = s->reuse_same_stream;
-    stats->reuseEventDependency = s->reuse_event_dependency;
-    stats->reuseOpportunistic = s->reuse_opportunistic;
-    stats->reuseAfterSync = s->reuse_after_sync;
-    stats->reuseInternalDependency = s->reuse_internal_dependency;
-    stats->waitsInserted = s->waits_inserted;
-    stats->upstreamMaps = s->upstream_maps;
-    stats->upstreamUnmaps = s->upstream_unmaps;
-    stats->hugePageBytes = s->huge_page_bytes;
-    stats->transparentHugePageBytes = s->transparent_huge_page_bytes;
-    stats->normalPageBytes = s->normal_page_bytes;
-    stats->largestFreeBlock = s->largest_free_block;
-    stats->requestedBytes = s->requested_bytes;
-    stats->requestedHigh = s->requested_high;
-    stats->oomCount = s->oom_count;
-    stats->reclaims = s->reclaims;
-    stats->reclaimedBytes = s->reclaimed_bytes;
-    stats->oomRetries = s->oom_retries;
-    stats->segments = s->segments;
-    stats->segmentsHigh = s->segments_high;
-    stats->waitsBeforeGrowth = s->waits_before_growth;
-    stats->joinedReuses = s->joined_reuses;
+#define SP_POOL_STAT(c_name, cxx_name, combine) stats->c_name = s->cxx_name;
+#include "src/pool/pool_stats.def"
     return spSuccess;
   });
 }

@@ -28,6 +28,19 @@ constexpr ReuseSwitch kReuseSwitches[] = {
     {"internal", &ReplaySettings::reuse_internal},
 };
 
+// Adds one more pool's statistics to `sum`, each as src/pool/pool_stats.def
+// combines it: summed, the largest, or (a ratio) left alone.
+void AddPoolStats(PoolStats& sum, const PoolStats& s) {
+  enum Combine { kSum, kMax, kNone };
+  const auto combine = [](Combine how, auto& into, auto value) {
+    if (how == kSum) into += value;
+    if (how == kMax) into = std::max(into, value);
+  };
+#define SP_POOL_STAT(c_name, cxx_name, how) combine(how, sum.cxx_name, s.cxx_name);
+#define SP_POOL_STAT_CXX(cxx_name, type, how) combine(how, sum.cxx_name, s.cxx_name);
+#include "src/pool/pool_stats.def"
+}
+
 }  // namespace
 
 absl::Span<const ReuseSwitch> ReuseSwitches() { return kReuseSwitches; }
@@ -1049,33 +1062,13 @@ absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& se
   if (progress) progress(total, total);
   if (modelled && r.model_state.empty() && !models.empty()) r.model_state = models[0]->Describe(0);
 
-  // Statistics: summed over the pools (one, unless the trace names several).
+  // Statistics: combined over the pools (one, unless the trace names several)
+  // as src/pool/pool_stats.def says.
   PoolStats sum;
   for (PoolId p : all_pools) {
     absl::StatusOr<PoolStats> ps = rt.GetPoolStats(p);
     if (!ps.ok()) continue;
-    sum.reserved_bytes += ps->reserved_bytes;
-    sum.reserved_high += ps->reserved_high;
-    sum.used_bytes += ps->used_bytes;
-    sum.used_high += ps->used_high;
-    sum.alloc_count += ps->alloc_count;
-    sum.free_count += ps->free_count;
-    sum.failed_alloc_count += ps->failed_alloc_count;
-    sum.reuse_same_stream += ps->reuse_same_stream;
-    sum.reuse_event_dependency += ps->reuse_event_dependency;
-    sum.reuse_opportunistic += ps->reuse_opportunistic;
-    sum.reuse_after_sync += ps->reuse_after_sync;
-    sum.reuse_internal_dependency += ps->reuse_internal_dependency;
-    sum.fresh_allocs += ps->fresh_allocs;
-    sum.waits_inserted += ps->waits_inserted;
-    sum.waits_before_growth += ps->waits_before_growth;
-    sum.joined_reuses += ps->joined_reuses;
-    sum.upstream_maps += ps->upstream_maps;
-    sum.upstream_unmaps += ps->upstream_unmaps;
-    sum.huge_page_bytes += ps->huge_page_bytes;
-    sum.transparent_huge_page_bytes += ps->transparent_huge_page_bytes;
-    sum.normal_page_bytes += ps->normal_page_bytes;
-    sum.largest_free_block = std::max(sum.largest_free_block, ps->largest_free_block);
+    AddPoolStats(sum, *ps);
   }
   r.stats = sum;
   r.counters.segments_made = sum.upstream_maps;

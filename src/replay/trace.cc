@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "src/pool/names.h"
+#include "src/pool/pool_attrs.h"
 
 namespace streampool::replay {
 namespace {
@@ -526,20 +527,6 @@ std::optional<RecordedDecision> ParseDecision(absl::string_view comment) {
   return d;
 }
 
-// The attributes an `attr` line may set, by the names the recorder writes.
-std::optional<uint32_t> AttrByName(absl::string_view name) {
-  if (name == "reuse_event") return static_cast<uint32_t>(PoolAttr::kReuseFollowEventDependencies);
-  if (name == "reuse_opportunistic")
-    return static_cast<uint32_t>(PoolAttr::kReuseAllowOpportunistic);
-  if (name == "reuse_internal")
-    return static_cast<uint32_t>(PoolAttr::kReuseAllowInternalDependencies);
-  if (name == "threshold") return static_cast<uint32_t>(PoolAttr::kReleaseThreshold);
-  if (name == "front_cache") return static_cast<uint32_t>(PoolAttr::kFrontCache);
-  if (name == "wait_before_growth") return static_cast<uint32_t>(PoolAttr::kWaitBeforeGrowth);
-  if (name == "soft_limit") return static_cast<uint32_t>(PoolAttr::kSoftReservedLimit);
-  return std::nullopt;
-}
-
 // `# torch_segment <address> <size> <stream> small|large [expandable]` (a
 // segment live when the trace starts) and `# segment_alloc|segment_free|
 // segment_map|segment_unmap <address> <size> <stream>` (PyTorch's own
@@ -764,15 +751,12 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
     case TraceOp::Kind::kAttr: {
       TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
       TRY_ASSIGN(index, b.Pool(pid, line));
-      std::optional<uint32_t> attr = AttrByName(f[2]);
-      if (!attr) {
-        return b.Error(line, absl::StrCat("attr ", Quote(f[2]),
-                                          ": expected reuse_event, reuse_opportunistic, "
-                                          "reuse_internal, threshold, front_cache, "
-                                          "wait_before_growth or soft_limit"));
+      const internal::PoolAttrInfo* attr = internal::FindPoolAttrByTraceName(f[2]);
+      if (attr == nullptr) {
+        return b.Error(line, absl::StrCat("attr ", Quote(f[2]), ": expected ",
+                                          internal::PoolAttrTraceNames()));
       }
-      if (*attr == static_cast<uint32_t>(PoolAttr::kReleaseThreshold) ||
-          *attr == static_cast<uint32_t>(PoolAttr::kSoftReservedLimit)) {
+      if (attr->kind == internal::AttrKind::kU64) {
         TRY_ASSIGN(v, Threshold(b, line, f[3]));
         op.value = v;
       } else {
@@ -780,7 +764,7 @@ absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::s
         op.value = on ? 1 : 0;
       }
       op.pool = index;
-      op.aux = *attr;
+      op.aux = static_cast<uint32_t>(attr->attr);
       break;
     }
     case TraceOp::Kind::kTrim: {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/memory/upstreams.h"
+#include "src/pool/pool_attrs.h"
 #include "src/pool/pool_config.h"
 #include "src/util/check.h"
 
@@ -49,55 +50,49 @@ constexpr uint64_t kLocationHost = 2;
 // A MemPool's caller holds its central lock (an ImportedPool has none).
 template <typename Pool>
 absl::Status SetAttribute(Pool& p, PoolAttr attr, uint64_t value) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const PoolAttrInfo* a = FindPoolAttr(static_cast<int>(attr));
+  if (a == nullptr) return absl::InvalidArgumentError("unknown pool attribute");
+  if (a->access == AttrAccess::kReadOnly) {
+    return absl::InvalidArgumentError(absl::StrCat("pool attribute ", a->name, " is read-only"));
+  }
+  if (a->access == AttrAccess::kResetOnly && value != 0) {
+    return absl::InvalidArgumentError("a high watermark can only be reset, by setting 0");
+  }
+  if (a->kind == AttrKind::kStrictSwitch && value > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", a->name, " switch is 0 or 1"));
+  }
   switch (attr) {
     case PoolAttr::kReuseFollowEventDependencies:
       p.set_reuse_follow_event_dependencies(value != 0);
-      return absl::OkStatus();
+      break;
     case PoolAttr::kReuseAllowOpportunistic:
       p.set_reuse_allow_opportunistic(value != 0);
-      return absl::OkStatus();
+      break;
     case PoolAttr::kReuseAllowInternalDependencies:
       p.set_reuse_allow_internal_dependencies(value != 0);
-      return absl::OkStatus();
+      break;
     case PoolAttr::kReleaseThreshold:
       p.set_release_threshold(value);
-      return absl::OkStatus();
-    case PoolAttr::kReservedMemCurrent:
-    case PoolAttr::kUsedMemCurrent:
-      return absl::InvalidArgumentError("current usage attributes are read-only");
-    case PoolAttr::kGrowth:
-      return absl::InvalidArgumentError("the growth mode is a property of the pool (read-only)");
-    case PoolAttr::kAllocationType:
-    case PoolAttr::kExportHandleTypes:
-    case PoolAttr::kLocationId:
-    case PoolAttr::kLocationType:
-    case PoolAttr::kMaxPoolSize:
-    case PoolAttr::kHwDecompressEnabled:
-      return absl::InvalidArgumentError("the pool's placement attributes are read-only");
+      break;
     case PoolAttr::kFrontCache:
-      if (value > 1) return absl::InvalidArgumentError("the front cache switch is 0 or 1");
       p.set_front_cache(value != 0);
-      return absl::OkStatus();
+      break;
     case PoolAttr::kWaitBeforeGrowth:
-      if (value > 1) return absl::InvalidArgumentError("the wait-before-growth switch is 0 or 1");
       p.set_wait_before_growth(value != 0);
-      return absl::OkStatus();
+      break;
     case PoolAttr::kSoftReservedLimit:
       p.set_soft_reserved_limit(value);
-      return absl::OkStatus();
+      break;
     case PoolAttr::kReservedMemHigh:
+      p.ResetReservedHigh();
+      break;
     case PoolAttr::kUsedMemHigh:
-      if (value != 0) {
-        return absl::InvalidArgumentError("a high watermark can only be reset, by setting 0");
-      }
-      if (attr == PoolAttr::kReservedMemHigh) {
-        p.ResetReservedHigh();
-      } else {
-        p.ResetUsedHigh();
-      }
-      return absl::OkStatus();
+      p.ResetUsedHigh();
+      break;
+    default:
+      SP_CHECK(!"a writable pool attribute (src/pool/pool_attrs.def) without a setter");
   }
-  return absl::InvalidArgumentError("unknown pool attribute");
+  return absl::OkStatus();
 }
 
 template <typename Pool>

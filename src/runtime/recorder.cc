@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/pool/block.h"
 #include "src/pool/names.h"
+#include "src/pool/pool_attrs.h"
 #include "src/runtime/runtime_core.h"
 #include "src/util/check.h"
 
@@ -69,28 +70,6 @@ absl::string_view RuleText(ReuseRule rule) {
 }
 
 std::string ThresholdText(uint64_t v) { return v == UINT64_MAX ? "max" : absl::StrCat(v); }
-
-// The names `attr` lines use: the settings a replay must reproduce.
-const char* AttrName(PoolAttr attr) {
-  switch (attr) {
-    case PoolAttr::kReuseFollowEventDependencies:
-      return "reuse_event";
-    case PoolAttr::kReuseAllowOpportunistic:
-      return "reuse_opportunistic";
-    case PoolAttr::kReuseAllowInternalDependencies:
-      return "reuse_internal";
-    case PoolAttr::kReleaseThreshold:
-      return "threshold";
-    case PoolAttr::kFrontCache:
-      return "front_cache";
-    case PoolAttr::kWaitBeforeGrowth:
-      return "wait_before_growth";
-    case PoolAttr::kSoftReservedLimit:
-      return "soft_limit";
-    default:
-      return nullptr;  // watermarks and read-only values decide nothing
-  }
-}
 
 // The program and its arguments (/proc/self/cmdline), so that a recording
 // says what produced it: the program's file name without its directory, each
@@ -513,13 +492,14 @@ void Recorder::PoolDestroyed(uint64_t pool, Times t) {
 }
 
 void Recorder::PoolAttributeSet(uint64_t pool, PoolAttr attr, uint64_t value, Times t) {
-  const char* name = AttrName(attr);
-  if (name == nullptr) return;
+  // Only the settings a replay must reproduce have a name in a trace.
+  const PoolAttrInfo* a = FindPoolAttr(static_cast<int>(attr));
+  if (a == nullptr || a->trace_name == nullptr) return;
   MutexLock lock(&mu_);
   const uint64_t pid = PoolId(pool);
   Line(t);
-  Emit("attr ", pid, ' ', absl::string_view(name), ' ',
-       attr == PoolAttr::kReleaseThreshold ? ThresholdText(value) : (value != 0 ? "1" : "0"), '\n');
+  Emit("attr ", pid, ' ', absl::string_view(a->trace_name), ' ',
+       a->kind == AttrKind::kU64 ? ThresholdText(value) : (value != 0 ? "1" : "0"), '\n');
   Done(t);
 }
 

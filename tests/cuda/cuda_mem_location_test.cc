@@ -16,6 +16,14 @@
 
 namespace {
 
+// The CUDA face's attribute values are the table's (src/pool/pool_attrs.def);
+// streampool's own (from 0x1000) have no CUDA name.
+#define SP_POOL_ATTR(name, value, cxx_name, snake_name, kind, access, trace_name, doc) \
+  static_assert(cuda##name == (value),                                                 \
+                "cuda" #name " has not the value src/pool/pool_attrs.def gives it");
+#define SP_OWN_POOL_ATTR(...)
+#include "src/pool/pool_attrs.def"
+
 #define CUDA_ASSERT_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 #define CUDA_EXPECT_OK(expr) EXPECT_EQ((expr), cudaSuccess) << #expr
 

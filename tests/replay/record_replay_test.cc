@@ -341,6 +341,28 @@ TEST(RecordReplay, TraceOpsARecordingAddsAreParsedAndChecked) {
   EXPECT_THAT(error("pool 1 0\npdestroy 1\ntrim 1 0\n"), HasSubstr("t:3: pool 1 is not defined"));
 }
 
+TEST(RecordReplay, AttributeLinesCarryBytesOrSwitches) {
+  // The settings a replay reproduces are written with their values: bytes
+  // for the threshold and the soft limit, 0 or 1 for a switch; the parser
+  // reads each back. Watermark resets decide nothing and are not written.
+  TempFile file("record_attrs");
+  std::unique_ptr<Runtime> rt = *Runtime::Create({});
+  const PoolId pool = *rt->CreatePool(PoolProps{});
+  ASSERT_TRUE(rt->StartRecording(file.path()).ok());
+  ASSERT_TRUE(rt->SetPoolAttribute(pool, PoolAttr::kSoftReservedLimit, 3 * kMiB).ok());
+  ASSERT_TRUE(rt->SetPoolAttribute(pool, PoolAttr::kReleaseThreshold, UINT64_MAX).ok());
+  ASSERT_TRUE(rt->SetPoolAttribute(pool, PoolAttr::kWaitBeforeGrowth, 0).ok());
+  ASSERT_TRUE(rt->SetPoolAttribute(pool, PoolAttr::kReservedMemHigh, 0).ok());
+  ASSERT_TRUE(rt->StopRecording().ok());
+  const std::string text = file.Read();
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(" soft_limit ", 3 * kMiB, "\n")));
+  EXPECT_THAT(text, HasSubstr(" threshold max\n"));
+  EXPECT_THAT(text, HasSubstr(" wait_before_growth 0\n"));
+  EXPECT_EQ(text.find("reserved_mem_high"), std::string::npos);
+  absl::StatusOr<Trace> t = ParseTrace(text, "t");
+  ASSERT_TRUE(t.ok()) << t.status();
+}
+
 TEST(RecordReplay, ThreadsExecutorRecordingReplaysInVirtualTime) {
   TempFile file("record_threads");
   RuntimeConfig config;
