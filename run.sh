@@ -184,7 +184,7 @@ install_check() {
   done
 
   # An unchanged pyACL program with only the acl package's directory on
-  # PYTHONPATH (the README's setting), from the prefix moved elsewhere: the
+  # PYTHONPATH (docs/acl.md's setting), from the prefix moved elsewhere: the
   # acl package finds the streampool package by a path relative to itself.
   local moved="$ROOT/build/install-prefix-moved"
   log "pyACL program from the prefix moved to $moved"
