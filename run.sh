@@ -74,8 +74,8 @@ cmd_deps() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
-# configure_and_build <build dir> <build type> [extra cmake args...]
-configure_and_build() {
+# configure <build dir> <build type> [extra cmake args...]
+configure() {
   local dir="$1" type="$2"
   shift 2
   # Through ccache where the machine has it: a rebuild of unchanged sources
@@ -87,20 +87,44 @@ configure_and_build() {
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   fi
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "${launcher[@]}" "$@"
-  cmake --build "$dir" -j"$JOBS"
 }
 
+# configure_and_build <build dir> <build type> [extra cmake args...]
+configure_and_build() {
+  configure "$@"
+  cmake --build "$1" -j"$JOBS"
+}
+
+# build/release is configured one way by every command that builds there
+# (build, demo, test, bench): a compiler warning fails it (-Werror), so a
+# later command finds nothing to rebuild.
+RELEASE_ARGS=(-DSTREAMPOOL_WERROR=ON)
+
+BUILD_TYPES=(Debug Release RelWithDebInfo MinSizeRel)
+
 cmd_build() {
-  local type="${1:-Release}"
-  cmd_deps
-  configure_and_build "build/${type,,}" "$type"
+  local type="${1:-Release}" t
+  (($# <= 1)) || { echo "run.sh build: one build type at most, got: $*" >&2; exit 2; }
+  for t in "${BUILD_TYPES[@]}"; do
+    if [[ "$type" == "$t" ]]; then
+      cmd_deps
+      if [[ "$type" == Release ]]; then
+        configure_and_build build/release Release "${RELEASE_ARGS[@]}"
+      else
+        configure_and_build "build/${type,,}" "$type"
+      fi
+      return
+    fi
+  done
+  echo "run.sh build: unknown build type '$type' (one of: ${BUILD_TYPES[*]})" >&2
+  exit 2
 }
 
 cmd_demo() {
   # Only the demo is built. Build output goes to stderr so that stdout is the
   # demo's alone. A later --output_dir among the flags wins over this one.
   cmd_deps >&2
-  cmake -S "$ROOT" -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  configure build/release Release "${RELEASE_ARGS[@]}" >&2
   cmake --build build/release -j"$JOBS" --target streampool-demo >&2
   exec "$ROOT/build/release/tools/streampool-demo" --output_dir="$ROOT/build/demo" "$@"
 }
@@ -160,7 +184,7 @@ install_check() {
   done
 
   # An unchanged pyACL program with only the acl package's directory on
-  # PYTHONPATH (the README's setting), from the prefix moved elsewhere: the
+  # PYTHONPATH (docs/acl.md's setting), from the prefix moved elsewhere: the
   # acl package finds the streampool package by a path relative to itself.
   local moved="$ROOT/build/install-prefix-moved"
   log "pyACL program from the prefix moved to $moved"
@@ -207,7 +231,7 @@ install_check_shared() {
   configure_and_build "$build" Release -DBUILD_SHARED_LIBS=ON -DSTREAMPOOL_BUILD_TESTS=OFF \
     -DSTREAMPOOL_BUILD_BENCH=OFF -DSTREAMPOOL_BUILD_TOOLS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=ON \
     -DSTREAMPOOL_WERROR=ON
-  ctest --test-dir "$build" --output-on-failure -j2
+  run_ctest "$build"
 
   log "install into $stage, then move to $prefix"
   rm -rf "$stage" "$prefix" "$consumer"
@@ -274,12 +298,31 @@ pip_install_check() {
   log "pip install check passed"
 }
 
+# run_ctest <build dir> [ctest args...]: ctest, then why each skipped test
+# skipped. ctest lists skips without their reason; the reason is the line
+# after gtest's "file:line: Skipped" in the run's log. Grouped by reason, with
+# a count and the first test.
+run_ctest() {
+  local dir="$1" rc=0
+  shift
+  ctest --test-dir "$dir" --output-on-failure -j2 "$@" || rc=$?
+  local log="$dir/Testing/Temporary/LastTest.log"
+  if [[ -f "$log" ]] && grep -q ': Skipped$' "$log"; then
+    echo "Skipped tests, by reason (count, first test):"
+    awk '/^[0-9]+\/[0-9]+ Testing: / { sub(/^[0-9]+\/[0-9]+ Testing: /, ""); test = $0 }
+         skip { reason = $0; skip = 0
+                if (!(reason in n)) { order[++k] = reason; first[reason] = test }
+                n[reason]++ }
+         /: Skipped$/ { skip = 1 }
+         END { for (i = 1; i <= k; i++) printf "  %4d  %s\n        (%s)\n", n[order[i]], order[i], first[order[i]] }' "$log"
+  fi
+  return "$rc"
+}
+
 cmd_test() {
-  # A compiler warning fails this build (-Werror). build/release keeps the
-  # setting in its CMake cache for the other commands that build there.
   cmd_deps
-  configure_and_build build/release Release -DSTREAMPOOL_WERROR=ON
-  ctest --test-dir build/release --output-on-failure -j2
+  configure_and_build build/release Release "${RELEASE_ARGS[@]}"
+  run_ctest build/release
   install_check
   install_check_shared
   pip_install_check
@@ -315,7 +358,13 @@ cmd_docs() {
 
 cmd_sanitize() {
   local which="${1:-all}"
-  case "$which" in address | thread | all) ;; *) usage >&2; exit 2 ;; esac
+  case "$which" in
+    address | thread | all) ;;
+    *)
+      echo "run.sh sanitize: unknown sanitizer '$which' (one of: address, thread, all)" >&2
+      exit 2
+      ;;
+  esac
   cmd_deps
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
@@ -331,12 +380,12 @@ cmd_sanitize() {
   if [[ "$which" == address || "$which" == all ]]; then
     log "ASan+UBSan build (build/asan)"
     configure_and_build build/asan RelWithDebInfo -DSTREAMPOOL_SANITIZE=address "${common[@]}"
-    ctest --test-dir build/asan --output-on-failure -j2
+    run_ctest build/asan
   fi
   if [[ "$which" == thread || "$which" == all ]]; then
     log "TSan build (build/tsan)"
     configure_and_build build/tsan RelWithDebInfo -DSTREAMPOOL_SANITIZE=thread "${common[@]}"
-    ctest --test-dir build/tsan --output-on-failure -j2
+    run_ctest build/tsan
   fi
 }
 

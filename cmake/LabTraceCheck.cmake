@@ -4,7 +4,7 @@
 #
 # The workloads are deterministic, so a difference means the program or the
 # pool's decisions changed: regenerate the traces (traces/lab/README.md) and
-# the README's policy-lab table with them.
+# docs/policy_lab.md's tables with them.
 foreach(_var PROGRAM TRACE OUT)
   if(NOT ${_var})
     message(FATAL_ERROR "LabTraceCheck: -D${_var}=... is required")

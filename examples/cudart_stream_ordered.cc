@@ -1,5 +1,5 @@
 // A CUDA program with stream-ordered allocation, built unchanged against
-// streampool's <cuda_runtime.h> (README "CUDA programs") except for its
+// streampool's <cuda_runtime.h> (docs/cuda.md) except for its
 // kernel launches: each `kernel<<<grid, block, shared, stream>>>(args...)`
 // becomes one spcudaLaunchKernel call that also says which bytes the kernel
 // reads and writes, for the stream-order checker. The original line is kept

@@ -10,11 +10,11 @@
 //       matters, side by side: allocations by rule, peak reserved bytes,
 //       waits the pool inserted, makespan and failed allocations;
 //   (c) the pool variants' size rules and page kinds;
-//   (d) the bundled PyTorch traces replayed under chunked and default
-//       (expandable) growth, against PyTorch's own peak reserved; also
-//       written as an SVG chart.
+//   (d) the bundled PyTorch traces under chunked and default (expandable)
+//       growth, against PyTorch's own peak reserved; also an SVG chart;
+//   (e) the policy lab's workloads at the smallest device each fits; an SVG.
 //
-// Only the public C++ API is used. Everything but (c) runs on the simulator
+// Only the public C++ API and the replay library are used. All but (c) runs on the simulator
 // with address-only backing, so the output is the same on every run and
 // machine: pointers are printed as (chunk, offset), never as raw addresses.
 //
@@ -55,8 +55,9 @@
 ABSL_FLAG(std::string, traces_dir, STREAMPOOL_TRACES_DIR,
           "the PyTorch traces part (d) replays: every *.trace file of this directory");
 ABSL_FLAG(std::string, output_dir, "streampool-demo",
-          "where the demo writes timeline.json (part (a) as a Chrome trace-event timeline) and "
-          "traces.svg (part (d)'s reserved and used bytes over time); created if missing");
+          "where the demo writes timeline.json (part (a) as a Chrome trace-event timeline), "
+          "traces.svg (part (d)'s bytes over time) and policy_lab.svg (part (e)); created if "
+          "missing");
 
 namespace {
 
@@ -64,7 +65,8 @@ constexpr char kUsage[] =
     "shows what the stream-ordered pool decides and when work\n"
     "runs: (a) one producer/consumer program's schedule and the rule behind each allocation,\n"
     "(b) one program under each combination of reuse rules, (c) the pool variants' size\n"
-    "rules and page kinds, (d) real PyTorch traces replayed against PyTorch's own figures.\n"
+    "rules and page kinds, (d) real PyTorch traces replayed against PyTorch's own figures,\n"
+    "(e) multi-stream workloads at the smallest device each fits, per reuse policy set.\n"
     "\n"
     "usage: streampool-demo [--output_dir=DIR] [--traces_dir=DIR]\n"
     "\n"
@@ -452,8 +454,8 @@ void PoliciesSideBySide() {
   std::printf("\n== (b) Reuse rules side by side ==\n");
   std::printf(
       "P1 (slow): 2 MiB a1 + 4 MiB a2; 30 us kernel on a1, free a1, record E1; 100 us on a2,\n"
-      "free a2. P2 (fast): 2 MiB b, 5 us kernel, free. Host +20 us. C: wait E1; alloc 2+2+4\n"
-      "MiB; 30 us kernel; free; alloc 2 MiB; 10 us; free. Sync. P2: alloc 4 MiB; 10 us; free.\n"
+      "free a2. P2 (fast): 2 MiB b, 5 us kernel, free. Host +20 us. C: wait E1; x, y = 2 MiB,\n"
+      "z = 4 MiB; 30 us kernel; free them; 2 MiB w; 10 us; free. Sync. P2: 4 MiB q; 10 us; free.\n"
       "Pool maxSize %" PRIu64 " MiB; without reuse the program needs 16 MiB.\n\n",
       kPolicyPoolMax / kMiB);
   // Named as streampool-replay --reuse names them.
@@ -704,15 +706,14 @@ int ReplayBundledTraces(const std::string& traces_dir, const std::filesystem::pa
   return 0;
 }
 
-// Part (e): the recorded multi-stream workloads (traces/lab/) under every
-// reuse policy set and both thresholds, each at the smallest device it fits
-// on: a line per workload, the best policy set and what it saves.
+// Part (e): the lab's workloads (traces/lab/) under every reuse policy set and
+// both thresholds at the smallest device each fits: the best set, its saving.
 int PolicyLab(const std::string& traces_dir, const std::filesystem::path& svg_path) {
   std::printf("\n== (e) Policy lab: multi-stream workloads, the smallest device each fits ==\n");
   std::printf(
-      "Six CUDA programs (FSDP, offload, 1F1B pipeline, inference server, data loader,\n"
-      "gradient buckets) recorded their own histories; each replays under all 8 reuse policy\n"
-      "sets x thresholds 0 and max, and a bisection finds the smallest device it runs on.\n\n");
+      "Seven CUDA programs (FSDP, offload, 1F1B pipeline, inference server, data loader,\n"
+      "gradient buckets, data-parallel steps) recorded their own histories; each replays under\n"
+      "all 8 reuse policy sets x thresholds 0 and max; a bisection finds the smallest device.\n\n");
   const std::filesystem::path lab = std::filesystem::path(traces_dir) / "lab";
   std::vector<std::string> files;
   std::error_code ec;
@@ -741,9 +742,14 @@ int PolicyLab(const std::string& traces_dir, const std::filesystem::path& svg_pa
   for (const rp::TracePolicyReport& rep : reports) {
     const rp::PolicySummary sum = rp::SummarizePolicies(rep);
     const std::string name = std::filesystem::path(rep.trace->name).stem().string();
+    const bool all_equal = std::all_of(rep.rows.begin(), rep.rows.end(), [&](const auto& r) {
+      return sum.best != nullptr && r.fits && r.min_capacity == sum.best->min_capacity;
+    });  // then no set is best
     std::printf(
         "  %-12s %-44s %9s %9s %9s %9s\n", name.c_str(),
-        sum.best != nullptr ? sum.best->settings.Label().c_str() : "nothing fits",
+        all_equal             ? "any (all equal)"
+        : sum.best != nullptr ? sum.best->settings.Label().c_str()
+                              : "nothing fits",
         mib(sum.best).c_str(), mib(sum.none).c_str(), mib(sum.cuda_defaults).c_str(),
         sum.best != nullptr ? absl::StrCat(sum.best->at_min.stats.waits_inserted).c_str() : "-");
   }
@@ -781,12 +787,11 @@ int main(int argc, char** argv) {
   if (ReplayBundledTraces(absl::GetFlag(FLAGS_traces_dir), svg_path) != 0) return 1;
   const std::filesystem::path lab_svg_path = output_dir / "policy_lab.svg";
   if (PolicyLab(absl::GetFlag(FLAGS_traces_dir), lab_svg_path) != 0) return 1;
-  std::printf("\nWritten to %s/:\n", output_dir.c_str());
   std::printf(
-      "  timeline.json  part (a) as a trace-event timeline (ui.perfetto.dev, chrome://tracing)\n");
-  std::printf(
-      "  traces.svg     part (d): reserved and used bytes over virtual time, both growths\n");
-  std::printf(
-      "  policy_lab.svg part (e): minimum capacity against makespan, a point per policy set\n");
+      "\nWritten to %s/:\n"
+      "  timeline.json  part (a) as a trace-event timeline (ui.perfetto.dev, chrome://tracing)\n"
+      "  traces.svg     part (d): reserved and used bytes over virtual time, both growths\n"
+      "  policy_lab.svg part (e): minimum capacity against makespan, a point per policy set\n",
+      output_dir.c_str());
   return 0;
 }

@@ -1,26 +1,26 @@
 #!/usr/bin/env python3
-"""Prints the README's "Real workloads" table from replays of the bundled traces.
+"""Prints docs/performance.md's "Real workloads" table from replays of the bundled traces.
 
     /usr/bin/python3 tools/readme_figures.py
     /usr/bin/python3 tools/readme_figures.py --prose
-    /usr/bin/python3 tools/readme_figures.py --check README.md
+    /usr/bin/python3 tools/readme_figures.py --check docs/performance.md
 
 It runs the built streampool-replay once over traces/*.trace with
 
     --json --threshold=0,max --growth=chunked,expandable
 
 (device pool, all reuse rules on, the replay's default capacity and backing)
-and prints the Markdown table, header included, exactly as README.md has it
+and prints the Markdown table, header included, exactly as docs/performance.md has it
 (--prose: the figures the paragraph under the table quotes). Replays run in
 virtual time, so the output is the same on every machine and every run.
 
 A figure is bold where the default growth meets its goal: peak reserved no
 more than PyTorch's (ratio <= 1) and utilization >= 0.95. The table gives
 threshold 0; the script fails if threshold max gives any other figure, since
-the README says the threshold makes no difference on these traces.
+the docs say the threshold makes no difference on these traces.
 
 --check FILE exits 1 (printing a diff) unless FILE contains the table as
-printed, so a change that moves a figure cannot leave the README behind.
+printed, so a change that moves a figure cannot leave the docs behind.
 Standard library only.
 """
 
@@ -59,7 +59,7 @@ def runs_by_growth(trace):
         for field in ("peak_reserved_bytes", "peak_used_bytes"):
             if zero[field] != top[field]:
                 sys.exit(f"{trace['file']}, growth {growth}: {field} is {zero[field]} at "
-                         f"threshold 0 but {top[field]} at max; the README says the threshold "
+                         f"threshold 0 but {top[field]} at max; the docs say the threshold "
                          "makes no difference")
         runs[growth] = zero
     return runs

@@ -1,6 +1,6 @@
 """A pyACL program as its users write them, importing acl only: run by
 ./run.sh test from an installed and moved prefix with
-PYTHONPATH=<prefix>/lib/streampool/pyacl (the README's setting), the prefix
+PYTHONPATH=<prefix>/lib/streampool/pyacl (docs/acl.md's setting), the prefix
 as its argument. No numpy: any python3 of the extension's version runs it."""
 
 import os

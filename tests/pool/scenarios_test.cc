@@ -1554,7 +1554,7 @@ TEST_P(TwoStreamsFreeAdjacentChunks, WithTheSwitchOffTheLargerRequestGrows) {
   Free(c.ptr, asker_);
 }
 
-// How reuse of observed memory counts (README "How reuse of promoted memory is
+// How reuse of observed memory counts (docs/semantics.md "How reuse of promoted memory is
 // counted"): a block promoted by observation counts as opportunistic, or as
 // same-stream when only the allocating stream's own frees were promoted into
 // it, until the next proof anywhere in the runtime; then as after-sync. The
