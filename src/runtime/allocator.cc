@@ -317,21 +317,19 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
 }
 
 Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // A block's address is read only while its holder is known, so that no
+  // other thread can be recycling it: found by its entry, the block may have
+  // been freed and handed out at another address since.
   uint32_t h;
   if (s == kNoStream) {
     Block* b = c_.page_map.Get(addr);
-    if (b == nullptr) return nullptr;
-    h = HolderOf(*b);
-    if (h == 0 || b->addr() != addr) return nullptr;
+    if (b == nullptr || (h = HolderOf(*b)) == 0) return nullptr;
   } else {
     SpinLockHolder lock(&c_.stream_lock(s));
     Block* b = c_.page_map.Get(addr);
-    if (b == nullptr) return nullptr;
-    h = HolderOf(*b);
-    // Found by its entry, the block may have been freed and handed out at
-    // another address since: the address, read after the holder, decides.
-    if (h == 0 || b->addr() != addr) return nullptr;
+    if (b == nullptr || (h = HolderOf(*b)) == 0) return nullptr;
     if (h == s + 1) {
+      if (b->addr() != addr) return nullptr;
       ClearHolder(*b);
       return b;
     }

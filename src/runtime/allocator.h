@@ -83,7 +83,9 @@ class Allocator {
       SpinLockHolder lock(t.lock);
       if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return false;
       const auto addr = reinterpret_cast<uintptr_t>(ptr);
-      const bool last = m.last != nullptr && m.last->addr() == addr;
+      // The holder first: held by this stream, the last block's address
+      // cannot be changing under another thread's recycling.
+      const bool last = m.last != nullptr && HolderOf(*m.last) == t.t + 1 && m.last->addr() == addr;
       Block* b = last ? m.last : c_.page_map.Get(addr);
       // Held by this stream: only this lock's holder may change that.
       if (b == nullptr || HolderOf(*b) != t.t + 1 || b->addr() != addr ||
