@@ -1,7 +1,8 @@
 // The ops of a streampool trace v1 (traces/README.md; src/replay/trace.h
 // lists the lines): one struct per line kind, the variant `Op` of them, and
 // the one printer and the one parser of a line. The recorder builds ops and
-// prints them; the replay's trace reader parses lines into them.
+// prints them; the replay's trace reader parses lines into them; the
+// reference model's tests run a parsed trace's (tests/model/from_trace.h).
 //
 // An op's numbers are the trace's own: in a file, the ids its lines give
 // (streams, events, pools, allocations); in a parsed replay::Trace, dense

@@ -98,6 +98,30 @@ const char* GrowthChoiceName(GrowthChoice g) {
 
 // --------------------------------------------------------------- printing
 
+PoolAttr PoolAttrOf(SetAttrKind kind) {
+  switch (kind) {
+    case SetAttrKind::kFollow:
+      return PoolAttr::kReuseFollowEventDependencies;
+    case SetAttrKind::kOpportunistic:
+      return PoolAttr::kReuseAllowOpportunistic;
+    case SetAttrKind::kInternal:
+      return PoolAttr::kReuseAllowInternalDependencies;
+    case SetAttrKind::kThreshold:
+      return PoolAttr::kReleaseThreshold;
+    case SetAttrKind::kResetReservedHigh:
+      return PoolAttr::kReservedMemHigh;
+    case SetAttrKind::kResetUsedHigh:
+      return PoolAttr::kUsedMemHigh;
+    case SetAttrKind::kFrontCache:
+      return PoolAttr::kFrontCache;
+    case SetAttrKind::kWaitBeforeGrowth:
+      return PoolAttr::kWaitBeforeGrowth;
+    case SetAttrKind::kSoftLimit:
+      return PoolAttr::kSoftReservedLimit;
+  }
+  return PoolAttr::kReleaseThreshold;
+}
+
 std::string ToString(const Instruction& ins) {
   return std::visit(
       Overloaded{
@@ -1154,40 +1178,14 @@ class Runner {
               return absl::OkStatus();
             },
             [&](const SetAttrOp& o) -> absl::Status {
-              PoolAttr attr = PoolAttr::kReleaseThreshold;
+              const PoolAttr attr = PoolAttrOf(o.attr);
               uint64_t value = o.value;
-              switch (o.attr) {
-                case SetAttrKind::kFollow:
-                  attr = PoolAttr::kReuseFollowEventDependencies;
-                  break;
-                case SetAttrKind::kOpportunistic:
-                  attr = PoolAttr::kReuseAllowOpportunistic;
-                  break;
-                case SetAttrKind::kInternal:
-                  attr = PoolAttr::kReuseAllowInternalDependencies;
-                  break;
-                case SetAttrKind::kThreshold:
-                  attr = PoolAttr::kReleaseThreshold;
-                  break;
-                case SetAttrKind::kResetReservedHigh:
-                  attr = PoolAttr::kReservedMemHigh;
-                  value = 0;
-                  break;
-                case SetAttrKind::kResetUsedHigh:
-                  attr = PoolAttr::kUsedMemHigh;
-                  value = 0;
-                  break;
-                case SetAttrKind::kFrontCache:
-                  attr = PoolAttr::kFrontCache;
-                  value = value != 0;
-                  break;
-                case SetAttrKind::kWaitBeforeGrowth:
-                  attr = PoolAttr::kWaitBeforeGrowth;
-                  value = value != 0;
-                  break;
-                case SetAttrKind::kSoftLimit:
-                  attr = PoolAttr::kSoftReservedLimit;
-                  break;
+              if (o.attr == SetAttrKind::kResetReservedHigh ||
+                  o.attr == SetAttrKind::kResetUsedHigh) {
+                value = 0;
+              } else if (o.attr == SetAttrKind::kFrontCache ||
+                         o.attr == SetAttrKind::kWaitBeforeGrowth) {
+                value = value != 0;
               }
               if (absl::Status st = Expect(rt_->SetPoolAttribute(pools_[o.pool], attr, value),
                                            "SetPoolAttribute");

@@ -125,6 +125,9 @@ enum class SetAttrKind {
   kWaitBeforeGrowth,
   kSoftLimit,
 };
+// The pool attribute a kind sets (the resets set a watermark to 0).
+PoolAttr PoolAttrOf(SetAttrKind kind);
+constexpr SetAttrKind kLastSetAttrKind = SetAttrKind::kSoftLimit;
 struct SetAttrOp {
   int pool;
   SetAttrKind attr;
