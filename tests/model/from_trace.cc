@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -55,8 +56,12 @@ class Converter {
     }
     return Emit(AllocOp{Id(o.id), pool, Stream(o.stream), o.size});
   }
-  absl::Status operator()(const ops::Free& o) { return Emit(FreeOp{Id(o.id), Stream(o.stream)}); }
-  absl::Status operator()(const ops::Use& o) { return Emit(UseOp{Id(o.id), Stream(o.stream)}); }
+  // The ops the model's instructions are (program.h), as they are: the
+  // trace's dense numbers are the program's slots.
+  template <typename T>
+  requires std::is_constructible_v<Instruction, T> absl::Status operator()(const T& o) {
+    return Emit(o);
+  }
   absl::Status operator()(const ops::Kernel& o) {
     return Emit(KernelOp{Stream(o.stream), o.ns, {}});
   }
@@ -66,23 +71,6 @@ class Converter {
     return Emit(KernelOp{Stream(o.stream), ns > UINT64_MAX ? UINT64_MAX : uint64_t(ns), {}});
   }
   absl::Status operator()(const ops::Host& o) { return Emit(KernelOp{Stream(o.stream), 0, {}}); }
-  absl::Status operator()(const ops::Record& o) {
-    return Emit(RecordOp{Event(o.event), Stream(o.stream)});
-  }
-  absl::Status operator()(const ops::Wait& o) {
-    return Emit(WaitOp{Stream(o.stream), Event(o.event)});
-  }
-  absl::Status operator()(const ops::Sync& o) { return Emit(SyncStreamOp{Stream(o.stream)}); }
-  absl::Status operator()(const ops::EventSync& o) { return Emit(SyncEventOp{Event(o.event)}); }
-  absl::Status operator()(const ops::DeviceSync& o) {
-    return Emit(SyncDeviceOp{static_cast<int>(o.device)});
-  }
-  absl::Status operator()(const ops::Query& o) { return Emit(QueryStreamOp{Stream(o.stream)}); }
-  absl::Status operator()(const ops::EventQuery& o) { return Emit(QueryEventOp{Event(o.event)}); }
-  absl::Status operator()(const ops::Advance& o) { return Emit(AdvanceOp{o.ns}); }
-  absl::Status operator()(const ops::Trim& o) {
-    return Emit(TrimOp{static_cast<int>(o.pool), o.bytes});
-  }
   absl::Status operator()(const ops::Attr& o) {
     // The kind that sets the attribute (the ops' attributes are all
     // settings, none a watermark's reset).
@@ -122,12 +110,10 @@ class Converter {
   absl::Status operator()(const ops::PoolCreate&) { return absl::OkStatus(); }
   absl::Status operator()(const ops::PoolDestroy&) { return Unmodelled("pdestroy"); }
   absl::Status operator()(const ops::Malloc&) { return Unmodelled("malloc"); }
-  absl::Status operator()(const ops::Release&) { return Unmodelled("release"); }
 
  private:
   static int Id(uint64_t slot) { return static_cast<int>(slot); }
   static int Stream(uint64_t index) { return static_cast<int>(index); }
-  static int Event(uint64_t index) { return static_cast<int>(index); }
 
   absl::Status Emit(Instruction ins) {
     p_.code.push_back(std::move(ins));

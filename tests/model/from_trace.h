@@ -3,15 +3,16 @@
 // regression test as it is: Execute runs it on a runtime and on the model
 // side by side.
 //
-// The trace's ops (src/trace/ops.h) map one to one onto instructions where
-// the model has them. The model declares its pools, streams and events up
-// front, so a trace's `pool`, `stream` and `event` lines become
-// declarations (a stream made again after its sdestroy, a create-stream);
-// copies and host functions become kernels of their length (a copy's at the
-// trace's copy bandwidth, as a replay times it). What the model does not
-// have is an error that names the line: malloc and release, pool
-// destruction, pool settings of ACL, IPC or a custom upstream, a stream made
-// again on another device or of another kind.
+// The ops the model's instructions share with a trace (program.h: free,
+// use, record, wait, the synchronizes and queries, advance, trim) are taken
+// as they are; an alloc and an attr map onto the model's own. The model
+// declares its pools, streams and events up front, so a trace's `pool`,
+// `stream` and `event` lines become declarations (a stream made again after
+// its sdestroy, a create-stream); copies and host functions become kernels
+// of their length (a copy's at the trace's copy bandwidth, as a replay
+// times it). What the model does not have is an error that names the line:
+// malloc, pool destruction, pool settings of ACL, IPC or a custom upstream,
+// a stream made again on another device or of another kind.
 #ifndef STREAMPOOL_TESTS_MODEL_FROM_TRACE_H_
 #define STREAMPOOL_TESTS_MODEL_FROM_TRACE_H_
 
