@@ -4,14 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/pool/block.h"
 #include "src/pool/names.h"
@@ -24,9 +22,10 @@ namespace {
 // Lines are buffered and written in blocks: a recording costs a formatted
 // line per call, not a system call.
 constexpr size_t kFlushBytes = 64 * 1024;
-// Room for a flush's worth and the longest line the allocator writes; longer
-// text (a pool's settings, the command line) is written in pieces.
+// Room for a flush's worth and the longest line the printer writes; longer
+// text (the command line) is written in pieces.
 constexpr size_t kBufferBytes = kFlushBytes + 4096;
+static_assert(kBufferBytes - kFlushBytes >= trace::kMaxPrintedLine);
 
 // The program and its arguments (/proc/self/cmdline), so that a recording
 // says what produced it: the program's file name without its directory, each
@@ -218,9 +217,8 @@ void Recorder::EmitText(absl::string_view text) {
 }
 
 void Recorder::Print(const trace::Op& op) {
-  line_.clear();
-  trace::AppendOp(op, &line_);
-  EmitText(line_);
+  if (len_ + trace::kMaxPrintedLine > kBufferBytes) Flush();
+  len_ = static_cast<size_t>(trace::PrintOp(op, buf_ + len_) - buf_);
 }
 
 void Recorder::Line(Times t) {

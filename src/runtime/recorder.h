@@ -159,7 +159,6 @@ class Recorder {
   const std::unique_ptr<char[]> buf_storage_;
   char* const buf_ ABSL_PT_GUARDED_BY(mu_);  // buf_storage_, its bytes under mu_
   size_t len_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string line_ ABSL_GUARDED_BY(mu_);  // the op being printed
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   uint64_t last_ns_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, uint64_t> streams_ ABSL_GUARDED_BY(mu_);  // handle -> id

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -29,76 +30,108 @@ bool IsBound(PoolAttr attr) {
   const PoolAttrInfo* a = FindPoolAttr(static_cast<int>(attr));
   return a != nullptr && a->kind == AttrKind::kU64;
 }
-std::string BoundText(uint64_t v) { return v == UINT64_MAX ? "max" : absl::StrCat(v); }
-const char* Bit(bool on) { return on ? "1" : "0"; }
 
 // ------------------------------------------------------------ printing
 
-template <typename T>
-void Print(const T& op, std::string* out) {
-  static_assert(PlainFields<T>, "an op of its own shape has a Print of its own");
-  absl::StrAppend(out, T::kName);
-  std::apply([&](const auto&... f) { (absl::StrAppend(out, " ", f), ...); }, op.Tie());
-  out->push_back('\n');
-}
-
-void Print(const Alloc& op, std::string* out) {
-  absl::StrAppend(out, "alloc ", op.id, " ", op.size, " ", op.stream);
-  if (op.pool != kNoPool) absl::StrAppend(out, " ", op.pool);
-  if (op.decision.present) {
-    if (op.decision.failed) {
-      out->append("  # failed");
-    } else {
-      absl::StrAppend(out, "  # ", ReuseRuleName(op.decision.rule), " ", op.decision.chunk, "+",
-                      op.decision.offset);
-    }
+// A line printed straight into a buffer the caller has made room in
+// (kMaxPrintedLine): the recorder prints on the allocator's fast path,
+// where a recording must cost little.
+struct Out {
+  char* p;
+  Out& operator<<(absl::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+    return *this;
   }
-  out->push_back('\n');
+  Out& operator<<(const char* s) { return *this << absl::string_view(s); }
+  Out& operator<<(char c) {
+    *p++ = c;
+    return *this;
+  }
+  Out& operator<<(uint64_t v) {
+    char digits[20];
+    int n = 0;
+    do {
+      digits[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (n > 0) *p++ = digits[--n];
+    return *this;
+  }
+  Out& Bound(uint64_t v) { return v == UINT64_MAX ? *this << "max" : *this << v; }
+  Out& Bit(bool on) { return *this << (on ? '1' : '0'); }
+};
+
+template <typename T>
+void Print(const T& op, Out& out) {
+  static_assert(PlainFields<T>, "an op of its own shape has a Print of its own");
+  out << T::kName;
+  std::apply([&](const auto&... f) { ((out << ' ' << f), ...); }, op.Tie());
+  out << '\n';
 }
 
-void Print(const DeviceSync& op, std::string* out) {
-  out->append("dsync");
-  if (op.device != 0) absl::StrAppend(out, " ", op.device);
-  out->push_back('\n');
+void Print(const Alloc& op, Out& out) {
+  out << "alloc " << op.id << ' ' << op.size << ' ' << op.stream;
+  if (op.pool != kNoPool) out << ' ' << op.pool;
+  if (op.decision.present && op.decision.failed) {
+    out << "  # failed";
+  } else if (op.decision.present) {
+    out << "  # " << ReuseRuleName(op.decision.rule) << ' ' << op.decision.chunk << '+'
+        << op.decision.offset;
+  }
+  out << '\n';
 }
 
-void Print(const Query& op, std::string* out) {
-  absl::StrAppend(out, "query ", op.stream, op.complete ? "\n" : "  # not_ready\n");
-}
-void Print(const EventQuery& op, std::string* out) {
-  absl::StrAppend(out, "equery ", op.event, op.complete ? "\n" : "  # not_ready\n");
-}
-
-void Print(const Attr& op, std::string* out) {
-  absl::StrAppend(out, "attr ", op.pool, " ", AttrName(op.attr), " ",
-                  IsBound(op.attr) ? BoundText(op.value) : Bit(op.value != 0), "\n");
+void Print(const DeviceSync& op, Out& out) {
+  out << "dsync";
+  if (op.device != 0) out << ' ' << op.device;
+  out << '\n';
 }
 
-void Print(const PoolCreate& p, std::string* out) {
-  absl::StrAppend(out, "pool ", p.pool, " ", p.device);
-  if (p.line == PoolCreate::Line::kImported) out->append(" imported=1");
+void Print(const Query& op, Out& out) {
+  out << "query " << op.stream << (op.complete ? "\n" : "  # not_ready\n");
+}
+void Print(const EventQuery& op, Out& out) {
+  out << "equery " << op.event << (op.complete ? "\n" : "  # not_ready\n");
+}
+
+void Print(const Attr& op, Out& out) {
+  out << "attr " << op.pool << ' ' << AttrName(op.attr) << ' ';
+  (IsBound(op.attr) ? out.Bound(op.value) : out.Bit(op.value != 0)) << '\n';
+}
+
+void Print(const PoolCreate& p, Out& out) {
+  out << "pool " << p.pool << ' ' << static_cast<uint64_t>(p.device);
+  if (p.line == PoolCreate::Line::kImported) out << " imported=1";
   if (p.line != PoolCreate::Line::kSettings) {
-    out->push_back('\n');
+    out << '\n';
     return;
   }
-  std::string reuse;
-  if (p.reuse_event) reuse = "event";
-  if (p.reuse_opportunistic) absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "opportunistic");
-  if (p.reuse_internal) absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "internal");
-  absl::StrAppend(out, " type=", EnumName(p.type), " reuse=", reuse.empty() ? "none" : reuse,
-                  " threshold=", BoundText(p.release_threshold), " growth=", EnumName(p.growth),
-                  " front_cache=", Bit(p.front_cache),
-                  " wait_before_growth=", Bit(p.wait_before_growth),
-                  " soft_limit=", BoundText(p.soft_limit), " default=", Bit(p.is_default));
-  if (p.max_size != 0) absl::StrAppend(out, " max_size=", p.max_size);
-  if (p.type == AllocationType::kHugePage || p.type == AllocationType::kDvpp) {
-    absl::StrAppend(out, " page_policy=", EnumName(p.page_policy));
+  out << " type=" << EnumName(p.type) << " reuse=";
+  const char* sep = "";
+  for (const auto& [on, name] :
+       {std::pair{p.reuse_event, "event"}, std::pair{p.reuse_opportunistic, "opportunistic"},
+        std::pair{p.reuse_internal, "internal"}}) {
+    if (!on) continue;
+    out << sep << name;
+    sep = "+";
   }
-  if (p.acl_rounding) out->append(" acl_rounding=1");
-  if (p.acl_align32) out->append(" acl_align32=1");
-  if (p.handle_types != 0) absl::StrAppend(out, " handle_types=", p.handle_types);
-  if (p.custom_upstream) out->append(" upstream=custom");
-  out->push_back('\n');
+  if (*sep == '\0') out << "none";
+  out << " threshold=";
+  out.Bound(p.release_threshold) << " growth=" << EnumName(p.growth) << " front_cache=";
+  out.Bit(p.front_cache) << " wait_before_growth=";
+  out.Bit(p.wait_before_growth) << " soft_limit=";
+  out.Bound(p.soft_limit) << " default=";
+  out.Bit(p.is_default);
+  if (p.max_size != 0) out << " max_size=" << p.max_size;
+  if (p.type == AllocationType::kHugePage || p.type == AllocationType::kDvpp) {
+    out << " page_policy=" << EnumName(p.page_policy);
+  }
+  if (p.acl_rounding) out << " acl_rounding=1";
+  if (p.acl_align32) out << " acl_align32=1";
+  if (p.handle_types != 0) out << " handle_types=" << uint64_t{p.handle_types};
+  if (p.custom_upstream) out << " upstream=custom";
+  out << '\n';
 }
 
 // ------------------------------------------------------------- parsing
@@ -359,8 +392,15 @@ const char* AttrName(PoolAttr attr) {
   return a != nullptr ? a->trace_name : nullptr;
 }
 
+char* PrintOp(const Op& op, char* out) {
+  Out o{out};
+  std::visit([&](const auto& alt) { Print(alt, o); }, op);
+  return o.p;
+}
+
 void AppendOp(const Op& op, std::string* out) {
-  std::visit([&](const auto& o) { Print(o, out); }, op);
+  char line[kMaxPrintedLine];
+  out->append(line, PrintOp(op, line) - line);
 }
 
 std::string ToString(const Op& op) {

@@ -253,6 +253,11 @@ using Op =
 // and read-only values decide nothing).
 const char* AttrName(PoolAttr attr);
 
+// The most bytes the printer writes for one op.
+inline constexpr size_t kMaxPrintedLine = 512;
+// Prints the op's line, with its '\n', at out, which has room for
+// kMaxPrintedLine bytes; returns the end of what it wrote.
+char* PrintOp(const Op& op, char* out);
 // Appends the op's line, with its '\n', to *out.
 void AppendOp(const Op& op, std::string* out);
 std::string ToString(const Op& op);
