@@ -765,7 +765,7 @@ py::tuple DecisionTuple(const replay::Trace& trace, const replay::ReplayDecision
   const char* rule = d.failed ? "failed" : d.model ? "model" : ReuseRuleName(d.rule);
   py::object pool = py::none();
   if (!d.model && d.pool != replay::TraceOp::kNoPool && d.pool < trace.pools.size()) {
-    pool = py::int_(trace.pools[d.pool].id);
+    pool = py::int_(trace.pools[d.pool].pool);
   }
   const bool placed = !d.failed && !d.model && d.chunk != 0;
   py::list waits;

@@ -779,9 +779,9 @@ int main(int argc, char** argv) {
   if (verify) {
     for (const rp::TraceReport& rep : reports) {
       for (const rp::ReplayResult& r : rep.runs) {
-        const bool pool_allocs =
-            std::any_of(rep.trace->ops.begin(), rep.trace->ops.end(),
-                        [](const rp::TraceOp& op) { return op.kind == rp::TraceOp::Kind::kAlloc; });
+        const bool pool_allocs = std::any_of(
+            rep.trace->ops.begin(), rep.trace->ops.end(),
+            [](const rp::TraceOp& op) { return std::holds_alternative<rp::ops::Alloc>(op.op); });
         if (r.decisions_checked == 0 && pool_allocs) {
           std::fprintf(stderr, "streampool-replay: %s: no recorded decision to compare\n",
                        rep.trace->name.c_str());

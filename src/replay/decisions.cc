@@ -52,7 +52,7 @@ void AppendDecisionLine(const Trace& trace, const ReplayDecision& d, std::string
   } else if (d.pool == TraceOp::kNoPool) {
     out->append("own");
   } else {
-    absl::StrAppend(out, d.pool < trace.pools.size() ? trace.pools[d.pool].id : d.pool);
+    absl::StrAppend(out, d.pool < trace.pools.size() ? trace.pools[d.pool].pool : d.pool);
   }
   if (d.model && !d.failed) {
     absl::StrAppend(out, " @", absl::Hex(d.address));
@@ -132,7 +132,7 @@ absl::StatusOr<DecisionFile> ParseDecisions(absl::string_view text, absl::string
     streams.emplace(trace.stream_ids[k], static_cast<uint32_t>(k));
   }
   for (size_t k = 0; k < trace.pools.size(); ++k) {
-    pools.emplace(trace.pools[k].id, static_cast<uint32_t>(k));
+    pools.emplace(trace.pools[k].pool, static_cast<uint32_t>(k));
   }
   DecisionFile out;
   size_t line_no = 0;

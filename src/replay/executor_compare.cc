@@ -92,7 +92,8 @@ absl::StatusOr<ExecutorComparison> CompareExecutors(const Trace& trace,
     c.executor_first = on_executor->decisions[*c.diff.first_difference];
     for (const TraceOp& op : trace.ops) {
       if (op.line >= c.simulator_first.line) break;
-      if (op.kind == TraceOp::Kind::kQuery || op.kind == TraceOp::Kind::kEventQuery) {
+      if (std::holds_alternative<ops::Query>(op.op) ||
+          std::holds_alternative<ops::EventQuery>(op.op)) {
         ++c.queries_before_first_difference;
       }
     }

@@ -33,26 +33,27 @@ void LabelAsRecorded(const Trace& t, ReplaySettings* s) {
   s->growth = p.growth;
   s->wait_before_growth = p.wait_before_growth;
   s->soft_limit = p.soft_limit;
-  for (const TraceOp& op : t.ops) {
-    if (op.kind != TraceOp::Kind::kAttr || op.pool != 0) continue;
-    switch (static_cast<PoolAttr>(op.aux)) {
+  for (const TraceOp& trace_op : t.ops) {
+    const ops::Attr* op = std::get_if<ops::Attr>(&trace_op.op);
+    if (op == nullptr || op->pool != 0) continue;
+    switch (op->attr) {
       case PoolAttr::kReuseFollowEventDependencies:
-        s->reuse_event = op.value != 0;
+        s->reuse_event = op->value != 0;
         break;
       case PoolAttr::kReuseAllowOpportunistic:
-        s->reuse_opportunistic = op.value != 0;
+        s->reuse_opportunistic = op->value != 0;
         break;
       case PoolAttr::kReuseAllowInternalDependencies:
-        s->reuse_internal = op.value != 0;
+        s->reuse_internal = op->value != 0;
         break;
       case PoolAttr::kReleaseThreshold:
-        s->release_threshold = op.value;
+        s->release_threshold = op->value;
         break;
       case PoolAttr::kWaitBeforeGrowth:
-        s->wait_before_growth = op.value != 0;
+        s->wait_before_growth = op->value != 0;
         break;
       case PoolAttr::kSoftReservedLimit:
-        s->soft_limit = op.value;
+        s->soft_limit = op->value;
         break;
       default:
         break;

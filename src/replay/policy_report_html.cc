@@ -236,25 +236,23 @@ std::vector<LiveBlock> BlocksAtPeak(const Trace& t) {
   size_t peak_op = 0;
   std::vector<uint64_t> sizes(t.alloc_count, 0);
   for (size_t i = 0; i < t.ops.size(); ++i) {
-    const TraceOp& op = t.ops[i];
-    if (op.kind == TraceOp::Kind::kAlloc || op.kind == TraceOp::Kind::kMalloc) {
-      sizes[op.slot] = op.value;
-      live += op.value;
+    if (std::optional<Allocation> a = AllocationOf(t.ops[i].op)) {
+      sizes[a->slot] = a->size;
+      live += a->size;
       if (live > peak) {
         peak = live;
         peak_op = i;
       }
-    } else if (op.kind == TraceOp::Kind::kFree || op.kind == TraceOp::Kind::kRelease) {
-      live -= sizes[op.slot];
+    } else if (std::optional<uint64_t> slot = FreedSlot(t.ops[i].op)) {
+      live -= sizes[*slot];
     }
   }
   std::map<uint64_t, LiveBlock> held;
   for (size_t i = 0; i <= peak_op && i < t.ops.size(); ++i) {
-    const TraceOp& op = t.ops[i];
-    if (op.kind == TraceOp::Kind::kAlloc || op.kind == TraceOp::Kind::kMalloc) {
-      held[op.slot] = LiveBlock{op.slot, op.value, op.stream, op.line};
-    } else if (op.kind == TraceOp::Kind::kFree || op.kind == TraceOp::Kind::kRelease) {
-      held.erase(op.slot);
+    if (std::optional<Allocation> a = AllocationOf(t.ops[i].op)) {
+      held[a->slot] = LiveBlock{a->slot, a->size, a->stream, t.ops[i].line};
+    } else if (std::optional<uint64_t> slot = FreedSlot(t.ops[i].op)) {
+      held.erase(*slot);
     }
   }
   std::vector<LiveBlock> out;

@@ -222,12 +222,6 @@ std::string ReplayDecision::Describe() const {
 
 namespace {
 
-absl::Status AtLine(const Trace& trace, const TraceOp& op, absl::string_view call,
-                    const absl::Status& st) {
-  return absl::Status(
-      st.code(), absl::StrCat(trace.name, ":", op.line, ": ", call, " failed: ", st.message()));
-}
-
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
@@ -465,686 +459,761 @@ std::string DescribeDecision(const RecordedDecision& d) {
   return absl::StrCat(ReuseRuleName(d.rule), " at chunk ", d.chunk, " offset ", d.offset);
 }
 
-}  // namespace
+// A replay: the runtime a trace runs on, what the trace's numbers stand for
+// in it, and the result as it grows. One handler per op (operator()), each
+// run with the op's line in line_; a handler that ends the run early sets
+// stop_.
+class Replayer {
+ public:
+  Replayer(const Trace& trace, const ReplaySettings& settings, const ProgressFn& progress,
+           const DecisionFn& on_decision)
+      : trace_(trace),
+        settings_(settings),
+        progress_(progress),
+        on_decision_(on_decision),
+        modelled_(IsModel(settings.allocator)),
+        timed_(settings.measure_host_cost),
+        decide_(settings.keep_decisions || static_cast<bool>(on_decision)) {}
 
-absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
-                                    const ProgressFn& progress, const DecisionFn& on_decision) {
-  const uint64_t started_ns = NowNs();
-  absl::StatusOr<RuntimeConfig> config = ConfigFor(trace, settings);
-  if (!config.ok()) return config.status();
-  if (config->executor == ExecutorKind::kCuda) CudaRuntimeDefaults(&*config);
-  const uint64_t copy_bytes_per_us = CopyBandwidth(trace);
-  // Returned as it is: its C code says whether the machine lacks a driver
-  // or a device (an executor comparison skips such a trace).
-  absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(*config);
-  if (!created.ok()) return created.status();
-  Runtime& rt = **created;
-  // Collect reports rather than abort: EnableChecker turns off the fatal mode
-  // that STREAMPOOL_CHECK_STREAM_ORDER=fatal (the test suite's) would set.
-  rt.EnableChecker(settings.check_stream_order);
+  absl::StatusOr<ReplayResult> Run() {
+    const uint64_t started_ns = NowNs();
+    if (absl::Status st = Start(); !st.ok()) return st;
+    if (absl::Status st = StartModels(); !st.ok()) return st;
+    const size_t total = trace_.ops.size();
+    for (size_t i = 0; i < total && !stop_; ++i) {
+      const TraceOp& op = trace_.ops[i];
+      if (progress_ && i % 512 == 0) progress_(i, total);
+      line_ = op.line;
+      op_index_ = i;
+      if (absl::Status st = std::visit(*this, op.op); !st.ok()) return st;
+      if (settings_.stop_after_line != 0 && op.line >= settings_.stop_after_line) {
+        if (modelled_) r_.model_state = models_[0]->Describe(StreamOf(op.op));
+        stop_ = true;
+      }
+      // Only allocator calls and syncs (releases) change the pools' bytes.
+      if (!std::holds_alternative<ops::Advance>(op.op) &&
+          !std::holds_alternative<ops::Kernel>(op.op) &&
+          !std::holds_alternative<ops::Copy>(op.op)) {
+        if (absl::Status st = TakeSeries(); !st.ok()) return st;
+      }
+    }
+    if (progress_) progress_(total, total);
+    if (modelled_ && r_.model_state.empty() && !models_.empty()) {
+      r_.model_state = models_[0]->Describe(0);
+    }
+    Summarize();
+    for (int d = 0; d < config_.device_count; ++d) {
+      if (absl::Status st = rt().DeviceSynchronize(d); !st.ok()) return st;
+    }
+    r_.makespan_ns = rt().HostNow();
+    r_.wall_ns = NowNs() - started_ns;
+    return std::move(r_);
+  }
 
-  ReplayResult r;
-  r.settings = settings;
-  r.device_capacity = config->device_capacity;
+  absl::Status operator()(const ops::Alloc& op) {
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    if (modelled_) return ModelAlloc(op);
+    absl::StatusOr<PoolId> pool = PoolOf(op.pool);
+    if (!pool.ok()) return pool.status();
+    const uint64_t t0 = timed_ ? NowNs() : 0;
+    absl::StatusOr<AllocInfo> a = rt().MallocFromPoolAsync(op.size, *pool, *s);
+    if (timed_) alloc_ns_.push_back(NowNs() - t0);
+    if (a.ok()) {
+      ptrs_[op.id] = a->ptr;
+      if (settings_.record_timeline && op.size != 0) {
+        timeline_.Allocated(*s, a->ptr, op.size, a->rule, rt().HostNow());
+      }
+    } else if (absl::IsResourceExhausted(a.status())) {
+      Failed(op.id);
+    } else {
+      return AtLine("MallocFromPoolAsync", a.status());
+    }
+    if (decide_) {
+      ReplayDecision d = DecisionOf(op, a.ok());
+      if (a.ok()) d.rule = a->rule;
+      // Taken after every allocation, failed ones too, so that no wait
+      // is left over to be counted against the next.
+      absl::StatusOr<internal::Observation::DecisionFacts> facts =
+          rt().impl().Run<&internal::Observation::TakeDecision>(a.ok() ? a->ptr : nullptr);
+      if (!facts.ok()) return AtLine("PlaceOf", facts.status());
+      if (facts->place) {
+        d.chunk = facts->place->chunk;
+        d.offset = facts->place->offset;
+      }
+      for (const internal::Observation::InternalWait& w : facts->waits) {
+        d.waits.push_back(DecisionWait{TraceStreamOf(w.stream), w.position});
+      }
+      Decided(std::move(d));
+    }
+    if (op.decision.present && settings_.allocator == AllocatorKind::kStreampool) {
+      Verify(op, a, *pool);
+    }
+    return absl::OkStatus();
+  }
 
-  // The trace's pools, made where their lines stand; a trace that names none
-  // gets one pool of the settings, made now.
-  std::vector<std::optional<PoolId>> pools(trace.pools.size());
-  std::optional<PoolId> own_pool;
-  std::vector<PoolId> all_pools;  // every pool made, for the statistics
-  auto make_pool = [&](const PoolProps& props, std::string name) -> absl::StatusOr<PoolId> {
-    absl::StatusOr<PoolId> pool = rt.CreatePool(props);
+  absl::Status operator()(const ops::Malloc& op) {
+    absl::StatusOr<void*> p = rt().Malloc(op.size, static_cast<int>(op.device));
+    if (p.ok()) {
+      ptrs_[op.id] = *p;
+    } else if (absl::IsResourceExhausted(p.status())) {
+      failed_[op.id] = true;
+      ++r_.failed_allocs;
+    } else {
+      return AtLine("Malloc", p.status());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status operator()(const ops::Free& op) {
+    if (failed_[op.id]) {
+      ++r_.skipped_frees;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    const uint64_t t0 = timed_ ? NowNs() : 0;
+    absl::Status st;
+    if (modelled_ && ptrs_[op.id] == nullptr) {
+      st = models_[model_device_[op.id]]->Free(model_address_[op.id],
+                                               static_cast<uint32_t>(op.stream), line_);
+      if (timed_) free_ns_.push_back(NowNs() - t0);
+      return st.ok() ? st : AtLine("Free", st);
+    }
+    st = rt().FreeAsync(ptrs_[op.id], *s);
+    if (timed_) free_ns_.push_back(NowNs() - t0);
+    if (!st.ok()) return AtLine("FreeAsync", st);
+    if (settings_.record_timeline && ptrs_[op.id] != nullptr) {
+      timeline_.Freed(*s, ptrs_[op.id], rt().HostNow());
+    }
+    ptrs_[op.id] = nullptr;
+    return absl::OkStatus();
+  }
+
+  absl::Status operator()(const ops::Release& op) {
+    if (failed_[op.id]) {
+      ++r_.skipped_frees;
+      return absl::OkStatus();
+    }
+    if (absl::Status st = rt().Free(ptrs_[op.id]); !st.ok()) return AtLine("Free", st);
+    ptrs_[op.id] = nullptr;
+    return absl::OkStatus();
+  }
+
+  absl::Status operator()(const ops::Use& op) {
+    if (failed_[op.id]) return absl::OkStatus();
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    absl::Status st;
+    if (modelled_ && ptrs_[op.id] == nullptr) {
+      st = models_[model_device_[op.id]]->RecordUse(model_address_[op.id],
+                                                    static_cast<uint32_t>(op.stream));
+    } else if (ptrs_[op.id] != nullptr) {
+      st = rt().RecordUse(ptrs_[op.id], *s);
+    }
+    return st.ok() ? st : AtLine("RecordUse", st);
+  }
+
+  absl::Status operator()(const ops::Kernel& op) {
+    return Call(Stream(op.stream), "LaunchKernel",
+                [&](StreamId s) { return rt().LaunchKernel(s, op.ns, {}); });
+  }
+  absl::Status operator()(const ops::Copy& op) {
+    // A copy of no bytes enqueues nothing but costs its call.
+    return Call(Stream(op.stream), "copy", [&](StreamId s) {
+      return op.bytes == 0 ? rt().HostAdvance(0)
+                           : rt().LaunchKernel(s, TransferNs(op.bytes, copy_bytes_per_us_), {});
+    });
+  }
+  absl::Status operator()(const ops::Host& op) {
+    return Call(Stream(op.stream), "LaunchHostFunc",
+                [&](StreamId s) { return rt().LaunchHostFunc(s, [] {}); });
+  }
+  absl::Status operator()(const ops::Record& op) {
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<EventId> e = Event(op.event);
+    if (!e.ok()) return e.status();
+    absl::Status st = rt().RecordEvent(*e, *s);
+    return st.ok() ? st : AtLine("RecordEvent", st);
+  }
+  absl::Status operator()(const ops::Wait& op) {
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<EventId> e = Event(op.event);
+    if (!e.ok()) return e.status();
+    absl::Status st = rt().StreamWaitEvent(*s, *e);
+    return st.ok() ? st : AtLine("StreamWaitEvent", st);
+  }
+  absl::Status operator()(const ops::Sync& op) {
+    ++r_.synchronizes;
+    return Call(Stream(op.stream), "StreamSynchronize",
+                [&](StreamId s) { return rt().StreamSynchronize(s); });
+  }
+  absl::Status operator()(const ops::Query& op) {
+    return Call(Stream(op.stream), "StreamQuery",
+                [&](StreamId s) { return Answer(rt().StreamQuery(s)); });
+  }
+  absl::Status operator()(const ops::EventSync& op) {
+    ++r_.synchronizes;
+    return Call(Event(op.event), "EventSynchronize",
+                [&](EventId e) { return rt().EventSynchronize(e); });
+  }
+  absl::Status operator()(const ops::EventQuery& op) {
+    return Call(Event(op.event), "EventQuery",
+                [&](EventId e) { return Answer(rt().EventQuery(e)); });
+  }
+  absl::Status operator()(const ops::DeviceSync& op) {
+    ++r_.synchronizes;
+    absl::Status st = rt().DeviceSynchronize(static_cast<int>(op.device));
+    return st.ok() ? st : AtLine("DeviceSynchronize", st);
+  }
+  absl::Status operator()(const ops::Advance& op) {
+    absl::Status st = rt().HostAdvance(op.ns);
+    return st.ok() ? st : AtLine("HostAdvance", st);
+  }
+
+  absl::Status operator()(const ops::StreamCreate& op) {
+    const int device = static_cast<int>(op.device);
+    absl::StatusOr<StreamId> s =
+        op.flags == 2 ? rt().LegacyStream(device) : rt().CreateStream(device, op.flags == 1);
+    if (!s.ok()) return AtLine("CreateStream", s.status());
+    streams_[op.stream] = *s;
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::StreamDestroy& op) {
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    if (absl::StatusOr<StreamId> l = rt().LegacyStream(0); l.ok() && l->value == s->value) {
+      return absl::OkStatus();
+    }
+    if (absl::Status st = rt().DestroyStream(*s); !st.ok()) return AtLine("DestroyStream", st);
+    streams_[op.stream].reset();
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::EventCreate& op) {
+    // Interprocess events need a shared segment a replay has no use for.
+    absl::StatusOr<EventId> e =
+        rt().CreateEvent(static_cast<unsigned>(op.flags) & ~kEventInterprocess);
+    if (!e.ok()) return AtLine("CreateEvent", e.status());
+    events_[op.event] = *e;
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::EventDestroy& op) {
+    absl::StatusOr<EventId> e = Event(op.event);
+    if (!e.ok()) return e.status();
+    if (absl::Status st = rt().DestroyEvent(*e); !st.ok()) return AtLine("DestroyEvent", st);
+    events_[op.event].reset();
+    return absl::OkStatus();
+  }
+
+  absl::Status operator()(const ops::PoolCreate& op) {
+    const TracePool& def = trace_.pools[op.pool];
+    if (def.device >= config_.device_count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          trace_.name, ":", line_, ": pool on device ", def.device, ", but the trace has ",
+          config_.device_count, " device(s) (header device_count)"));
+    }
+    if (modelled_) return absl::OkStatus();  // the device's model serves it
+    absl::StatusOr<PoolId> pool =
+        MakePool(PropsFor(def, settings_), absl::StrCat("pool ", def.pool));
+    if (!pool.ok()) return AtLine("CreatePool", pool.status());
+    if (settings_.use_recorded && !def.front_cache) {
+      absl::Status st = rt().SetPoolAttribute(*pool, PoolAttr::kFrontCache, 0);
+      if (!st.ok()) return AtLine("SetPoolAttribute", st);
+    }
+    pools_[op.pool] = *pool;
+    if (r_.growth == PoolGrowth::kDefault) {
+      absl::StatusOr<uint64_t> growth = rt().GetPoolAttribute(*pool, PoolAttr::kGrowth);
+      if (growth.ok()) r_.growth = static_cast<PoolGrowth>(*growth);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::PoolDestroy& op) {
+    return OnPool(op.pool, "DestroyPool", [&](PoolId p) {
+      absl::Status st = rt().DestroyPool(p);
+      if (st.ok()) pools_[op.pool].reset();
+      return st;
+    });
+  }
+  absl::Status operator()(const ops::Attr& op) {
+    // Other settings than the recorded ones stay what the sweep chose.
+    if (!settings_.use_recorded && op.attr != PoolAttr::kFrontCache) return absl::OkStatus();
+    return OnPool(op.pool, "SetPoolAttribute",
+                  [&](PoolId p) { return rt().SetPoolAttribute(p, op.attr, op.value); });
+  }
+  absl::Status operator()(const ops::Trim& op) {
+    return OnPool(op.pool, "TrimTo", [&](PoolId p) { return rt().TrimTo(p, op.bytes); });
+  }
+
+ private:
+  Runtime& rt() { return *runtime_; }
+
+  absl::Status AtLine(absl::string_view call, const absl::Status& st) const {
+    return absl::Status(
+        st.code(), absl::StrCat(trace_.name, ":", line_, ": ", call, " failed: ", st.message()));
+  }
+  // A query's answer, either way, is no error.
+  static absl::Status Answer(absl::Status st) {
+    return absl::IsUnavailable(st) ? absl::OkStatus() : st;
+  }
+
+  // The runtime, the trace's pools and the legacy stream: what the trace
+  // starts from.
+  absl::Status Start() {
+    absl::StatusOr<RuntimeConfig> config = ConfigFor(trace_, settings_);
+    if (!config.ok()) return config.status();
+    config_ = *config;
+    if (config_.executor == ExecutorKind::kCuda) CudaRuntimeDefaults(&config_);
+    copy_bytes_per_us_ = CopyBandwidth(trace_);
+    // Returned as it is: its C code says whether the machine lacks a driver
+    // or a device (an executor comparison skips such a trace).
+    absl::StatusOr<std::unique_ptr<Runtime>> created = Runtime::Create(config_);
+    if (!created.ok()) return created.status();
+    runtime_ = *std::move(created);
+    // Collect reports rather than abort: EnableChecker turns off the fatal
+    // mode that STREAMPOOL_CHECK_STREAM_ORDER=fatal (the test suite's) would
+    // set.
+    rt().EnableChecker(settings_.check_stream_order);
+    r_.settings = settings_;
+    r_.device_capacity = config_.device_capacity;
+    pools_.resize(trace_.pools.size());
+    // A trace that names no pool gets one pool of the settings, made now.
+    const bool recorded_pools = !trace_.pools.empty();
+    bool needs_own_pool = !recorded_pools && !modelled_;
+    for (const TraceOp& op : trace_.ops) {
+      const ops::Alloc* a = std::get_if<ops::Alloc>(&op.op);
+      if (a != nullptr && a->pool == ops::kNoPool && !modelled_) needs_own_pool = true;
+    }
+    if (needs_own_pool) {
+      if (absl::Status st = MakeOwnPool(); !st.ok()) return st;
+    }
+    streams_.resize(trace_.stream_ids.size());
+    events_.resize(trace_.event_ids.size());
+    absl::StatusOr<StreamId> legacy = rt().LegacyStream(0);
+    if (!legacy.ok()) return legacy.status();
+    streams_[0] = legacy_ = *legacy;
+    ptrs_.assign(trace_.alloc_count, nullptr);
+    failed_.assign(trace_.alloc_count, false);
+    if (timed_) {
+      alloc_ns_.reserve(trace_.alloc_count);
+      free_ns_.reserve(trace_.free_count);
+    }
+    if (auto it = trace_.header.find("executor");
+        it != trace_.header.end() && it->second == "real_time") {
+      r_.not_reproducible = "recorded in real time (threads or adapter executor)";
+    }
+    if (settings_.executor != ExecutorKind::kSimulator) {
+      r_.not_reproducible = absl::StrCat("replayed in real time (",
+                                         internal::EnumName(settings_.executor), " executor)");
+    }
+    for (const TracePool& p : trace_.pools) {
+      if (p.custom_upstream) r_.not_reproducible = "a pool sat on the program's own upstream";
+    }
+    r_.series.push_back(SeriesPoint{rt().HostNow(), 0, 0});
+    pool_name_ = recorded_pools
+                     ? std::string("pools")
+                     : absl::StrCat("pool (", internal::EnumName(settings_.pool_type), ")");
+    series_id_ = own_pool_ ? own_pool_->value : 0;
+    if (settings_.record_timeline) {
+      rt().RecordTimeline(true);
+      timeline_.PoolBytes(series_id_, pool_name_, rt().HostNow(), 0, 0);
+    }
+    if (decide_) rt().impl().Run<&internal::Observation::LogInternalWaits>(true);
+    return absl::OkStatus();
+  }
+
+  absl::Status MakeOwnPool() {
+    PoolProps props;
+    props.alloc_type = settings_.pool_type;
+    props.reuse_follow_event_dependencies = settings_.reuse_event;
+    props.reuse_allow_opportunistic = settings_.reuse_opportunistic;
+    props.reuse_allow_internal_dependencies = settings_.reuse_internal;
+    props.release_threshold = settings_.release_threshold;
+    props.growth = settings_.growth;
+    props.wait_before_growth = settings_.wait_before_growth;
+    props.soft_reserved_limit = settings_.soft_limit;
+    props.max_size = settings_.max_size;
+    if (settings_.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
+    absl::StatusOr<PoolId> pool = MakePool(props, "the replay's pool");
+    if (!pool.ok()) return pool.status();
+    own_pool_ = *pool;
+    absl::StatusOr<uint64_t> growth = rt().GetPoolAttribute(*own_pool_, PoolAttr::kGrowth);
+    if (!growth.ok()) return growth.status();
+    r_.growth = static_cast<PoolGrowth>(*growth);
+    return absl::OkStatus();
+  }
+
+  // The other allocators: one model per device, serving every pool of it.
+  absl::Status StartModels() {
+    models_.resize(config_.device_count);
+    model_streams_ = std::make_unique<RuntimeStreams>(
+        rt(), config_.device_count, [this](uint32_t index) { return StreamAt(index); });
+    if (!modelled_) return absl::OkStatus();
+    model_address_.assign(trace_.alloc_count, 0);
+    model_device_.assign(trace_.alloc_count, 0);
+    ModelConfig mc;
+    mc.device_capacity = config_.device_capacity;
+    mc.keep_history = settings_.keep_segment_history;
+    mc.torch = settings_.torch;
+    mc.rmm = settings_.rmm;
+    for (int d = 0; d < config_.device_count; ++d) {
+      absl::StatusOr<std::unique_ptr<AllocatorModel>> m =
+          MakeAllocatorModel(settings_.allocator, mc, model_streams_.get());
+      if (!m.ok()) return m.status();
+      models_[d] = *std::move(m);
+    }
+    if (settings_.allocator == AllocatorKind::kPytorch && settings_.seed_from_trace &&
+        !trace_.initial_segments.empty()) {
+      if (absl::Status st = models_[0]->Seed(trace_.initial_segments, trace_.initial_blocks);
+          !st.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(trace_.name, ": the trace's torch_segment lines: ", st.message()));
+      }
+      seeded_.assign(trace_.alloc_count, false);
+      for (const InitialBlock& b : trace_.initial_blocks) {
+        seeded_[b.slot] = true;
+        model_address_[b.slot] = b.address;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<PoolId> MakePool(const PoolProps& props, std::string name) {
+    absl::StatusOr<PoolId> pool = rt().CreatePool(props);
     if (!pool.ok()) {
       return absl::Status(pool.status().code(),
                           absl::StrCat("creating the pool failed: ", pool.status().message()));
     }
-    all_pools.push_back(*pool);
-    r.pool_series.push_back(
+    all_pools_.push_back(*pool);
+    r_.pool_series.push_back(
         {absl::StrCat(std::move(name), " (", internal::EnumName(props.alloc_type), ")"),
-         {SeriesPoint{rt.HostNow(), 0, 0}}});
+         {SeriesPoint{rt().HostNow(), 0, 0}}});
     return *pool;
-  };
-  const bool recorded_pools = !trace.pools.empty();
-  const bool modelled = IsModel(settings.allocator);
-  bool needs_own_pool = !recorded_pools && !modelled;
-  for (const TraceOp& op : trace.ops) {
-    if (op.kind == TraceOp::Kind::kAlloc && op.pool == TraceOp::kNoPool && !modelled) {
-      needs_own_pool = true;
+  }
+
+  // A trace stream, created on first use like the trace says: a blocking
+  // stream, as cudaStreamCreate makes it.
+  absl::StatusOr<StreamId> StreamAt(uint32_t index) {
+    if (!streams_[index]) {
+      absl::StatusOr<StreamId> s = rt().CreateStream(0);
+      if (!s.ok()) return s.status();
+      streams_[index] = *s;
+    }
+    return *streams_[index];
+  }
+  absl::StatusOr<StreamId> Stream(uint64_t index) {
+    absl::StatusOr<StreamId> s = StreamAt(static_cast<uint32_t>(index));
+    if (!s.ok()) return AtLine("CreateStream", s.status());
+    return s;
+  }
+  absl::StatusOr<EventId> Event(uint64_t index) {
+    if (!events_[index]) {
+      absl::StatusOr<EventId> e = rt().CreateEvent();
+      if (!e.ok()) return AtLine("CreateEvent", e.status());
+      events_[index] = *e;
+    }
+    return *events_[index];
+  }
+  absl::StatusOr<PoolId> PoolOf(uint64_t index) {
+    if (index == ops::kNoPool) return *own_pool_;
+    if (!pools_[index]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(trace_.name, ":", line_, ": the pool was destroyed"));
+    }
+    return *pools_[index];
+  }
+  // A call on a stream, an event or a pool of the trace, named in its error.
+  template <typename H, typename F>
+  absl::Status Call(absl::StatusOr<H> handle, absl::string_view call, F f) {
+    if (!handle.ok()) return handle.status();
+    absl::Status st = f(*handle);
+    return st.ok() ? st : AtLine(call, st);
+  }
+  // A model serves no pool of the trace: pool ops mean nothing to it.
+  template <typename F>
+  absl::Status OnPool(uint64_t index, absl::string_view call, F f) {
+    return modelled_ ? absl::OkStatus() : Call(PoolOf(index), call, f);
+  }
+  // The stream an op names, for a model's description (0 if none).
+  static uint32_t StreamOf(const ops::Op& op) {
+    return std::visit(
+        [](const auto& o) -> uint32_t {
+          if constexpr (requires { o.stream; }) {
+            return static_cast<uint32_t>(o.stream);
+          } else {
+            return 0;
+          }
+        },
+        op);
+  }
+
+  void Failed(uint64_t slot) {
+    failed_[slot] = true;
+    ++r_.failed_allocs;
+    if (settings_.stop_at_first_failure) {
+      r_.stopped_at_line = line_;
+      stop_ = true;  // after this op's bookkeeping
     }
   }
-  if (needs_own_pool) {
-    PoolProps props;
-    props.alloc_type = settings.pool_type;
-    props.reuse_follow_event_dependencies = settings.reuse_event;
-    props.reuse_allow_opportunistic = settings.reuse_opportunistic;
-    props.reuse_allow_internal_dependencies = settings.reuse_internal;
-    props.release_threshold = settings.release_threshold;
-    props.growth = settings.growth;
-    props.wait_before_growth = settings.wait_before_growth;
-    props.soft_reserved_limit = settings.soft_limit;
-    props.max_size = settings.max_size;
-    if (settings.allocator == AllocatorKind::kCuda) CudaDefaults(&props);
-    absl::StatusOr<PoolId> pool = make_pool(props, "the replay's pool");
-    if (!pool.ok()) return pool.status();
-    own_pool = *pool;
-    absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*own_pool, PoolAttr::kGrowth);
-    if (!growth.ok()) return growth.status();
-    r.growth = static_cast<PoolGrowth>(*growth);
-  }
-  // The other allocators: one model per device, serving every pool of it.
-  std::vector<std::unique_ptr<AllocatorModel>> models(config->device_count);
-  std::vector<uint64_t> model_address;  // by slot
-  std::vector<uint8_t> model_device;    // by slot
-  // A pool's bytes as the series and the statistics count them: summed over
-  // every pool the replay made.
-  auto pool_bytes = [&](uint64_t* reserved, uint64_t* used) -> absl::Status {
-    *reserved = *used = 0;
-    for (const std::unique_ptr<AllocatorModel>& m : models) {
-      if (m == nullptr) continue;
-      *reserved += m->reserved();
-      *used += m->used();
+
+  absl::Status ModelAlloc(const ops::Alloc& op) {
+    if (!seeded_.empty() && seeded_[op.id]) return absl::OkStatus();  // placed by Seed
+    const uint8_t device =
+        op.pool == ops::kNoPool ? 0 : static_cast<uint8_t>(trace_.pools[op.pool].device);
+    const uint64_t t0 = timed_ ? NowNs() : 0;
+    absl::StatusOr<uint64_t> a =
+        models_[device]->Allocate(op.size, static_cast<uint32_t>(op.stream), line_);
+    if (timed_) alloc_ns_.push_back(NowNs() - t0);
+    if (a.ok()) {
+      model_address_[op.id] = *a;
+      model_device_[op.id] = device;
+    } else if (absl::IsResourceExhausted(a.status())) {
+      Failed(op.id);
+    } else {
+      return AtLine("Allocate", a.status());
     }
-    for (PoolId p : all_pools) {
-      absl::StatusOr<uint64_t> res = rt.GetPoolAttribute(p, PoolAttr::kReservedMemCurrent);
-      if (!res.ok()) continue;  // destroyed since
-      absl::StatusOr<uint64_t> u = rt.GetPoolAttribute(p, PoolAttr::kUsedMemCurrent);
-      if (!u.ok()) continue;
-      *reserved += *res;
-      *used += *u;
+    if (decide_) {
+      ReplayDecision d = DecisionOf(op, a.ok());
+      d.model = true;
+      d.pool = 0;  // a model serves every pool of its device
+      d.address = a.ok() ? *a : 0;
+      Decided(std::move(d));
     }
     return absl::OkStatus();
-  };
-
-  std::vector<std::optional<StreamId>> streams(trace.stream_ids.size());
-  std::vector<std::optional<EventId>> events(trace.event_ids.size());
-  absl::StatusOr<StreamId> legacy = rt.LegacyStream(0);
-  if (!legacy.ok()) return legacy.status();
-  streams[0] = *legacy;
-
-  // slot -> pointer; a slot whose allocation failed keeps `failed`.
-  std::vector<void*> ptrs(trace.alloc_count, nullptr);
-  std::vector<bool> failed(trace.alloc_count, false);
-  std::vector<uint64_t> alloc_ns, free_ns;
-  if (settings.measure_host_cost) {
-    alloc_ns.reserve(trace.alloc_count);
-    free_ns.reserve(trace.free_count);
-  }
-  // A recording's decisions are streampool's at its recorded settings.
-  const bool verify = !trace.decisions.empty() && settings.allocator == AllocatorKind::kStreampool;
-  const bool timed = settings.measure_host_cost;
-  if (auto it = trace.header.find("executor");
-      it != trace.header.end() && it->second == "real_time") {
-    r.not_reproducible = "recorded in real time (threads or adapter executor)";
-  }
-  if (settings.executor != ExecutorKind::kSimulator) {
-    r.not_reproducible = absl::StrCat("replayed in real time (",
-                                      internal::EnumName(settings.executor), " executor)");
-  }
-  for (const TracePool& p : trace.pools) {
-    if (p.custom_upstream) r.not_reproducible = "a pool sat on the program's own upstream";
   }
 
-  r.series.push_back(SeriesPoint{rt.HostNow(), 0, 0});
-
-  TimelineRecorder recorder;
-  const std::string pool_name =
-      recorded_pools ? std::string("pools")
-                     : absl::StrCat("pool (", internal::EnumName(settings.pool_type), ")");
-  const uint64_t series_id = own_pool ? own_pool->value : 0;
-  if (settings.record_timeline) {
-    rt.RecordTimeline(true);
-    recorder.PoolBytes(series_id, pool_name, rt.HostNow(), 0, 0);
-  }
-
-  // Created on first use, like the trace says; blocking streams, as
-  // cudaStreamCreate makes them.
-  auto stream_at = [&](uint32_t index) -> absl::StatusOr<StreamId> {
-    if (!streams[index]) {
-      absl::StatusOr<StreamId> s = rt.CreateStream(0);
-      if (!s.ok()) return s.status();
-      streams[index] = *s;
-    }
-    return *streams[index];
-  };
-  auto stream = [&](const TraceOp& op) -> absl::StatusOr<StreamId> {
-    absl::StatusOr<StreamId> s = stream_at(op.stream);
-    if (!s.ok()) return AtLine(trace, op, "CreateStream", s.status());
-    return s;
-  };
-  RuntimeStreams model_streams(rt, config->device_count, stream_at);
-  std::vector<bool> seeded;
-  if (modelled) {
-    model_address.assign(trace.alloc_count, 0);
-    model_device.assign(trace.alloc_count, 0);
-    ModelConfig mc;
-    mc.device_capacity = config->device_capacity;
-    mc.keep_history = settings.keep_segment_history;
-    mc.torch = settings.torch;
-    mc.rmm = settings.rmm;
-    for (int d = 0; d < config->device_count; ++d) {
-      absl::StatusOr<std::unique_ptr<AllocatorModel>> m =
-          MakeAllocatorModel(settings.allocator, mc, &model_streams);
-      if (!m.ok()) return m.status();
-      models[d] = *std::move(m);
-    }
-    if (settings.allocator == AllocatorKind::kPytorch && settings.seed_from_trace &&
-        !trace.initial_segments.empty()) {
-      if (absl::Status st = models[0]->Seed(trace.initial_segments, trace.initial_blocks);
-          !st.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(trace.name, ": the trace's torch_segment lines: ", st.message()));
-      }
-      seeded.assign(trace.alloc_count, false);
-      for (const InitialBlock& b : trace.initial_blocks) {
-        seeded[b.slot] = true;
-        model_address[b.slot] = b.address;
-      }
-    }
-  }
-  auto device_of = [&](const TraceOp& op) -> uint8_t {
-    return op.pool == TraceOp::kNoPool ? 0 : static_cast<uint8_t>(trace.pools[op.pool].device);
-  };
-  auto event = [&](const TraceOp& op) -> absl::StatusOr<EventId> {
-    if (!events[op.event]) {
-      absl::StatusOr<EventId> e = rt.CreateEvent();
-      if (!e.ok()) return AtLine(trace, op, "CreateEvent", e.status());
-      events[op.event] = *e;
-    }
-    return *events[op.event];
-  };
-  auto pool_of = [&](const TraceOp& op) -> absl::StatusOr<PoolId> {
-    if (op.pool == TraceOp::kNoPool) return *own_pool;
-    if (!pools[op.pool]) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(trace.name, ":", op.line, ": the pool was destroyed"));
-    }
-    return *pools[op.pool];
-  };
-  // The first allocation whose decision differs from the recorded one.
-  auto diverged = [&](const TraceOp& op, const RecordedDecision& want, const std::string& got) {
-    ++r.decisions_diverged;
-    if (r.first_divergence.empty()) {
-      r.first_divergence =
-          absl::StrCat(trace.name, ":", op.line, ": alloc of ", op.value, " bytes: recorded ",
-                       DescribeDecision(want), ", replayed ", got);
-    }
-  };
-
-  // Decisions, for keep_decisions and on_decision.
-  const bool decide = settings.keep_decisions || static_cast<bool>(on_decision);
-  if (decide) rt.impl().Run<&internal::Observation::LogInternalWaits>(true);
-  auto decision_of = [&](size_t index, const TraceOp& op, bool ok) {
+  ReplayDecision DecisionOf(const ops::Alloc& op, bool ok) const {
     ReplayDecision d;
-    d.op = static_cast<uint32_t>(index + 1);
-    d.line = op.line;
-    d.stream = op.stream;
-    d.size = op.value;
+    d.op = static_cast<uint32_t>(op_index_ + 1);
+    d.line = line_;
+    d.stream = static_cast<uint32_t>(op.stream);
+    d.size = op.size;
     d.failed = !ok;
-    d.pool = op.pool;
+    d.pool = op.pool == ops::kNoPool ? TraceOp::kNoPool : static_cast<uint32_t>(op.pool);
     return d;
-  };
-  // A runtime stream as the trace names it (the waits' streams are the
-  // runtime's); streams are few, and only decisions that waited ask.
-  auto trace_stream_of = [&](StreamId s) -> uint32_t {
-    for (size_t k = 0; k < streams.size(); ++k) {
-      if (streams[k] && streams[k]->value == s.value) return static_cast<uint32_t>(k);
-    }
-    return NeighbourBlock::kNoStream;
-  };
-  BlocksAroundFn blocks_around = [&](uint32_t pool, uint64_t chunk, uint64_t offset) {
-    std::optional<PoolId> id = pool == TraceOp::kNoPool ? own_pool
-                               : pool < pools.size()    ? pools[pool]
+  }
+  void Decided(ReplayDecision d) {
+    if (on_decision_ && !on_decision_(d, blocks_around_)) stop_ = true;
+    if (settings_.keep_decisions) r_.decisions.push_back(std::move(d));
+  }
+  // The blocks around a decision's place, for on_decision.
+  Neighbourhood BlocksAroundPlace(uint32_t pool, uint64_t chunk, uint64_t offset) {
+    std::optional<PoolId> id = pool == TraceOp::kNoPool ? own_pool_
+                               : pool < pools_.size()   ? pools_[pool]
                                                         : std::nullopt;
     if (!id) {
       Neighbourhood none;
       none.note = "the pool is not there (destroyed, or never made)";
       return none;
     }
-    return BlocksAround(rt, *id, chunk, offset, trace_stream_of);
-  };
-  auto decided = [&](ReplayDecision d) {
-    const bool go_on = !on_decision || on_decision(d, blocks_around);
-    if (settings.keep_decisions) r.decisions.push_back(std::move(d));
-    return go_on;
-  };
+    return BlocksAround(rt(), *id, chunk, offset, [this](StreamId s) { return TraceStreamOf(s); });
+  }
+  // A runtime stream as the trace names it (the waits' streams are the
+  // runtime's); streams are few, and only decisions that waited ask.
+  uint32_t TraceStreamOf(StreamId s) const {
+    for (size_t k = 0; k < streams_.size(); ++k) {
+      if (streams_[k] && streams_[k]->value == s.value) return static_cast<uint32_t>(k);
+    }
+    return NeighbourBlock::kNoStream;
+  }
 
-  const size_t total = trace.ops.size();
-  for (size_t i = 0; i < total; ++i) {
-    const TraceOp& op = trace.ops[i];
-    if (progress && i % 512 == 0) progress(i, total);
-    absl::Status st;
-    switch (op.kind) {
-      case TraceOp::Kind::kAlloc: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        if (modelled) {
-          if (!seeded.empty() && seeded[op.slot]) break;  // placed by Seed
-          const uint8_t device = device_of(op);
-          const uint64_t t0 = timed ? NowNs() : 0;
-          absl::StatusOr<uint64_t> a = models[device]->Allocate(op.value, op.stream, op.line);
-          if (timed) alloc_ns.push_back(NowNs() - t0);
-          if (a.ok()) {
-            model_address[op.slot] = *a;
-            model_device[op.slot] = device;
-          } else if (absl::IsResourceExhausted(a.status())) {
-            failed[op.slot] = true;
-            ++r.failed_allocs;
-            if (settings.stop_at_first_failure) {
-              r.stopped_at_line = op.line;
-              i = total;
-            }
-          } else {
-            return AtLine(trace, op, "Allocate", a.status());
-          }
-          if (decide) {
-            ReplayDecision d = decision_of(i, op, a.ok());
-            d.model = true;
-            d.pool = 0;  // a model serves every pool of its device
-            d.address = a.ok() ? *a : 0;
-            if (!decided(std::move(d))) i = total;
-          }
-          break;
-        }
-        absl::StatusOr<PoolId> pool = pool_of(op);
-        if (!pool.ok()) return pool.status();
-        const uint64_t t0 = timed ? NowNs() : 0;
-        absl::StatusOr<AllocInfo> a = rt.MallocFromPoolAsync(op.value, *pool, *s);
-        if (timed) alloc_ns.push_back(NowNs() - t0);
-        if (a.ok()) {
-          ptrs[op.slot] = a->ptr;
-          if (settings.record_timeline && op.value != 0) {
-            recorder.Allocated(*s, a->ptr, op.value, a->rule, rt.HostNow());
-          }
-        } else if (absl::IsResourceExhausted(a.status())) {
-          failed[op.slot] = true;
-          ++r.failed_allocs;
-          if (settings.stop_at_first_failure) {
-            r.stopped_at_line = op.line;
-            i = total;  // leaves the loop after this op's bookkeeping
-          }
-        } else {
-          return AtLine(trace, op, "MallocFromPoolAsync", a.status());
-        }
-        if (decide) {
-          ReplayDecision d = decision_of(i, op, a.ok());
-          if (a.ok()) d.rule = a->rule;
-          // Taken after every allocation, failed ones too, so that no wait
-          // is left over to be counted against the next.
-          absl::StatusOr<internal::Observation::DecisionFacts> facts =
-              rt.impl().Run<&internal::Observation::TakeDecision>(a.ok() ? a->ptr : nullptr);
-          if (!facts.ok()) return AtLine(trace, op, "PlaceOf", facts.status());
-          if (facts->place) {
-            d.chunk = facts->place->chunk;
-            d.offset = facts->place->offset;
-          }
-          for (const internal::Observation::InternalWait& w : facts->waits) {
-            d.waits.push_back(DecisionWait{trace_stream_of(w.stream), w.position});
-          }
-          if (!decided(std::move(d))) i = total;
-        }
-        if (verify && op.slot < trace.decisions.size() && trace.decisions[op.slot].present) {
-          const RecordedDecision& want = trace.decisions[op.slot];
-          ++r.decisions_checked;
-          if (!a.ok()) {
-            if (!want.failed) diverged(op, want, "failed (out of memory)");
-          } else if (want.failed) {
-            diverged(op, want, absl::StrCat(ReuseRuleName(a->rule), " (it succeeded)"));
-          } else {
-            absl::StatusOr<internal::Observation::BlockPlace> place =
-                rt.impl().Run<&internal::Observation::PlaceOf>(a->ptr);
-            absl::StatusOr<PointerAttributes> attrs = rt.GetPointerAttributes(a->ptr);
-            if (!place.ok() || !attrs.ok() || !(attrs->pool == *pool) || a->rule != want.rule ||
-                place->chunk != want.chunk || place->offset != want.offset) {
-              diverged(op, want,
-                       place.ok() ? absl::StrCat(ReuseRuleName(a->rule), " at chunk ", place->chunk,
-                                                 " offset ", place->offset)
-                                  : std::string(place.status().message()));
-            }
-          }
-        }
-        break;
-      }
-      case TraceOp::Kind::kMalloc: {
-        absl::StatusOr<void*> p = rt.Malloc(op.value, static_cast<int>(op.aux));
-        if (p.ok()) {
-          ptrs[op.slot] = *p;
-        } else if (absl::IsResourceExhausted(p.status())) {
-          failed[op.slot] = true;
-          ++r.failed_allocs;
-        } else {
-          return AtLine(trace, op, "Malloc", p.status());
-        }
-        break;
-      }
-      case TraceOp::Kind::kFree: {
-        if (failed[op.slot]) {
-          ++r.skipped_frees;
-          break;
-        }
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        if (modelled && (ptrs[op.slot] == nullptr)) {
-          const uint64_t t0 = timed ? NowNs() : 0;
-          st = models[model_device[op.slot]]->Free(model_address[op.slot], op.stream, op.line);
-          if (timed) free_ns.push_back(NowNs() - t0);
-          if (!st.ok()) return AtLine(trace, op, "Free", st);
-          break;
-        }
-        const uint64_t t0 = timed ? NowNs() : 0;
-        st = rt.FreeAsync(ptrs[op.slot], *s);
-        if (timed) free_ns.push_back(NowNs() - t0);
-        if (!st.ok()) return AtLine(trace, op, "FreeAsync", st);
-        if (settings.record_timeline && ptrs[op.slot] != nullptr) {
-          recorder.Freed(*s, ptrs[op.slot], rt.HostNow());
-        }
-        ptrs[op.slot] = nullptr;
-        break;
-      }
-      case TraceOp::Kind::kRelease: {
-        if (failed[op.slot]) {
-          ++r.skipped_frees;
-          break;
-        }
-        st = rt.Free(ptrs[op.slot]);
-        if (!st.ok()) return AtLine(trace, op, "Free", st);
-        ptrs[op.slot] = nullptr;
-        break;
-      }
-      case TraceOp::Kind::kKernel: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        st = rt.LaunchKernel(*s, op.value, {});
-        if (!st.ok()) return AtLine(trace, op, "LaunchKernel", st);
-        break;
-      }
-      case TraceOp::Kind::kCopy: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        // A copy of no bytes enqueues nothing but costs its call.
-        st = op.value == 0 ? rt.HostAdvance(0)
-                           : rt.LaunchKernel(*s, TransferNs(op.value, copy_bytes_per_us), {});
-        if (!st.ok()) return AtLine(trace, op, "copy", st);
-        break;
-      }
-      case TraceOp::Kind::kHost: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        st = rt.LaunchHostFunc(*s, [] {});
-        if (!st.ok()) return AtLine(trace, op, "LaunchHostFunc", st);
-        break;
-      }
-      case TraceOp::Kind::kRecord: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        absl::StatusOr<EventId> e = event(op);
-        if (!e.ok()) return e.status();
-        st = rt.RecordEvent(*e, *s);
-        if (!st.ok()) return AtLine(trace, op, "RecordEvent", st);
-        break;
-      }
-      case TraceOp::Kind::kWait: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        absl::StatusOr<EventId> e = event(op);
-        if (!e.ok()) return e.status();
-        st = rt.StreamWaitEvent(*s, *e);
-        if (!st.ok()) return AtLine(trace, op, "StreamWaitEvent", st);
-        break;
-      }
-      case TraceOp::Kind::kSync: {
-        ++r.synchronizes;
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        st = rt.StreamSynchronize(*s);
-        if (!st.ok()) return AtLine(trace, op, "StreamSynchronize", st);
-        break;
-      }
-      case TraceOp::Kind::kQuery: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        st = rt.StreamQuery(*s);
-        if (!st.ok() && !absl::IsUnavailable(st)) return AtLine(trace, op, "StreamQuery", st);
-        break;
-      }
-      case TraceOp::Kind::kEventSync: {
-        ++r.synchronizes;
-        absl::StatusOr<EventId> e = event(op);
-        if (!e.ok()) return e.status();
-        st = rt.EventSynchronize(*e);
-        if (!st.ok()) return AtLine(trace, op, "EventSynchronize", st);
-        break;
-      }
-      case TraceOp::Kind::kEventQuery: {
-        absl::StatusOr<EventId> e = event(op);
-        if (!e.ok()) return e.status();
-        st = rt.EventQuery(*e);
-        if (!st.ok() && !absl::IsUnavailable(st)) return AtLine(trace, op, "EventQuery", st);
-        break;
-      }
-      case TraceOp::Kind::kDeviceSync:
-        ++r.synchronizes;
-        st = rt.DeviceSynchronize(static_cast<int>(op.aux));
-        if (!st.ok()) return AtLine(trace, op, "DeviceSynchronize", st);
-        break;
-      case TraceOp::Kind::kAdvance:
-        st = rt.HostAdvance(op.value);
-        if (!st.ok()) return AtLine(trace, op, "HostAdvance", st);
-        break;
-      case TraceOp::Kind::kStream: {
-        absl::StatusOr<StreamId> s =
-            op.value == 2
-                ? rt.LegacyStream(static_cast<int>(op.aux))
-                : rt.CreateStream(static_cast<int>(op.aux), /*non_blocking=*/op.value == 1);
-        if (!s.ok()) return AtLine(trace, op, "CreateStream", s.status());
-        streams[op.stream] = *s;
-        break;
-      }
-      case TraceOp::Kind::kStreamDestroy: {
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        if (absl::StatusOr<StreamId> l = rt.LegacyStream(0); l.ok() && l->value == s->value) break;
-        st = rt.DestroyStream(*s);
-        if (!st.ok()) return AtLine(trace, op, "DestroyStream", st);
-        streams[op.stream].reset();
-        break;
-      }
-      case TraceOp::Kind::kEvent: {
-        // Interprocess events need a shared segment a replay has no use for.
-        absl::StatusOr<EventId> e =
-            rt.CreateEvent(static_cast<unsigned>(op.value) & ~kEventInterprocess);
-        if (!e.ok()) return AtLine(trace, op, "CreateEvent", e.status());
-        events[op.event] = *e;
-        break;
-      }
-      case TraceOp::Kind::kEventDestroy: {
-        absl::StatusOr<EventId> e = event(op);
-        if (!e.ok()) return e.status();
-        st = rt.DestroyEvent(*e);
-        if (!st.ok()) return AtLine(trace, op, "DestroyEvent", st);
-        events[op.event].reset();
-        break;
-      }
-      case TraceOp::Kind::kUse: {
-        if (failed[op.slot]) break;
-        absl::StatusOr<StreamId> s = stream(op);
-        if (!s.ok()) return s.status();
-        if (modelled && ptrs[op.slot] == nullptr) {
-          st = models[model_device[op.slot]]->RecordUse(model_address[op.slot], op.stream);
-          if (!st.ok()) return AtLine(trace, op, "RecordUse", st);
-        } else if (ptrs[op.slot] != nullptr) {
-          st = rt.RecordUse(ptrs[op.slot], *s);
-          if (!st.ok()) return AtLine(trace, op, "RecordUse", st);
-        }
-        break;
-      }
-      case TraceOp::Kind::kPool: {
-        const TracePool& def = trace.pools[op.pool];
-        if (def.device >= config->device_count) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              trace.name, ":", op.line, ": pool on device ", def.device, ", but the trace has ",
-              config->device_count, " device(s) (header device_count)"));
-        }
-        if (modelled) break;  // the device's model serves it
-        absl::StatusOr<PoolId> pool =
-            make_pool(PropsFor(def, settings), absl::StrCat("pool ", def.id));
-        if (!pool.ok()) return AtLine(trace, op, "CreatePool", pool.status());
-        if (settings.use_recorded && !def.front_cache) {
-          st = rt.SetPoolAttribute(*pool, PoolAttr::kFrontCache, 0);
-          if (!st.ok()) return AtLine(trace, op, "SetPoolAttribute", st);
-        }
-        pools[op.pool] = *pool;
-        if (r.growth == PoolGrowth::kDefault) {
-          absl::StatusOr<uint64_t> growth = rt.GetPoolAttribute(*pool, PoolAttr::kGrowth);
-          if (growth.ok()) r.growth = static_cast<PoolGrowth>(*growth);
-        }
-        break;
-      }
-      case TraceOp::Kind::kPoolDestroy: {
-        if (modelled) break;
-        absl::StatusOr<PoolId> pool = pool_of(op);
-        if (!pool.ok()) return pool.status();
-        st = rt.DestroyPool(*pool);
-        if (!st.ok()) return AtLine(trace, op, "DestroyPool", st);
-        pools[op.pool].reset();
-        break;
-      }
-      case TraceOp::Kind::kAttr: {
-        // Other settings than the recorded ones stay what the sweep chose.
-        if (modelled ||
-            (!settings.use_recorded && op.aux != static_cast<uint32_t>(PoolAttr::kFrontCache))) {
-          break;
-        }
-        absl::StatusOr<PoolId> pool = pool_of(op);
-        if (!pool.ok()) return pool.status();
-        st = rt.SetPoolAttribute(*pool, static_cast<PoolAttr>(op.aux), op.value);
-        if (!st.ok()) return AtLine(trace, op, "SetPoolAttribute", st);
-        break;
-      }
-      case TraceOp::Kind::kTrim: {
-        if (modelled) break;
-        absl::StatusOr<PoolId> pool = pool_of(op);
-        if (!pool.ok()) return pool.status();
-        st = rt.TrimTo(*pool, op.value);
-        if (!st.ok()) return AtLine(trace, op, "TrimTo", st);
-        break;
+  // The recording's decision against the replay's: the first that differs
+  // is described.
+  void Verify(const ops::Alloc& op, const absl::StatusOr<AllocInfo>& a, PoolId pool) {
+    const RecordedDecision& want = op.decision;
+    ++r_.decisions_checked;
+    std::string got;
+    if (!a.ok()) {
+      if (!want.failed) got = "failed (out of memory)";
+    } else if (want.failed) {
+      got = absl::StrCat(ReuseRuleName(a->rule), " (it succeeded)");
+    } else {
+      absl::StatusOr<internal::Observation::BlockPlace> place =
+          rt().impl().Run<&internal::Observation::PlaceOf>(a->ptr);
+      absl::StatusOr<PointerAttributes> attrs = rt().GetPointerAttributes(a->ptr);
+      if (!place.ok() || !attrs.ok() || !(attrs->pool == pool) || a->rule != want.rule ||
+          place->chunk != want.chunk || place->offset != want.offset) {
+        got = place.ok() ? absl::StrCat(ReuseRuleName(a->rule), " at chunk ", place->chunk,
+                                        " offset ", place->offset)
+                         : std::string(place.status().message());
       }
     }
-    if (settings.stop_after_line != 0 && op.line >= settings.stop_after_line) {
-      if (modelled) r.model_state = models[0]->Describe(op.stream);
-      i = total;
-    }
-    // Only allocator calls and syncs (releases) change the pools' bytes.
-    if (op.kind != TraceOp::Kind::kAdvance && op.kind != TraceOp::Kind::kKernel &&
-        op.kind != TraceOp::Kind::kCopy) {
-      uint64_t reserved = 0, used = 0;
-      if (absl::Status bytes = pool_bytes(&reserved, &used); !bytes.ok()) return bytes;
-      const SeriesPoint& last = r.series.back();
-      if (reserved != last.reserved || used != last.used) {
-        r.series.push_back(SeriesPoint{rt.HostNow(), reserved, used});
-        // Each pool's own, where there are several to tell apart.
-        for (size_t p = 0; all_pools.size() > 1 && p < all_pools.size(); ++p) {
-          absl::StatusOr<uint64_t> res =
-              rt.GetPoolAttribute(all_pools[p], PoolAttr::kReservedMemCurrent);
-          absl::StatusOr<uint64_t> u = rt.GetPoolAttribute(all_pools[p], PoolAttr::kUsedMemCurrent);
-          const uint64_t pr = res.ok() ? *res : 0, pu = u.ok() ? *u : 0;
-          std::vector<SeriesPoint>& points = r.pool_series[p].points;
-          if (points.back().reserved != pr || points.back().used != pu) {
-            points.push_back(SeriesPoint{rt.HostNow(), pr, pu});
-          }
-        }
-        r.peak_reserved = std::max(r.peak_reserved, reserved);
-        if (settings.record_timeline) {
-          recorder.PoolBytes(series_id, pool_name, rt.HostNow(), reserved, used);
-        }
-      }
+    if (got.empty()) return;
+    ++r_.decisions_diverged;
+    if (r_.first_divergence.empty()) {
+      r_.first_divergence =
+          absl::StrCat(trace_.name, ":", line_, ": alloc of ", op.size, " bytes: recorded ",
+                       DescribeDecision(want), ", replayed ", got);
     }
   }
-  if (progress) progress(total, total);
-  if (modelled && r.model_state.empty() && !models.empty()) r.model_state = models[0]->Describe(0);
 
-  // Statistics: combined over the pools (one, unless the trace names several)
-  // as src/pool/pool_stats.def says.
-  PoolStats sum;
-  for (PoolId p : all_pools) {
-    absl::StatusOr<PoolStats> ps = rt.GetPoolStats(p);
-    if (!ps.ok()) continue;
-    AddPoolStats(sum, *ps);
-  }
-  r.stats = sum;
-  r.counters.segments_made = sum.upstream_maps;
-  r.counters.segments_freed = sum.upstream_unmaps;
-  r.counters.cross_stream_reuses = sum.reuse_event_dependency + sum.reuse_opportunistic +
-                                   sum.reuse_internal_dependency + sum.reuse_after_sync;
-  r.counters.waits = sum.waits_inserted;
-  r.counters.failed = sum.failed_alloc_count;
-  if (modelled) {
-    // A model's figures in the statistics' terms, so that every report
-    // reads them in one place.
-    PoolStats m;
-    ModelCounters c;
-    for (const std::unique_ptr<AllocatorModel>& model : models) {
-      m.reserved_bytes += model->reserved();
-      m.reserved_high += model->reserved_high();
-      m.used_bytes += model->used();
-      m.used_high += model->used_high();
-      const ModelCounters& mc = model->counters();
-      c.segments_made += mc.segments_made;
-      c.segments_freed += mc.segments_freed;
-      c.segments_high += mc.segments_high;
-      c.cross_stream_reuses += mc.cross_stream_reuses;
-      c.waits += mc.waits;
-      c.syncs += mc.syncs;
-      c.oom_retries += mc.oom_retries;
-      c.failed += mc.failed;
-      if (settings.keep_segment_history) {
-        r.segment_history.insert(r.segment_history.end(), model->history().begin(),
-                                 model->history().end());
+  // The pools' bytes after an op, summed and each pool's own (where there
+  // are several to tell apart), where they changed.
+  absl::Status TakeSeries() {
+    uint64_t reserved = 0, used = 0;
+    for (const std::unique_ptr<AllocatorModel>& m : models_) {
+      if (m == nullptr) continue;
+      reserved += m->reserved();
+      used += m->used();
+    }
+    for (PoolId p : all_pools_) {
+      absl::StatusOr<uint64_t> res = rt().GetPoolAttribute(p, PoolAttr::kReservedMemCurrent);
+      if (!res.ok()) continue;  // destroyed since
+      absl::StatusOr<uint64_t> u = rt().GetPoolAttribute(p, PoolAttr::kUsedMemCurrent);
+      if (!u.ok()) continue;
+      reserved += *res;
+      used += *u;
+    }
+    const SeriesPoint& last = r_.series.back();
+    if (reserved == last.reserved && used == last.used) return absl::OkStatus();
+    r_.series.push_back(SeriesPoint{rt().HostNow(), reserved, used});
+    for (size_t p = 0; all_pools_.size() > 1 && p < all_pools_.size(); ++p) {
+      absl::StatusOr<uint64_t> res =
+          rt().GetPoolAttribute(all_pools_[p], PoolAttr::kReservedMemCurrent);
+      absl::StatusOr<uint64_t> u = rt().GetPoolAttribute(all_pools_[p], PoolAttr::kUsedMemCurrent);
+      const uint64_t pr = res.ok() ? *res : 0, pu = u.ok() ? *u : 0;
+      std::vector<SeriesPoint>& points = r_.pool_series[p].points;
+      if (points.back().reserved != pr || points.back().used != pu) {
+        points.push_back(SeriesPoint{rt().HostNow(), pr, pu});
       }
     }
-    m.failed_alloc_count = c.failed;
-    m.upstream_maps = c.segments_made;
-    m.upstream_unmaps = c.segments_freed;
-    m.waits_inserted = c.waits;
-    r.stats = m;
-    r.counters = c;
-    r.peak_reserved = config->device_count == 1 ? m.reserved_high : r.peak_reserved;
-    r.peak_used = m.used_high;
+    r_.peak_reserved = std::max(r_.peak_reserved, reserved);
+    if (settings_.record_timeline) {
+      timeline_.PoolBytes(series_id_, pool_name_, rt().HostNow(), reserved, used);
+    }
+    return absl::OkStatus();
   }
-  if (all_pools.size() == 1) {
-    absl::StatusOr<PoolStats> ps = rt.GetPoolStats(all_pools[0]);
-    if (ps.ok()) r.stats = *ps;
+
+  // Statistics: the pools', or the models' figures in the statistics' terms.
+  void Summarize() {
+    // Combined over the pools (one, unless the trace names several) as
+    // src/pool/pool_stats.def says.
+    PoolStats sum;
+    for (PoolId p : all_pools_) {
+      absl::StatusOr<PoolStats> ps = rt().GetPoolStats(p);
+      if (ps.ok()) AddPoolStats(sum, *ps);
+    }
+    r_.stats = sum;
+    r_.counters.segments_made = sum.upstream_maps;
+    r_.counters.segments_freed = sum.upstream_unmaps;
+    r_.counters.cross_stream_reuses = sum.reuse_event_dependency + sum.reuse_opportunistic +
+                                      sum.reuse_internal_dependency + sum.reuse_after_sync;
+    r_.counters.waits = sum.waits_inserted;
+    r_.counters.failed = sum.failed_alloc_count;
+    if (modelled_) {
+      // A model's figures in the statistics' terms, so that every report
+      // reads them in one place.
+      PoolStats m;
+      ModelCounters c;
+      for (const std::unique_ptr<AllocatorModel>& model : models_) {
+        m.reserved_bytes += model->reserved();
+        m.reserved_high += model->reserved_high();
+        m.used_bytes += model->used();
+        m.used_high += model->used_high();
+        const ModelCounters& mc = model->counters();
+        c.segments_made += mc.segments_made;
+        c.segments_freed += mc.segments_freed;
+        c.segments_high += mc.segments_high;
+        c.cross_stream_reuses += mc.cross_stream_reuses;
+        c.waits += mc.waits;
+        c.syncs += mc.syncs;
+        c.oom_retries += mc.oom_retries;
+        c.failed += mc.failed;
+        if (settings_.keep_segment_history) {
+          r_.segment_history.insert(r_.segment_history.end(), model->history().begin(),
+                                    model->history().end());
+        }
+      }
+      m.failed_alloc_count = c.failed;
+      m.upstream_maps = c.segments_made;
+      m.upstream_unmaps = c.segments_freed;
+      m.waits_inserted = c.waits;
+      r_.stats = m;
+      r_.counters = c;
+      r_.peak_reserved = config_.device_count == 1 ? m.reserved_high : r_.peak_reserved;
+      r_.peak_used = m.used_high;
+    }
+    if (all_pools_.size() == 1) {
+      absl::StatusOr<PoolStats> ps = rt().GetPoolStats(all_pools_[0]);
+      if (ps.ok()) r_.stats = *ps;
+    }
+    // One pool: its own watermarks. Several: the peak of their sum, from the
+    // series (the sum of each pool's watermark would overstate it).
+    if (all_pools_.size() == 1) {
+      r_.peak_reserved = r_.stats.reserved_high;
+      r_.peak_used = r_.stats.used_high;
+    } else {
+      for (const SeriesPoint& p : r_.series) r_.peak_used = std::max(r_.peak_used, p.used);
+    }
+    r_.utilization = r_.peak_reserved == 0 ? 0
+                                           : static_cast<double>(r_.peak_used) /
+                                                 static_cast<double>(r_.peak_reserved);
+    const std::vector<CheckReport> reports = rt().CheckReports();
+    r_.checker_reports = reports.size();
+    for (size_t i = 0; i < reports.size() && i < 5; ++i) {
+      r_.first_checker_reports.push_back(reports[i].message);
+    }
+    r_.alloc_cost = SummarizeCost(alloc_ns_);
+    r_.free_cost = SummarizeCost(free_ns_);
+    r_.end_time_ns = rt().HostNow();
+    if (settings_.record_timeline) {
+      TimelineProcess process = timeline_.Finish(absl::StrCat(trace_.name, ": ", settings_.Label()),
+                                                 rt().Timeline(), r_.end_time_ns);
+      process.stream_labels[legacy_.value] = "legacy stream";
+      r_.timeline = std::move(process);
+    }
   }
-  // One pool: its own watermarks. Several: the peak of their sum, from the
-  // series (the sum of each pool's watermark would overstate it).
-  if (all_pools.size() == 1) {
-    r.peak_reserved = r.stats.reserved_high;
-    r.peak_used = r.stats.used_high;
-  } else {
-    for (const SeriesPoint& p : r.series) r.peak_used = std::max(r.peak_used, p.used);
-  }
-  r.utilization = r.peak_reserved == 0
-                      ? 0
-                      : static_cast<double>(r.peak_used) / static_cast<double>(r.peak_reserved);
-  const std::vector<CheckReport> reports = rt.CheckReports();
-  r.checker_reports = reports.size();
-  for (size_t i = 0; i < reports.size() && i < 5; ++i) {
-    r.first_checker_reports.push_back(reports[i].message);
-  }
-  r.alloc_cost = SummarizeCost(alloc_ns);
-  r.free_cost = SummarizeCost(free_ns);
-  r.end_time_ns = rt.HostNow();
-  if (settings.record_timeline) {
-    TimelineProcess process = recorder.Finish(absl::StrCat(trace.name, ": ", settings.Label()),
-                                              rt.Timeline(), r.end_time_ns);
-    process.stream_labels[legacy->value] = "legacy stream";
-    r.timeline = std::move(process);
-  }
-  for (int d = 0; d < config->device_count; ++d) {
-    if (absl::Status st = rt.DeviceSynchronize(d); !st.ok()) return st;
-  }
-  r.makespan_ns = rt.HostNow();
-  r.wall_ns = NowNs() - started_ns;
-  return r;
+
+  const Trace& trace_;
+  const ReplaySettings& settings_;
+  const ProgressFn& progress_;
+  const DecisionFn& on_decision_;
+  const bool modelled_;
+  const bool timed_;
+  // Decisions, for keep_decisions and on_decision.
+  const bool decide_;
+
+  RuntimeConfig config_;
+  uint64_t copy_bytes_per_us_ = 0;
+  std::unique_ptr<Runtime> runtime_;
+  ReplayResult r_;
+  uint32_t line_ = 0;    // the op's
+  size_t op_index_ = 0;  // the op's, in trace_.ops
+  bool stop_ = false;    // the run ends after this op
+
+  // The trace's pools, made where their lines stand, by index; the
+  // replay's own; every pool made, for the statistics.
+  std::vector<std::optional<PoolId>> pools_;
+  std::optional<PoolId> own_pool_;
+  std::vector<PoolId> all_pools_;
+  std::vector<std::optional<StreamId>> streams_;
+  std::vector<std::optional<EventId>> events_;
+  StreamId legacy_{};
+  // By slot: the pointer; whether the allocation failed.
+  std::vector<void*> ptrs_;
+  std::vector<bool> failed_;
+  std::vector<uint64_t> alloc_ns_, free_ns_;
+
+  std::unique_ptr<RuntimeStreams> model_streams_;
+  std::vector<std::unique_ptr<AllocatorModel>> models_;  // by device
+  std::vector<uint64_t> model_address_;                  // by slot
+  std::vector<uint8_t> model_device_;                    // by slot
+  std::vector<bool> seeded_;                             // by slot: placed by Seed
+
+  TimelineRecorder timeline_;
+  std::string pool_name_;
+  uint64_t series_id_ = 0;
+  const BlocksAroundFn blocks_around_ = [this](uint32_t pool, uint64_t chunk, uint64_t offset) {
+    return BlocksAroundPlace(pool, chunk, offset);
+  };
+};
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> Replay(const Trace& trace, const ReplaySettings& settings,
+                                    const ProgressFn& progress, const DecisionFn& on_decision) {
+  return Replayer(trace, settings, progress, on_decision).Run();
 }
 
 }  // namespace streampool::replay

@@ -82,25 +82,41 @@ absl::StatusOr<Trace> TwoPassTrace(const Trace& trace, uint32_t* line_offset) {
   *line_offset = max_line + 1;
   Trace out = trace;
   out.ops.clear();
-  out.decisions.clear();
   out.initial_segments.clear();
   out.initial_blocks.clear();
-  auto is_alloc = [](const TraceOp& op) {
-    return op.kind == TraceOp::Kind::kAlloc || op.kind == TraceOp::Kind::kMalloc;
+  // The ops of a pass, without the recorded decisions: the passes are not
+  // the recording.
+  auto pass_op = [](TraceOp op, uint32_t line, std::optional<uint64_t> slot) {
+    op.line = line;
+    std::visit(
+        [&](auto& o) {
+          if constexpr (requires { o.decision; }) o.decision = {};
+          if constexpr (requires { o.id; }) o.id = slot.value_or(o.id);
+        },
+        op.op);
+    return op;
   };
-  auto is_free = [](const TraceOp& op) {
-    return op.kind == TraceOp::Kind::kFree || op.kind == TraceOp::Kind::kRelease;
+  auto slot_of_op = [](const TraceOp& op) -> std::optional<uint64_t> {
+    return std::visit(
+        [](const auto& o) -> std::optional<uint64_t> {
+          if constexpr (requires { o.id; }) {
+            return o.id;
+          } else {
+            return std::nullopt;
+          }
+        },
+        op.op);
   };
   std::vector<const TraceOp*> alloc_of(trace.alloc_count, nullptr);
   std::vector<bool> live(trace.alloc_count, false);
   uint64_t frees = 0;
   for (const TraceOp& op : trace.ops) {
-    out.ops.push_back(op);
-    if (is_alloc(op)) {
-      live[op.slot] = true;
-      alloc_of[op.slot] = &op;
-    } else if (is_free(op)) {
-      live[op.slot] = false;
+    out.ops.push_back(pass_op(op, op.line, std::nullopt));
+    if (std::optional<Allocation> a = AllocationOf(op.op)) {
+      live[a->slot] = true;
+      alloc_of[a->slot] = &op;
+    } else if (std::optional<uint64_t> slot = FreedSlot(op.op)) {
+      live[*slot] = false;
       ++frees;
     }
   }
@@ -109,36 +125,29 @@ absl::StatusOr<Trace> TwoPassTrace(const Trace& trace, uint32_t* line_offset) {
   uint64_t next_slot = trace.alloc_count;
   for (uint64_t slot = pretrace; slot < trace.alloc_count; ++slot) {
     if (!live[slot]) continue;
-    TraceOp f;
-    f.kind = alloc_of[slot]->kind == TraceOp::Kind::kMalloc ? TraceOp::Kind::kRelease
-                                                            : TraceOp::Kind::kFree;
-    f.line = max_line;
-    f.stream = alloc_of[slot]->stream;
-    f.slot = slot;
-    out.ops.push_back(f);
+    const std::optional<Allocation> a = AllocationOf(alloc_of[slot]->op);
+    if (std::holds_alternative<ops::Malloc>(alloc_of[slot]->op)) {
+      out.ops.push_back(TraceOp{max_line, ops::Release{slot}});
+    } else {
+      out.ops.push_back(TraceOp{max_line, ops::Free{slot, a->stream}});
+    }
     ++frees;
   }
   std::vector<uint64_t> slot_of(trace.alloc_count);
   for (uint64_t slot = 0; slot < trace.alloc_count; ++slot) slot_of[slot] = slot;
   for (uint64_t slot = 0; slot < pretrace; ++slot) {
     if (live[slot]) continue;
-    TraceOp a = *alloc_of[slot];
-    a.line = max_line;
-    a.slot = slot_of[slot] = next_slot++;
-    out.ops.push_back(a);
+    slot_of[slot] = next_slot++;
+    out.ops.push_back(pass_op(*alloc_of[slot], max_line, slot_of[slot]));
   }
   for (const TraceOp& op : trace.ops) {
-    if (is_alloc(op) && op.slot < pretrace) continue;
-    TraceOp o = op;
-    o.line += *line_offset;
-    if (is_alloc(op)) {
-      slot_of[op.slot] = next_slot++;
-      o.slot = slot_of[op.slot];
-    } else if (is_free(op) || op.kind == TraceOp::Kind::kUse) {
-      o.slot = slot_of[op.slot];
-      if (is_free(op)) ++frees;
-    }
-    out.ops.push_back(o);
+    const std::optional<Allocation> a = AllocationOf(op.op);
+    if (a && a->slot < pretrace) continue;
+    std::optional<uint64_t> slot = slot_of_op(op);
+    if (a) slot_of[a->slot] = next_slot++;
+    if (slot) slot = slot_of[*slot];
+    if (FreedSlot(op.op)) ++frees;
+    out.ops.push_back(pass_op(op, op.line + *line_offset, slot));
   }
   out.alloc_count = next_slot;
   out.free_count = frees;

@@ -15,12 +15,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
-#include "src/pool/names.h"
-#include "src/pool/pool_attrs.h"
 
 namespace streampool::replay {
 namespace {
@@ -33,15 +31,13 @@ absl::string_view Trim(absl::string_view s) {
   return s;
 }
 
-// A field quoted in an error message: cut short, so that an error about a
-// 4 KiB token stays one readable line, and with bytes that are not printable
-// ASCII escaped (\x1b, \t), so that a binary file given by mistake prints
-// no control sequences to the terminal.
-std::string Quote(absl::string_view s) {
-  constexpr size_t kMax = 40;
-  const bool cut = s.size() > kMax;
-  return absl::StrCat("'", absl::CHexEscape(s.substr(0, kMax)), cut ? "...'" : "'");
-}
+#define TRY_ASSIGN(lhs, expr)                   \
+  auto lhs##_or = (expr);                       \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *lhs##_or
+
+using ops::Fields;
+using ops::Quote;
 
 // Splits text into lines, dropping one trailing '\r' (CRLF files), and
 // refuses lines longer than kMaxLineLength.
@@ -80,8 +76,8 @@ class LineReader {
   uint32_t line_ = 0;
 };
 
-// The checks and bookkeeping both formats share: dense stream and event
-// indices, allocation ids and their slots, live bytes, virtual time.
+// The checks and bookkeeping both formats share: dense stream, event and
+// pool indices, allocation ids and their slots, live bytes, virtual time.
 class TraceBuilder {
  public:
   TraceBuilder(absl::string_view name, TraceFormat format) {
@@ -93,64 +89,64 @@ class TraceBuilder {
   absl::Status Error(uint32_t line, absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(trace_.name, ":", line, ": ", what));
   }
+  // A number the line gives as `what`; the error names the field.
+  absl::StatusOr<uint64_t> Number(uint32_t line, absl::string_view what,
+                                  absl::string_view text) const {
+    absl::StatusOr<uint64_t> v = ops::ParseNumber(what, text);
+    if (!v.ok()) return Error(line, v.status().message());
+    return v;
+  }
 
   absl::StatusOr<uint32_t> Stream(uint64_t id, uint32_t line) {
-    auto [it, inserted] = stream_index_.try_emplace(id, trace_.stream_ids.size());
-    if (inserted) {
-      if (trace_.stream_ids.size() >= kMaxStreams) {
-        stream_index_.erase(it);
-        return Error(line, absl::StrCat("more than ", kMaxStreams, " streams"));
-      }
-      trace_.stream_ids.push_back(id);
-    }
-    return it->second;
+    return Dense(id, kMaxStreams, "streams", line, &stream_index_, &trace_.stream_ids);
   }
-
   absl::StatusOr<uint32_t> Event(uint64_t id, uint32_t line) {
-    auto [it, inserted] = event_index_.try_emplace(id, trace_.event_ids.size());
-    if (inserted) {
-      if (trace_.event_ids.size() >= kMaxEvents) {
-        event_index_.erase(it);
-        return Error(line, absl::StrCat("more than ", kMaxEvents, " events"));
-      }
-      trace_.event_ids.push_back(id);
-    }
-    return it->second;
+    return Dense(id, kMaxEvents, "events", line, &event_index_, &trace_.event_ids);
   }
 
-  absl::Status Alloc(uint64_t id, uint64_t size, uint32_t stream, uint32_t line,
-                     uint32_t pool = TraceOp::kNoPool, TraceOp::Kind kind = TraceOp::Kind::kAlloc,
-                     uint32_t device = 0) {
-    auto [it, inserted] = ids_.try_emplace(id);
+  // An op of a v1 line, its numbers made dense, with the bookkeeping its
+  // kind needs; `comment` is what followed its '#'.
+  template <typename T>
+  absl::Status Add(uint32_t line, T op, absl::string_view comment) {
+    if constexpr (requires { op.Tie(); }) {
+      absl::Status st;
+      size_t i = 0;
+      auto dense = [&](uint64_t& field) {
+        const absl::string_view what = T::kFields[i++];
+        if (st.ok()) st = Renumber(what, line, &field);
+      };
+      std::apply([&](auto&... field) { (dense(field), ...); }, op.Tie());
+      if (!st.ok()) return st;
+    }
+    return Book(line, std::move(op), comment);
+  }
+
+  // An allocation: its id becomes its slot.
+  template <typename A>
+  absl::Status Alloc(uint32_t line, A op) {
+    auto [it, inserted] = ids_.try_emplace(op.id);
     IdState& st = it->second;
     if (!inserted && st.live) {
-      return Error(line, absl::StrCat("alloc of id ", id, ", which is live (allocated at line ",
+      return Error(line, absl::StrCat("alloc of id ", op.id, ", which is live (allocated at line ",
                                       st.alloc_line, ")"));
     }
-    st = IdState{trace_.alloc_count, line, 0, size, true};
-    TraceOp op;
-    op.kind = kind;
-    op.line = line;
-    op.stream = stream;
-    op.slot = trace_.alloc_count++;
-    op.value = size;
-    op.pool = pool;
-    op.aux = device;
-    trace_.ops.push_back(op);
-    live_bytes_ += size;
+    st = IdState{trace_.alloc_count, line, 0, op.size, true};
+    op.id = trace_.alloc_count++;
+    trace_.ops.push_back(TraceOp{line, op});
+    live_bytes_ += op.size;
     peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
     return absl::OkStatus();
   }
 
-  // Size, when given (RMM logs it), must match the allocation's.
-  absl::Status Free(uint64_t id, uint32_t stream, uint32_t line,
-                    std::optional<uint64_t> size = std::nullopt,
-                    TraceOp::Kind kind = TraceOp::Kind::kFree) {
-    auto it = ids_.find(id);
-    if (it == ids_.end()) return Error(line, absl::StrCat("free of unknown id ", id));
+  // A free (FreeAsync or Free). Size, when given (RMM logs it), must match
+  // the allocation's.
+  template <typename F>
+  absl::Status Free(uint32_t line, F op, std::optional<uint64_t> size = std::nullopt) {
+    auto it = ids_.find(op.id);
+    if (it == ids_.end()) return Error(line, absl::StrCat("free of unknown id ", op.id));
     IdState& st = it->second;
     if (!st.live) {
-      return Error(line, absl::StrCat("double free of id ", id, " (allocated at line ",
+      return Error(line, absl::StrCat("double free of id ", op.id, " (allocated at line ",
                                       st.alloc_line, ", freed at line ", st.free_line, ")"));
     }
     if (size && *size != st.size) {
@@ -159,29 +155,10 @@ class TraceBuilder {
     }
     st.live = false;
     st.free_line = line;
-    TraceOp op;
-    op.kind = kind;
-    op.line = line;
-    op.stream = stream;
-    op.slot = st.slot;
-    trace_.ops.push_back(op);
+    op.id = st.slot;
+    trace_.ops.push_back(TraceOp{line, op});
     ++trace_.free_count;
     live_bytes_ -= st.size;
-    return absl::OkStatus();
-  }
-
-  // record_stream: the live allocation `id` is used on `stream` too.
-  absl::Status Use(uint64_t id, uint32_t stream, uint32_t line) {
-    auto it = ids_.find(id);
-    if (it == ids_.end() || !it->second.live) {
-      return Error(line, absl::StrCat("use of id ", id, ", which is not live"));
-    }
-    TraceOp op;
-    op.kind = TraceOp::Kind::kUse;
-    op.line = line;
-    op.stream = stream;
-    op.slot = it->second.slot;
-    trace_.ops.push_back(op);
     return absl::OkStatus();
   }
 
@@ -201,16 +178,15 @@ class TraceBuilder {
     history_op_.push_back(trace_.ops.size());
     trace_.segment_history.push_back(e);
   }
-  void BlockPlace(uint64_t address, uint64_t size) {
-    trace_.initial_blocks.push_back(InitialBlock{trace_.alloc_count - 1, address, size});
-  }
   // `# frames ...` belongs to the allocation on the line before it.
   absl::Status Frames(uint32_t line, absl::string_view text) {
-    if (trace_.ops.empty() || (trace_.ops.back().kind != TraceOp::Kind::kAlloc &&
-                               trace_.ops.back().kind != TraceOp::Kind::kMalloc)) {
+    const ops::Op* last = trace_.ops.empty() ? nullptr : &trace_.ops.back().op;
+    const ops::Alloc* alloc = last ? std::get_if<ops::Alloc>(last) : nullptr;
+    const ops::Malloc* malloc = last ? std::get_if<ops::Malloc>(last) : nullptr;
+    if (alloc == nullptr && malloc == nullptr) {
       return Error(line, "a frames comment follows the alloc it describes");
     }
-    trace_.frames[trace_.ops.back().slot] = std::string(text);
+    trace_.frames[alloc ? alloc->id : malloc->id] = std::string(text);
     return absl::OkStatus();
   }
 
@@ -223,40 +199,7 @@ class TraceBuilder {
     return absl::OkStatus();
   }
 
-  void Push(const TraceOp& op) { trace_.ops.push_back(op); }
-
-  // The decision the recorder wrote for the allocation just added.
-  void Decision(const RecordedDecision& d) {
-    trace_.decisions.resize(trace_.alloc_count);
-    trace_.decisions.back() = d;
-  }
-
-  // A `pool` line: a new dense index for the id (an id may be defined again
-  // once its pool is destroyed).
-  absl::StatusOr<uint32_t> DefinePool(TracePool pool, uint32_t line) {
-    auto it = pool_index_.find(pool.id);
-    if (it != pool_index_.end()) {
-      return Error(line, absl::StrCat("pool ", pool.id, " is already defined (line ",
-                                      pool_line_[it->second], "); pdestroy it first"));
-    }
-    if (trace_.pools.size() >= kMaxPools) {
-      return Error(line, absl::StrCat("more than ", kMaxPools, " pools"));
-    }
-    const uint32_t index = static_cast<uint32_t>(trace_.pools.size());
-    pool_index_.emplace(pool.id, index);
-    trace_.pools.push_back(pool);
-    pool_line_.push_back(line);
-    return index;
-  }
-  absl::StatusOr<uint32_t> Pool(uint64_t id, uint32_t line) const {
-    auto it = pool_index_.find(id);
-    if (it == pool_index_.end()) {
-      return Error(
-          line, absl::StrCat("pool ", id, " is not defined (no live `pool ", id, "` line before)"));
-    }
-    return it->second;
-  }
-  void UndefinePool(uint64_t id) { pool_index_.erase(id); }
+  void Push(TraceOp op) { trace_.ops.push_back(std::move(op)); }
 
   void Header(absl::string_view key, absl::string_view value) {
     trace_.header.try_emplace(std::string(key), std::string(value));
@@ -286,6 +229,118 @@ class TraceBuilder {
     uint64_t size = 0;
     bool live = false;
   };
+
+  absl::StatusOr<uint32_t> Dense(uint64_t id, size_t most, absl::string_view what, uint32_t line,
+                                 absl::flat_hash_map<uint64_t, uint32_t>* index,
+                                 std::vector<uint64_t>* ids) {
+    auto [it, inserted] = index->try_emplace(id, ids->size());
+    if (inserted) {
+      if (ids->size() >= most) {
+        index->erase(it);
+        return Error(line, absl::StrCat("more than ", most, " ", what));
+      }
+      ids->push_back(id);
+    }
+    return it->second;
+  }
+
+  absl::StatusOr<uint32_t> Pool(uint64_t id, uint32_t line) const {
+    auto it = pool_index_.find(id);
+    if (it == pool_index_.end()) {
+      return Error(
+          line, absl::StrCat("pool ", id, " is not defined (no live `pool ", id, "` line before)"));
+    }
+    return it->second;
+  }
+
+  // A field the file names a stream, an event or a pool by, as its index.
+  absl::Status Renumber(absl::string_view what, uint32_t line, uint64_t* field) {
+    absl::StatusOr<uint32_t> index = *field;
+    if (what == "stream") {
+      index = Stream(*field, line);
+    } else if (what == "event") {
+      index = Event(*field, line);
+    } else if (what == "pool") {
+      index = Pool(*field, line);
+    } else {
+      return absl::OkStatus();
+    }
+    if (!index.ok()) return index.status();
+    *field = *index;
+    return absl::OkStatus();
+  }
+
+  // What an op adds to the trace beyond its renumbered fields; each pushes
+  // the op.
+  template <typename T>
+  absl::Status Book(uint32_t line, T op, absl::string_view) {
+    if constexpr (std::is_same_v<T, ops::Kernel> || std::is_same_v<T, ops::Advance>) {
+      if (absl::Status st = AddTime(op.ns, line); !st.ok()) return st;
+    }
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+  absl::Status Book(uint32_t line, ops::Free op, absl::string_view) { return Free(line, op); }
+  absl::Status Book(uint32_t line, ops::Release op, absl::string_view) { return Free(line, op); }
+  absl::Status Book(uint32_t line, ops::Malloc op, absl::string_view) { return Alloc(line, op); }
+  // record_stream: the live allocation is used on another stream too.
+  absl::Status Book(uint32_t line, ops::Use op, absl::string_view) {
+    auto it = ids_.find(op.id);
+    if (it == ids_.end() || !it->second.live) {
+      return Error(line, absl::StrCat("use of id ", op.id, ", which is not live"));
+    }
+    op.id = it->second.slot;
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+  absl::Status Book(uint32_t line, ops::Alloc op, absl::string_view comment) {
+    TRY_ASSIGN(stream, Stream(op.stream, line));
+    op.stream = stream;
+    if (op.pool != ops::kNoPool) {
+      TRY_ASSIGN(pool, Pool(op.pool, line));
+      op.pool = pool;
+    }
+    const uint64_t size = op.size;
+    if (absl::Status st = Alloc(line, op); !st.ok()) return st;
+    // `# torch_block <address> <size>`: where PyTorch placed it.
+    const std::vector<absl::string_view> w = Fields(comment);
+    if (w.size() == 3 && w[0] == "torch_block") {
+      TRY_ASSIGN(address, Number(line, "torch_block address", w[1]));
+      TRY_ASSIGN(bytes, Number(line, "torch_block size", w[2]));
+      if (bytes < size) {
+        return Error(line, absl::StrCat("torch_block of ", bytes, " bytes holds less than the ",
+                                        size, " allocated"));
+      }
+      trace_.initial_blocks.push_back(InitialBlock{trace_.alloc_count - 1, address, bytes});
+    }
+    return absl::OkStatus();
+  }
+  // A `pool` line: a new dense index for the id (an id may be defined again
+  // once its pool is destroyed).
+  absl::Status Book(uint32_t line, ops::PoolCreate op, absl::string_view) {
+    auto it = pool_index_.find(op.pool);
+    if (it != pool_index_.end()) {
+      return Error(line, absl::StrCat("pool ", op.pool, " is already defined (line ",
+                                      pool_line_[it->second], "); pdestroy it first"));
+    }
+    if (trace_.pools.size() >= kMaxPools) {
+      return Error(line, absl::StrCat("more than ", kMaxPools, " pools"));
+    }
+    const uint32_t index = static_cast<uint32_t>(trace_.pools.size());
+    pool_index_.emplace(op.pool, index);
+    trace_.pools.push_back(op);
+    pool_line_.push_back(line);
+    op.pool = index;
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+  absl::Status Book(uint32_t line, ops::PoolDestroy op, absl::string_view) {
+    // Renumbered already: the id its index was defined with goes.
+    pool_index_.erase(trace_.pools[op.pool].pool);
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+
   Trace trace_;
   absl::flat_hash_map<uint64_t, uint32_t> stream_index_;
   absl::flat_hash_map<uint64_t, uint32_t> event_index_;
@@ -297,19 +352,6 @@ class TraceBuilder {
   unsigned __int128 peak_live_bytes_ = 0;
 };
 
-std::vector<absl::string_view> Fields(absl::string_view line) {
-  std::vector<absl::string_view> out;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && IsBlank(line[i])) ++i;
-    size_t j = i;
-    while (j < line.size() && !IsBlank(line[j])) ++j;
-    if (j > i) out.push_back(line.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
-
 std::optional<uint64_t> ParseHex(absl::string_view s) {
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
   if (s.empty()) return std::nullopt;
@@ -318,26 +360,6 @@ std::optional<uint64_t> ParseHex(absl::string_view s) {
   if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
   return v;
 }
-
-// "what must be an unsigned integer" errors name the field and say why the
-// text is not one (sign, range, junk), since that is what a user must fix.
-absl::StatusOr<uint64_t> Number(const TraceBuilder& b, uint32_t line, absl::string_view what,
-                                absl::string_view text) {
-  if (std::optional<uint64_t> v = ParseUint(text)) return *v;
-  std::string why = "not an unsigned decimal integer";
-  if (!text.empty() && text[0] == '-') {
-    why = "negative";
-  } else if (!text.empty() &&
-             std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    why = "out of range (more than 64 bits)";
-  }
-  return b.Error(line, absl::StrCat(what, " ", Quote(text), " is ", why));
-}
-
-#define TRY_ASSIGN(lhs, expr)                   \
-  auto lhs##_or = (expr);                       \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *lhs##_or
 
 // `# key value` → (key, value); key is the first word without a trailing ':'
 // and must be an identifier, otherwise the comment is prose.
@@ -356,175 +378,6 @@ bool HeaderEntry(absl::string_view comment, absl::string_view* key, absl::string
   *key = k;
   *value = Trim(comment.substr(end));
   return true;
-}
-
-struct OpSpec {
-  absl::string_view name;
-  TraceOp::Kind kind;
-  absl::string_view usage;  // the fields after the op name
-  size_t min_fields;
-  size_t max_fields;  // SIZE_MAX: any number (pool settings)
-};
-
-constexpr OpSpec kOps[] = {
-    {"alloc", TraceOp::Kind::kAlloc, "<id> <size> <stream> [<pool>]", 3, 4},
-    {"free", TraceOp::Kind::kFree, "<id> <stream>", 2, 2},
-    {"kernel", TraceOp::Kind::kKernel, "<stream> <duration_ns>", 2, 2},
-    {"record", TraceOp::Kind::kRecord, "<event> <stream>", 2, 2},
-    {"wait", TraceOp::Kind::kWait, "<stream> <event>", 2, 2},
-    {"sync", TraceOp::Kind::kSync, "<stream>", 1, 1},
-    {"esync", TraceOp::Kind::kEventSync, "<event>", 1, 1},
-    {"dsync", TraceOp::Kind::kDeviceSync, "[<device>]", 0, 1},
-    {"advance", TraceOp::Kind::kAdvance, "<ns>", 1, 1},
-    {"stream", TraceOp::Kind::kStream, "<stream> <device> <flags>", 3, 3},
-    {"sdestroy", TraceOp::Kind::kStreamDestroy, "<stream>", 1, 1},
-    {"event", TraceOp::Kind::kEvent, "<event> <flags>", 2, 2},
-    {"edestroy", TraceOp::Kind::kEventDestroy, "<event>", 1, 1},
-    {"pool", TraceOp::Kind::kPool, "<pool> <device> <key>=<value>...", 2, SIZE_MAX},
-    {"pdestroy", TraceOp::Kind::kPoolDestroy, "<pool>", 1, 1},
-    {"malloc", TraceOp::Kind::kMalloc, "<id> <size> <device>", 3, 3},
-    {"release", TraceOp::Kind::kRelease, "<id>", 1, 1},
-    {"copy", TraceOp::Kind::kCopy, "<stream> <bytes>", 2, 2},
-    {"host", TraceOp::Kind::kHost, "<stream>", 1, 1},
-    {"query", TraceOp::Kind::kQuery, "<stream>", 1, 1},
-    {"equery", TraceOp::Kind::kEventQuery, "<event>", 1, 1},
-    {"attr", TraceOp::Kind::kAttr, "<pool> <name> <value>", 3, 3},
-    {"trim", TraceOp::Kind::kTrim, "<pool> <bytes>", 2, 2},
-    {"use", TraceOp::Kind::kUse, "<id> <stream>", 2, 2},
-};
-
-// A device number as a line gives it (the replay checks it against the
-// runtime's device count).
-absl::StatusOr<uint32_t> Device(const TraceBuilder& b, uint32_t line, absl::string_view text) {
-  TRY_ASSIGN(d, Number(b, line, "device", text));
-  if (d >= 64) return b.Error(line, absl::StrCat("device ", d, " is out of range (0..63)"));
-  return static_cast<uint32_t>(d);
-}
-
-absl::StatusOr<bool> Switch(const TraceBuilder& b, uint32_t line, absl::string_view key,
-                            absl::string_view text) {
-  if (text == "0") return false;
-  if (text == "1") return true;
-  return b.Error(line, absl::StrCat(key, " is ", Quote(text), "; expected 0 or 1"));
-}
-
-absl::StatusOr<uint64_t> Threshold(const TraceBuilder& b, uint32_t line, absl::string_view text) {
-  if (text == "max") return UINT64_MAX;
-  return Number(b, line, "threshold", text);
-}
-
-template <typename E>
-absl::StatusOr<E> Named(const TraceBuilder& b, uint32_t line, absl::string_view key,
-                        absl::string_view text) {
-  absl::StatusOr<E> v = internal::ParseEnumNameOrError<E>(text);
-  if (!v.ok()) return b.Error(line, absl::StrCat(key, ": ", v.status().message()));
-  return *v;
-}
-
-absl::Status ParseReuseSetting(const TraceBuilder& b, uint32_t line, absl::string_view text,
-                               TracePool* p) {
-  p->reuse_event = p->reuse_opportunistic = p->reuse_internal = false;
-  if (text == "none") return absl::OkStatus();
-  for (absl::string_view name : absl::StrSplit(text, '+')) {
-    if (name == "event") {
-      p->reuse_event = true;
-    } else if (name == "opportunistic") {
-      p->reuse_opportunistic = true;
-    } else if (name == "internal") {
-      p->reuse_internal = true;
-    } else {
-      return b.Error(line, absl::StrCat("reuse ", Quote(text),
-                                        ": expected 'none' or event, opportunistic, internal "
-                                        "joined by '+'"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<TracePool> ParsePool(const TraceBuilder& b, uint32_t line,
-                                    const std::vector<absl::string_view>& f) {
-  TracePool p;
-  TRY_ASSIGN(id, Number(b, line, "pool", f[1]));
-  TRY_ASSIGN(device, Device(b, line, f[2]));
-  p.id = id;
-  p.device = static_cast<int>(device);
-  for (size_t i = 3; i < f.size(); ++i) {
-    const size_t eq = f[i].find('=');
-    if (eq == absl::string_view::npos) {
-      return b.Error(line, absl::StrCat("pool setting ", Quote(f[i]), " is not <key>=<value>"));
-    }
-    const absl::string_view key = f[i].substr(0, eq);
-    const absl::string_view v = f[i].substr(eq + 1);
-    absl::Status st;
-    if (key == "type") {
-      TRY_ASSIGN(t, Named<AllocationType>(b, line, key, v));
-      p.type = t;
-    } else if (key == "reuse") {
-      st = ParseReuseSetting(b, line, v, &p);
-    } else if (key == "threshold") {
-      TRY_ASSIGN(t, Threshold(b, line, v));
-      p.release_threshold = t;
-    } else if (key == "growth") {
-      TRY_ASSIGN(g, Named<PoolGrowth>(b, line, key, v));
-      p.growth = g;
-    } else if (key == "page_policy") {
-      TRY_ASSIGN(pp, Named<PagePolicy>(b, line, key, v));
-      p.page_policy = pp;
-    } else if (key == "front_cache") {
-      TRY_ASSIGN(on, Switch(b, line, key, v));
-      p.front_cache = on;
-    } else if (key == "wait_before_growth") {
-      TRY_ASSIGN(on, Switch(b, line, key, v));
-      p.wait_before_growth = on;
-    } else if (key == "soft_limit") {
-      TRY_ASSIGN(t, Threshold(b, line, v));
-      p.soft_limit = t;
-    } else if (key == "default") {
-      TRY_ASSIGN(on, Switch(b, line, key, v));
-      p.is_default = on;
-    } else if (key == "acl_rounding") {
-      TRY_ASSIGN(on, Switch(b, line, key, v));
-      p.acl_rounding = on;
-    } else if (key == "acl_align32") {
-      TRY_ASSIGN(on, Switch(b, line, key, v));
-      p.acl_align32 = on;
-    } else if (key == "max_size") {
-      TRY_ASSIGN(n, Number(b, line, "max_size", v));
-      p.max_size = n;
-    } else if (key == "upstream") {
-      p.custom_upstream = v == "custom";
-    } else if (key == "handle_types") {
-      TRY_ASSIGN(n, Number(b, line, "handle_types", v));
-      p.handle_types = static_cast<unsigned>(n);
-    }
-    // Other keys (imported=1, settings of later versions) are for readers;
-    // the replay makes the pool from what it knows.
-    if (!st.ok()) return st;
-  }
-  return p;
-}
-
-// `# <rule> <chunk>+<offset>` or `# failed` after a recorded alloc; a comment
-// of any other shape is prose.
-std::optional<RecordedDecision> ParseDecision(absl::string_view comment) {
-  const std::vector<absl::string_view> w = Fields(comment);
-  RecordedDecision d;
-  d.present = true;
-  if (w.size() == 1 && w[0] == "failed") {
-    d.failed = true;
-    return d;
-  }
-  if (w.size() != 2) return std::nullopt;
-  std::optional<ReuseRule> rule = internal::ParseEnumName<ReuseRule>(w[0]);
-  const size_t plus = w[1].find('+');
-  if (!rule || plus == absl::string_view::npos) return std::nullopt;
-  std::optional<uint64_t> chunk = ParseUint(w[1].substr(0, plus));
-  std::optional<uint64_t> offset = ParseUint(w[1].substr(plus + 1));
-  if (!chunk || !offset) return std::nullopt;
-  d.rule = *rule;
-  d.chunk = *chunk;
-  d.offset = *offset;
-  return d;
 }
 
 // `# torch_segment <address> <size> <stream> small|large [expandable]` (a
@@ -552,9 +405,9 @@ absl::StatusOr<bool> ParseSegmentComment(TraceBuilder& b, uint32_t line,
       return b.Error(line,
                      "torch_segment takes <address> <size> <stream> small|large [expandable]");
     }
-    TRY_ASSIGN(address, Number(b, line, "address", w[1]));
-    TRY_ASSIGN(size, Number(b, line, "size", w[2]));
-    TRY_ASSIGN(sid, Number(b, line, "stream", w[3]));
+    TRY_ASSIGN(address, b.Number(line, "address", w[1]));
+    TRY_ASSIGN(size, b.Number(line, "size", w[2]));
+    TRY_ASSIGN(sid, b.Number(line, "stream", w[3]));
     TRY_ASSIGN(stream, b.Stream(sid, line));
     InitialSegment s{address, size, stream, w[4] == "small", w.size() == 6};
     if (absl::Status st = b.InitialSegmentLine(s, line); !st.ok()) return st;
@@ -563,9 +416,9 @@ absl::StatusOr<bool> ParseSegmentComment(TraceBuilder& b, uint32_t line,
   for (const auto& [name, kind] : kEvents) {
     if (w[0] != name) continue;
     if (w.size() != 4) return b.Error(line, absl::StrCat(name, " takes <address> <size> <stream>"));
-    TRY_ASSIGN(address, Number(b, line, "address", w[1]));
-    TRY_ASSIGN(size, Number(b, line, "size", w[2]));
-    TRY_ASSIGN(sid, Number(b, line, "stream", w[3]));
+    TRY_ASSIGN(address, b.Number(line, "address", w[1]));
+    TRY_ASSIGN(size, b.Number(line, "size", w[2]));
+    TRY_ASSIGN(sid, b.Number(line, "stream", w[3]));
     TRY_ASSIGN(stream, b.Stream(sid, line));
     b.SegmentHistory(SegmentEvent{kind, 0, address, size, stream});
     return true;
@@ -573,211 +426,12 @@ absl::StatusOr<bool> ParseSegmentComment(TraceBuilder& b, uint32_t line,
   return false;
 }
 
+// A line of ops: parsed into its op, then its numbers made dense.
 absl::Status ParseV1Op(TraceBuilder& b, uint32_t line, const std::vector<absl::string_view>& f,
                        absl::string_view comment) {
-  const OpSpec* spec = nullptr;
-  for (const OpSpec& s : kOps) {
-    if (s.name == f[0]) spec = &s;
-  }
-  if (spec == nullptr) return b.Error(line, absl::StrCat("unknown op ", Quote(f[0])));
-  const size_t n = f.size() - 1;
-  if (n < spec->min_fields || n > spec->max_fields) {
-    std::string count = absl::StrCat(spec->min_fields);
-    if (spec->max_fields == SIZE_MAX) {
-      absl::StrAppend(&count, " or more");
-    } else if (spec->max_fields != spec->min_fields) {
-      absl::StrAppend(&count, " or ", spec->max_fields);
-    }
-    return b.Error(
-        line,
-        absl::StrCat(spec->name, " takes ", count, " field", spec->max_fields == 1 ? "" : "s",
-                     spec->max_fields ? absl::StrCat(" (", spec->usage, ")") : "", ", got ", n));
-  }
-  TraceOp op;
-  op.kind = spec->kind;
-  op.line = line;
-  switch (spec->kind) {
-    case TraceOp::Kind::kAlloc: {
-      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
-      TRY_ASSIGN(size, Number(b, line, "size", f[2]));
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[3]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      uint32_t pool = TraceOp::kNoPool;
-      if (n == 4) {
-        TRY_ASSIGN(pid, Number(b, line, "pool", f[4]));
-        TRY_ASSIGN(p, b.Pool(pid, line));
-        pool = p;
-      }
-      if (absl::Status st = b.Alloc(id, size, stream, line, pool); !st.ok()) return st;
-      if (std::optional<RecordedDecision> d = ParseDecision(comment)) b.Decision(*d);
-      // `# torch_block <address> <size>`: where PyTorch placed it.
-      const std::vector<absl::string_view> w = Fields(comment);
-      if (w.size() == 3 && w[0] == "torch_block") {
-        TRY_ASSIGN(address, Number(b, line, "torch_block address", w[1]));
-        TRY_ASSIGN(bytes, Number(b, line, "torch_block size", w[2]));
-        if (bytes < size) {
-          return b.Error(line, absl::StrCat("torch_block of ", bytes, " bytes holds less than the ",
-                                            size, " allocated"));
-        }
-        b.BlockPlace(address, bytes);
-      }
-      return absl::OkStatus();
-    }
-    case TraceOp::Kind::kMalloc: {
-      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
-      TRY_ASSIGN(size, Number(b, line, "size", f[2]));
-      TRY_ASSIGN(device, Device(b, line, f[3]));
-      return b.Alloc(id, size, 0, line, TraceOp::kNoPool, TraceOp::Kind::kMalloc, device);
-    }
-    case TraceOp::Kind::kFree: {
-      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[2]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      return b.Free(id, stream, line);
-    }
-    case TraceOp::Kind::kRelease: {
-      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
-      return b.Free(id, 0, line, std::nullopt, TraceOp::Kind::kRelease);
-    }
-    case TraceOp::Kind::kUse: {
-      TRY_ASSIGN(id, Number(b, line, "id", f[1]));
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[2]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      return b.Use(id, stream, line);
-    }
-    case TraceOp::Kind::kKernel: {
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
-      TRY_ASSIGN(ns, Number(b, line, "duration", f[2]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      if (absl::Status st = b.AddTime(ns, line); !st.ok()) return st;
-      op.stream = stream;
-      op.value = ns;
-      break;
-    }
-    case TraceOp::Kind::kCopy: {
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
-      TRY_ASSIGN(bytes, Number(b, line, "bytes", f[2]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      op.stream = stream;
-      op.value = bytes;
-      break;
-    }
-    case TraceOp::Kind::kRecord: {
-      TRY_ASSIGN(eid, Number(b, line, "event", f[1]));
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[2]));
-      TRY_ASSIGN(event, b.Event(eid, line));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      op.event = event;
-      op.stream = stream;
-      break;
-    }
-    case TraceOp::Kind::kWait: {
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
-      TRY_ASSIGN(eid, Number(b, line, "event", f[2]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      TRY_ASSIGN(event, b.Event(eid, line));
-      op.event = event;
-      op.stream = stream;
-      break;
-    }
-    case TraceOp::Kind::kSync:
-    case TraceOp::Kind::kStreamDestroy:
-    case TraceOp::Kind::kHost:
-    case TraceOp::Kind::kQuery: {
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      op.stream = stream;
-      break;
-    }
-    case TraceOp::Kind::kStream: {
-      TRY_ASSIGN(sid, Number(b, line, "stream", f[1]));
-      TRY_ASSIGN(device, Device(b, line, f[2]));
-      TRY_ASSIGN(flags, Number(b, line, "flags", f[3]));
-      if (flags > 2) {
-        return b.Error(line, absl::StrCat("stream flags ", flags,
-                                          ": expected 0 (blocking), 1 (non-blocking) or 2 "
-                                          "(the device's legacy stream)"));
-      }
-      if (sid == 0 && !(flags == 2 && device == 0)) {
-        return b.Error(line, "stream 0 is device 0's legacy stream");
-      }
-      TRY_ASSIGN(stream, b.Stream(sid, line));
-      op.stream = stream;
-      op.aux = device;
-      op.value = flags;
-      break;
-    }
-    case TraceOp::Kind::kEvent: {
-      TRY_ASSIGN(eid, Number(b, line, "event", f[1]));
-      TRY_ASSIGN(flags, Number(b, line, "flags", f[2]));
-      TRY_ASSIGN(event, b.Event(eid, line));
-      op.event = event;
-      op.value = flags;
-      break;
-    }
-    case TraceOp::Kind::kEventSync:
-    case TraceOp::Kind::kEventDestroy:
-    case TraceOp::Kind::kEventQuery: {
-      TRY_ASSIGN(eid, Number(b, line, "event", f[1]));
-      TRY_ASSIGN(event, b.Event(eid, line));
-      op.event = event;
-      break;
-    }
-    case TraceOp::Kind::kDeviceSync:
-      if (n == 1) {
-        TRY_ASSIGN(device, Device(b, line, f[1]));
-        op.aux = device;
-      }
-      break;
-    case TraceOp::Kind::kAdvance: {
-      TRY_ASSIGN(ns, Number(b, line, "advance", f[1]));
-      if (absl::Status st = b.AddTime(ns, line); !st.ok()) return st;
-      op.value = ns;
-      break;
-    }
-    case TraceOp::Kind::kPool: {
-      TRY_ASSIGN(pool, ParsePool(b, line, f));
-      TRY_ASSIGN(index, b.DefinePool(pool, line));
-      op.pool = index;
-      break;
-    }
-    case TraceOp::Kind::kPoolDestroy: {
-      TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
-      TRY_ASSIGN(index, b.Pool(pid, line));
-      b.UndefinePool(pid);
-      op.pool = index;
-      break;
-    }
-    case TraceOp::Kind::kAttr: {
-      TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
-      TRY_ASSIGN(index, b.Pool(pid, line));
-      const internal::PoolAttrInfo* attr = internal::FindPoolAttrByTraceName(f[2]);
-      if (attr == nullptr) {
-        return b.Error(line, absl::StrCat("attr ", Quote(f[2]), ": expected ",
-                                          internal::PoolAttrTraceNames()));
-      }
-      if (attr->kind == internal::AttrKind::kU64) {
-        TRY_ASSIGN(v, Threshold(b, line, f[3]));
-        op.value = v;
-      } else {
-        TRY_ASSIGN(on, Switch(b, line, f[2], f[3]));
-        op.value = on ? 1 : 0;
-      }
-      op.pool = index;
-      op.aux = static_cast<uint32_t>(attr->attr);
-      break;
-    }
-    case TraceOp::Kind::kTrim: {
-      TRY_ASSIGN(pid, Number(b, line, "pool", f[1]));
-      TRY_ASSIGN(index, b.Pool(pid, line));
-      TRY_ASSIGN(bytes, Number(b, line, "bytes", f[2]));
-      op.pool = index;
-      op.value = bytes;
-      break;
-    }
-  }
-  b.Push(op);
-  return absl::OkStatus();
+  absl::StatusOr<ops::Op> op = ops::ParseOp(f, comment);
+  if (!op.ok()) return b.Error(line, op.status().message());
+  return std::visit([&](auto& o) { return b.Add(line, std::move(o), comment); }, *op);
 }
 
 // RMM time stamps: "HH:MM:SS.ffffff" (the logging adaptor's pattern),
@@ -856,12 +510,18 @@ const char* TraceFormatName(TraceFormat format) {
   return "?";
 }
 
-std::optional<uint64_t> ParseUint(absl::string_view text) {
-  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 10);
-  if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
-  return v;
+std::optional<Allocation> AllocationOf(const ops::Op& op) {
+  if (const auto* a = std::get_if<ops::Alloc>(&op)) {
+    return Allocation{a->id, a->size, static_cast<uint32_t>(a->stream)};
+  }
+  if (const auto* m = std::get_if<ops::Malloc>(&op)) return Allocation{m->id, m->size, 0};
+  return std::nullopt;
+}
+
+std::optional<uint64_t> FreedSlot(const ops::Op& op) {
+  if (const auto* f = std::get_if<ops::Free>(&op)) return f->id;
+  if (const auto* r = std::get_if<ops::Release>(&op)) return r->id;
+  return std::nullopt;
 }
 
 std::optional<uint64_t> Trace::HeaderNumber(absl::string_view key) const {
@@ -974,7 +634,7 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
       return b.Error(
           n, absl::StrCat("pointer ", Quote(f[column[kPointer]]), " is not a hexadecimal address"));
     }
-    TRY_ASSIGN(size, Number(b, n, "size", f[column[kSize]]));
+    TRY_ASSIGN(size, b.Number(n, "size", f[column[kSize]]));
     std::optional<uint64_t> sid = ParseRmmStream(f[column[kStream]]);
     if (!sid) {
       return b.Error(n, absl::StrCat("stream ", Quote(f[column[kStream]]),
@@ -991,11 +651,7 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
     if (last_time && *t > *last_time) {
       const uint64_t ns = *t - *last_time;
       if (absl::Status st = b.AddTime(ns, n); !st.ok()) return st;
-      TraceOp op;
-      op.kind = TraceOp::Kind::kAdvance;
-      op.line = n;
-      op.value = ns;
-      b.Push(op);
+      b.Push(TraceOp{n, ops::Advance{ns}});
     }
     if (!last_time || *t > *last_time) last_time = t;
     if (*ptr == 0) {
@@ -1011,7 +667,9 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
                        absl::StrCat("allocate at 0x", absl::Hex(*ptr),
                                     ", which is live (allocated at line ", it->second.second, ")"));
       }
-      if (absl::Status st = b.Alloc(next_id++, size, stream, n); !st.ok()) return st;
+      if (absl::Status st = b.Alloc(n, ops::Alloc{next_id++, size, stream, ops::kNoPool, {}});
+          !st.ok())
+        return st;
     } else {
       auto it = live.find(*ptr);
       if (it == live.end()) {
@@ -1020,7 +678,7 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
       }
       const uint64_t id = it->second.first;
       live.erase(it);
-      if (absl::Status st = b.Free(id, stream, n, size); !st.ok()) return st;
+      if (absl::Status st = b.Free(n, ops::Free{id, stream}, size); !st.ok()) return st;
     }
   }
   if (!status.ok()) return status;

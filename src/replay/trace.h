@@ -94,6 +94,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/trace/ops.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 
@@ -113,73 +114,36 @@ inline constexpr uint64_t kMaxTotalTimeNs = uint64_t{1} << 62;
 enum class TraceFormat { kStreampoolV1, kRmmCsv };
 const char* TraceFormatName(TraceFormat format);
 
+// The ops of src/trace/ops.h, the recorder's own.
+namespace ops = internal::trace;
+
+// An op of a parsed trace and the line it came from. Its numbers are dense
+// (ops.h): a stream or event is its index into Trace::stream_ids or
+// event_ids (0 = the legacy stream), a pool its index into Trace::pools
+// (ops::kNoPool on an alloc that names none: the replay's own pool), and an
+// allocation's id its slot, its ordinal among the trace's allocs and
+// mallocs (so a replay keeps pointers in a vector indexed by slot).
 struct TraceOp {
-  enum class Kind : uint8_t {
-    kAlloc,          // slot, bytes, stream
-    kFree,           // slot, stream
-    kKernel,         // stream, ns
-    kRecord,         // event, stream
-    kWait,           // stream, event
-    kSync,           // stream
-    kEventSync,      // event
-    kDeviceSync,     //
-    kAdvance,        // ns
-    kStream,         // stream, aux = device, value = flags
-    kStreamDestroy,  // stream
-    kEvent,          // event, value = flags
-    kEventDestroy,   // event
-    kPool,           // pool (its definition: Trace::pools[pool])
-    kPoolDestroy,    // pool
-    kMalloc,         // slot, bytes, aux = device
-    kRelease,        // slot
-    kCopy,           // stream, value = bytes
-    kHost,           // stream
-    kQuery,          // stream
-    kEventQuery,     // event
-    kAttr,           // pool, aux = PoolAttr, value
-    kTrim,           // pool, value = bytes kept
-    kUse,            // slot, stream (record_stream)
-  };
-  Kind kind = Kind::kAdvance;
-  uint32_t line = 0;    // 1-based line in the source file
-  uint32_t stream = 0;  // dense stream index; 0 = the legacy stream
-  uint32_t event = 0;   // dense event index
-  // kAlloc/kFree: the allocation's slot, its ordinal among the trace's allocs
-  // (so a replay keeps pointers in a vector indexed by slot).
-  uint64_t slot = 0;
-  uint64_t value = 0;  // kAlloc: bytes; kKernel, kAdvance: ns
-  // kAlloc: the pool (index into Trace::pools), kNoPool when the line names
-  // none (the replay's own pool); kPool, kPoolDestroy, kAttr, kTrim: the pool.
-  uint32_t pool = kNoPool;
-  uint32_t aux = 0;  // kStream, kMalloc, kDeviceSync: device; kAttr: PoolAttr
+  uint32_t line = 0;  // 1-based line in the source file
+  ops::Op op;
+  // ReplayDecision::pool of an allocation from the replay's own pool.
   static constexpr uint32_t kNoPool = UINT32_MAX;
 };
 
-// A `pool` line: a pool the replay creates where the line stands.
-struct TracePool {
-  uint64_t id = 0;  // the number the file gives it
-  int device = 0;
-  AllocationType type = AllocationType::kDevice;
-  bool reuse_event = true;
-  bool reuse_opportunistic = true;
-  bool reuse_internal = true;
-  uint64_t release_threshold = 0;
-  PoolGrowth growth = PoolGrowth::kDefault;
-  bool front_cache = true;
-  // Absent from a line written before waiting before growth existed: that
-  // recording decided in CUDA's order.
-  bool wait_before_growth = false;
-  uint64_t soft_limit = UINT64_MAX;
-  bool is_default = false;
-  uint64_t max_size = 0;
-  PagePolicy page_policy = PagePolicy::kHugeFirst;
-  bool acl_rounding = false;
-  bool acl_align32 = false;
-  unsigned handle_types = 0;
-  // upstream=custom: the program gave the pool an upstream of its own, whose
-  // limits and placement a replay does not have (it uses the runtime's).
-  bool custom_upstream = false;
+// A `pool` line: a pool the replay creates where the line stands (its
+// `pool` the number the file gives it).
+using TracePool = ops::PoolCreate;
+
+// What an alloc or a malloc makes live: its slot, size and stream (a
+// malloc's: 0); nullopt for other ops.
+struct Allocation {
+  uint64_t slot = 0;
+  uint64_t size = 0;
+  uint32_t stream = 0;
 };
+std::optional<Allocation> AllocationOf(const ops::Op& op);
+// The slot a free or a release ends; nullopt for other ops.
+std::optional<uint64_t> FreedSlot(const ops::Op& op);
 
 // A segment an allocator took or gave back (or an expandable segment's
 // mapping changing): from a converted snapshot's history, or a replay
@@ -210,13 +174,7 @@ struct InitialBlock {
 };
 
 // What the recorder wrote after an alloc: the live run's decision.
-struct RecordedDecision {
-  bool present = false;
-  bool failed = false;
-  ReuseRule rule = ReuseRule::kFresh;
-  uint64_t chunk = 0;
-  uint64_t offset = 0;
-};
+using RecordedDecision = ops::Decision;
 
 struct Trace {
   std::string name;  // the file, as given; errors and reports use it
@@ -232,8 +190,6 @@ struct Trace {
   // The trace's pools, in the order their `pool` lines come (empty: the
   // trace names none, and a replay makes one pool of its settings).
   std::vector<TracePool> pools;
-  // By slot, when the trace is a recording (else empty).
-  std::vector<RecordedDecision> decisions;
   // From a converted PyTorch snapshot (else empty): the segments live at
   // the start, where allocations sat in them, and PyTorch's segment events.
   std::vector<InitialSegment> initial_segments;
@@ -267,7 +223,7 @@ absl::StatusOr<Trace> ParseRmmCsv(absl::string_view text, absl::string_view name
 absl::StatusOr<Trace> LoadTrace(const std::string& path);
 
 // Unsigned decimal without sign, spaces or overflow; nullopt otherwise.
-std::optional<uint64_t> ParseUint(absl::string_view text);
+using ops::ParseUint;
 
 }  // namespace streampool::replay
 

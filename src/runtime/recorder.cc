@@ -4,18 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/pool/block.h"
 #include "src/pool/names.h"
-#include "src/pool/pool_attrs.h"
 #include "src/runtime/runtime_core.h"
 #include "src/util/check.h"
 
@@ -25,51 +22,10 @@ namespace {
 // Lines are buffered and written in blocks: a recording costs a formatted
 // line per call, not a system call.
 constexpr size_t kFlushBytes = 64 * 1024;
-// Room for a flush's worth and the longest line the allocator writes; longer
-// text (a pool's settings, the command line) is written by Emit in pieces.
+// Room for a flush's worth and the longest line the printer writes; longer
+// text (the command line) is written in pieces.
 constexpr size_t kBufferBytes = kFlushBytes + 4096;
-
-// The allocator's lines are formatted by hand, straight into the buffer:
-// they are written on its fast path, where a recording must cost little.
-// Put* return the position after what they wrote; the caller has made room
-// (Recorder::Room) for a whole line first.
-char* Put(char* p, absl::string_view text) {
-  std::memcpy(p, text.data(), text.size());
-  return p + text.size();
-}
-char* Put(char* p, uint64_t v) {
-  char digits[20];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0) *p++ = digits[--n];
-  return p;
-}
-char* Put(char* p, char c) {
-  *p = c;
-  return p + 1;
-}
-// The most a line of Put parts takes: 20 digits a number, text as it is.
-inline size_t MaxLength(absl::string_view text) { return text.size(); }
-constexpr size_t MaxLength(uint64_t) { return 20; }
-constexpr size_t MaxLength(char) { return 1; }
-
-// A rule's name as a view, measured once: every allocation line has one.
-absl::string_view RuleText(ReuseRule rule) {
-  static const auto* const kNames = [] {
-    auto* names = new std::array<absl::string_view, 6>;
-    for (size_t i = 0; i < names->size(); ++i) {
-      (*names)[i] = ReuseRuleName(static_cast<ReuseRule>(i));
-    }
-    return names;
-  }();
-  const auto i = static_cast<size_t>(rule);
-  return i < kNames->size() ? (*kNames)[i] : absl::string_view(ReuseRuleName(rule));
-}
-
-std::string ThresholdText(uint64_t v) { return v == UINT64_MAX ? "max" : absl::StrCat(v); }
+static_assert(kBufferBytes - kFlushBytes >= trace::kMaxPrintedLine);
 
 // The program and its arguments (/proc/self/cmdline), so that a recording
 // says what produced it: the program's file name without its directory, each
@@ -191,7 +147,7 @@ void Recorder::Header() {
   for (uint64_t h : pools) {
     const uint64_t id = pool_ids_.Take();
     pools_.emplace(h, id);
-    EmitText(PoolLine(h, id));
+    Print(PoolOp(h, id));
   }
   stream_ids_.next = 1;
   streams_.emplace(core_.devices[0].legacy_stream, 0);
@@ -199,73 +155,55 @@ void Recorder::Header() {
     if (h == 0 || streams_.contains(h)) continue;
     const uint64_t id = stream_ids_.Take();
     streams_.emplace(h, id);
-    EmitText(StreamLine(h, id, /*runtime_locked=*/true));
+    Print(StreamOp(h, id, /*runtime_locked=*/true));
   }
 }
 
-std::string Recorder::StreamLine(uint64_t handle, uint64_t id, bool runtime_locked) {
-  int device = 0;
-  unsigned flags = 0;
+trace::StreamCreate Recorder::StreamOp(uint64_t handle, uint64_t id, bool runtime_locked) {
+  trace::StreamCreate op{.stream = id};
   if (absl::StatusOr<RuntimeCore::StreamRec*> rec = core_.FindStream(handle); rec.ok()) {
-    device = (*rec)->device.load(std::memory_order_relaxed);
+    op.device = static_cast<uint64_t>((*rec)->device.load(std::memory_order_relaxed));
     if ((*rec)->legacy.load(std::memory_order_relaxed)) {
-      flags = 2;
+      op.flags = 2;
     } else if (runtime_locked && core_.ordering.kind((*rec)->index.load(
                                      std::memory_order_relaxed)) == StreamKind::kNonBlocking) {
       // Only under the runtime's lock, which every stream creation holds;
       // elsewhere the kind is not known, and the stream is written blocking.
-      flags = 1;
+      op.flags = 1;
     }
   }
-  return absl::StrCat("stream ", id, " ", device, " ", flags, "\n");
+  return op;
 }
 
-std::string Recorder::PoolLine(uint64_t handle, uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+trace::PoolCreate Recorder::PoolOp(uint64_t handle, uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  trace::PoolCreate op{.pool = id};
   absl::StatusOr<PoolTable::PoolRec*> rec = core_.pools.Find(handle);
   if (!rec.ok() || (*rec)->mem() == nullptr) {
     // An imported pool allocates nothing; it is named for completeness.
-    return absl::StrCat("pool ", id, " 0 imported=1\n");
+    op.line = trace::PoolCreate::Line::kImported;
+    return op;
   }
   MemPool& mp = *(*rec)->mem();
   const PoolProps& p = mp.props();
   MutexLock pool_lock(&mp.central_mu());
-  std::string reuse;
-  if (mp.reuse_follow_event_dependencies()) absl::StrAppend(&reuse, "event");
-  if (mp.reuse_allow_opportunistic()) {
-    absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "opportunistic");
-  }
-  if (mp.reuse_allow_internal_dependencies()) {
-    absl::StrAppend(&reuse, reuse.empty() ? "" : "+", "internal");
-  }
-  if (reuse.empty()) reuse = "none";
-  std::string line = absl::StrCat(
-      "pool ", id, " ", std::max((*rec)->attrs.device, 0), " type=", EnumName(p.alloc_type),
-      " reuse=", reuse, " threshold=", ThresholdText(mp.release_threshold()),
-      " growth=", EnumName(mp.growth()), " front_cache=", mp.front_cache() ? 1 : 0,
-      " wait_before_growth=", mp.wait_before_growth() ? 1 : 0,
-      " soft_limit=", ThresholdText(mp.soft_reserved_limit()),
-      " default=", (*rec)->attrs.is_default ? 1 : 0);
-  if (p.max_size != 0) absl::StrAppend(&line, " max_size=", p.max_size);
-  if (p.alloc_type == AllocationType::kHugePage || p.alloc_type == AllocationType::kDvpp) {
-    absl::StrAppend(&line, " page_policy=", EnumName(p.page_policy));
-  }
-  if (p.acl_rounding) absl::StrAppend(&line, " acl_rounding=1");
-  if (p.acl_align32) absl::StrAppend(&line, " acl_align32=1");
-  if (p.handle_types != 0) absl::StrAppend(&line, " handle_types=", p.handle_types);
-  if ((*rec)->attrs.custom_upstream) absl::StrAppend(&line, " upstream=custom");
-  line.push_back('\n');
-  return line;
-}
-
-template <typename... A>
-void Recorder::Emit(const A&... parts) {
-  // Lines written this way are short (numbers and short names).
-  const size_t most = (MaxLength(parts) + ...);
-  SP_DCHECK(most <= kBufferBytes - kFlushBytes);
-  if (len_ + most > kBufferBytes) Flush();
-  char* p = buf_ + len_;
-  ((p = Put(p, parts)), ...);
-  len_ = static_cast<size_t>(p - buf_);
+  op.device = std::max((*rec)->attrs.device, 0);
+  op.type = p.alloc_type;
+  op.reuse_event = mp.reuse_follow_event_dependencies();
+  op.reuse_opportunistic = mp.reuse_allow_opportunistic();
+  op.reuse_internal = mp.reuse_allow_internal_dependencies();
+  op.release_threshold = mp.release_threshold();
+  op.growth = mp.growth();
+  op.front_cache = mp.front_cache();
+  op.wait_before_growth = mp.wait_before_growth();
+  op.soft_limit = mp.soft_reserved_limit();
+  op.is_default = (*rec)->attrs.is_default;
+  op.max_size = p.max_size;
+  op.page_policy = p.page_policy;
+  op.acl_rounding = p.acl_rounding;
+  op.acl_align32 = p.acl_align32;
+  op.handle_types = p.handle_types;
+  op.custom_upstream = (*rec)->attrs.custom_upstream;
+  return op;
 }
 
 void Recorder::EmitText(absl::string_view text) {
@@ -278,9 +216,14 @@ void Recorder::EmitText(absl::string_view text) {
   }
 }
 
+void Recorder::Print(const trace::Op& op) {
+  if (len_ + trace::kMaxPrintedLine > kBufferBytes) Flush();
+  len_ = static_cast<size_t>(trace::PrintOp(op, buf_ + len_) - buf_);
+}
+
 void Recorder::Line(Times t) {
   if (clock_ != nullptr && t.start > last_ns_) {
-    Emit("advance ", t.start - last_ns_, '\n');
+    Print(trace::Advance{.ns = t.start - last_ns_});
     last_ns_ = t.start;
   }
 }
@@ -288,6 +231,12 @@ void Recorder::Line(Times t) {
 void Recorder::Done(Times t) {
   last_ns_ = std::max(last_ns_, t.end);
   if (len_ >= kFlushBytes) Flush();
+}
+
+void Recorder::Write(Times t, const trace::Op& op) {
+  Line(t);
+  Print(op);
+  Done(t);
 }
 
 uint64_t Recorder::StreamId(uint64_t handle) {
@@ -300,7 +249,7 @@ uint64_t Recorder::StreamId(uint64_t handle) {
     // A stream made while the recording opened: defined where first used.
     id = stream_ids_.Take();
     streams_.emplace(handle, id);
-    EmitText(StreamLine(handle, id, /*runtime_locked=*/false));
+    Print(StreamOp(handle, id, /*runtime_locked=*/false));
   }
   last_stream_ = handle;
   last_stream_id_ = id;
@@ -322,7 +271,7 @@ uint64_t Recorder::PoolId(uint64_t handle) {
     // Made while the recording opened (its lock cannot be taken here): its
     // type and device, at the settings a pool is made with.
     it->second = pool_ids_.Take();
-    Emit("pool ", it->second, " 0\n");
+    Print(trace::PoolCreate{.line = trace::PoolCreate::Line::kBare, .pool = it->second});
   }
   last_pool_ = handle;
   last_pool_id_ = it->second;
@@ -333,19 +282,14 @@ void Recorder::StreamCreated(uint64_t s, int device, bool non_blocking, Times t)
   MutexLock lock(&mu_);
   const uint64_t id = stream_ids_.Take();
   streams_[s] = id;
-  Line(t);
-  Emit("stream ", id, ' ', static_cast<uint64_t>(device), ' ', uint64_t{non_blocking ? 1u : 0u},
-       '\n');
-  Done(t);
+  Write(t, trace::StreamCreate{id, static_cast<uint64_t>(device), non_blocking ? 1u : 0u});
 }
 
 void Recorder::StreamDestroyed(uint64_t s, Times t) {
   MutexLock lock(&mu_);
   auto it = streams_.find(s);
   if (it == streams_.end()) return;
-  Line(t);
-  Emit("sdestroy ", it->second, '\n');
-  Done(t);
+  Write(t, trace::StreamDestroy{it->second});
   stream_ids_.Give(it->second);
   streams_.erase(it);
   if (last_stream_ == s) last_stream_ = 0;
@@ -355,18 +299,14 @@ void Recorder::EventCreated(uint64_t e, unsigned flags, Times t) {
   MutexLock lock(&mu_);
   const uint64_t id = event_ids_.Take();
   events_[e] = id;
-  Line(t);
-  Emit("event ", id, ' ', uint64_t{flags}, '\n');
-  Done(t);
+  Write(t, trace::EventCreate{id, flags});
 }
 
 void Recorder::EventDestroyed(uint64_t e, Times t) {
   MutexLock lock(&mu_);
   auto it = events_.find(e);
   if (it == events_.end()) return;
-  Line(t);
-  Emit("edestroy ", it->second, '\n');
-  Done(t);
+  Write(t, trace::EventDestroy{it->second});
   event_ids_.Give(it->second);
   events_.erase(it);
 }
@@ -374,95 +314,60 @@ void Recorder::EventDestroyed(uint64_t e, Times t) {
 void Recorder::EventRecorded(uint64_t e, uint64_t s, Times t) {
   MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  const uint64_t eid = EventId(e);
-  Line(t);
-  Emit("record ", eid, ' ', sid, '\n');
-  Done(t);
+  Write(t, trace::Record{.event = EventId(e), .stream = sid});
 }
 
 void Recorder::StreamWaited(uint64_t s, uint64_t e, Times t) {
   MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  const uint64_t eid = EventId(e);
-  Line(t);
-  Emit("wait ", sid, ' ', eid, '\n');
-  Done(t);
+  Write(t, trace::Wait{.stream = sid, .event = EventId(e)});
 }
 
 void Recorder::StreamSynchronized(uint64_t s, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("sync ", sid, '\n');
-  Done(t);
+  Write(t, trace::Sync{StreamId(s)});
 }
 
 void Recorder::EventSynchronized(uint64_t e, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t eid = EventId(e);
-  Line(t);
-  Emit("esync ", eid, '\n');
-  Done(t);
+  Write(t, trace::EventSync{EventId(e)});
 }
 
 void Recorder::DeviceSynchronized(int device, Times t) {
   MutexLock lock(&mu_);
-  Line(t);
-  if (device == 0) {
-    Emit("dsync\n");
-  } else {
-    Emit("dsync ", static_cast<uint64_t>(device), '\n');
-  }
-  Done(t);
+  Write(t, trace::DeviceSync{static_cast<uint64_t>(device)});
 }
 
 void Recorder::StreamQueried(uint64_t s, bool complete, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("query ", sid, complete ? "\n" : "  # not_ready\n");
-  Done(t);
+  Write(t, trace::Query{StreamId(s), complete});
 }
 
 void Recorder::EventQueried(uint64_t e, bool complete, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t eid = EventId(e);
-  Line(t);
-  Emit("equery ", eid, complete ? "\n" : "  # not_ready\n");
-  Done(t);
+  Write(t, trace::EventQuery{EventId(e), complete});
 }
 
 void Recorder::Kernel(uint64_t s, uint64_t duration_ns, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("kernel ", sid, ' ', duration_ns, '\n');
-  Done(t);
+  Write(t, trace::Kernel{StreamId(s), duration_ns});
 }
 
 void Recorder::Copy(uint64_t s, uint64_t bytes, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("copy ", sid, ' ', bytes, '\n');
-  Done(t);
+  Write(t, trace::Copy{StreamId(s), bytes});
 }
 
 void Recorder::HostFunc(uint64_t s, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("host ", sid, '\n');
-  Done(t);
+  Write(t, trace::Host{StreamId(s)});
 }
 
 void Recorder::HostAdvanced(uint64_t ns, Times t) {
   // A real-time executor's host time is written as the gaps between calls.
   if (clock_ != nullptr) return;
   MutexLock lock(&mu_);
-  Line(t);
-  Emit("advance ", ns, '\n');
-  Done(t);
+  Write(t, trace::Advance{ns});
 }
 
 void Recorder::PoolCreated(uint64_t pool, Times t) {
@@ -472,96 +377,85 @@ void Recorder::PoolCreated(uint64_t pool, Times t) {
     id = pool_ids_.Take();
     pools_[pool] = id;
   }
-  const std::string line = PoolLine(pool, id);
+  const trace::PoolCreate op = PoolOp(pool, id);
   MutexLock lock(&mu_);
-  Line(t);
-  EmitText(line);
-  Done(t);
+  Write(t, op);
 }
 
 void Recorder::PoolDestroyed(uint64_t pool, Times t) {
   MutexLock lock(&mu_);
   auto it = pools_.find(pool);
   if (it == pools_.end()) return;
-  Line(t);
-  Emit("pdestroy ", it->second, '\n');
-  Done(t);
+  Write(t, trace::PoolDestroy{it->second});
   pool_ids_.Give(it->second);
   pools_.erase(it);
   if (last_pool_ == pool) last_pool_ = 0;
 }
 
 void Recorder::PoolAttributeSet(uint64_t pool, PoolAttr attr, uint64_t value, Times t) {
-  // Only the settings a replay must reproduce have a name in a trace.
-  const PoolAttrInfo* a = FindPoolAttr(static_cast<int>(attr));
-  if (a == nullptr || a->trace_name == nullptr) return;
+  if (trace::AttrName(attr) == nullptr) return;
   MutexLock lock(&mu_);
-  const uint64_t pid = PoolId(pool);
-  Line(t);
-  Emit("attr ", pid, ' ', absl::string_view(a->trace_name), ' ',
-       a->kind == AttrKind::kU64 ? ThresholdText(value) : (value != 0 ? "1" : "0"), '\n');
-  Done(t);
+  Write(t, trace::Attr{PoolId(pool), attr, value});
 }
 
 void Recorder::PoolTrimmed(uint64_t pool, uint64_t min_bytes_to_keep, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t pid = PoolId(pool);
-  Line(t);
-  Emit("trim ", pid, ' ', min_bytes_to_keep, '\n');
-  Done(t);
+  Write(t, trace::Trim{PoolId(pool), min_bytes_to_keep});
 }
 
 void Recorder::CurrentPoolSet(int device, uint64_t pool, Times t) {
   // Allocations name their pool, so a replay needs no current pool; the
-  // call is written for readers.
+  // call is written for readers, as a comment.
   MutexLock lock(&mu_);
   const uint64_t pid = PoolId(pool);
   Line(t);
-  Emit("# current_pool ", static_cast<uint64_t>(device), ' ', pid, '\n');
+  EmitText(absl::StrCat("# current_pool ", static_cast<uint64_t>(device), " ", pid, "\n"));
   Done(t);
 }
 
 void Recorder::Allocated(uint64_t size, uint64_t s, uint64_t pool, const Block* block,
                          ReuseRule rule, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  const uint64_t pid = PoolId(pool);
-  const uint64_t id = alloc_ids_.Take();
-  Line(t);
-  Emit("alloc ", id, ' ', size, ' ', sid, ' ', pid);
+  trace::Alloc op;
+  op.id = alloc_ids_.Take();
+  op.size = size;
+  op.stream = StreamId(s);
+  op.pool = PoolId(pool);
   if (block == nullptr) {
     // Size 0: a null pointer, nothing to free; the id goes back at once.
-    alloc_ids_.Give(id);
-    Emit("\nfree ", id, ' ', sid, '\n');
-  } else {
-    allocs_.emplace(block->addr(), id);
-    Emit("  # ", RuleText(rule), ' ', block->chunk->id, '+',
-         static_cast<uint64_t>(block->addr() - block->chunk->base()), '\n');
+    alloc_ids_.Give(op.id);
+    Write(t, op);
+    Write(t, trace::Free{op.id, op.stream});
+    return;
   }
-  Done(t);
+  allocs_.emplace(block->addr(), op.id);
+  op.decision = {.present = true,
+                 .rule = rule,
+                 .chunk = block->chunk->id,
+                 .offset = static_cast<uint64_t>(block->addr() - block->chunk->base())};
+  Write(t, op);
 }
 
 void Recorder::AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, Times t) {
   MutexLock lock(&mu_);
-  const uint64_t sid = StreamId(s);
-  const uint64_t pid = PoolId(pool);
   // Nothing became live: a replay skips the free that keeps the id's
   // bookkeeping whole, and the id is free again at once.
-  const uint64_t id = alloc_ids_.Take();
-  alloc_ids_.Give(id);
-  Line(t);
-  Emit("alloc ", id, ' ', size, ' ', sid, ' ', pid, "  # failed\nfree ", id, ' ', sid, '\n');
-  Done(t);
+  trace::Alloc op;
+  op.id = alloc_ids_.Take();
+  op.size = size;
+  op.stream = StreamId(s);
+  op.pool = PoolId(pool);
+  alloc_ids_.Give(op.id);
+  op.decision = {.present = true, .failed = true};
+  Write(t, op);
+  Write(t, trace::Free{op.id, op.stream});
 }
 
 void Recorder::Freed(const void* ptr, uint64_t s, Times t) {
   MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) return;  // made before the recording began
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("free ", it->second, ' ', sid, '\n');
-  Done(t);
+  Write(t, trace::Free{it->second, StreamId(s)});
   alloc_ids_.Give(it->second);
   allocs_.erase(it);
 }
@@ -570,28 +464,21 @@ void Recorder::Used(const void* ptr, uint64_t s, Times t) {
   MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) return;  // made before the recording began
-  const uint64_t sid = StreamId(s);
-  Line(t);
-  Emit("use ", it->second, ' ', sid, '\n');
-  Done(t);
+  Write(t, trace::Use{it->second, StreamId(s)});
 }
 
 void Recorder::Malloced(const void* ptr, uint64_t size, int device, Times t) {
   MutexLock lock(&mu_);
   const uint64_t id = alloc_ids_.Take();
   allocs_.emplace(reinterpret_cast<uintptr_t>(ptr), id);
-  Line(t);
-  Emit("malloc ", id, ' ', size, ' ', static_cast<uint64_t>(device), '\n');
-  Done(t);
+  Write(t, trace::Malloc{id, size, static_cast<uint64_t>(device)});
 }
 
 void Recorder::FreedNow(const void* ptr, Times t) {
   MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == allocs_.end()) return;
-  Line(t);
-  Emit("release ", it->second, '\n');
-  Done(t);
+  Write(t, trace::Release{it->second});
   alloc_ids_.Give(it->second);
   allocs_.erase(it);
 }

@@ -38,6 +38,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/trace/ops.h"
 #include "src/util/mutex.h"
 #include "streampool/executor.h"
 #include "streampool/mem_pool.h"
@@ -115,15 +116,16 @@ class Recorder {
   // The header and the definitions of what is live (Open, before anyone
   // else can see the recorder).
   void Header() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // A call's op: Line, the op, Done.
+  void Write(Times t, const trace::Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Host time since the last call as an `advance` (real time only), before
   // a call's line.
   void Line(Times t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Appends the parts (text, unsigned numbers, characters) to the buffer.
-  template <typename... A>
-  void Emit(const A&... parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EmitText(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a line: the time it ended, and a write once enough is buffered.
   void Done(Times t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An op's line alone (a definition the call's op needs first).
+  void Print(const trace::Op& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EmitText(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   uint64_t StreamId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -131,12 +133,12 @@ class Recorder {
   // A pool's id; one not defined yet (imported, or made while the recording
   // opened) is defined by what the caller can tell without its lock.
   uint64_t PoolId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A pool's `pool` line with its settings now; takes its lock.
-  std::string PoolLine(uint64_t handle, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
-  // A stream's `stream` line: device and flags (whether it is non-blocking
+  // A pool's `pool` op with its settings now; takes its lock.
+  trace::PoolCreate PoolOp(uint64_t handle, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // A stream's `stream` op: device and flags (whether it is non-blocking
   // is read only under the runtime's lock).
-  std::string StreamLine(uint64_t handle, uint64_t id,
-                         bool runtime_locked) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  trace::StreamCreate StreamOp(uint64_t handle, uint64_t id,
+                               bool runtime_locked) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Ids that come back when their object goes, smallest first.
   struct IdSpace {

@@ -98,6 +98,30 @@ const char* GrowthChoiceName(GrowthChoice g) {
 
 // --------------------------------------------------------------- printing
 
+PoolAttr PoolAttrOf(SetAttrKind kind) {
+  switch (kind) {
+    case SetAttrKind::kFollow:
+      return PoolAttr::kReuseFollowEventDependencies;
+    case SetAttrKind::kOpportunistic:
+      return PoolAttr::kReuseAllowOpportunistic;
+    case SetAttrKind::kInternal:
+      return PoolAttr::kReuseAllowInternalDependencies;
+    case SetAttrKind::kThreshold:
+      return PoolAttr::kReleaseThreshold;
+    case SetAttrKind::kResetReservedHigh:
+      return PoolAttr::kReservedMemHigh;
+    case SetAttrKind::kResetUsedHigh:
+      return PoolAttr::kUsedMemHigh;
+    case SetAttrKind::kFrontCache:
+      return PoolAttr::kFrontCache;
+    case SetAttrKind::kWaitBeforeGrowth:
+      return PoolAttr::kWaitBeforeGrowth;
+    case SetAttrKind::kSoftLimit:
+      return PoolAttr::kSoftReservedLimit;
+  }
+  return PoolAttr::kReleaseThreshold;
+}
+
 std::string ToString(const Instruction& ins) {
   return std::visit(
       Overloaded{
@@ -125,7 +149,7 @@ std::string ToString(const Instruction& ins) {
           [](const QueryStreamOp& o) { return absl::StrCat("query-stream s", o.stream); },
           [](const QueryEventOp& o) { return absl::StrCat("query-event e", o.event); },
           [](const AdvanceOp& o) { return absl::StrCat("advance ", o.ns); },
-          [](const TrimOp& o) { return absl::StrCat("trim p", o.pool, " ", Bytes(o.keep)); },
+          [](const TrimOp& o) { return absl::StrCat("trim p", o.pool, " ", Bytes(o.bytes)); },
           [](const SetAttrOp& o) {
             return absl::StrCat("set p", o.pool, " ", AttrName(o.attr), " ", Bytes(o.value));
           },
@@ -186,10 +210,13 @@ bool ParseU64(absl::string_view s, uint64_t* out) {
   return absl::SimpleAtoi(s, out);
 }
 
-// "a12" with prefix 'a' -> 12.
-bool ParseName(absl::string_view s, char prefix, int* out) {
-  if (s.size() < 2 || s[0] != prefix) return false;
-  return absl::SimpleAtoi(s.substr(1), out) && *out >= 0;
+// "a12" with prefix 'a' -> 12 (into an int, or a trace op's number).
+template <typename T>
+bool ParseName(absl::string_view s, char prefix, T* out) {
+  int n;
+  if (s.size() < 2 || s[0] != prefix || !absl::SimpleAtoi(s.substr(1), &n) || n < 0) return false;
+  *out = static_cast<T>(n);
+  return true;
 }
 
 // "key=value" -> value, for the expected key.
@@ -345,14 +372,14 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
     }
     // Instructions: names are checked against the declarations.
     const int streams = static_cast<int>(p.streams.size());
-    auto stream = [&](absl::string_view s, int* out) {
-      return ParseName(s, 's', out) && *out < streams;
+    auto stream = [&](absl::string_view s, auto* out) {
+      return ParseName(s, 's', out) && static_cast<int>(*out) < streams;
     };
-    auto event = [&](absl::string_view s, int* out) {
-      return ParseName(s, 'e', out) && *out < p.events;
+    auto event = [&](absl::string_view s, auto* out) {
+      return ParseName(s, 'e', out) && static_cast<int>(*out) < p.events;
     };
-    auto pool = [&](absl::string_view s, int* out) {
-      return ParseName(s, 'p', out) && *out < static_cast<int>(p.pools.size());
+    auto pool = [&](absl::string_view s, auto* out) {
+      return ParseName(s, 'p', out) && static_cast<int>(*out) < static_cast<int>(p.pools.size());
     };
     if (op == "alloc") {
       AllocOp o;
@@ -414,28 +441,29 @@ absl::StatusOr<Program> ParseProgram(absl::string_view text) {
                op == "create-stream") {
       int s;
       if (!want(2) || !stream(t[1], &s)) return bad("expected one stream name");
-      if (op == "sync-stream") p.code.push_back(SyncStreamOp{s});
-      if (op == "query-stream") p.code.push_back(QueryStreamOp{s});
+      if (op == "sync-stream") p.code.push_back(SyncStreamOp{Slot(s)});
+      if (op == "query-stream") p.code.push_back(QueryStreamOp{Slot(s)});
       if (op == "destroy-stream") p.code.push_back(DestroyStreamOp{s});
       if (op == "create-stream") p.code.push_back(CreateStreamOp{s});
     } else if (op == "sync-event" || op == "query-event") {
       int e;
       if (!want(2) || !event(t[1], &e)) return bad("expected one event name");
-      if (op == "sync-event") p.code.push_back(SyncEventOp{e});
-      if (op == "query-event") p.code.push_back(QueryEventOp{e});
+      if (op == "sync-event") p.code.push_back(SyncEventOp{Slot(e)});
+      if (op == "query-event") p.code.push_back(QueryEventOp{Slot(e)});
     } else if (op == "sync-device") {
       int d;
       if (!want(2) || !absl::SimpleAtoi(t[1], &d) || d < 0 || d >= p.device_count) {
         return bad("sync-device N");
       }
-      p.code.push_back(SyncDeviceOp{d});
+      p.code.push_back(SyncDeviceOp{Slot(d)});
     } else if (op == "advance") {
       AdvanceOp o;
       if (!want(2) || !absl::SimpleAtoi(t[1], &o.ns)) return bad("advance ns");
       p.code.push_back(o);
     } else if (op == "trim") {
       TrimOp o;
-      if (!want(3) || !pool(t[1], &o.pool) || !ParseU64(t[2], &o.keep)) return bad("trim pN bytes");
+      if (!want(3) || !pool(t[1], &o.pool) || !ParseU64(t[2], &o.bytes))
+        return bad("trim pN bytes");
       p.code.push_back(o);
     } else if (op == "set") {
       SetAttrOp o;
@@ -618,18 +646,18 @@ class Generator {
       // Not ordered after the other streams' accesses: declared instead, so
       // the free covers them and the pool holds the bytes until they end.
       for (int from : a.accessors) {
-        if (from != s) p_.code.push_back(UseOp{a.id, from});
+        if (from != s) p_.code.push_back(UseOp{Slot(a.id), Slot(from)});
       }
     }
-    p_.code.push_back(FreeOp{a.id, s});
+    p_.code.push_back(FreeOp{Slot(a.id), Slot(s)});
   }
 
   // Orders `to` after the current work of `from` by an event.
   void Order(int from, int to) {
     if (from == to) return;
     const int e = AnyEvent();
-    p_.code.push_back(RecordOp{e, from});
-    p_.code.push_back(WaitOp{to, e});
+    p_.code.push_back(RecordOp{Slot(e), Slot(from)});
+    p_.code.push_back(WaitOp{Slot(to), Slot(e)});
   }
 
   void EmitAccessTo(GenAlloc& a, int s, std::vector<AccessDecl>* out) {
@@ -674,12 +702,12 @@ class Generator {
       case 1:
       case 2: {  // free, freenow
         if (op == 1 && !freed_.empty() && Chance(0.02)) {
-          p_.code.push_back(FreeOp{Pick(freed_), AnyStream()});  // a double free
+          p_.code.push_back(FreeOp{Slot(Pick(freed_)), Slot(AnyStream())});  // a double free
           break;
         }
         const size_t i = Uniform(0, live_.size() - 1);
         if (op == 2) {
-          p_.code.push_back(FreeNowOp{live_[i].id});
+          p_.code.push_back(FreeNowOp{Slot(live_[i].id)});
           freed_.push_back(live_[i].id);
           live_.erase(live_.begin() + i);
           break;
@@ -714,33 +742,33 @@ class Generator {
         break;
       }
       case 5:
-        p_.code.push_back(RecordOp{AnyEvent(), AnyStream()});
+        p_.code.push_back(RecordOp{Slot(AnyEvent()), Slot(AnyStream())});
         break;
       case 6:
-        p_.code.push_back(WaitOp{AnyStream(), AnyEvent()});
+        p_.code.push_back(WaitOp{Slot(AnyStream()), Slot(AnyEvent())});
         break;
       case 7:
         p_.code.push_back(AdvanceOp{Chance(0.7) ? Uniform(1, 2000) : Uniform(2000, 20000)});
         break;
       case 8:
-        p_.code.push_back(SyncStreamOp{AnyStream()});
+        p_.code.push_back(SyncStreamOp{Slot(AnyStream())});
         break;
       case 9:
-        p_.code.push_back(SyncEventOp{AnyEvent()});
+        p_.code.push_back(SyncEventOp{Slot(AnyEvent())});
         break;
       case 10:
-        p_.code.push_back(SyncDeviceOp{static_cast<int>(Uniform(0, p_.device_count - 1))});
+        p_.code.push_back(SyncDeviceOp{Uniform(0, p_.device_count - 1)});
         break;
       case 11:
-        p_.code.push_back(QueryStreamOp{AnyStream()});
+        p_.code.push_back(QueryStreamOp{Slot(AnyStream())});
         break;
       case 12:
-        p_.code.push_back(QueryEventOp{AnyEvent()});
+        p_.code.push_back(QueryEventOp{Slot(AnyEvent())});
         break;
       case 13: {
         const double r = std::uniform_real_distribution<double>(0, 1)(rng_);
         const uint64_t keep = r < 0.4 ? 0 : r < 0.85 ? Uniform(1, 6 * kMiB) : UINT64_MAX;
-        p_.code.push_back(TrimOp{static_cast<int>(Uniform(0, p_.pools.size() - 1)), keep});
+        p_.code.push_back(TrimOp{Uniform(0, p_.pools.size() - 1), keep});
         break;
       }
       case 14: {
@@ -808,7 +836,7 @@ class Generator {
       case 19: {  // use: a stream declared to use a live allocation
         GenAlloc& a = live_[Uniform(0, live_.size() - 1)];
         const int s = AnyStream();
-        p_.code.push_back(UseOp{a.id, s});
+        p_.code.push_back(UseOp{Slot(a.id), Slot(s)});
         if (std::find(a.accessors.begin(), a.accessors.end(), s) == a.accessors.end()) {
           a.accessors.push_back(s);
         }
@@ -822,10 +850,9 @@ class Generator {
         for (size_t i = live_.size(); i-- > 0;) {
           if (Chance(0.6)) FreeLive(i);
         }
-        for (int d = 0; d < p_.device_count; ++d) p_.code.push_back(SyncDeviceOp{d});
+        for (int d = 0; d < p_.device_count; ++d) p_.code.push_back(SyncDeviceOp{Slot(d)});
         if (Chance(0.5)) {
-          p_.code.push_back(
-              TrimOp{static_cast<int>(Uniform(0, p_.pools.size() - 1)), Uniform(1, 6 * kMiB)});
+          p_.code.push_back(TrimOp{Uniform(0, p_.pools.size() - 1), Uniform(1, 6 * kMiB)});
         }
         break;
       }
@@ -1146,48 +1173,22 @@ class Runner {
               return absl::OkStatus();
             },
             [&](const TrimOp& o) -> absl::Status {
-              if (absl::Status st = Expect(rt_->TrimTo(pools_[o.pool], o.keep), "TrimTo");
+              if (absl::Status st = Expect(rt_->TrimTo(pools_[o.pool], o.bytes), "TrimTo");
                   !st.ok()) {
                 return st;
               }
-              model_.Trim(o.pool, o.keep);
+              model_.Trim(o.pool, o.bytes);
               return absl::OkStatus();
             },
             [&](const SetAttrOp& o) -> absl::Status {
-              PoolAttr attr = PoolAttr::kReleaseThreshold;
+              const PoolAttr attr = PoolAttrOf(o.attr);
               uint64_t value = o.value;
-              switch (o.attr) {
-                case SetAttrKind::kFollow:
-                  attr = PoolAttr::kReuseFollowEventDependencies;
-                  break;
-                case SetAttrKind::kOpportunistic:
-                  attr = PoolAttr::kReuseAllowOpportunistic;
-                  break;
-                case SetAttrKind::kInternal:
-                  attr = PoolAttr::kReuseAllowInternalDependencies;
-                  break;
-                case SetAttrKind::kThreshold:
-                  attr = PoolAttr::kReleaseThreshold;
-                  break;
-                case SetAttrKind::kResetReservedHigh:
-                  attr = PoolAttr::kReservedMemHigh;
-                  value = 0;
-                  break;
-                case SetAttrKind::kResetUsedHigh:
-                  attr = PoolAttr::kUsedMemHigh;
-                  value = 0;
-                  break;
-                case SetAttrKind::kFrontCache:
-                  attr = PoolAttr::kFrontCache;
-                  value = value != 0;
-                  break;
-                case SetAttrKind::kWaitBeforeGrowth:
-                  attr = PoolAttr::kWaitBeforeGrowth;
-                  value = value != 0;
-                  break;
-                case SetAttrKind::kSoftLimit:
-                  attr = PoolAttr::kSoftReservedLimit;
-                  break;
+              if (o.attr == SetAttrKind::kResetReservedHigh ||
+                  o.attr == SetAttrKind::kResetUsedHigh) {
+                value = 0;
+              } else if (o.attr == SetAttrKind::kFrontCache ||
+                         o.attr == SetAttrKind::kWaitBeforeGrowth) {
+                value = value != 0;
               }
               if (absl::Status st = Expect(rt_->SetPoolAttribute(pools_[o.pool], attr, value),
                                            "SetPoolAttribute");
@@ -1401,9 +1402,10 @@ Program Rename(const Program& p, const std::function<int(char, int)>& map) {
   for (int i = 0; i < p.events; ++i) out.events += map('e', i) >= 0;
   for (Instruction ins : p.code) {
     bool keep = true;
-    auto re = [&](char kind, int& name) {
-      name = map(kind, name);
-      keep = keep && name >= 0;
+    auto re = [&](char kind, auto& name) {
+      const int renamed = map(kind, static_cast<int>(name));
+      keep = keep && renamed >= 0;
+      name = static_cast<std::remove_reference_t<decltype(name)>>(renamed);
     };
     std::visit(Overloaded{
                    [&](AllocOp& o) {
@@ -1452,8 +1454,8 @@ Program Without(const Program& p, char kind, int k) {
 Program Renumbered(const Program& p) {
   Program out = p;
   absl::flat_hash_map<int, int> ids;
-  auto id = [&](int& name) {
-    auto [it, fresh] = ids.emplace(name, static_cast<int>(ids.size()));
+  auto id = [&](auto& name) {
+    auto [it, fresh] = ids.emplace(static_cast<int>(name), static_cast<int>(ids.size()));
     name = it->second;
   };
   for (Instruction& ins : out.code) {

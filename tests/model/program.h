@@ -43,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/trace/ops.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
 #include "tests/model/reference_model.h"
@@ -55,18 +56,23 @@ struct AllocOp {
   int stream;
   uint64_t size;
 };
-struct FreeOp {
-  int id;
-  int stream;
-};
-struct FreeNowOp {
-  int id;
-};
-// RecordUse: stream uses allocation id too.
-struct UseOp {
-  int id;
-  int stream;
-};
+// The instructions a trace has too are its ops (src/trace/ops.h), their
+// numbers the program's slots: pN, sN, eN, aN are N.
+using FreeOp = internal::trace::Free;
+using UseOp = internal::trace::Use;
+using RecordOp = internal::trace::Record;
+using WaitOp = internal::trace::Wait;
+using SyncStreamOp = internal::trace::Sync;
+using SyncEventOp = internal::trace::EventSync;
+using SyncDeviceOp = internal::trace::DeviceSync;
+using QueryStreamOp = internal::trace::Query;
+using QueryEventOp = internal::trace::EventQuery;
+using AdvanceOp = internal::trace::Advance;
+using TrimOp = internal::trace::Trim;
+using FreeNowOp = internal::trace::Release;  // spFree
+// A program's slot as a trace op's number.
+inline uint64_t Slot(int n) { return static_cast<uint64_t>(n); }
+
 struct AccessDecl {
   int id;
   uint64_t offset;
@@ -84,36 +90,6 @@ struct FillOp {
   uint64_t offset;
   uint64_t size;
 };
-struct RecordOp {
-  int event;
-  int stream;
-};
-struct WaitOp {
-  int stream;
-  int event;
-};
-struct SyncStreamOp {
-  int stream;
-};
-struct SyncEventOp {
-  int event;
-};
-struct SyncDeviceOp {
-  int device;
-};
-struct QueryStreamOp {
-  int stream;
-};
-struct QueryEventOp {
-  int event;
-};
-struct AdvanceOp {
-  uint64_t ns;
-};
-struct TrimOp {
-  int pool;
-  uint64_t keep;
-};
 enum class SetAttrKind {
   kFollow,
   kOpportunistic,
@@ -125,6 +101,9 @@ enum class SetAttrKind {
   kWaitBeforeGrowth,
   kSoftLimit,
 };
+// The pool attribute a kind sets (the resets set a watermark to 0).
+PoolAttr PoolAttrOf(SetAttrKind kind);
+constexpr SetAttrKind kLastSetAttrKind = SetAttrKind::kSoftLimit;
 struct SetAttrOp {
   int pool;
   SetAttrKind attr;

@@ -548,7 +548,7 @@ TEST(Minimiser, KeepsOnlyWhatTheFailureNeeds) {
   p.streams.push_back(StreamDecl{0, StreamKind::kNonBlocking});
   const int s = static_cast<int>(p.streams.size()) - 1;
   p.code.insert(p.code.begin() + 100, AllocOp{9000, 0, s, 5 << 20});
-  p.code.insert(p.code.begin() + 300, SyncStreamOp{s});
+  p.code.insert(p.code.begin() + 300, SyncStreamOp{Slot(s)});
   const auto fails = [](const Program& q) {
     ExecuteResult r;
     for (size_t i = 0; i < q.code.size(); ++i) {
@@ -556,7 +556,7 @@ TEST(Minimiser, KeepsOnlyWhatTheFailureNeeds) {
       if (a == nullptr || a->size <= (4u << 20)) continue;
       for (size_t j = i + 1; j < q.code.size(); ++j) {
         const auto* y = std::get_if<SyncStreamOp>(&q.code[j]);
-        if (y != nullptr && y->stream == a->stream) {
+        if (y != nullptr && y->stream == Slot(a->stream)) {
           r.ok = false;
           r.failed_at = j;
           r.failure = "planted: big allocation synchronized";

@@ -295,7 +295,7 @@ TEST(TraceSegments, CommentsCarryPytorchsSegmentsAndUseIsAnOp) {
   ASSERT_EQ(t.segment_history.size(), 1u);
   EXPECT_EQ(t.segment_history[0].line, 5u);  // the alloc after it
   EXPECT_EQ(t.segment_history[0].size, 31457280u);
-  EXPECT_EQ(t.ops[2].kind, TraceOp::Kind::kUse);
+  EXPECT_TRUE(std::holds_alternative<ops::Use>(t.ops[2].op));
 
   EXPECT_FALSE(ParseTrace("alloc 0 1 0\n# torch_segment 0 2097152 0 small\n", "t").ok());
   EXPECT_FALSE(ParseTrace("# torch_segment 0 2097152 0 medium\n", "t").ok());
