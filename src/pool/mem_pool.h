@@ -46,6 +46,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/base/attributes.h"
@@ -70,6 +71,18 @@
 #include "streampool/pool_props.h"
 
 namespace streampool::internal {
+
+class MemfdMemory;  // src/memory/memfd_memory.h: the pool only carries it
+
+// Whether other processes may map a pool's memory: one fact, set by the
+// pool's owner with its handle. An exportable pool's upstream is the memfd
+// an importer maps, and its allocations go through the owner's lock (IPC
+// reads the memfd there); a local pool's never need to.
+struct LocalMemory {};
+struct ExportableMemory {
+  MemfdMemory* memfd;  // owned through the pool's upstream
+};
+using ExportKind = std::variant<LocalMemory, ExportableMemory>;
 
 // How requests become block sizes.
 struct SizeRule {
@@ -285,14 +298,17 @@ class MemPool {
   // Whether addr lies in any chunk of this pool.
   bool Owns(uintptr_t addr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
-  // What the owner (the runtime) names this pool by, and data of its own
-  // (an exportable pool's memfd), for pointers found by address.
-  void set_owner(uint64_t handle, void* data) {
+  // What the owner (the runtime) names this pool by, and whether it is
+  // exportable, for pointers found by address.
+  void set_owner(uint64_t handle, ExportKind kind) {
     owner_handle_ = handle;
-    owner_data_ = data;
+    export_kind_ = kind;
   }
   uint64_t owner_handle() const { return owner_handle_; }
-  void* owner_data() const { return owner_data_; }
+  // The exportable pool's memory, or null for a local pool.
+  const ExportableMemory* exportable() const {
+    return std::get_if<ExportableMemory>(&export_kind_);
+  }
 
   const PoolProps& props() const { return props_; }
   bool expandable() const { return expandable_; }
@@ -588,7 +604,7 @@ class MemPool {
   uint64_t proof_epoch_ = 1;
 
   uint64_t owner_handle_ = 0;
-  void* owner_data_ = nullptr;
+  ExportKind export_kind_;
   uint64_t reserved_ = 0;
   // Rule sizes of LIVE blocks, cached ones included (see front_cache.h).
   uint64_t used_ = 0;
