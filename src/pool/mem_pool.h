@@ -63,6 +63,7 @@
 #include "src/pool/device_budget.h"
 #include "src/pool/front_cache.h"
 #include "src/pool/page_map.h"
+#include "src/pool/pool_caches.h"
 #include "src/pool/size_index.h"
 #include "src/util/mutex.h"
 #include "src/util/ring.h"
@@ -222,15 +223,10 @@ class MemPool {
   bool FlushCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // s is destroyed: flushes its cache and takes back its allowance.
   void RetireCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
-  bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
+  bool front_cache() const { return caches_.on(); }
   // Stream s's front cache, or null while it has none (EnsureCache makes
   // it). Lock-free; a cache lives as long as its pool.
-  FrontCache* CacheOf(StreamIndex s) const {
-    if (s >= kCacheChunk * kCacheChunks) return nullptr;
-    const std::atomic<FrontCache*>* chunk =
-        cache_dir_[s / kCacheChunk].load(std::memory_order_acquire);
-    return chunk == nullptr ? nullptr : chunk[s % kCacheChunk].load(std::memory_order_acquire);
-  }
+  FrontCache* CacheOf(StreamIndex s) const { return caches_.Of(s); }
   // The map the runtime publishes this pool's allocations in: the pool takes
   // a block's entry out when the central index frees it (a cached block keeps
   // its entry). Null for a pool on its own (tests). Set before any
@@ -448,16 +444,11 @@ class MemPool {
     bool active = false;
   };
 
-  // Front caches by stream slot: a two-level table the fast path reads
-  // without a lock (slots never move; a cache lives as long as the pool).
-  static constexpr size_t kCacheChunk = 256;
-  static constexpr size_t kCacheChunks = 256;
   // c's blocks into the central index (c's lock held).
   void FlushInto(FrontCache& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu());
-  // Settles UsedMemHigh (true used = used_ - Σ cached bytes, taken one
-  // cache at a time) and revokes every cache's allowance, restoring
-  //   used_ + cache_slack_ <= used_high   (see front_cache.h).
-  // reset_high: UsedMemHigh := the true used (the attribute's reset).
+  // Settles UsedMemHigh and revokes every cache's allowance, restoring the
+  // watermark invariant (pool_caches.h). reset_high: UsedMemHigh := the
+  // true used (the attribute's reset).
   void Reconcile(bool reset_high);
 
   StreamFrees& FreesOf(StreamIndex s);
@@ -621,19 +612,8 @@ class MemPool {
   void NoteSegment() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     stats_.segments_high = std::max<uint64_t>(stats_.segments_high, chunks_.size());
   }
-  // Σ over caches of (allowance - cached bytes): constant under pushes and
-  // pops, so the central path knows the invariant holds without the locks.
-  int64_t cache_slack_ = 0;
-  std::atomic<bool> front_cache_{true};
   PageMap* page_map_ = nullptr;
-  std::atomic<std::atomic<FrontCache*>*> cache_dir_[kCacheChunks] = {};
-  std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
-  std::vector<std::unique_ptr<FrontCache>> caches_;
-  // The caches that may hold allowance (front_cache.h).
-  FrontCache::GrantList granted_;
-  std::vector<FrontCache::Entry> flush_scratch_;
-  // Non-empty caches flushed so far (Allocate retries rules 1-3 after any).
-  uint64_t cache_flushes_ = 0;
+  PoolCaches caches_;
   uint64_t live_blocks_ = 0;
   uint64_t pending_blocks_ = 0;
   uint64_t next_chunk_id_ = 1;

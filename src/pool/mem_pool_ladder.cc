@@ -208,22 +208,7 @@ std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_
   // want of allowance (the watermark is settled here, exactly).
   FrontCache* c = front_cache() ? CacheOf(t) : nullptr;
   if (c == nullptr) return std::nullopt;
-  Block* b;
-  {
-    SpinLockHolder lock(&c->mu());
-    const int64_t before = static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes());
-    b = c->Take(need);
-    if (b != nullptr) {
-      b->stream = t;
-      b->requested = size;
-      c->AddRequested(static_cast<int64_t>(size));
-      // A take, unlike a pop, may spend less allowance than it takes bytes:
-      // cache_slack_ follows the change.
-      cache_slack_ +=
-          static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes()) - before;
-    }
-  }
-  if (b != nullptr) {
+  if (Block* b = caches_.Take(*c, t, need, size)) {
     Reconcile(/*reset_high=*/false);
     return Allocation{b, ReuseRule::kSameStream};
   }
@@ -296,12 +281,12 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
       if (chosen != nullptr) how = ReadyRule(chosen, t);
     }
   };
-  const uint64_t flushes_before = cache_flushes_;
+  const uint64_t flushes_before = caches_.flushes();
   search(/*own=*/false);
   // Front caches never make the pool grow: what they hold goes central (and
   // is promoted, with the switch on) before rules 1-3 are tried once more --
   // also when rule 3's promotion already flushed them during the search.
-  if (chosen == nullptr && (FlushCaches() || cache_flushes_ != flushes_before)) {
+  if (chosen == nullptr && (FlushCaches() || caches_.flushes() != flushes_before)) {
     search(/*own=*/true);
   }
   // Waiting before growing (rule 5 on): a wait that delays nothing, then,
@@ -363,9 +348,9 @@ uint64_t MemPool::PendingBytesBesides(StreamIndex t) const {
   for (const Deferred& d : deferred_) bytes += d.block->size();
   // Other streams' caches, by what they publish: their owners may be
   // pushing frees meanwhile.
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    if (c->stream() != t) bytes += c->published_bytes();
-  }
+  caches_.ForEach([&](const FrontCache& c) {
+    if (c.stream() != t) bytes += c.published_bytes();
+  });
   return bytes;
 }
 
@@ -377,9 +362,7 @@ MemPool::Allocation MemPool::Finish(Block* chosen, ReuseRule how, StreamIndex t,
   used_ += need;
   requested_ += static_cast<int64_t>(size);
   NoteRequestedHigh();
-  if (static_cast<int64_t>(used_) + cache_slack_ > static_cast<int64_t>(stats_.used_high)) {
-    Reconcile(/*reset_high=*/false);
-  }
+  if (caches_.Exceeds(used_, stats_.used_high)) Reconcile(/*reset_high=*/false);
   ++stats_.alloc_count;
   switch (how) {
     case ReuseRule::kFresh:

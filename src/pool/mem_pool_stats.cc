@@ -10,15 +10,13 @@
 
 namespace streampool::internal {
 uint64_t MemPool::RequestedNow() const {
-  int64_t requested = requested_;
-  for (const std::unique_ptr<FrontCache>& c : caches_) requested += c->published_requested();
+  const int64_t requested = requested_ + caches_.PublishedRequested();
   return requested > 0 ? static_cast<uint64_t>(requested) : 0;
 }
 
 uint64_t MemPool::used() const {
   // The caches' published counts, without their locks.
-  uint64_t cached = 0;
-  for (const std::unique_ptr<FrontCache>& c : caches_) cached += c->published_bytes();
+  const uint64_t cached = caches_.PublishedBytes();
   return used_ > cached ? used_ - cached : 0;
 }
 
@@ -40,15 +38,15 @@ PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   uint64_t cached = 0, largest_cached = 0;
   // What the caches publish, without their locks: a stream's owner never
   // waits for statistics (lock_rank.h).
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    cached += c->published_bytes();
+  caches_.ForEach([&](const FrontCache& c) {
+    cached += c.published_bytes();
     // Pops are same-stream reuses; pushes are frees (counted nowhere else).
-    const uint64_t allocs = c->published_allocs();
+    const uint64_t allocs = c.published_allocs();
     s.alloc_count += allocs;
     s.reuse_same_stream += allocs;
-    s.free_count += c->published_frees();
-    largest_cached = std::max(largest_cached, c->published_largest());
-  }
+    s.free_count += c.published_frees();
+    largest_cached = std::max(largest_cached, c.published_largest());
+  });
   s.used_bytes = used_ > cached ? used_ - cached : 0;
   s.requested_bytes = RequestedNow();
   s.requested_high = std::max(s.requested_high, s.requested_bytes);
@@ -164,28 +162,9 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     }
     if (valid != f.index.size()) return false;
   }
-  // Front caches: what they hold is LIVE to the central index; the
-  // watermark invariant of front_cache.h holds and cache_slack_ is its sum.
-  // One cache's lock at a time (never two): allowance - bytes is constant
-  // under the pushes and pops that go on meanwhile, so the sum is exact.
-  bool caches_ok = true;
-  int64_t slack = 0;
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    SpinLockHolder lock(&c->mu());
-    uint64_t bytes = 0;
-    c->ForEach([&](const FrontCache::Entry& e) {
-      if (e.block->state != BlockState::kLive || e.block->chunk->pool != this) caches_ok = false;
-      bytes += e.block->size();
-    });
-    caches_ok = caches_ok && bytes == c->bytes() && bytes <= used_ &&
-                (c->listed() || c->allowance() == 0) && CacheOf(c->stream()) == c.get();
-    slack += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(bytes);
-  }
-  // true used + Σ allowance == used_ + slack <= UsedMemHigh.
-  if (!caches_ok || slack != cache_slack_ ||
-      static_cast<int64_t>(used_) + slack > static_cast<int64_t>(stats_.used_high)) {
-    return false;
-  }
+  // Front caches: what they hold is LIVE to the central index, and the
+  // watermark invariant holds (pool_caches.h).
+  if (!caches_.CheckInvariants(this, used_, stats_.used_high)) return false;
   for (const Deferred& d : deferred_) {
     if (d.block->state != BlockState::kDeferred || d.block->chunk->pool != this ||
         d.block->free_pos != d.f || d.uses.empty()) {
