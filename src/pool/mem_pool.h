@@ -51,7 +51,6 @@
 
 #include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -63,6 +62,7 @@
 #include "src/pool/device_budget.h"
 #include "src/pool/front_cache.h"
 #include "src/pool/page_map.h"
+#include "src/pool/pool_backing.h"
 #include "src/pool/pool_caches.h"
 #include "src/pool/size_index.h"
 #include "src/util/mutex.h"
@@ -137,7 +137,7 @@ class MemPool {
   MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
           std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget,
           uint64_t reservation_bytes = 0);
-  ~MemPool();  // returns every granule, chunk and reservation to the upstream
+  ~MemPool() = default;  // the backing returns every granule, chunk and reservation
   MemPool(const MemPool&) = delete;
   MemPool& operator=(const MemPool&) = delete;
 
@@ -238,10 +238,10 @@ class MemPool {
   // never changes.
   // What the pool's reservations are charged to: pools sharing it compete
   // for the same memory.
-  const DeviceBudget* budget() const { return budget_; }
+  const DeviceBudget* budget() const { return backing_.budget(); }
   bool CanEverServe(uint64_t size) const {
     const std::optional<uint64_t> need = rule_.Apply(size);
-    return need && *need <= max_size_ && *need <= budget_->capacity();
+    return need && *need <= backing_.max_size() && *need <= backing_.budget()->capacity();
   }
   // Releases what this pool holds READY, to nothing, for another allocation's
   // sake: caches flushed, frees observed complete promoted (with the
@@ -307,12 +307,16 @@ class MemPool {
   }
 
   const PoolProps& props() const { return props_; }
-  bool expandable() const { return expandable_; }
+  bool expandable() const { return backing_.expandable(); }
   // The growth mode in effect (never kDefault).
-  PoolGrowth growth() const { return expandable_ ? PoolGrowth::kExpandable : PoolGrowth::kChunked; }
+  PoolGrowth growth() const {
+    return expandable() ? PoolGrowth::kExpandable : PoolGrowth::kChunked;
+  }
   uint64_t granule() const { return rule_.granule; }
-  bool touchable() const { return upstream_->touchable(); }
-  uint64_t reserved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { return reserved_; }
+  bool touchable() const { return backing_.upstream().touchable(); }
+  uint64_t reserved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return backing_.reserved();
+  }
   // UsedMemCurrent: the central count less what front caches hold.
   uint64_t used() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool has_live_or_pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
@@ -364,7 +368,7 @@ class MemPool {
   }
   uint64_t used_high() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { return stats_.used_high; }
   void ResetReservedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
-    stats_.reserved_high = reserved_;
+    stats_.reserved_high = backing_.reserved();
   }
   void ResetUsedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
     Reconcile(/*reset_high=*/true);
@@ -413,6 +417,13 @@ class MemPool {
   bool CheckInvariants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
  private:
+  // Blocks by state, summed over chunks by CheckChunkBlocks.
+  struct BlockCounts {
+    uint64_t used = 0, live = 0, pending = 0, ready = 0, unbacked = 0, deferred = 0;
+    size_t whole_ready_chunks = 0;
+  };
+  // c's blocks tile it in address order, each in the state's invariants.
+  bool CheckChunkBlocks(const Chunk* c, BlockCounts& n) const;
   mutable Mutex central_mu_{LockRank::kPool};
   std::atomic<int> pins_{0};
 
@@ -500,13 +511,9 @@ class MemPool {
   // A READY block spanning unmapped granules whose mapped low end holds
   // `size` bytes (rules 1 and 3 when no wholly mapped block fits), or null.
   Block* FindMappedLowEnd(uint64_t size);
-  // Unmapped granules [lo, hi) of an expandable chunk touches.
-  static uint64_t CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi);
-  // Maps granules [g0, g1) of c (all unmapped) in one upstream call; on
-  // error nothing of them is mapped.
-  absl::Status MapGranules(Chunk* c, uint64_t g0, uint64_t g1);
-  void UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1);
-  absl::StatusOr<Chunk*> NewReservation(uint64_t bytes);
+  // A new chunk's or reservation's one READY block, in its index.
+  Block* FirstBlock(Chunk* c);
+  // An empty reservation (its one block READY and unmapped) goes back.
   void DropReservation(Chunk* c);
   void ReleaseChunks(uint64_t bound);
   void ReleaseGranules(uint64_t bound);
@@ -542,8 +549,6 @@ class MemPool {
   // (out of its index) keeps the rest.
   Block* SplitOffLow(Block* b, uint64_t size);
   void UnmapChunk(Chunk* c);
-  void LinkFreeChunk(Chunk* c);
-  void UnlinkFreeChunk(Chunk* c);
   void Activate(StreamIndex s);
   void CompactQueue(StreamFrees& frees);
   // Best fit across indexes, ties as inside one (SizeIndexNode::order).
@@ -555,9 +560,6 @@ class MemPool {
 
   const PoolProps props_;
   const SizeRule rule_;
-  const uint64_t max_size_;
-  const std::shared_ptr<PhysicalMemory> upstream_;
-  DeviceBudget* const budget_;
 
   bool follow_events_;
   bool opportunistic_;
@@ -566,12 +568,7 @@ class MemPool {
   uint64_t soft_reserved_limit_;
   uint64_t release_threshold_;
 
-  const bool expandable_;
-  const uint64_t reservation_bytes_;
-  // Reservations were sized by the caller because address space is scarce:
-  // an empty one goes back even when it is the pool's last.
-  const bool scarce_address_space_;
-
+  PoolBacking backing_;
   BlockArena arena_;
   SizeIndex ready_;
   // READY blocks with unmapped granules (expandable pools).
@@ -586,17 +583,13 @@ class MemPool {
     absl::InlinedVector<Use, 2> uses;
   };
   std::vector<Deferred> deferred_;
-  absl::btree_map<uintptr_t, Chunk*> chunks_;  // by base address
-  Chunk* free_chunks_ = nullptr;
   std::vector<Chunk*> release_scratch_;
   std::vector<Block*> release_blocks_;
-  std::vector<std::pair<uint64_t, uint64_t>> map_scratch_;  // granule runs one growth mapped
   // Bumped by every proof (Promote): marks of observation go stale.
   uint64_t proof_epoch_ = 1;
 
   uint64_t owner_handle_ = 0;
   ExportKind export_kind_;
-  uint64_t reserved_ = 0;
   // Rule sizes of LIVE blocks, cached ones included (see front_cache.h).
   uint64_t used_ = 0;
   // Requested bytes of live blocks the central path handed out or took back
@@ -610,13 +603,12 @@ class MemPool {
   // A reservation or chunk was added: the segment watermark.
   // Under the pool's lock (its callers, the growth paths, are not annotated).
   void NoteSegment() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    stats_.segments_high = std::max<uint64_t>(stats_.segments_high, chunks_.size());
+    stats_.segments_high = std::max<uint64_t>(stats_.segments_high, backing_.segments());
   }
   PageMap* page_map_ = nullptr;
   PoolCaches caches_;
   uint64_t live_blocks_ = 0;
   uint64_t pending_blocks_ = 0;
-  uint64_t next_chunk_id_ = 1;
   uint64_t next_stamp_ = 1;
   uint64_t next_free_seq_ = 1;
   PoolStats stats_;

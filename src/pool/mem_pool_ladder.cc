@@ -239,7 +239,7 @@ Block* MemPool::FindOwn(StreamIndex t, uint64_t need, ReuseRule* how) {
 absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle& oracle) {
   SP_DCHECK(size > 0);
   const std::optional<uint64_t> rule_size = rule_.Apply(size);
-  if (!rule_size || *rule_size > max_size_) {
+  if (!rule_size || *rule_size > backing_.max_size()) {
     ++stats_.failed_alloc_count;
     return absl::ResourceExhaustedError(
         absl::StrCat("request of ", size, " bytes exceeds the pool's maximum size"));
@@ -294,7 +294,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   if (chosen == nullptr && internal_deps_) {
     const uint64_t waits_before = stats_.waits_inserted;
     if (wait_before_growth_) chosen = WaitForPending(t, need, oracle, WaitOn::kFreeWaits);
-    if (chosen == nullptr && reserved_ + need > soft_reserved_limit_) {
+    if (chosen == nullptr && backing_.reserved() + need > soft_reserved_limit_) {
       chosen = WaitForPending(t, need, oracle, WaitOn::kAnyBeforeGrowth);
     }
     if (chosen != nullptr) {
@@ -327,8 +327,9 @@ absl::Status MemPool::OutOfMemory(StreamIndex t, uint64_t need,
   // (spErrorMemoryAllocation), the answer cudaMallocAsync gives.
   std::string message =
       upstream_error.ok()
-          ? absl::StrCat("out of memory: ", need, " bytes with ", reserved_, " reserved of ",
-                         max_size_, " allowed and ", budget_->capacity() - budget_->used(),
+          ? absl::StrCat("out of memory: ", need, " bytes with ", backing_.reserved(),
+                         " reserved of ", backing_.max_size(), " allowed and ",
+                         backing_.budget()->capacity() - backing_.budget()->used(),
                          " left on the device")
           : absl::StrCat("cannot allocate ", need, " bytes: ", upstream_error.message());
   // What the reuse switches or the stream order kept from this allocation:
