@@ -69,7 +69,7 @@ MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
   SP_CHECK(Chunk::kGranule == kChunkGranularity);
 }
 
-MemPool::StreamFrees& MemPool::FreesOf(StreamIndex s) {
+StreamFrees& MemPool::FreesOf(StreamIndex s) {
   if (s >= frees_.size()) frees_.resize(s + 1);
   if (!frees_[s]) frees_[s] = std::make_unique<StreamFrees>();
   return *frees_[s];
@@ -152,10 +152,8 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
   b->stamp = next_stamp_++;
   ++pending_blocks_;
   frees.index.Insert(&b->node);
-  frees.queue.push_back(QueueEntry{f, b->stamp, b});
-  frees.max_f = std::max(frees.max_f, f);
+  frees.Queue(b, f);
   Activate(s);
-  CompactQueue(frees);
 }
 
 void MemPool::MakeReady(Block* b, bool observed) {
@@ -177,14 +175,6 @@ void MemPool::MakeReady(Block* b, bool observed) {
     Absorb(b, n);
   }
   InsertFree(b);
-}
-
-void MemPool::CompactQueue(StreamFrees& frees) {
-  // Stale entries pile up in a workload that never synchronizes; dropping
-  // them when they outnumber live ones keeps the queue O(pending) amortized.
-  if (frees.queue.size() > 2 * frees.index.size() + 64) {
-    frees.queue.Filter([this](const QueueEntry& e) { return IsValid(e); });
-  }
 }
 
 Block* MemPool::SplitOffLow(Block* b, uint64_t size) {
@@ -337,9 +327,9 @@ void MemPool::PromoteUpTo(BoundOf bound_of, bool observed) {
     StreamFrees& frees = *frees_[s];
     const Position d = bound_of(s);
     while (!frees.queue.empty() && frees.queue.front().f <= d) {
-      const QueueEntry e = frees.queue.front();
+      const StreamFrees::Entry e = frees.queue.front();
       frees.queue.pop_front();
-      if (!IsValid(e)) continue;
+      if (!StreamFrees::IsValid(e)) continue;
       frees.index.Remove(&e.block->node);
       --pending_blocks_;
       MakeReady(e.block, observed);

@@ -65,6 +65,7 @@
 #include "src/pool/pool_backing.h"
 #include "src/pool/pool_caches.h"
 #include "src/pool/size_index.h"
+#include "src/pool/stream_frees.h"
 #include "src/util/mutex.h"
 #include "src/util/ring.h"
 #include "streampool/mem_pool.h"
@@ -440,21 +441,6 @@ class MemPool {
   Allocation Finish(Block* chosen, ReuseRule how, StreamIndex t, uint64_t need, uint64_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
-  struct QueueEntry {
-    Position f;
-    uint64_t stamp;
-    Block* block;
-  };
-  // One stream's pending frees in this pool.
-  struct StreamFrees {
-    SizeIndex index;
-    // Every pending incarnation in free order (so f ascends); entries whose
-    // block has since been merged or reused are stale and skipped.
-    Ring<QueueEntry> queue;
-    Position max_f = 0;
-    bool active = false;
-  };
-
   // c's blocks into the central index (c's lock held).
   void FlushInto(FrontCache& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu());
   // Settles UsedMemHigh and revokes every cache's allowance, restoring the
@@ -463,11 +449,6 @@ class MemPool {
   void Reconcile(bool reset_high);
 
   StreamFrees& FreesOf(StreamIndex s);
-  bool IsValid(const QueueEntry& e) const {
-    return e.block->state == BlockState::kPending && e.block->stamp == e.stamp;
-  }
-  // Best candidate of `s` for rules 2/3 with free points <= bound.
-  Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
   // Rule 5, also before growth: the pending free of another stream that came
   // first in host order (FirstPendingFree), else a join of several
   // (JoinPending), after inserting the waits; or null. kFreeWaits: only
@@ -550,7 +531,6 @@ class MemPool {
   Block* SplitOffLow(Block* b, uint64_t size);
   void UnmapChunk(Chunk* c);
   void Activate(StreamIndex s);
-  void CompactQueue(StreamFrees& frees);
   // Best fit across indexes, ties as inside one (SizeIndexNode::order).
   static bool Better(const Block* a, const Block* b) {
     return b == nullptr ||

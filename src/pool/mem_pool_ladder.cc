@@ -13,22 +13,6 @@
 namespace streampool::internal {
 // ------------------------------------------------------------------ serving
 
-Block* MemPool::FindEligible(StreamIndex s, uint64_t size, Position bound) {
-  StreamFrees& frees = *frees_[s];
-  if (frees.index.empty()) return nullptr;
-  // Entries are in free order, so the front bounds every pending free point.
-  if (frees.queue.empty() || frees.queue.front().f > bound) return nullptr;
-  SizeIndexNode* n;
-  if (bound >= frees.max_f) {
-    n = frees.index.FindBestFit(size);
-  } else {
-    n = frees.index.FindBestFitIf(
-        size, [bound](SizeIndexNode* x) { return Block::FromNode(x)->free_pos <= bound; },
-        kCrossStreamProbes);
-  }
-  return n == nullptr ? nullptr : Block::FromNode(n);
-}
-
 Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
   // Slow paths only (before growth, or once it failed): a walk over each
   // stream's pending frees in free order, to its first that fits within the
@@ -38,9 +22,9 @@ Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
     if (s == t) continue;
     StreamFrees& frees = *frees_[s];
     for (size_t i = 0; i < frees.queue.size(); ++i) {
-      const QueueEntry& e = frees.queue[i];
+      const StreamFrees::Entry& e = frees.queue[i];
       if (e.f > wait_bounds_[s]) break;
-      if (!IsValid(e) || e.block->size() < size) continue;
+      if (!StreamFrees::IsValid(e) || e.block->size() < size) continue;
       if (best == nullptr || e.block->free_seq < best->free_seq) best = e.block;
       break;  // later entries of this stream were freed later
     }
@@ -148,8 +132,8 @@ Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
     const StreamFrees& frees = *frees_[s];
     // Free order is f's order: past the bound, nothing of s is usable.
     for (size_t i = 0; i < frees.queue.size() && frees.queue[i].f <= wait_bounds_[s]; ++i) {
-      const QueueEntry& e = frees.queue[i];
-      if (!IsValid(e)) continue;
+      const StreamFrees::Entry& e = frees.queue[i];
+      if (!StreamFrees::IsValid(e)) continue;
       // A free between two blocks that cannot join it is only ever a window
       // of one: rule 5's single search has looked at it.
       const Block* p = e.block;
@@ -264,7 +248,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     if (chosen == nullptr && follow_events_) {
       for (StreamIndex s : active_) {
         if (s == t) continue;
-        Block* b = FindEligible(s, need, oracle.OrderedAfter(s));
+        Block* b = frees_[s]->FindEligible(need, oracle.OrderedAfter(s), kCrossStreamProbes);
         if (Better(b, chosen)) chosen = b;
       }
       how = ReuseRule::kEventDependency;

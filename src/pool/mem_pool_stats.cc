@@ -144,19 +144,8 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   size_t indexed_pending = 0;
   for (StreamIndex s : active_) {
     const StreamFrees& f = *frees_[s];
-    if (!f.active || !f.index.CheckInvariants()) return false;
+    if (!f.active || !f.CheckInvariants(s)) return false;
     indexed_pending += f.index.size();
-    size_t valid = 0;
-    for (size_t i = 0; i < f.queue.size(); ++i) {
-      if (i > 0 && f.queue[i - 1].f > f.queue[i].f) return false;
-      if (IsValid(f.queue[i])) {
-        ++valid;
-        if (f.queue[i].block->stream != s || f.queue[i].block->free_pos != f.queue[i].f) {
-          return false;
-        }
-      }
-    }
-    if (valid != f.index.size()) return false;
   }
   // Front caches: what they hold is LIVE to the central index, and the
   // watermark invariant holds (pool_caches.h).
