@@ -52,48 +52,24 @@ MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
                  uint64_t reservation_bytes)
     : props_(props),
       rule_(rule),
-      max_size_(max_size),
-      upstream_(std::move(upstream)),
-      budget_(budget),
       follow_events_(props.reuse_follow_event_dependencies),
       opportunistic_(props.reuse_allow_opportunistic),
       internal_deps_(props.reuse_allow_internal_dependencies),
       // Chunked pools keep CUDA's order unless asked otherwise.
       wait_before_growth_(props.wait_before_growth && props.growth != PoolGrowth::kChunked &&
-                          upstream_->can_reserve()),
+                          upstream->can_reserve()),
       soft_reserved_limit_(props.soft_reserved_limit),
       release_threshold_(props.release_threshold),
-      expandable_(props.growth != PoolGrowth::kChunked && upstream_->can_reserve()),
-      reservation_bytes_(ReservationSize(max_size, reservation_bytes)),
-      scarce_address_space_(reservation_bytes != 0) {
+      // A copy: the growth mode reads the upstream in the same call.
+      backing_(upstream, budget, max_size,
+               props.growth != PoolGrowth::kChunked && upstream->can_reserve(),
+               ReservationSize(max_size, reservation_bytes), reservation_bytes != 0) {
   SP_CHECK(rule_.granule >= 32 && (rule_.granule & (rule_.granule - 1)) == 0);
   SP_CHECK(kChunkGranularity % rule_.granule == 0);
   SP_CHECK(Chunk::kGranule == kChunkGranularity);
 }
 
-MemPool::~MemPool() {
-  for (auto& [base, chunk] : chunks_) {
-    if (chunk->expandable) {
-      for (uint64_t g = 0; g < chunk->granules();) {
-        if (!chunk->Mapped(g)) {
-          ++g;
-          continue;
-        }
-        uint64_t end = g;
-        while (end < chunk->granules() && chunk->Mapped(end)) ++end;
-        UnmapGranules(chunk, g, end);
-        g = end;
-      }
-      upstream_->ReleaseReservation(chunk->mapping.base, chunk->size());
-    } else {
-      budget_->Release(chunk->size());
-      upstream_->Unmap(chunk->mapping);
-    }
-    delete chunk;
-  }
-}
-
-MemPool::StreamFrees& MemPool::FreesOf(StreamIndex s) {
+StreamFrees& MemPool::FreesOf(StreamIndex s) {
   if (s >= frees_.size()) frees_.resize(s + 1);
   if (!frees_[s]) frees_[s] = std::make_unique<StreamFrees>();
   return *frees_[s];
@@ -108,31 +84,10 @@ void MemPool::Activate(StreamIndex s) {
 
 // ----------------------------------------------------------- index plumbing
 
-void MemPool::LinkFreeChunk(Chunk* c) {
-  SP_DCHECK(!c->in_free_list);
-  c->in_free_list = true;
-  c->prev_free = nullptr;
-  c->next_free = free_chunks_;
-  if (free_chunks_ != nullptr) free_chunks_->prev_free = c;
-  free_chunks_ = c;
-}
-
-void MemPool::UnlinkFreeChunk(Chunk* c) {
-  SP_DCHECK(c->in_free_list);
-  c->in_free_list = false;
-  if (c->prev_free != nullptr) {
-    c->prev_free->next_free = c->next_free;
-  } else {
-    free_chunks_ = c->next_free;
-  }
-  if (c->next_free != nullptr) c->next_free->prev_free = c->prev_free;
-  c->prev_free = c->next_free = nullptr;
-}
-
 void MemPool::InsertFree(Block* b) {
   if (b->state == BlockState::kReady) {
     (b->unmapped == 0 ? ready_ : unbacked_).Insert(&b->node);
-    if (b->prev == nullptr && b->next == nullptr) LinkFreeChunk(b->chunk);
+    if (b->prev == nullptr && b->next == nullptr) backing_.LinkFree(b->chunk);
   } else {
     SP_DCHECK(b->state == BlockState::kPending);
     frees_[b->stream]->index.Insert(&b->node);
@@ -142,7 +97,7 @@ void MemPool::InsertFree(Block* b) {
 void MemPool::RemoveFree(Block* b) {
   if (b->state == BlockState::kReady) {
     (b->unmapped == 0 ? ready_ : unbacked_).Remove(&b->node);
-    if (b->chunk->in_free_list) UnlinkFreeChunk(b->chunk);
+    if (b->chunk->in_free_list) backing_.UnlinkFree(b->chunk);
   } else {
     SP_DCHECK(b->state == BlockState::kPending);
     frees_[b->stream]->index.Remove(&b->node);
@@ -197,10 +152,8 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
   b->stamp = next_stamp_++;
   ++pending_blocks_;
   frees.index.Insert(&b->node);
-  frees.queue.push_back(QueueEntry{f, b->stamp, b});
-  frees.max_f = std::max(frees.max_f, f);
+  frees.Queue(b, f);
   Activate(s);
-  CompactQueue(frees);
 }
 
 void MemPool::MakeReady(Block* b, bool observed) {
@@ -222,14 +175,6 @@ void MemPool::MakeReady(Block* b, bool observed) {
     Absorb(b, n);
   }
   InsertFree(b);
-}
-
-void MemPool::CompactQueue(StreamFrees& frees) {
-  // Stale entries pile up in a workload that never synchronizes; dropping
-  // them when they outnumber live ones keeps the queue O(pending) amortized.
-  if (frees.queue.size() > 2 * frees.index.size() + 64) {
-    frees.queue.Filter([this](const QueueEntry& e) { return IsValid(e); });
-  }
 }
 
 Block* MemPool::SplitOffLow(Block* b, uint64_t size) {
@@ -266,7 +211,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
     // below). The stream stays in active_ until the next Promote.
     --pending_blocks_;
   }
-  SP_DCHECK(CountUnmapped(live->chunk, live->addr(), live->end()) == 0);
+  SP_DCHECK(PoolBacking::CountUnmapped(live->chunk, live->addr(), live->end()) == 0);
   live->state = BlockState::kLive;
   live->stamp = 0;
   live->unmapped = 0;
@@ -382,9 +327,9 @@ void MemPool::PromoteUpTo(BoundOf bound_of, bool observed) {
     StreamFrees& frees = *frees_[s];
     const Position d = bound_of(s);
     while (!frees.queue.empty() && frees.queue.front().f <= d) {
-      const QueueEntry e = frees.queue.front();
+      const StreamFrees::Entry e = frees.queue.front();
       frees.queue.pop_front();
-      if (!IsValid(e)) continue;
+      if (!StreamFrees::IsValid(e)) continue;
       frees.index.Remove(&e.block->node);
       --pending_blocks_;
       MakeReady(e.block, observed);
@@ -422,19 +367,11 @@ void MemPool::PromoteObserved(const OrderOracle& oracle) {
 
 // ---------------------------------------------------------------- queries
 
-bool MemPool::Owns(uintptr_t addr) const {
-  auto it = chunks_.upper_bound(addr);
-  if (it == chunks_.begin()) return false;
-  --it;
-  return addr < it->second->base() + it->second->size();
-}
+bool MemPool::Owns(uintptr_t addr) const { return backing_.ChunkAt(addr) != nullptr; }
 
 Block* MemPool::LiveBlockContaining(uintptr_t addr) const {
-  auto it = chunks_.upper_bound(addr);
-  if (it == chunks_.begin()) return nullptr;
-  --it;
-  const Chunk* c = it->second;
-  if (addr >= c->base() + c->size()) return nullptr;
+  const Chunk* c = backing_.ChunkAt(addr);
+  if (c == nullptr) return nullptr;
   for (Block* b = c->first; b != nullptr; b = b->next) {
     if (addr < b->end()) return b->state == BlockState::kLive ? b : nullptr;
   }

@@ -46,11 +46,11 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -62,7 +62,10 @@
 #include "src/pool/device_budget.h"
 #include "src/pool/front_cache.h"
 #include "src/pool/page_map.h"
+#include "src/pool/pool_backing.h"
+#include "src/pool/pool_caches.h"
 #include "src/pool/size_index.h"
+#include "src/pool/stream_frees.h"
 #include "src/util/mutex.h"
 #include "src/util/ring.h"
 #include "streampool/mem_pool.h"
@@ -70,6 +73,18 @@
 #include "streampool/pool_props.h"
 
 namespace streampool::internal {
+
+class MemfdMemory;  // src/memory/memfd_memory.h: the pool only carries it
+
+// Whether other processes may map a pool's memory: one fact, set by the
+// pool's owner with its handle. An exportable pool's upstream is the memfd
+// an importer maps, and its allocations go through the owner's lock (IPC
+// reads the memfd there); a local pool's never need to.
+struct LocalMemory {};
+struct ExportableMemory {
+  MemfdMemory* memfd;  // owned through the pool's upstream
+};
+using ExportKind = std::variant<LocalMemory, ExportableMemory>;
 
 // How requests become block sizes.
 struct SizeRule {
@@ -123,7 +138,7 @@ class MemPool {
   MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
           std::shared_ptr<PhysicalMemory> upstream, DeviceBudget* budget,
           uint64_t reservation_bytes = 0);
-  ~MemPool();  // returns every granule, chunk and reservation to the upstream
+  ~MemPool() = default;  // the backing returns every granule, chunk and reservation
   MemPool(const MemPool&) = delete;
   MemPool& operator=(const MemPool&) = delete;
 
@@ -209,15 +224,10 @@ class MemPool {
   bool FlushCaches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   // s is destroyed: flushes its cache and takes back its allowance.
   void RetireCache(StreamIndex s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
-  bool front_cache() const { return front_cache_.load(std::memory_order_relaxed); }
+  bool front_cache() const { return caches_.on(); }
   // Stream s's front cache, or null while it has none (EnsureCache makes
   // it). Lock-free; a cache lives as long as its pool.
-  FrontCache* CacheOf(StreamIndex s) const {
-    if (s >= kCacheChunk * kCacheChunks) return nullptr;
-    const std::atomic<FrontCache*>* chunk =
-        cache_dir_[s / kCacheChunk].load(std::memory_order_acquire);
-    return chunk == nullptr ? nullptr : chunk[s % kCacheChunk].load(std::memory_order_acquire);
-  }
+  FrontCache* CacheOf(StreamIndex s) const { return caches_.Of(s); }
   // The map the runtime publishes this pool's allocations in: the pool takes
   // a block's entry out when the central index frees it (a cached block keeps
   // its entry). Null for a pool on its own (tests). Set before any
@@ -229,10 +239,10 @@ class MemPool {
   // never changes.
   // What the pool's reservations are charged to: pools sharing it compete
   // for the same memory.
-  const DeviceBudget* budget() const { return budget_; }
+  const DeviceBudget* budget() const { return backing_.budget(); }
   bool CanEverServe(uint64_t size) const {
     const std::optional<uint64_t> need = rule_.Apply(size);
-    return need && *need <= max_size_ && *need <= budget_->capacity();
+    return need && *need <= backing_.max_size() && *need <= backing_.budget()->capacity();
   }
   // Releases what this pool holds READY, to nothing, for another allocation's
   // sake: caches flushed, frees observed complete promoted (with the
@@ -285,22 +295,29 @@ class MemPool {
   // Whether addr lies in any chunk of this pool.
   bool Owns(uintptr_t addr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
-  // What the owner (the runtime) names this pool by, and data of its own
-  // (an exportable pool's memfd), for pointers found by address.
-  void set_owner(uint64_t handle, void* data) {
+  // What the owner (the runtime) names this pool by, and whether it is
+  // exportable, for pointers found by address.
+  void set_owner(uint64_t handle, ExportKind kind) {
     owner_handle_ = handle;
-    owner_data_ = data;
+    export_kind_ = kind;
   }
   uint64_t owner_handle() const { return owner_handle_; }
-  void* owner_data() const { return owner_data_; }
+  // The exportable pool's memory, or null for a local pool.
+  const ExportableMemory* exportable() const {
+    return std::get_if<ExportableMemory>(&export_kind_);
+  }
 
   const PoolProps& props() const { return props_; }
-  bool expandable() const { return expandable_; }
+  bool expandable() const { return backing_.expandable(); }
   // The growth mode in effect (never kDefault).
-  PoolGrowth growth() const { return expandable_ ? PoolGrowth::kExpandable : PoolGrowth::kChunked; }
+  PoolGrowth growth() const {
+    return expandable() ? PoolGrowth::kExpandable : PoolGrowth::kChunked;
+  }
   uint64_t granule() const { return rule_.granule; }
-  bool touchable() const { return upstream_->touchable(); }
-  uint64_t reserved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { return reserved_; }
+  bool touchable() const { return backing_.upstream().touchable(); }
+  uint64_t reserved() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
+    return backing_.reserved();
+  }
   // UsedMemCurrent: the central count less what front caches hold.
   uint64_t used() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
   bool has_live_or_pending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
@@ -352,7 +369,7 @@ class MemPool {
   }
   uint64_t used_high() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) { return stats_.used_high; }
   void ResetReservedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
-    stats_.reserved_high = reserved_;
+    stats_.reserved_high = backing_.reserved();
   }
   void ResetUsedHigh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_) {
     Reconcile(/*reset_high=*/true);
@@ -401,6 +418,13 @@ class MemPool {
   bool CheckInvariants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
  private:
+  // Blocks by state, summed over chunks by CheckChunkBlocks.
+  struct BlockCounts {
+    uint64_t used = 0, live = 0, pending = 0, ready = 0, unbacked = 0, deferred = 0;
+    size_t whole_ready_chunks = 0;
+  };
+  // c's blocks tile it in address order, each in the state's invariants.
+  bool CheckChunkBlocks(const Chunk* c, BlockCounts& n) const;
   mutable Mutex central_mu_{LockRank::kPool};
   std::atomic<int> pins_{0};
 
@@ -417,39 +441,14 @@ class MemPool {
   Allocation Finish(Block* chosen, ReuseRule how, StreamIndex t, uint64_t need, uint64_t size)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(central_mu_);
 
-  struct QueueEntry {
-    Position f;
-    uint64_t stamp;
-    Block* block;
-  };
-  // One stream's pending frees in this pool.
-  struct StreamFrees {
-    SizeIndex index;
-    // Every pending incarnation in free order (so f ascends); entries whose
-    // block has since been merged or reused are stale and skipped.
-    Ring<QueueEntry> queue;
-    Position max_f = 0;
-    bool active = false;
-  };
-
-  // Front caches by stream slot: a two-level table the fast path reads
-  // without a lock (slots never move; a cache lives as long as the pool).
-  static constexpr size_t kCacheChunk = 256;
-  static constexpr size_t kCacheChunks = 256;
   // c's blocks into the central index (c's lock held).
   void FlushInto(FrontCache& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c.mu());
-  // Settles UsedMemHigh (true used = used_ - Σ cached bytes, taken one
-  // cache at a time) and revokes every cache's allowance, restoring
-  //   used_ + cache_slack_ <= used_high   (see front_cache.h).
-  // reset_high: UsedMemHigh := the true used (the attribute's reset).
+  // Settles UsedMemHigh and revokes every cache's allowance, restoring the
+  // watermark invariant (pool_caches.h). reset_high: UsedMemHigh := the
+  // true used (the attribute's reset).
   void Reconcile(bool reset_high);
 
   StreamFrees& FreesOf(StreamIndex s);
-  bool IsValid(const QueueEntry& e) const {
-    return e.block->state == BlockState::kPending && e.block->stamp == e.stamp;
-  }
-  // Best candidate of `s` for rules 2/3 with free points <= bound.
-  Block* FindEligible(StreamIndex s, uint64_t size, Position bound);
   // Rule 5, also before growth: the pending free of another stream that came
   // first in host order (FirstPendingFree), else a join of several
   // (JoinPending), after inserting the waits; or null. kFreeWaits: only
@@ -493,13 +492,9 @@ class MemPool {
   // A READY block spanning unmapped granules whose mapped low end holds
   // `size` bytes (rules 1 and 3 when no wholly mapped block fits), or null.
   Block* FindMappedLowEnd(uint64_t size);
-  // Unmapped granules [lo, hi) of an expandable chunk touches.
-  static uint64_t CountUnmapped(const Chunk* c, uintptr_t lo, uintptr_t hi);
-  // Maps granules [g0, g1) of c (all unmapped) in one upstream call; on
-  // error nothing of them is mapped.
-  absl::Status MapGranules(Chunk* c, uint64_t g0, uint64_t g1);
-  void UnmapGranules(Chunk* c, uint64_t g0, uint64_t g1);
-  absl::StatusOr<Chunk*> NewReservation(uint64_t bytes);
+  // A new chunk's or reservation's one READY block, in its index.
+  Block* FirstBlock(Chunk* c);
+  // An empty reservation (its one block READY and unmapped) goes back.
   void DropReservation(Chunk* c);
   void ReleaseChunks(uint64_t bound);
   void ReleaseGranules(uint64_t bound);
@@ -535,10 +530,7 @@ class MemPool {
   // (out of its index) keeps the rest.
   Block* SplitOffLow(Block* b, uint64_t size);
   void UnmapChunk(Chunk* c);
-  void LinkFreeChunk(Chunk* c);
-  void UnlinkFreeChunk(Chunk* c);
   void Activate(StreamIndex s);
-  void CompactQueue(StreamFrees& frees);
   // Best fit across indexes, ties as inside one (SizeIndexNode::order).
   static bool Better(const Block* a, const Block* b) {
     return b == nullptr ||
@@ -548,9 +540,6 @@ class MemPool {
 
   const PoolProps props_;
   const SizeRule rule_;
-  const uint64_t max_size_;
-  const std::shared_ptr<PhysicalMemory> upstream_;
-  DeviceBudget* const budget_;
 
   bool follow_events_;
   bool opportunistic_;
@@ -559,12 +548,7 @@ class MemPool {
   uint64_t soft_reserved_limit_;
   uint64_t release_threshold_;
 
-  const bool expandable_;
-  const uint64_t reservation_bytes_;
-  // Reservations were sized by the caller because address space is scarce:
-  // an empty one goes back even when it is the pool's last.
-  const bool scarce_address_space_;
-
+  PoolBacking backing_;
   BlockArena arena_;
   SizeIndex ready_;
   // READY blocks with unmapped granules (expandable pools).
@@ -579,17 +563,13 @@ class MemPool {
     absl::InlinedVector<Use, 2> uses;
   };
   std::vector<Deferred> deferred_;
-  absl::btree_map<uintptr_t, Chunk*> chunks_;  // by base address
-  Chunk* free_chunks_ = nullptr;
   std::vector<Chunk*> release_scratch_;
   std::vector<Block*> release_blocks_;
-  std::vector<std::pair<uint64_t, uint64_t>> map_scratch_;  // granule runs one growth mapped
   // Bumped by every proof (Promote): marks of observation go stale.
   uint64_t proof_epoch_ = 1;
 
   uint64_t owner_handle_ = 0;
-  void* owner_data_ = nullptr;
-  uint64_t reserved_ = 0;
+  ExportKind export_kind_;
   // Rule sizes of LIVE blocks, cached ones included (see front_cache.h).
   uint64_t used_ = 0;
   // Requested bytes of live blocks the central path handed out or took back
@@ -603,24 +583,12 @@ class MemPool {
   // A reservation or chunk was added: the segment watermark.
   // Under the pool's lock (its callers, the growth paths, are not annotated).
   void NoteSegment() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    stats_.segments_high = std::max<uint64_t>(stats_.segments_high, chunks_.size());
+    stats_.segments_high = std::max<uint64_t>(stats_.segments_high, backing_.segments());
   }
-  // Σ over caches of (allowance - cached bytes): constant under pushes and
-  // pops, so the central path knows the invariant holds without the locks.
-  int64_t cache_slack_ = 0;
-  std::atomic<bool> front_cache_{true};
   PageMap* page_map_ = nullptr;
-  std::atomic<std::atomic<FrontCache*>*> cache_dir_[kCacheChunks] = {};
-  std::vector<std::unique_ptr<std::atomic<FrontCache*>[]>> cache_chunks_;
-  std::vector<std::unique_ptr<FrontCache>> caches_;
-  // The caches that may hold allowance (front_cache.h).
-  FrontCache::GrantList granted_;
-  std::vector<FrontCache::Entry> flush_scratch_;
-  // Non-empty caches flushed so far (Allocate retries rules 1-3 after any).
-  uint64_t cache_flushes_ = 0;
+  PoolCaches caches_;
   uint64_t live_blocks_ = 0;
   uint64_t pending_blocks_ = 0;
-  uint64_t next_chunk_id_ = 1;
   uint64_t next_stamp_ = 1;
   uint64_t next_free_seq_ = 1;
   PoolStats stats_;

@@ -13,22 +13,6 @@
 namespace streampool::internal {
 // ------------------------------------------------------------------ serving
 
-Block* MemPool::FindEligible(StreamIndex s, uint64_t size, Position bound) {
-  StreamFrees& frees = *frees_[s];
-  if (frees.index.empty()) return nullptr;
-  // Entries are in free order, so the front bounds every pending free point.
-  if (frees.queue.empty() || frees.queue.front().f > bound) return nullptr;
-  SizeIndexNode* n;
-  if (bound >= frees.max_f) {
-    n = frees.index.FindBestFit(size);
-  } else {
-    n = frees.index.FindBestFitIf(
-        size, [bound](SizeIndexNode* x) { return Block::FromNode(x)->free_pos <= bound; },
-        kCrossStreamProbes);
-  }
-  return n == nullptr ? nullptr : Block::FromNode(n);
-}
-
 Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
   // Slow paths only (before growth, or once it failed): a walk over each
   // stream's pending frees in free order, to its first that fits within the
@@ -38,9 +22,9 @@ Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
     if (s == t) continue;
     StreamFrees& frees = *frees_[s];
     for (size_t i = 0; i < frees.queue.size(); ++i) {
-      const QueueEntry& e = frees.queue[i];
+      const StreamFrees::Entry& e = frees.queue[i];
       if (e.f > wait_bounds_[s]) break;
-      if (!IsValid(e) || e.block->size() < size) continue;
+      if (!StreamFrees::IsValid(e) || e.block->size() < size) continue;
       if (best == nullptr || e.block->free_seq < best->free_seq) best = e.block;
       break;  // later entries of this stream were freed later
     }
@@ -148,8 +132,8 @@ Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
     const StreamFrees& frees = *frees_[s];
     // Free order is f's order: past the bound, nothing of s is usable.
     for (size_t i = 0; i < frees.queue.size() && frees.queue[i].f <= wait_bounds_[s]; ++i) {
-      const QueueEntry& e = frees.queue[i];
-      if (!IsValid(e)) continue;
+      const StreamFrees::Entry& e = frees.queue[i];
+      if (!StreamFrees::IsValid(e)) continue;
       // A free between two blocks that cannot join it is only ever a window
       // of one: rule 5's single search has looked at it.
       const Block* p = e.block;
@@ -208,22 +192,7 @@ std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_
   // want of allowance (the watermark is settled here, exactly).
   FrontCache* c = front_cache() ? CacheOf(t) : nullptr;
   if (c == nullptr) return std::nullopt;
-  Block* b;
-  {
-    SpinLockHolder lock(&c->mu());
-    const int64_t before = static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes());
-    b = c->Take(need);
-    if (b != nullptr) {
-      b->stream = t;
-      b->requested = size;
-      c->AddRequested(static_cast<int64_t>(size));
-      // A take, unlike a pop, may spend less allowance than it takes bytes:
-      // cache_slack_ follows the change.
-      cache_slack_ +=
-          static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(c->bytes()) - before;
-    }
-  }
-  if (b != nullptr) {
+  if (Block* b = caches_.Take(*c, t, need, size)) {
     Reconcile(/*reset_high=*/false);
     return Allocation{b, ReuseRule::kSameStream};
   }
@@ -254,7 +223,7 @@ Block* MemPool::FindOwn(StreamIndex t, uint64_t need, ReuseRule* how) {
 absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle& oracle) {
   SP_DCHECK(size > 0);
   const std::optional<uint64_t> rule_size = rule_.Apply(size);
-  if (!rule_size || *rule_size > max_size_) {
+  if (!rule_size || *rule_size > backing_.max_size()) {
     ++stats_.failed_alloc_count;
     return absl::ResourceExhaustedError(
         absl::StrCat("request of ", size, " bytes exceeds the pool's maximum size"));
@@ -279,7 +248,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     if (chosen == nullptr && follow_events_) {
       for (StreamIndex s : active_) {
         if (s == t) continue;
-        Block* b = FindEligible(s, need, oracle.OrderedAfter(s));
+        Block* b = frees_[s]->FindEligible(need, oracle.OrderedAfter(s), kCrossStreamProbes);
         if (Better(b, chosen)) chosen = b;
       }
       how = ReuseRule::kEventDependency;
@@ -296,12 +265,12 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
       if (chosen != nullptr) how = ReadyRule(chosen, t);
     }
   };
-  const uint64_t flushes_before = cache_flushes_;
+  const uint64_t flushes_before = caches_.flushes();
   search(/*own=*/false);
   // Front caches never make the pool grow: what they hold goes central (and
   // is promoted, with the switch on) before rules 1-3 are tried once more --
   // also when rule 3's promotion already flushed them during the search.
-  if (chosen == nullptr && (FlushCaches() || cache_flushes_ != flushes_before)) {
+  if (chosen == nullptr && (FlushCaches() || caches_.flushes() != flushes_before)) {
     search(/*own=*/true);
   }
   // Waiting before growing (rule 5 on): a wait that delays nothing, then,
@@ -309,7 +278,7 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
   if (chosen == nullptr && internal_deps_) {
     const uint64_t waits_before = stats_.waits_inserted;
     if (wait_before_growth_) chosen = WaitForPending(t, need, oracle, WaitOn::kFreeWaits);
-    if (chosen == nullptr && reserved_ + need > soft_reserved_limit_) {
+    if (chosen == nullptr && backing_.reserved() + need > soft_reserved_limit_) {
       chosen = WaitForPending(t, need, oracle, WaitOn::kAnyBeforeGrowth);
     }
     if (chosen != nullptr) {
@@ -342,8 +311,9 @@ absl::Status MemPool::OutOfMemory(StreamIndex t, uint64_t need,
   // (spErrorMemoryAllocation), the answer cudaMallocAsync gives.
   std::string message =
       upstream_error.ok()
-          ? absl::StrCat("out of memory: ", need, " bytes with ", reserved_, " reserved of ",
-                         max_size_, " allowed and ", budget_->capacity() - budget_->used(),
+          ? absl::StrCat("out of memory: ", need, " bytes with ", backing_.reserved(),
+                         " reserved of ", backing_.max_size(), " allowed and ",
+                         backing_.budget()->capacity() - backing_.budget()->used(),
                          " left on the device")
           : absl::StrCat("cannot allocate ", need, " bytes: ", upstream_error.message());
   // What the reuse switches or the stream order kept from this allocation:
@@ -363,9 +333,9 @@ uint64_t MemPool::PendingBytesBesides(StreamIndex t) const {
   for (const Deferred& d : deferred_) bytes += d.block->size();
   // Other streams' caches, by what they publish: their owners may be
   // pushing frees meanwhile.
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    if (c->stream() != t) bytes += c->published_bytes();
-  }
+  caches_.ForEach([&](const FrontCache& c) {
+    if (c.stream() != t) bytes += c.published_bytes();
+  });
   return bytes;
 }
 
@@ -377,9 +347,7 @@ MemPool::Allocation MemPool::Finish(Block* chosen, ReuseRule how, StreamIndex t,
   used_ += need;
   requested_ += static_cast<int64_t>(size);
   NoteRequestedHigh();
-  if (static_cast<int64_t>(used_) + cache_slack_ > static_cast<int64_t>(stats_.used_high)) {
-    Reconcile(/*reset_high=*/false);
-  }
+  if (caches_.Exceeds(used_, stats_.used_high)) Reconcile(/*reset_high=*/false);
   ++stats_.alloc_count;
   switch (how) {
     case ReuseRule::kFresh:

@@ -45,12 +45,13 @@ void MemPool::Snapshot(std::vector<ChunkView>* chunks,
   // The caches first, each under its own lock and never two at once (the
   // pool's lock, then one cache's: lock_rank.h).
   absl::flat_hash_map<const Block*, CachedAt> cached;
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    SpinLockHolder lock(&c->mu());
-    c->ForEach([&](const FrontCache::Entry& e) { cached[e.block] = CachedAt{c->stream(), e.f}; });
-  }
-  chunks->reserve(chunks_.size());
-  for (const auto& [base, c] : chunks_) {
+  caches_.ForEach([&](const FrontCache& c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    SpinLockHolder lock(&c.mu());
+    c.ForEach([&](const FrontCache::Entry& e) { cached[e.block] = CachedAt{c.stream(), e.f}; });
+  });
+  chunks->reserve(backing_.segments());
+  backing_.ForEachChunk([&](const Chunk& chunk) {
+    const Chunk* c = &chunk;
     ChunkView cv;
     cv.base = c->base();
     cv.size = c->size();
@@ -90,7 +91,7 @@ void MemPool::Snapshot(std::vector<ChunkView>* chunks,
     }
     cv.block_count = blocks->size() - cv.first_block;
     chunks->push_back(cv);
-  }
+  });
 }
 
 void MemPool::LiveBlocks(std::vector<BlockView>* blocks) const ABSL_NO_THREAD_SAFETY_ANALYSIS {

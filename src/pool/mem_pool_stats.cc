@@ -10,15 +10,13 @@
 
 namespace streampool::internal {
 uint64_t MemPool::RequestedNow() const {
-  int64_t requested = requested_;
-  for (const std::unique_ptr<FrontCache>& c : caches_) requested += c->published_requested();
+  const int64_t requested = requested_ + caches_.PublishedRequested();
   return requested > 0 ? static_cast<uint64_t>(requested) : 0;
 }
 
 uint64_t MemPool::used() const {
   // The caches' published counts, without their locks.
-  uint64_t cached = 0;
-  for (const std::unique_ptr<FrontCache>& c : caches_) cached += c->published_bytes();
+  const uint64_t cached = caches_.PublishedBytes();
   return used_ > cached ? used_ - cached : 0;
 }
 
@@ -36,28 +34,29 @@ bool MemPool::HasPendingOn(StreamIndex s) const {
 
 PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   PoolStats s = stats_;
-  s.reserved_bytes = reserved_;
+  const uint64_t reserved = backing_.reserved();
+  s.reserved_bytes = reserved;
   uint64_t cached = 0, largest_cached = 0;
   // What the caches publish, without their locks: a stream's owner never
   // waits for statistics (lock_rank.h).
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    cached += c->published_bytes();
+  caches_.ForEach([&](const FrontCache& c) {
+    cached += c.published_bytes();
     // Pops are same-stream reuses; pushes are frees (counted nowhere else).
-    const uint64_t allocs = c->published_allocs();
+    const uint64_t allocs = c.published_allocs();
     s.alloc_count += allocs;
     s.reuse_same_stream += allocs;
-    s.free_count += c->published_frees();
-    largest_cached = std::max(largest_cached, c->published_largest());
-  }
+    s.free_count += c.published_frees();
+    largest_cached = std::max(largest_cached, c.published_largest());
+  });
   s.used_bytes = used_ > cached ? used_ - cached : 0;
   s.requested_bytes = RequestedNow();
   s.requested_high = std::max(s.requested_high, s.requested_bytes);
-  s.segments = chunks_.size();
-  for (const auto& [base, c] : chunks_) {
-    s.huge_page_bytes += c->mapping.huge_page_bytes;
-    s.transparent_huge_page_bytes += c->mapping.transparent_huge_page_bytes;
-    s.normal_page_bytes += c->mapping.normal_page_bytes;
-  }
+  s.segments = backing_.segments();
+  backing_.ForEachChunk([&s](const Chunk& c) {
+    s.huge_page_bytes += c.mapping.huge_page_bytes;
+    s.transparent_huge_page_bytes += c.mapping.transparent_huge_page_bytes;
+    s.normal_page_bytes += c.mapping.normal_page_bytes;
+  });
   uint64_t largest = 0;
   if (const SizeIndexNode* n = ready_.Largest()) largest = n->size;
   // A READY block spanning unmapped granules counts by its mapped low end:
@@ -74,129 +73,95 @@ PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (const SizeIndexNode* n = frees_[st]->index.Largest()) largest = std::max(largest, n->size);
   }
   s.largest_free_block = std::max(largest, largest_cached);
-  s.fragmentation = reserved_ == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved_;
+  s.fragmentation = reserved == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved;
   return s;
 }
 
-bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t reserved = 0, used = 0, live = 0, pending = 0, ready = 0, unbacked = 0, deferred = 0;
-  size_t free_chunks = 0;
-  for (const Chunk* c = free_chunks_; c != nullptr; c = c->next_free) ++free_chunks;
-  size_t whole_ready_chunks = 0;
-  for (const auto& [base, c] : chunks_) {
-    if (base != c->base() || c->first == nullptr || c->first->prev != nullptr) return false;
-    if (c->expandable != expandable_) return false;
-    uint64_t unmapped_granules = 0;
-    if (c->expandable) {
-      if (c->base() % Chunk::kGranule != 0 || c->size() % Chunk::kGranule != 0) return false;
-      for (uint64_t g = 0; g < c->granules(); ++g) unmapped_granules += !c->Mapped(g);
-      if (c->mapped_bytes != (c->granules() - unmapped_granules) * Chunk::kGranule) return false;
-    } else if (c->mapped_bytes != c->size()) {
+bool MemPool::CheckChunkBlocks(const Chunk* c,
+                               BlockCounts& n) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (c->first == nullptr || c->first->prev != nullptr) return false;
+  const uint64_t unmapped_granules =
+      c->expandable ? c->granules() - c->mapped_bytes / Chunk::kGranule : 0;
+  uint64_t unmapped_in_blocks = 0;
+  uintptr_t at = c->base();
+  for (const Block* b = c->first; b != nullptr; b = b->next) {
+    if (b->chunk != c || b->addr() != at || b->size() == 0 || b->size() % rule_.granule != 0) {
       return false;
     }
-    const Mapping& m = c->mapping;
-    if (m.huge_page_bytes + m.transparent_huge_page_bytes + m.normal_page_bytes !=
-        c->mapped_bytes) {
-      return false;
+    if (b->next != nullptr && b->next->prev != b) return false;
+    at += b->size();
+    const uint64_t holes = PoolBacking::CountUnmapped(c, b->addr(), b->end());
+    switch (b->state) {
+      case BlockState::kLive:
+        n.used += b->size();
+        ++n.live;
+        if (b->stamp != 0 || b->node.in_index || b->end() > c->handed_out_end) return false;
+        if (holes != 0 || b->unmapped != 0) return false;
+        break;
+      case BlockState::kReady:
+        ++n.ready;
+        n.unbacked += b->unmapped != 0;
+        if (b->stamp != 0 || !b->node.in_index || b->unmapped != holes) return false;
+        if (b->next != nullptr && b->next->state == BlockState::kReady) return false;
+        unmapped_in_blocks += holes;
+        break;
+      case BlockState::kDeferred:
+        ++n.deferred;
+        if (b->stamp != 0 || b->node.in_index || holes != 0 || b->unmapped != 0) return false;
+        break;
+      case BlockState::kPending:
+        ++n.pending;
+        if (b->stamp == 0 || !b->node.in_index || holes != 0 || b->unmapped != 0) return false;
+        if (b->stream >= frees_.size() || !frees_[b->stream] || !frees_[b->stream]->active) {
+          return false;
+        }
+        if (b->next != nullptr && b->next->state == BlockState::kPending &&
+            b->next->stream == b->stream) {
+          return false;
+        }
+        break;
     }
-    reserved += c->mapped_bytes;
-    uint64_t unmapped_in_blocks = 0;
-    uintptr_t at = c->base();
-    for (const Block* b = c->first; b != nullptr; b = b->next) {
-      if (b->chunk != c || b->addr() != at || b->size() == 0 || b->size() % rule_.granule != 0) {
-        return false;
-      }
-      if (b->next != nullptr && b->next->prev != b) return false;
-      at += b->size();
-      const uint64_t holes = CountUnmapped(c, b->addr(), b->end());
-      switch (b->state) {
-        case BlockState::kLive:
-          used += b->size();
-          ++live;
-          if (b->stamp != 0 || b->node.in_index || b->end() > c->handed_out_end) return false;
-          if (holes != 0 || b->unmapped != 0) return false;
-          break;
-        case BlockState::kReady:
-          ++ready;
-          unbacked += b->unmapped != 0;
-          if (b->stamp != 0 || !b->node.in_index || b->unmapped != holes) return false;
-          if (b->next != nullptr && b->next->state == BlockState::kReady) return false;
-          unmapped_in_blocks += holes;
-          break;
-        case BlockState::kDeferred:
-          ++deferred;
-          if (b->stamp != 0 || b->node.in_index || holes != 0 || b->unmapped != 0) return false;
-          break;
-        case BlockState::kPending:
-          ++pending;
-          if (b->stamp == 0 || !b->node.in_index || holes != 0 || b->unmapped != 0) return false;
-          if (b->stream >= frees_.size() || !frees_[b->stream] || !frees_[b->stream]->active) {
-            return false;
-          }
-          if (b->next != nullptr && b->next->state == BlockState::kPending &&
-              b->next->stream == b->stream) {
-            return false;
-          }
-          break;
-      }
-    }
-    if (at != c->base() + c->size()) return false;
-    // Unmapped granules lie wholly inside READY blocks, each counted once.
-    if (unmapped_in_blocks != unmapped_granules) return false;
-    const bool whole_ready = c->first->next == nullptr && c->first->state == BlockState::kReady;
-    if (whole_ready != c->in_free_list) return false;
-    whole_ready_chunks += whole_ready;
   }
+  if (at != c->base() + c->size()) return false;
+  // Unmapped granules lie wholly inside READY blocks, each counted once.
+  if (unmapped_in_blocks != unmapped_granules) return false;
+  const bool whole_ready = c->first->next == nullptr && c->first->state == BlockState::kReady;
+  if (whole_ready != c->in_free_list) return false;
+  n.whole_ready_chunks += whole_ready;
+  return true;
+}
+
+bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // The backing's own equations (reserved == Σ chunk mapped bytes, ...),
+  // then each chunk's blocks.
+  if (!backing_.CheckInvariants()) return false;
+  BlockCounts n;
+  bool blocks_ok = true;
+  backing_.ForEachChunk([&](const Chunk& c) { blocks_ok = blocks_ok && CheckChunkBlocks(&c, n); });
+  if (!blocks_ok) return false;
+  size_t free_chunks = 0;
+  for (const Chunk* c = backing_.free_chunks(); c != nullptr; c = c->next_free) ++free_chunks;
   size_t indexed_pending = 0;
   for (StreamIndex s : active_) {
     const StreamFrees& f = *frees_[s];
-    if (!f.active || !f.index.CheckInvariants()) return false;
+    if (!f.active || !f.CheckInvariants(s)) return false;
     indexed_pending += f.index.size();
-    size_t valid = 0;
-    for (size_t i = 0; i < f.queue.size(); ++i) {
-      if (i > 0 && f.queue[i - 1].f > f.queue[i].f) return false;
-      if (IsValid(f.queue[i])) {
-        ++valid;
-        if (f.queue[i].block->stream != s || f.queue[i].block->free_pos != f.queue[i].f) {
-          return false;
-        }
-      }
-    }
-    if (valid != f.index.size()) return false;
   }
-  // Front caches: what they hold is LIVE to the central index; the
-  // watermark invariant of front_cache.h holds and cache_slack_ is its sum.
-  // One cache's lock at a time (never two): allowance - bytes is constant
-  // under the pushes and pops that go on meanwhile, so the sum is exact.
-  bool caches_ok = true;
-  int64_t slack = 0;
-  for (const std::unique_ptr<FrontCache>& c : caches_) {
-    SpinLockHolder lock(&c->mu());
-    uint64_t bytes = 0;
-    c->ForEach([&](const FrontCache::Entry& e) {
-      if (e.block->state != BlockState::kLive || e.block->chunk->pool != this) caches_ok = false;
-      bytes += e.block->size();
-    });
-    caches_ok = caches_ok && bytes == c->bytes() && bytes <= used_ &&
-                (c->listed() || c->allowance() == 0) && CacheOf(c->stream()) == c.get();
-    slack += static_cast<int64_t>(c->allowance()) - static_cast<int64_t>(bytes);
-  }
-  // true used + Σ allowance == used_ + slack <= UsedMemHigh.
-  if (!caches_ok || slack != cache_slack_ ||
-      static_cast<int64_t>(used_) + slack > static_cast<int64_t>(stats_.used_high)) {
-    return false;
-  }
+  // Front caches: what they hold is LIVE to the central index, and the
+  // watermark invariant holds (pool_caches.h).
+  if (!caches_.CheckInvariants(this, used_, stats_.used_high)) return false;
   for (const Deferred& d : deferred_) {
     if (d.block->state != BlockState::kDeferred || d.block->chunk->pool != this ||
         d.block->free_pos != d.f || d.uses.empty()) {
       return false;
     }
   }
-  return reserved == reserved_ && used == used_ && live == live_blocks_ &&
-         deferred == deferred_.size() && pending == pending_blocks_ && pending == indexed_pending &&
-         ready - unbacked == ready_.size() && unbacked == unbacked_.size() &&
+  return n.used == used_ && n.live == live_blocks_ && n.deferred == deferred_.size() &&
+         n.pending == pending_blocks_ && n.pending == indexed_pending &&
+         n.ready - n.unbacked == ready_.size() && n.unbacked == unbacked_.size() &&
          ready_.CheckInvariants() && unbacked_.CheckInvariants() &&
-         free_chunks == whole_ready_chunks && live + pending + ready + deferred == arena_.live();
+         free_chunks == n.whole_ready_chunks &&
+         n.live + n.pending + n.ready + n.deferred == arena_.live();
 }
 
 }  // namespace streampool::internal

@@ -163,7 +163,8 @@ uint64_t Allocator::ReclaimLocked(MemPool& mp, StreamIndex t) ABSL_NO_THREAD_SAF
   c_.pools.AnyMemPool([&](uint64_t h, MemPool& other) {
     if (&other == &mp || other.budget() != mp.budget()) return false;
     // Exportable pools' chunks may be mapped by another process at any time.
-    if (absl::StatusOr<PoolRec*> rec = c_.pools.Find(h); rec.ok() && (*rec)->memfd() != nullptr) {
+    if (absl::StatusOr<PoolRec*> rec = c_.pools.Find(h);
+        rec.ok() && (*rec)->exportable() != nullptr) {
       return false;
     }
     released += release(other);
@@ -288,7 +289,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
 std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
     const Target& target, uint64_t size, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   MemPool& mp = *target.mp;
-  if (mp.owner_data() != nullptr) return std::nullopt;
+  if (mp.exportable() != nullptr) return std::nullopt;
   MutexLock pool_lock(&mp.central_mu());
   // Pinned, so not freed, but perhaps destroyed.
   if (c_.lookup_epoch.load(std::memory_order_acquire) != target.epoch) return std::nullopt;
@@ -501,7 +502,7 @@ void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block*
   r.block = b;
   r.device = rec.mem()->props().device;
   r.requested = b->requested;
-  r.memfd = rec.memfd();
+  if (const ExportableMemory* e = rec.exportable()) r.memfd = e->memfd;
   c_.allocs.emplace(b->addr(), r);
 }
 

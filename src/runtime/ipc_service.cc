@@ -21,12 +21,13 @@ using PoolRec = PoolTable::PoolRec;
 absl::StatusOr<int> IpcService::ExportPool(uint64_t pool) {
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
-  if ((*rec)->memfd() == nullptr) {
+  const ExportableMemory* exported = (*rec)->exportable();
+  if (exported == nullptr) {
     return absl::InvalidArgumentError(
         "the pool is not exportable (create it with handleTypes = "
         "spMemHandleTypePosixFileDescriptor)");
   }
-  const int fd = fcntl((*rec)->memfd()->fd(), F_DUPFD_CLOEXEC, 0);
+  const int fd = fcntl(exported->memfd->fd(), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat("duplicating the pool's descriptor: ", std::strerror(errno)));
@@ -80,7 +81,7 @@ absl::StatusOr<PtrExportData> IpcService::ExportPointer(const void* ptr) {
     const MemPool& pool = *b->chunk->pool;
     r.block = b;
     r.requested = b->requested;
-    r.memfd = static_cast<MemfdMemory*>(pool.owner_data());
+    if (const ExportableMemory* e = pool.exportable()) r.memfd = e->memfd;
   } else {
     auto it = c_.allocs.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == c_.allocs.end()) {

@@ -12,9 +12,9 @@ MemPool* PoolTable::PoolRec::mem() const {
   return nullptr;
 }
 
-MemfdMemory* PoolTable::PoolRec::memfd() const {
+const ExportableMemory* PoolTable::PoolRec::exportable() const {
   const auto* e = std::get_if<ExportablePool>(&kind);
-  return e != nullptr ? e->memfd : nullptr;
+  return e != nullptr ? &e->memory : nullptr;
 }
 
 const std::shared_ptr<ImportedPool>* PoolTable::PoolRec::imported() const {
@@ -24,12 +24,13 @@ const std::shared_ptr<ImportedPool>* PoolTable::PoolRec::imported() const {
 
 absl::StatusOr<uint64_t> PoolTable::Add(PoolRec rec) {
   MemPool* fast = rec.mem();
-  MemfdMemory* memfd = rec.memfd();
+  const ExportableMemory* exported = rec.exportable();
+  const ExportKind kind = exported != nullptr ? ExportKind{*exported} : ExportKind{LocalMemory{}};
   // The owner is set before the handle is published: a lock-free finder that
-  // sees the handle reads it (an exportable pool's memfd sends its
-  // allocations to the runtime's lock).
-  absl::StatusOr<uint64_t> added = slots_.Add([fast, memfd](Slot& slot, uint64_t h) {
-    if (fast != nullptr) fast->set_owner(h, memfd);
+  // sees the handle reads it (an exportable pool sends its allocations to the
+  // runtime's lock).
+  absl::StatusOr<uint64_t> added = slots_.Add([fast, kind](Slot& slot, uint64_t h) {
+    if (fast != nullptr) fast->set_owner(h, kind);
     slot.pool = fast;
   });
   if (!added.ok()) return absl::ResourceExhaustedError("this runtime's pool handles are used up");
@@ -92,7 +93,7 @@ void PoolTable::AfterCompletion(const VectorClock& done, bool release) {
     if (m == nullptr) continue;  // imported: retired below
     MutexLock pool_lock(&m->central_mu());
     m->Promote(done);
-    if (release && rec.memfd() == nullptr) m->ReleaseAtSync();
+    if (release && rec.exportable() == nullptr) m->ReleaseAtSync();
   }
   for (auto& [h, pool] : draining_) {
     MutexLock pool_lock(&pool->central_mu());

@@ -36,7 +36,7 @@ class PoolTable {
   };
   struct ExportablePool {
     std::unique_ptr<MemPool> pool;
-    MemfdMemory* memfd = nullptr;  // owned through the pool's upstream
+    ExportableMemory memory;
   };
   struct ImportedPoolRef {
     std::shared_ptr<ImportedPool> pool;
@@ -57,8 +57,9 @@ class PoolTable {
     PoolAttrs attrs;
     // The pool's blocks: local and exportable pools (null: imported).
     MemPool* mem() const;
-    // Exportable pools: their memfd (else null).
-    MemfdMemory* memfd() const;
+    // Exportable pools: their memory (else null). The pool itself answers
+    // the same (MemPool::exportable), for finders that hold only a block.
+    const ExportableMemory* exportable() const;
     // Imported pools (else null).
     const std::shared_ptr<ImportedPool>* imported() const;
   };

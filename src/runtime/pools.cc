@@ -256,7 +256,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   pool->set_page_map(&c_.page_map);
   PoolRec rec;
   if (memfd != nullptr) {
-    rec.kind = PoolTable::ExportablePool{std::move(pool), memfd};
+    rec.kind = PoolTable::ExportablePool{std::move(pool), ExportableMemory{memfd}};
   } else {
     rec.kind = PoolTable::LocalPool{std::move(pool)};
   }
@@ -351,7 +351,7 @@ absl::Status Pools::TrimTo(uint64_t pool, uint64_t min_bytes_to_keep) {
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
   // IPC pools keep their memory (CUDA F.11.4, F.11.5): TrimTo is a no-op.
-  if ((*rec)->imported() != nullptr || (*rec)->memfd() != nullptr) return absl::OkStatus();
+  if ((*rec)->imported() != nullptr || (*rec)->exportable() != nullptr) return absl::OkStatus();
   MemPool& mp = *(*rec)->mem();
   MutexLock pool_lock(&mp.central_mu());
   mp.Release(min_bytes_to_keep);

@@ -65,7 +65,7 @@ TEST_F(PoolTableTest, HandlesFindTheirPoolUntilRemoved) {
   absl::StatusOr<PoolTable::PoolRec*> rec = table_.Find(*h);
   ASSERT_TRUE(rec.ok());
   EXPECT_NE((*rec)->mem(), nullptr);
-  EXPECT_EQ((*rec)->memfd(), nullptr);
+  EXPECT_EQ((*rec)->exportable(), nullptr);
   EXPECT_EQ((*rec)->imported(), nullptr);
   EXPECT_EQ(table_.FindFast(*h), (*rec)->mem());
   EXPECT_EQ(table_.Find(0).status().code(), absl::StatusCode::kInvalidArgument);
