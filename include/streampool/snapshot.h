@@ -10,7 +10,7 @@
 
 #include "streampool/export.h"
 #include "streampool/ids.h"
-#include "streampool/mem_pool.h"
+#include "streampool/pool_stats.h"
 
 namespace streampool {
 

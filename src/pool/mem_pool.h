@@ -65,9 +65,9 @@
 #include "src/pool/size_index.h"
 #include "src/util/mutex.h"
 #include "src/util/ring.h"
-#include "streampool/mem_pool.h"
 #include "streampool/physical_memory.h"
 #include "streampool/pool_props.h"
+#include "streampool/pool_stats.h"
 
 namespace streampool::internal {
 
