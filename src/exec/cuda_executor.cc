@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "src/util/mutex.h"
-#include "streampool/runtime.h"
+#include "streampool/errors.h"
 #include "streampool/streampool.h"
 
 #if defined(STREAMPOOL_WITH_CUDA_HEADERS)
