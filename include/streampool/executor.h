@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -110,6 +111,12 @@ class STREAMPOOL_EXPORT Executor {
   /// progress (callers must then not hold locks those threads need).
   virtual bool blocks_host() const { return false; }
 };
+
+/// Whether T implements Executor: derived from it, with every pure function
+/// defined. Each executor is checked against it where it is defined:
+/// static_assert(kIsExecutor<MyExecutor>).
+template <typename T>
+inline constexpr bool kIsExecutor = std::is_base_of_v<Executor, T> && !std::is_abstract_v<T>;
 
 }  // namespace streampool
 
