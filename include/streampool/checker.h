@@ -26,11 +26,11 @@ enum class CheckKind {
 struct CheckReport {
   CheckKind kind = CheckKind::kOutOfBounds;  ///< what went wrong
   StreamId stream;              ///< the offending op (value 0 if that stream is destroyed)
-  uint64_t op_position = 0;     ///< its position in the stream (1 = first op)
+  Position op_position = 0;     ///< its position in the stream (1 = first op)
   const void* ptr = nullptr;    ///< the accessed (or allocated) range's start
   uint64_t size = 0;            ///< its bytes
   StreamId other_stream;        ///< the other op involved (allocation or free), if any
-  uint64_t other_position = 0;  ///< its position in other_stream
+  Position other_position = 0;  ///< its position in other_stream
   std::string message;          ///< both ops, addresses and sizes in words
 };
 

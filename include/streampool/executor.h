@@ -29,6 +29,13 @@ using StreamIndex = uint32_t;
 /// position 0 means "before any op").
 using Position = uint64_t;
 /// Nanoseconds: virtual for the simulator, steady-clock for real executors.
+///
+/// StreamIndex, Position and TimeNs are names, not strong types: they are the
+/// words of this interface, which executors outside the library implement,
+/// and the ordering core, the pools and the runtime pass them to each other
+/// on every allocation. A field or parameter holding one is declared with
+/// its name (OpDesc, TimelineEntry, CheckReport, SnapshotBlock); what callers
+/// hold and could mix up, streams, events and pools, are strong ids (ids.h).
 using TimeNs = uint64_t;
 
 /// "No stream": OpDesc::wait_stream of an op that waits for nothing.

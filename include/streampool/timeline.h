@@ -13,13 +13,13 @@ namespace streampool {
 /// One op as the simulator scheduled it (see Runtime::Timeline).
 struct TimelineEntry {
   StreamId stream;                     ///< value 0 for a stream destroyed since
-  uint32_t stream_index;               ///< dense index, stable for the runtime's life
+  StreamIndex stream_index;            ///< dense index, stable for the runtime's life
   int device = 0;                      ///< the stream's device
-  uint64_t position = 0;               ///< the op's position in its stream
+  Position position = 0;               ///< the op's position in its stream
   OpKind kind = OpKind::kAllocMarker;  ///< what the op was
-  uint64_t enqueued_ns = 0;            ///< host time when it was enqueued
-  uint64_t start_ns = 0;               ///< when it started
-  uint64_t end_ns = 0;                 ///< when it completed
+  TimeNs enqueued_ns = 0;              ///< host time when it was enqueued
+  TimeNs start_ns = 0;                 ///< when it started
+  TimeNs end_ns = 0;                   ///< when it completed
 };
 
 /// The kind's name as the tools and timelines print it: "kernel",
