@@ -44,6 +44,8 @@ class CudaStreams final : public streampool::StreamAdapter {
   void Release(Marker m) override { cudaEventDestroy(static_cast<cudaEvent_t>(m)); }
 };
 
+static_assert(streampool::kIsStreamAdapter<CudaStreams>);
+
 }  // namespace example
 
 int main() {

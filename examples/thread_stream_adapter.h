@@ -98,6 +98,8 @@ class ThreadStreams final : public streampool::StreamAdapter {
   void Release(Marker m) override { delete static_cast<std::shared_ptr<Flag>*>(m); }
 };
 
+static_assert(streampool::kIsStreamAdapter<ThreadStreams>);
+
 }  // namespace example
 
 #endif  // STREAMPOOL_EXAMPLES_THREAD_STREAM_ADAPTER_H_

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -28,6 +29,13 @@ using StreamIndex = uint32_t;
 /// position 0 means "before any op").
 using Position = uint64_t;
 /// Nanoseconds: virtual for the simulator, steady-clock for real executors.
+///
+/// StreamIndex, Position and TimeNs are names, not strong types: they are the
+/// words of this interface, which executors outside the library implement,
+/// and the ordering core, the pools and the runtime pass them to each other
+/// on every allocation. A field or parameter holding one is declared with
+/// its name (OpDesc, TimelineEntry, CheckReport, SnapshotBlock); what callers
+/// hold and could mix up, streams, events and pools, are strong ids (ids.h).
 using TimeNs = uint64_t;
 
 /// "No stream": OpDesc::wait_stream of an op that waits for nothing.
@@ -110,6 +118,12 @@ class STREAMPOOL_EXPORT Executor {
   /// progress (callers must then not hold locks those threads need).
   virtual bool blocks_host() const { return false; }
 };
+
+/// Whether T implements Executor: derived from it, with every pure function
+/// defined. Each executor is checked against it where it is defined:
+/// static_assert(kIsExecutor<MyExecutor>).
+template <typename T>
+inline constexpr bool kIsExecutor = std::is_base_of_v<Executor, T> && !std::is_abstract_v<T>;
 
 }  // namespace streampool
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "streampool/export.h"
@@ -82,6 +83,13 @@ class STREAMPOOL_EXPORT PhysicalMemory {
   /// Gives back a whole reservation, nothing of which is mapped.
   virtual void ReleaseReservation(void* base, uint64_t bytes);
 };
+
+/// Whether T implements PhysicalMemory: derived from it, with every pure
+/// function defined. Each upstream is checked against it where it is
+/// defined: static_assert(kIsPhysicalMemory<MyUpstream>).
+template <typename T>
+inline constexpr bool kIsPhysicalMemory =
+    std::is_base_of_v<PhysicalMemory, T> && !std::is_abstract_v<T>;
 
 /// Anonymous private mmap: real, touchable memory, faulted in on first touch.
 STREAMPOOL_EXPORT std::unique_ptr<PhysicalMemory> NewHostMemory();

@@ -44,6 +44,10 @@ enum class PoolGrowth {
 /// "dvpp"), as the tools, reports and the Python package print it.
 STREAMPOOL_EXPORT const char* AllocationTypeName(AllocationType type);
 
+/// PoolProps::handle_types value that makes a pool exportable as a memfd
+/// (C: spMemHandleTypePosixFileDescriptor).
+inline constexpr unsigned kHandleTypePosixFileDescriptor = 1;
+
 /// The properties of a pool made by Runtime::CreatePool (C: spMemPoolProps
 /// plus the pool attributes). Each field has its default here.
 struct PoolProps {

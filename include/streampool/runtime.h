@@ -1,25 +1,13 @@
 /// \file
 /// The C++ API: a Runtime owns simulated devices, their streams, events and
-/// memory pools, and serves stream-ordered allocations from them.
+/// memory pools, and serves stream-ordered allocations from them. Including
+/// this header includes every type its methods take and return, each from a
+/// header of its own.
 ///
-/// Errors are absl::Status values whose codes map one to one onto the C API:
-///
-/// | absl::StatusCode   | spError_t                    |
-/// |--------------------|------------------------------|
-/// | kInvalidArgument   | spErrorInvalidValue          |
-/// | kResourceExhausted | spErrorMemoryAllocation      |
-/// | kOutOfRange        | spErrorInvalidDevice         |
-/// | kPermissionDenied  | spErrorPeerAccessUnsupported |
-/// | kNotFound          | spErrorInvalidResourceHandle |
-/// | kUnavailable       | spErrorNotReady              |
-/// | kUnimplemented     | spErrorNotSupported          |
-/// | kAlreadyExists     | spErrorHostMemoryAlreadyRegistered |
-///
-/// One exception: a host pointer that is not registered is kNotFound with
-/// a payload that makes it spErrorHostMemoryNotRegistered (ToCError).
-/// A failed call changes nothing (a failed allocation counts one
-/// failed_alloc_count). Every method is thread-safe. Handles are never reused,
-/// so a destroyed one is always detected.
+/// Errors are absl::Status values whose codes map one to one onto the C API
+/// (errors.h has the table). A failed call changes nothing (a failed
+/// allocation counts one failed_alloc_count). Every method is thread-safe.
+/// Handles are never reused, so a destroyed one is always detected.
 #ifndef STREAMPOOL_RUNTIME_H_
 #define STREAMPOOL_RUNTIME_H_
 
@@ -32,226 +20,30 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "streampool/checker.h"
+#include "streampool/errors.h"
+#include "streampool/event_flags.h"
 #include "streampool/executor.h"
 #include "streampool/export.h"
 #include "streampool/ids.h"
-#include "streampool/mem_pool.h"
+#include "streampool/mem_access.h"
+#include "streampool/memory_info.h"
 #include "streampool/physical_memory.h"
+#include "streampool/pool_attr.h"
 #include "streampool/pool_props.h"
+#include "streampool/pool_stats.h"
+#include "streampool/reuse_rule.h"
+#include "streampool/runtime_config.h"
 #include "streampool/snapshot.h"
 #include "streampool/stream_adapter.h"
 #include "streampool/streampool.h"
+#include "streampool/timeline.h"
 
 namespace streampool {
 
 namespace internal {
 class RuntimeImpl;
 }
-
-/// What memory Device pools and Malloc get from the system (C: spBacking).
-enum class Backing {
-  kHost = 0,         ///< real, touchable memory
-  kAddressOnly = 1,  ///< address space reserved, never touched
-};
-
-/// How a runtime's streams run (C: spExecutorKind).
-enum class ExecutorKind {
-  kSimulator = 0,  ///< deterministic virtual time (the default)
-  kThreads = 1,    ///< a worker thread per stream; real time, real blocking
-  kCuda = 2,       ///< the machine's CUDA devices (C: spExecutorCuda)
-};
-
-/// What destroying a runtime does with live allocations (RuntimeConfig::leak_check).
-enum class LeakCheck {
-  kOff = 0,     ///< nothing
-  kReport = 1,  ///< lists them on stderr
-  kFail = 2,    ///< lists them, then exits the process with status 1
-};
-
-/// A runtime's configuration (C: spRuntimeConfig), with every default.
-struct RuntimeConfig {
-  /// Simulated devices, 1..64.
-  int device_count = 1;
-  /// Bytes per device shared by its pools' reservations and Malloc.
-  uint64_t device_capacity = uint64_t{1} << 30;
-  /// Memory behind Device pools and Malloc.
-  Backing backing = Backing::kHost;
-  /// Virtual host time charged per successful call that creates or destroys a
-  /// stream or event, enqueues work, synchronizes, queries, allocates or frees
-  /// (before the work it enqueues). Failed calls and pure getters cost nothing.
-  uint64_t api_call_ns = 0;
-  /// Bandwidth of async copies and fills (1 TB/s by default).
-  uint64_t copy_bytes_per_us = 1000000;
-  /// The stream-order checker (Runtime::CheckReports). Off by default: it costs
-  /// a lookup per allocation, free and declared access. The environment
-  /// variable STREAMPOOL_CHECK_STREAM_ORDER=1 turns it on for every runtime,
-  /// and =fatal also aborts the process at the first report (the test suite
-  /// runs that way).
-  bool check_stream_order = false;
-  /// How streams run. The pools, ordering and API are the same for both.
-  ExecutorKind executor = ExecutorKind::kSimulator;
-  /// Out-of-memory handling: before an allocation fails for lack of memory,
-  /// the pools of its device (its own first) flush their front caches and
-  /// release every whole granule or chunk they hold READY, and the
-  /// allocation is tried once more. Nothing PENDING is touched, so stream
-  /// order holds. Counted in PoolStats (reclaims, oom_retries, oom_count).
-  bool oom_reclaim = true;
-  /// What destroying the runtime does with allocations never freed (pool
-  /// and synchronous ones): kOff nothing, kReport prints them to stderr
-  /// (pointer, size, stream, pool, device, sequence number), kFail prints
-  /// them and ends the process with exit status 1 once the runtime is gone.
-  /// The environment variable STREAMPOOL_LEAK_CHECK=report|1 sets it for
-  /// every runtime of a process (0 turns it off), the CUDA and AscendCL
-  /// faces' included; their own STREAMPOOL_CUDA_LEAK_CHECK and
-  /// STREAMPOOL_ACL_LEAK_CHECK set it for their implicit runtime.
-  LeakCheck leak_check = LeakCheck::kOff;
-  /// Streams and events of another runtime (see stream_adapter.h). When set,
-  /// it decides how streams run and `executor` is ignored.
-  std::shared_ptr<StreamAdapter> adapter;
-};
-
-/// What the stream-order checker found (C: spCheckKind).
-enum class CheckKind {
-  kOutOfBounds = 1,           ///< access outside any allocation
-  kUseAfterFree = 2,          ///< access after the free, or a free not ordered after an access
-  kUseBeforeReady = 3,        ///< access not ordered after the allocation
-  kOverlappingLifetimes = 4,  ///< pool self-check: bytes handed out while still in use
-  kNoAccess = 5,              ///< a kernel on a device the allocation's pool does not grant
-  kFreeWhileRegistered = 6,   ///< FreeHost of memory holding a registered host range
-};
-
-/// Where memory can be accessed from (CUDA guide F.10; C: spMemLocationType).
-enum class MemLocationType { kDevice = 1, kHost = 2 };
-/// A device or the host (C: spMemLocation).
-struct MemLocation {
-  MemLocationType type = MemLocationType::kDevice;  ///< device or host
-  int id = 0;                                       ///< the device (ignored for the host)
-};
-/// Access a location has to a pool's allocations (C: spMemAccessFlags).
-enum class MemAccessFlags { kProtNone = 0, kProtRead = 1, kProtReadWrite = 3 };
-/// One grant of spMemPoolSetAccess (C: spMemAccessDesc).
-struct MemAccessDesc {
-  MemLocation location;                                   ///< who
-  MemAccessFlags flags = MemAccessFlags::kProtReadWrite;  ///< what access
-};
-
-/// Event flag: no timing (C: spEventDisableTiming).
-inline constexpr unsigned kEventDisableTiming = 2;
-/// Event flag: interprocess, needs kEventDisableTiming (C: spEventInterprocess).
-inline constexpr unsigned kEventInterprocess = 4;
-/// PoolProps::handle_types value that makes a pool exportable as a memfd
-/// (C: spMemHandleTypePosixFileDescriptor).
-inline constexpr unsigned kHandleTypePosixFileDescriptor = 1;
-
-/// One finding of the stream-order checker (C: spCheckReport).
-struct CheckReport {
-  CheckKind kind = CheckKind::kOutOfBounds;  ///< what went wrong
-  StreamId stream;              ///< the offending op (value 0 if that stream is destroyed)
-  uint64_t op_position = 0;     ///< its position in the stream (1 = first op)
-  const void* ptr = nullptr;    ///< the accessed (or allocated) range's start
-  uint64_t size = 0;            ///< its bytes
-  StreamId other_stream;        ///< the other op involved (allocation or free), if any
-  uint64_t other_position = 0;  ///< its position in other_stream
-  std::string message;          ///< both ops, addresses and sizes in words
-};
-
-/// A byte range a kernel reads or writes, for the stream-order checker
-/// (C: spAccess).
-struct Access {
-  const void* ptr = nullptr;  ///< first byte
-  uint64_t size = 0;          ///< bytes
-  bool write = false;         ///< written (else read)
-};
-
-/// Pool attributes (C: spMemPoolAttr, same values), read and written as
-/// uint64_t by Runtime::GetPoolAttribute / SetPoolAttribute. 1-14 are CUDA 13's
-/// cudaMemPoolAttr values; streampool's own start at 0x1000, out of the way of
-/// attributes CUDA may add.
-enum class PoolAttr {
-  kReuseFollowEventDependencies = 1,    ///< rule 2 on (1) or off (0)
-  kReuseAllowOpportunistic = 2,         ///< rule 3 on (1) or off (0)
-  kReuseAllowInternalDependencies = 3,  ///< rule 5 on (1) or off (0)
-  kReleaseThreshold = 4,                ///< bytes kept reserved at synchronize calls
-  kReservedMemCurrent = 5,              ///< reserved bytes (read-only)
-  kReservedMemHigh = 6,                 ///< watermark of reserved bytes (set 0 to reset)
-  kUsedMemCurrent = 7,                  ///< used bytes (read-only)
-  kUsedMemHigh = 8,                     ///< watermark of used bytes (set 0 to reset)
-  kAllocationType = 9,                  ///< the pool's AllocationType (read-only)
-  /// Handle types the pool can be exported as; 0 for an imported pool, which
-  /// cannot be exported again (read-only).
-  kExportHandleTypes = 10,
-  kLocationId = 11,    ///< the pool's device, -1 for pinned host memory (read-only)
-  kLocationType = 12,  ///< where it lives: device (1) or host (2), as spMemLocationType (read-only)
-  /// PoolProps::max_size as the pool was made; 0 = no limit of its own
-  /// (imported pools: 0) (read-only).
-  kMaxPoolSize = 13,
-  kHwDecompressEnabled = 14,  ///< always 0: no pool decompresses (read-only)
-  /// How the pool grows, a PoolGrowth: chunked (1) or expandable (2) (read-only).
-  kGrowth = 0x1000,
-  /// The per-stream front caches (docs/design.md, "Performance model"): on (1, the
-  /// default) or off (0, every allocation takes the central exact best fit);
-  /// turning them off flushes what they hold.
-  kFrontCache = 0x1001,
-  /// Waiting before growing (docs/design.md "Waiting versus growing"): with
-  /// rule 5 on, a wait that delays nothing comes before growth (1, the
-  /// default); 0 keeps CUDA's order.
-  kWaitBeforeGrowth = 0x1002,
-  /// Growth that would take the reserved bytes past this waits for other
-  /// streams' pending frees first (rule 5 on); UINT64_MAX (the default): no
-  /// limit.
-  kSoftReservedLimit = 0x1003,
-};
-
-/// What Runtime::GetPointerAttributes tells about a pointer
-/// (C: spPointerAttributes).
-struct PointerAttributes {
-  int device = -1;       ///< the pool's device; -1 for pinned host memory
-  PoolId pool;           ///< value 0 for Malloc memory
-  void* base = nullptr;  ///< start of the allocation
-  uint64_t size = 0;     ///< its requested size
-};
-
-/// What the last allocation decided, for policy tests and benchmarks.
-struct AllocInfo {
-  void* ptr = nullptr;                 ///< the allocation (null for size 0)
-  ReuseRule rule = ReuseRule::kFresh;  ///< which rule served it
-};
-
-/// One op as the simulator scheduled it (see Runtime::Timeline).
-struct TimelineEntry {
-  StreamId stream;                     ///< value 0 for a stream destroyed since
-  uint32_t stream_index;               ///< dense index, stable for the runtime's life
-  int device = 0;                      ///< the stream's device
-  uint64_t position = 0;               ///< the op's position in its stream
-  OpKind kind = OpKind::kAllocMarker;  ///< what the op was
-  uint64_t enqueued_ns = 0;            ///< host time when it was enqueued
-  uint64_t start_ns = 0;               ///< when it started
-  uint64_t end_ns = 0;                 ///< when it completed
-};
-
-/// A device's memory (Runtime::MemGetInfo).
-struct DeviceMemInfo {
-  uint64_t free = 0;   ///< capacity minus the bytes charged to the device
-  uint64_t total = 0;  ///< the device's capacity
-};
-
-/// The C API's error for a status this API returned — what the sp* function
-/// of the same name returns for the same failure: kInvalidArgument is
-/// spErrorInvalidValue, kResourceExhausted spErrorMemoryAllocation,
-/// kOutOfRange spErrorInvalidDevice, kPermissionDenied
-/// spErrorPeerAccessUnsupported, kNotFound spErrorInvalidResourceHandle,
-/// kUnavailable spErrorNotReady, kUnimplemented spErrorNotSupported, kInternal
-/// spErrorUnknown, kAlreadyExists spErrorHostMemoryAlreadyRegistered; any
-/// other code spErrorInvalidValue; OK spSuccess. A status carrying the
-/// kCErrorPayload payload (the error's decimal value) is that error.
-STREAMPOOL_EXPORT spError_t ToCError(const absl::Status& status);
-/// The payload URL of a status whose C error is not its code's.
-inline constexpr char kCErrorPayload[] = "streampool/spError";
-
-/// The kind's name as the tools and timelines print it: "kernel",
-/// "host_func", "internal_wait", "alloc", "free", ...; "unknown" outside the
-/// enum.
-STREAMPOOL_EXPORT const char* OpKindName(OpKind kind);
 
 /// A runtime: simulated devices with their streams, events and pools, and the
 /// stream-ordered allocator over them (the C API's spRuntime_t, with the same

@@ -8,9 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "streampool/executor.h"
 #include "streampool/export.h"
 #include "streampool/ids.h"
-#include "streampool/mem_pool.h"
+#include "streampool/pool_stats.h"
 
 namespace streampool {
 
@@ -46,11 +47,11 @@ struct SnapshotBlock {
   /// READY: none. A stream destroyed since reads as none.
   StreamId stream;
   /// PENDING, CACHED and AWAITING_USES: the freeing stream's position at the free.
-  uint64_t free_point = 0;
+  Position free_point = 0;
   /// LIVE and CACHED: the allocation's sequence number, the allocating
   /// stream's position at the allocation (each stream-ordered call on a
   /// stream takes the next one, from 1).
-  uint64_t alloc_seq = 0;
+  Position alloc_seq = 0;
   /// READY, expandable segments: its bytes when they are not backed by
   /// memory (then == size). A free range spanning unmapped granules shows as
   /// one block per run of mapped or unmapped bytes, so that the mapped

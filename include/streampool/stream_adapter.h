@@ -46,6 +46,8 @@
 #ifndef STREAMPOOL_STREAM_ADAPTER_H_
 #define STREAMPOOL_STREAM_ADAPTER_H_
 
+#include <type_traits>
+
 #include "absl/status/statusor.h"
 #include "streampool/export.h"
 
@@ -81,6 +83,13 @@ class STREAMPOOL_EXPORT StreamAdapter {
   /// The marker is no longer needed.
   virtual void Release(Marker marker) = 0;
 };
+
+/// Whether T implements StreamAdapter: derived from it, with every pure
+/// function defined. Each adapter is checked against it where it is
+/// defined: static_assert(kIsStreamAdapter<MyAdapter>).
+template <typename T>
+inline constexpr bool kIsStreamAdapter =
+    std::is_base_of_v<StreamAdapter, T> && !std::is_abstract_v<T>;
 
 }  // namespace streampool
 

@@ -193,6 +193,9 @@ SP_API spError_t spStreamQuery(spStream_t s) SP_NOEXCEPT;
 /** Later work on s waits for the event's latest record; a never-recorded event
  * is a no-op. */
 SP_API spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) SP_NOEXCEPT;
+/** Waits until all work on every stream of `device` has completed; a
+ * synchronize action like spStreamSynchronize. */
+SP_API spError_t spDeviceSynchronize(spRuntime_t rt, int device) SP_NOEXCEPT;
 
 /* ------------------------------------------------------------------ events */
 
@@ -216,9 +219,10 @@ SP_API spError_t spEventSynchronize(spEvent_t e) SP_NOEXCEPT;
 /** spSuccess when the latest record completed (or never recorded), else
  * spErrorNotReady. */
 SP_API spError_t spEventQuery(spEvent_t e) SP_NOEXCEPT;
-/** Waits until all work on every stream of `device` has completed; a
- * synchronize action like spStreamSynchronize. */
-SP_API spError_t spDeviceSynchronize(spRuntime_t rt, int device) SP_NOEXCEPT;
+/** Virtual milliseconds between two completed records (spErrorNotReady while
+ * either is incomplete, spErrorInvalidResourceHandle if never recorded,
+ * spErrorInvalidValue if either is at UINT64_MAX, past representable time). */
+SP_API spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) SP_NOEXCEPT;
 
 /* -------------------------------------------------------------------- work */
 
@@ -246,6 +250,16 @@ SP_API spError_t spHostAdvance(spRuntime_t rt, uint64_t ns) SP_NOEXCEPT;
 /** Host time now in ns: virtual with the simulator, steady-clock with threads. */
 SP_API spError_t spHostNow(spRuntime_t rt, uint64_t* ns) SP_NOEXCEPT;
 
+/** Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
+ * really move, no later than the synchronize or query that observes it.
+ * spExecutorCuda: cuMemcpyAsync (any direction, unified addressing). */
+SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) SP_NOEXCEPT;
+/** Sets bytes of dst to (unsigned char)value, in stream order; timed and
+ * moved like spMemcpyAsync (spExecutorCuda: cuMemsetD8Async). */
+SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) SP_NOEXCEPT;
+
+/* --------------------------------------------------------------- recording */
+
 /** Writes the runtime's history from now on to the file at path, as a
  * streampool trace v1 (streams, events, kernels, copies, synchronizes,
  * queries, host time, pools with their settings, and every allocation with
@@ -258,19 +272,8 @@ SP_API spError_t spRuntimeStartRecording(spRuntime_t rt, const char* path) SP_NO
  * the runtime is not recording; spErrorUnknown when writing the file failed
  * (the recording has ended all the same). */
 SP_API spError_t spRuntimeStopRecording(spRuntime_t rt) SP_NOEXCEPT;
-/** Lasts bytes / copyBytesPerUs microseconds; with Host backing the bytes
- * really move, no later than the synchronize or query that observes it.
- * spExecutorCuda: cuMemcpyAsync (any direction, unified addressing). */
-SP_API spError_t spMemcpyAsync(void* dst, const void* src, size_t bytes, spStream_t s) SP_NOEXCEPT;
-/** Sets bytes of dst to (unsigned char)value, in stream order; timed and
- * moved like spMemcpyAsync (spExecutorCuda: cuMemsetD8Async). */
-SP_API spError_t spMemsetAsync(void* dst, int value, size_t bytes, spStream_t s) SP_NOEXCEPT;
-/** Virtual milliseconds between two completed records (spErrorNotReady while
- * either is incomplete, spErrorInvalidResourceHandle if never recorded,
- * spErrorInvalidValue if either is at UINT64_MAX, past representable time). */
-SP_API spError_t spEventElapsedTime(float* ms, spEvent_t start, spEvent_t end) SP_NOEXCEPT;
 
-/* ------------------------------------------------------------------- pools */
+/* ----------------------------------- pool types, properties and attributes */
 
 /** What memory a pool hands out (see spMemPoolProps and the README's pool
  * variant table). */
@@ -359,6 +362,8 @@ typedef enum spMemPoolAttr {
   spMemPoolAttrSoftReservedLimit = 0x1003
 } spMemPoolAttr;
 
+/* -------------------------------------------------------------- allocation */
+
 /** From the current pool of the stream's device. size 0: spSuccess, *ptr NULL. */
 SP_API spError_t spMallocAsync(void** ptr, size_t size, spStream_t s) SP_NOEXCEPT;
 /** From `pool`, in stream order of s (the pool may be of another device than
@@ -427,6 +432,8 @@ SP_API spError_t spHostUnregister(spRuntime_t rt, void* ptr) SP_NOEXCEPT;
 /** The device address of hostPtr, any byte of a registered range: hostPtr
  * itself (one address space). Unregistered: spErrorHostMemoryNotRegistered. */
 SP_API spError_t spHostGetDevicePointer(spRuntime_t rt, void** devPtr, void* hostPtr) SP_NOEXCEPT;
+
+/* ------------------------------------------------------------------- pools */
 
 /** A new pool with `props` over the upstream its type implies. */
 SP_API spError_t spMemPoolCreate(spMemPool_t* pool, spRuntime_t rt,
@@ -503,6 +510,8 @@ SP_API spError_t spMemPoolGetAttribute(spMemPool_t pool, spMemPoolAttr attr,
  * inside READY blocks (chunked pools: wholly free chunks), largest free range
  * first, while more than minBytesToKeep stays reserved, never going below it. */
 SP_API spError_t spMemPoolTrimTo(spMemPool_t pool, size_t minBytesToKeep) SP_NOEXCEPT;
+
+/* ------------------------------ statistics, snapshots and live allocations */
 
 /** A pool's statistics (streampool::PoolStats in C++). */
 typedef struct spMemPoolStats {
@@ -619,6 +628,8 @@ typedef struct spLiveAllocation {
 SP_API spError_t spRuntimeGetLiveAllocations(spRuntime_t rt, spLiveAllocation* allocs,
                                              size_t capacity, size_t* count) SP_NOEXCEPT;
 
+/* ------------------------------------------------------ pointer attributes */
+
 /** What spPointerGetAttributes tells about a pointer. */
 typedef struct spPointerAttributes {
   int device;       /**< the pool's device, or -1 for pinned host memory */
@@ -630,7 +641,7 @@ typedef struct spPointerAttributes {
 /** Any byte of a live allocation; else spErrorInvalidValue. */
 SP_API spError_t spPointerGetAttributes(spPointerAttributes* attr, const void* ptr) SP_NOEXCEPT;
 
-/* ------------------------------------- multi-device access (CUDA guide F.10) */
+/* ----------------------------------- multi-device access (CUDA guide F.10) */
 
 /** Where memory is accessed from: a device (id) or the host (id ignored). */
 typedef enum spMemLocationType {
@@ -739,7 +750,7 @@ SP_API spError_t spIpcGetEventHandle(spIpcEventHandle* handle, spEvent_t e) SP_N
 SP_API spError_t spIpcOpenEventHandle(spEvent_t* e, spRuntime_t rt,
                                       spIpcEventHandle handle) SP_NOEXCEPT;
 
-/* --------------------------------------------------- stream-order checker */
+/* ---------------------------------------------------- stream-order checker */
 
 /** The simulator's checker watches kernels' declared accesses (and copies and
  * fills of runtime memory) and the pool's decisions. Off unless enabled here,

@@ -128,6 +128,8 @@ class AdapterExecutor final : public Executor {
   size_t reap_pending_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+static_assert(kIsExecutor<AdapterExecutor>);
+
 }  // namespace streampool::internal
 
 #endif  // STREAMPOOL_SRC_EXEC_ADAPTER_EXECUTOR_H_

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "src/util/mutex.h"
-#include "streampool/runtime.h"
+#include "streampool/errors.h"
 #include "streampool/streampool.h"
 
 #if defined(STREAMPOOL_WITH_CUDA_HEADERS)
@@ -230,6 +230,8 @@ class DeviceMemory final : public PhysicalMemory {
   std::vector<Range> mapped_;  // what MapAt mapped and UnmapAt has not taken back
 };
 
+static_assert(kIsPhysicalMemory<DeviceMemory>);
+
 class PinnedMemory final : public PhysicalMemory {
  public:
   explicit PinnedMemory(std::shared_ptr<Driver> driver) : driver_(std::move(driver)) {}
@@ -241,6 +243,8 @@ class PinnedMemory final : public PhysicalMemory {
  private:
   const std::shared_ptr<Driver> driver_;
 };
+
+static_assert(kIsPhysicalMemory<PinnedMemory>);
 
 class Driver final : public CudaDriver, public std::enable_shared_from_this<Driver> {
  public:
@@ -521,6 +525,8 @@ class Driver final : public CudaDriver, public std::enable_shared_from_this<Driv
   // executor's state (markers are released there).
   Mutex free_mu_{LockRank::kExecDone};
 };
+
+static_assert(kIsStreamAdapter<Driver>);
 
 DeviceMemory::~DeviceMemory() = default;
 

@@ -96,6 +96,8 @@ class ThreadExecutor final : public Executor {
   bool host_waits_interrupted_ ABSL_GUARDED_BY(done_mu_) = false;
 };
 
+static_assert(kIsExecutor<ThreadExecutor>);
+
 }  // namespace streampool::internal
 
 #endif  // STREAMPOOL_SRC_EXEC_THREAD_EXECUTOR_H_

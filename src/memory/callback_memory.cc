@@ -38,6 +38,8 @@ class CallbackMemory final : public PhysicalMemory {
   UpstreamCallbacks cb_;
 };
 
+static_assert(kIsPhysicalMemory<CallbackMemory>);
+
 // VmmCallbackMemory: an embedder's reserve-then-map functions (cuMemMap,
 // aclrtMapMem and friends) behind an expandable pool. It cannot hand out
 // chunks: pools over it always reserve.
@@ -82,6 +84,8 @@ class VmmCallbackMemory final : public PhysicalMemory {
  private:
   VmmCallbacks cb_;
 };
+
+static_assert(kIsPhysicalMemory<VmmCallbackMemory>);
 
 }  // namespace
 

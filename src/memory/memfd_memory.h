@@ -106,6 +106,8 @@ absl::StatusOr<PoolFileHeader> ReadPoolFileHeader(int fd);
 // be unguessable.
 PoolToken NewToken();
 
+static_assert(kIsPhysicalMemory<MemfdMemory>);
+
 }  // namespace streampool::internal
 
 #endif  // STREAMPOOL_SRC_MEMORY_MEMFD_MEMORY_H_

@@ -59,6 +59,8 @@ class MmapMemory final : public PhysicalMemory {
   const bool touchable_;
 };
 
+static_assert(kIsPhysicalMemory<MmapMemory>);
+
 }  // namespace
 
 std::unique_ptr<PhysicalMemory> NewHostMemory() { return std::make_unique<MmapMemory>(true); }

@@ -48,6 +48,8 @@ class HugePageMemory final : public PhysicalMemory {
   HugePageBudget* const budget_;
 };
 
+static_assert(kIsPhysicalMemory<HugePageMemory>);
+
 class DvppMemory final : public PhysicalMemory {
  public:
   DvppMemory(PagePolicy policy, bool touchable, HugePageBudget* budget, DvppWindow& window)
@@ -114,6 +116,8 @@ class DvppMemory final : public PhysicalMemory {
   HugePageBudget* const budget_;
   DvppWindow& window_;
 };
+
+static_assert(kIsPhysicalMemory<DvppMemory>);
 
 }  // namespace
 

@@ -68,9 +68,9 @@
 #include "src/pool/stream_frees.h"
 #include "src/util/mutex.h"
 #include "src/util/ring.h"
-#include "streampool/mem_pool.h"
 #include "streampool/physical_memory.h"
 #include "streampool/pool_props.h"
+#include "streampool/pool_stats.h"
 
 namespace streampool::internal {
 

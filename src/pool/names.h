@@ -15,10 +15,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "streampool/checker.h"
 #include "streampool/executor.h"
-#include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
-#include "streampool/runtime.h"
+#include "streampool/reuse_rule.h"
+#include "streampool/runtime_config.h"
+#include "streampool/snapshot.h"
 
 namespace streampool::internal {
 

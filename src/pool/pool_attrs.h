@@ -7,7 +7,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "streampool/runtime.h"
+#include "streampool/pool_attr.h"
 
 namespace streampool::internal {
 

@@ -59,7 +59,7 @@ class Observation {
   // of. Off drops what was kept.
   struct InternalWait {
     StreamId stream;        // the freeing stream
-    uint64_t position = 0;  // its free point
+    Position position = 0;  // its free point
   };
   void LogInternalWaits(bool on);
   // What a replay keeps of the allocation just made at `ptr` (null: none,

@@ -99,6 +99,8 @@ class SimExecutor final : public Executor {
   std::priority_queue<Effect, std::vector<Effect>, LaterEffect> effects_;
 };
 
+static_assert(kIsExecutor<SimExecutor>);
+
 }  // namespace streampool::internal
 
 #endif  // STREAMPOOL_SRC_SIM_SIM_EXECUTOR_H_

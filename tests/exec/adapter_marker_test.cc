@@ -112,6 +112,8 @@ class ScriptedAdapter final : public StreamAdapter {
   std::vector<MarkerState> markers_;
 };
 
+static_assert(kIsStreamAdapter<ScriptedAdapter>);
+
 struct Fixture {
   std::shared_ptr<ScriptedAdapter> adapter = std::make_shared<ScriptedAdapter>();
   std::unique_ptr<Runtime> rt;

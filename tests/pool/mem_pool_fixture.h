@@ -342,6 +342,8 @@ class MemPoolTest : public ::testing::Test {
   std::unique_ptr<MemPool> pool_;
 };
 
+static_assert(kIsPhysicalMemory<ScriptedMemory>);
+
 }  // namespace streampool::internal
 
 #endif  // STREAMPOOL_TESTS_POOL_MEM_POOL_FIXTURE_H_

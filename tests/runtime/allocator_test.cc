@@ -103,6 +103,8 @@ class GatedMemory final : public PhysicalMemory {
   bool open_ = false;
 };
 
+static_assert(kIsPhysicalMemory<GatedMemory>);
+
 TEST(AllocatorTest, GrowthHoldsThePoolAndOrderingLocksNotTheRuntimes) {
   RuntimeConfig cfg;
   cfg.device_capacity = uint64_t{1} << 30;
