@@ -200,23 +200,22 @@ absl::Status RuntimeImpl::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) {
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(Process& process, uint64_t handle) {
   if (handle == 0 || static_cast<uint8_t>(KindOf(handle)) == 0 ||
       static_cast<uint8_t>(KindOf(handle)) > static_cast<uint8_t>(HandleKind::kPool)) {
     return absl::NotFoundError("invalid handle");
   }
-  std::shared_ptr<RuntimeImpl> rt = Process::Default().registry().Find(RuntimeIdOf(handle));
+  std::shared_ptr<RuntimeImpl> rt = process.registry().Find(RuntimeIdOf(handle));
   if (rt == nullptr) return absl::NotFoundError("handle of a destroyed or unknown runtime");
   return rt;
 }
 
-absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
+absl::Status RuntimeImpl::Destroy(Process& process, uint64_t runtime_handle) {
   if (KindOf(runtime_handle) != HandleKind::kRuntime || ObjectIdOf(runtime_handle) != 0) {
     return InvalidHandle("runtime", runtime_handle);
   }
   if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
-  std::shared_ptr<RuntimeImpl> rt =
-      Process::Default().registry().Remove(RuntimeIdOf(runtime_handle));
+  std::shared_ptr<RuntimeImpl> rt = process.registry().Remove(RuntimeIdOf(runtime_handle));
   if (rt == nullptr) return InvalidHandle("runtime", runtime_handle);
   rt->Shutdown();
   return absl::OkStatus();
