@@ -15,7 +15,7 @@
 namespace streampool::internal {
 
 using StreamRec = RuntimeCore::StreamRec;
-using AllocRec = RuntimeCore::AllocRec;
+using AllocRec = AllocationIndex::Rec;
 using PoolRec = PoolTable::PoolRec;
 
 namespace {
@@ -83,13 +83,13 @@ class Oracle final : public OrderOracle {
 
 }  // namespace
 
-absl::StatusOr<Allocator::AllocIterator> Allocator::LiveAlloc(const void* ptr) {
-  auto it = c_.allocs.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == c_.allocs.end()) {
+absl::StatusOr<AllocRec> Allocator::TakeLiveAlloc(const void* ptr) {
+  std::optional<AllocRec> r = c_.index.Take(reinterpret_cast<uintptr_t>(ptr));
+  if (!r.has_value()) {
     return absl::InvalidArgumentError(
         "pointer is not a live allocation of this runtime (double free or foreign pointer)");
   }
-  return it;
+  return *std::move(r);
 }
 
 Allocator::Allocator(RuntimeCore& core)
@@ -280,7 +280,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
     ph = c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
   }
   const Block* b =
-      a->ptr != nullptr ? c_.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
+      a->ptr != nullptr ? c_.index.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
   r.Allocated(size, s, ph, b, a->rule, t);
   return a;
 }
@@ -319,13 +319,13 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
 Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   uint32_t h;
   if (s == kNoStream) {
-    Block* b = c_.page_map.Get(addr);
+    Block* b = c_.index.EntryAt(addr);
     if (b == nullptr) return nullptr;
     h = HolderOf(*b);
     if (h == 0 || b->addr() != addr) return nullptr;
   } else {
     SpinLockHolder lock(&c_.stream_lock(s));
-    Block* b = c_.page_map.Get(addr);
+    Block* b = c_.index.EntryAt(addr);
     if (b == nullptr) return nullptr;
     h = HolderOf(*b);
     // Found by its entry, the block may have been freed and handed out at
@@ -338,7 +338,7 @@ Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANA
   }
   // Held by another stream: under that stream's lock, if it still is.
   SpinLockHolder lock(&c_.stream_lock(h - 1));
-  Block* b = c_.page_map.Get(addr);
+  Block* b = c_.index.EntryAt(addr);
   if (b == nullptr || HolderOf(*b) != h || b->addr() != addr) return nullptr;
   ClearHolder(*b);
   return b;
@@ -434,14 +434,13 @@ absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const auto base = reinterpret_cast<uintptr_t>(ptr);
-  Block* b = ptr != nullptr ? const_cast<Block*>(c_.PoolBlockAt(base)) : nullptr;
+  Block* b = ptr != nullptr ? const_cast<Block*>(c_.index.PoolBlockAt(base)) : nullptr;
   if (b == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         absl::Hex(base), " is not the start of a live stream-ordered allocation of this runtime"));
   }
   const StreamIndex idx = (*rec)->index;
-  auto& declared = c_.uses[base];
-  if (std::find(declared.begin(), declared.end(), idx) == declared.end()) declared.push_back(idx);
+  c_.index.DeclareUse(base, idx);
   StoreRelaxed(b->used_elsewhere, true);
   if (Recorder* r = c_.recorder.get()) {
     const uint64_t now = r->Now();
@@ -452,11 +451,7 @@ absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
 
 void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const uintptr_t base = b->addr();
-  absl::InlinedVector<StreamIndex, 2> declared;
-  if (auto it = c_.uses.find(base); it != c_.uses.end()) {
-    declared = std::move(it->second);
-    c_.uses.erase(it);
-  }
+  const AllocationIndex::Uses declared = c_.index.TakeUses(base);
   StoreRelaxed(b->used_elsewhere, false);
   absl::InlinedVector<MemPool::Use, 2> pending;
   Position f;
@@ -495,7 +490,7 @@ void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD
 }
 
 void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block* b) {
-  if (c_.page_map.Set(b->addr(), b)) return;
+  if (c_.index.SetEntry(b->addr(), b)) return;
   // Outside the page map's range (or no memory for a node): the hash map.
   AllocRec r;
   r.pool = rec.mem();
@@ -504,7 +499,7 @@ void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block*
   r.device = rec.mem()->props().device;
   r.requested = b->requested;
   r.memfd = rec.memfd();
-  c_.allocs.emplace(b->addr(), r);
+  c_.index.Add(b->addr(), r);
 }
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t pool, uint64_t s) {
@@ -593,15 +588,13 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     }
     return absl::OkStatus();
   }
-  auto found = LiveAlloc(ptr);
+  absl::StatusOr<AllocRec> found = TakeLiveAlloc(ptr);
   if (!found.ok()) return found.status();
-  auto it = *found;
-  if (it->second.imported != nullptr) {
+  if (found->imported != nullptr) {
     // The importer's free ends its own use only: the exporter's allocation
     // lives on. The mapping stays until the free is known complete.
-    std::shared_ptr<ImportedPool> imported = std::move(it->second.imported);
-    const uintptr_t base = it->first;
-    c_.allocs.erase(it);
+    std::shared_ptr<ImportedPool> imported = std::move(found->imported);
+    const auto base = reinterpret_cast<uintptr_t>(ptr);
     Position f;
     {
       MutexLock order_lock(&c_.order_mu);
@@ -616,8 +609,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     return absl::OkStatus();
   }
   // A pool block the page map could not hold.
-  Block* block = it->second.block;
-  c_.allocs.erase(it);
+  Block* block = found->block;
   ClearHolder(*block);
   if (LoadRelaxed(block->used_elsewhere)) {
     FreeUsed(block, idx, /*cacheable=*/false);
@@ -777,7 +769,7 @@ absl::Status Allocator::Free(void* ptr) {
   if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), kNoStream)) {
     NoteFreeNow(ptr);
     // The caller promises every access completed, other streams' included.
-    c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
+    c_.index.DropUses(reinterpret_cast<uintptr_t>(ptr));
     MemPool& pool = *b->chunk->pool;
     MutexLock pool_lock(&pool.central_mu());
     pool.FreeNow(b);
@@ -791,21 +783,18 @@ absl::Status Allocator::Free(void* ptr) {
     DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
     return absl::OkStatus();
   }
-  auto found = LiveAlloc(ptr);
-  if (!found.ok()) return found.status();
-  auto it = *found;
-  AllocRec r = it->second;
-  c_.allocs.erase(it);
+  absl::StatusOr<AllocRec> r = TakeLiveAlloc(ptr);
+  if (!r.ok()) return r.status();
   NoteFreeNow(ptr);
-  if (r.imported != nullptr) {
-    r.imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
+  if (r->imported != nullptr) {
+    r->imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
     c_.pools.ReapImported();
     return absl::OkStatus();
   }
-  c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
-  ClearHolder(*r.block);
-  MutexLock pool_lock(&r.pool->central_mu());
-  r.pool->FreeNow(r.block);
+  c_.index.DropUses(reinterpret_cast<uintptr_t>(ptr));
+  ClearHolder(*r->block);
+  MutexLock pool_lock(&r->pool->central_mu());
+  r->pool->FreeNow(r->block);
   return absl::OkStatus();
 }
 
@@ -865,7 +854,7 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     return out;
   }
   // The start of an allocation (the common question) without walking blocks.
-  if (const Block* b = c_.page_map.Get(addr); b != nullptr && HolderOf(*b) != 0) {
+  if (const Block* b = c_.index.EntryAt(addr); b != nullptr && HolderOf(*b) != 0) {
     const MemPool& pool = *b->chunk->pool;
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
     out.pool = PoolId{pool.owner_handle()};
@@ -873,13 +862,12 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     out.size = b->requested;
     return out;
   }
-  if (auto it = c_.allocs.find(addr); it != c_.allocs.end() && it->second.pool != nullptr) {
-    const AllocRec& r = it->second;
-    const AllocationType type = r.pool->props().alloc_type;
-    out.device = type == AllocationType::kPinnedHost ? -1 : r.pool->props().device;
-    out.pool = PoolId{r.pool_handle};
+  if (const AllocRec* r = c_.index.Find(addr); r != nullptr && r->pool != nullptr) {
+    const AllocationType type = r->pool->props().alloc_type;
+    out.device = type == AllocationType::kPinnedHost ? -1 : r->pool->props().device;
+    out.pool = PoolId{r->pool_handle};
     out.base = reinterpret_cast<void*>(addr);
-    out.size = r.requested;
+    out.size = r->requested;
     return out;
   }
   auto lookup = [&](uint64_t h, MemPool& pool) -> bool {

@@ -84,7 +84,7 @@ class Allocator {
       if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return false;
       const auto addr = reinterpret_cast<uintptr_t>(ptr);
       const bool last = m.last != nullptr && m.last->addr() == addr;
-      Block* b = last ? m.last : c_.page_map.Get(addr);
+      Block* b = last ? m.last : c_.index.EntryAt(addr);
       // Held by this stream: only this lock's holder may change that.
       if (b == nullptr || HolderOf(*b) != t.t + 1 || b->addr() != addr ||
           LoadRelaxed(b->used_elsewhere)) {
@@ -164,7 +164,7 @@ class Allocator {
     Block* block = nullptr;
     StreamIndex stream = kNoStream;
     Position at = 0;
-    // False for a block the page map does not hold (the core's allocs do):
+    // False for a block the page map does not hold (a record does):
     // it never enters a front cache, whose pops find blocks by the map.
     bool cacheable = true;
   };
@@ -222,16 +222,15 @@ class Allocator {
   // unpinned it.
   void Publish(uint64_t ph, Block* b, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     SetHolder(*b, t);
-    if (!c_.page_map.Set(b->addr(), b)) PublishSlow(ph, b);
+    if (!c_.index.SetEntry(b->addr(), b)) PublishSlow(ph, b);
   }
   void PublishSlow(uint64_t ph, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in
-  // the core's allocs where the map cannot hold it.
+  // a record where the map cannot hold it.
   void RecordPoolAlloc(uint64_t pool_handle, const PoolTable::PoolRec& rec, Block* b);
-  using AllocIterator = absl::flat_hash_map<uintptr_t, RuntimeCore::AllocRec>::iterator;
-  // The core's record of a live allocation starting at ptr (one the page map
-  // could not hold, or an imported pointer); InvalidArgument if none.
-  absl::StatusOr<AllocIterator> LiveAlloc(const void* ptr);
+  // The record of a live allocation starting at ptr (one the page map could
+  // not hold, or an imported pointer), taken out; InvalidArgument if none.
+  absl::StatusOr<AllocationIndex::Rec> TakeLiveAlloc(const void* ptr);
   // Ends the registrations inside pinned host memory being freed, each
   // reported to the checker.
   void EndRegistrationsIn(uintptr_t base, uint64_t size);

@@ -253,7 +253,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
   auto pool =
       std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget, reservation);
-  pool->set_page_map(&c_.page_map);
+  pool->set_page_map(&c_.index.page_map());
   PoolRec rec;
   if (memfd != nullptr) {
     rec.kind = PoolTable::ExportablePool{std::move(pool), memfd};

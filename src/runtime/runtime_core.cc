@@ -28,7 +28,7 @@ class RegisteringUpstream final : public PhysicalMemory {
   void Unmap(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     // Pools unmap only under the runtime's lock.
     rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
-    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    rt_->index.Discard(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     registry_.RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     inner_->Unmap(mapping);
   }
@@ -59,7 +59,7 @@ class RegisteringUpstream final : public PhysicalMemory {
     inner_->UnmapAt(mapping);
   }
   void ReleaseReservation(void* base, uint64_t bytes) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(base), bytes);
+    rt_->index.Discard(reinterpret_cast<uintptr_t>(base), bytes);
     registry_.RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
     inner_->ReleaseReservation(base, bytes);
   }
@@ -244,15 +244,6 @@ std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, Allocatio
 
 void RuntimeCore::OnUnmapped(uintptr_t base, uint64_t size) {
   if (checker) checker->OnUnmap(base, size);
-}
-
-void RuntimeCore::OnAddressSpaceReleased(uintptr_t base, uint64_t size) {
-  // No block lies in address space given back: its page-map pages can go.
-  // (Not at every granule unmap: a pool maps its granules again and again,
-  // and each discard would cost page faults and a TLB flush on the next
-  // allocation there. The page map's memory is bounded by the address space
-  // the runtime holds, at most an eighth of what was ever mapped in it.)
-  page_map.Discard(base, base + size);
 }
 
 void RuntimeCore::CheckerAfterEvent() {

@@ -30,7 +30,7 @@
 #include "src/memory/page_backing.h"
 #include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
-#include "src/pool/page_map.h"
+#include "src/runtime/allocation_index.h"
 #include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
@@ -76,18 +76,6 @@ struct RuntimeCore {
     std::atomic<int> device{0};
     std::atomic<bool> legacy{false};
   };
-  // A live pool allocation the page map cannot hold, or an imported pointer,
-  // by base address.
-  struct AllocRec {
-    MemPool* pool = nullptr;  // null for imported pointers
-    uint64_t pool_handle = 0;
-    Block* block = nullptr;
-    int device = 0;
-    uint64_t requested = 0;
-    MemfdMemory* memfd = nullptr;            // allocations of exportable pools
-    std::shared_ptr<ImportedPool> imported;  // imported pointers
-  };
-
   RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu,
               const CallGate& gate);
   RuntimeCore(const RuntimeCore&) = delete;
@@ -103,14 +91,6 @@ struct RuntimeCore {
   // by every call that makes one, before it changes anything.
   absl::Status HandleRoom() const;
   uint64_t NewHandle(HandleKind kind);
-  // The live pool block starting at addr: the page map's, else the one the
-  // core's allocs hold for it; null for anything else.
-  const Block* PoolBlockAt(uintptr_t addr) const {
-    // A block in a front cache keeps its entry but has no holder.
-    if (const Block* b = page_map.Get(addr)) return HolderOf(*b) != 0 ? b : nullptr;
-    auto it = allocs.find(addr);
-    return it != allocs.end() ? it->second.block : nullptr;
-  }
   // The handle of the stream in slot s now (0: destroyed), for reports.
   uint64_t StreamHandleOf(StreamIndex s) const {
     return s < stream_handles.size() ? stream_handles[s] : 0;
@@ -145,10 +125,8 @@ struct RuntimeCore {
   // Whether the fast path may run: no checker, no recorded timeline, no
   // per-call host cost, no adapter, not destroyed.
   void UpdateFastPath() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
-  // Called by our upstreams when memory goes back (under the lock) ...
+  // Called by our upstreams when memory goes back (under the lock).
   void OnUnmapped(uintptr_t base, uint64_t size);
-  // ... and when address space goes back (a chunk, a reservation).
-  void OnAddressSpaceReleased(uintptr_t base, uint64_t size);
   // `inner` with every mapping recorded in the process's registry, so a bare
   // pointer finds its runtime.
   std::shared_ptr<PhysicalMemory> Registering(std::shared_ptr<PhysicalMemory> inner);
@@ -208,28 +186,12 @@ struct RuntimeCore {
   // Handle of every stream index (0 once destroyed), for timelines.
   std::vector<uint64_t> stream_handles;
   PoolTable pools;  // FindFast: lock-free
-  // Base of every live pool block -> block: lock-free.
-  PageMap page_map;
-  absl::flat_hash_map<uintptr_t, AllocRec> allocs;
-  // Streams a live pool block was declared used by (RecordUse), by its base,
-  // as slots. A slot handed back for reuse was idle: its uses are dropped then
-  // (DropUsesOf), so every slot here is the declared stream's.
-  absl::flat_hash_map<uintptr_t, absl::InlinedVector<StreamIndex, 2>> uses;
+  // Which live allocation an address names.
+  AllocationIndex index;
   // Host memory made device-accessible (HostRegister), by base; the
   // checker reads it (kernels may touch these ranges). Changed under mu and
   // order_mu, as the checker's records.
   RegisteredRanges host_ranges;
-  void DropUsesOf(StreamIndex s) {
-    for (auto it = uses.begin(); it != uses.end();) {
-      auto& list = it->second;
-      list.erase(std::remove(list.begin(), list.end(), s), list.end());
-      if (list.empty()) {
-        uses.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-  }
   // What Device pools and Malloc map (host pages or address space only).
   std::shared_ptr<PhysicalMemory> upstream;
   // Device pools' and Malloc's memory on `device`.

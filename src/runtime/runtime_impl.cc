@@ -323,8 +323,7 @@ void RuntimeImpl::TearDown() {
   }
   ReportLeaks();
   alloc_.UnmapAll();
-  c.allocs.clear();
-  c.uses.clear();
+  c.index.Clear();
   c.pools.Clear();
   events_.Clear();
   // Worker threads end with the runtime, not with the last reference to this

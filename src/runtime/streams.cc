@@ -155,7 +155,7 @@ void Streams::RecycleSlots() {
       proof.Raise(s, c_.ordering.pos(s));
       c_.ordering.MarkComplete(proof);
       c_.ordering.ReuseSlot(s);
-      c_.DropUsesOf(s);
+      c_.index.DropUsesOf(s);
       retired_slots_[recycle_cursor_] = retired_slots_.back();
       retired_slots_.pop_back();
     } else {
