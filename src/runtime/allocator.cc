@@ -101,13 +101,13 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
                                                bool* resolved) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Memo& m = memo_;
   // Read before resolving: a change made meanwhile leaves the memo stale.
-  const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
+  const uint64_t epoch = c_.fast.epoch();
   if (m.owner == this && m.stream == s && m.pool == pool && m.target.epoch == epoch) {
     return &m.target;
   }
   // Lock-free reads throughout: the handle tables and the device's current
   // pool (atomics).
-  if (!c_.fast_path.load(std::memory_order_acquire)) return nullptr;
+  if (!c_.fast.on()) return nullptr;
   const StreamRec* rec = c_.streams.Find(s);
   if (rec == nullptr) return nullptr;
   const uint64_t ph =
@@ -245,7 +245,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t poo
       // Pinned under the stream lock while the epoch shows the pool is the
       // handle's: it is not freed, so its lock may be taken once this one is
       // let go.
-      if (c_.lookup_epoch.load(std::memory_order_relaxed) == target.epoch) {
+      if (c_.fast.epoch_relaxed() == target.epoch) {
         target.mp->Pin();
         pinned = true;
       }
@@ -291,7 +291,7 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   if (mp.owner_data() != nullptr) return std::nullopt;
   MutexLock pool_lock(&mp.central_mu());
   // Pinned, so not freed, but perhaps destroyed.
-  if (c_.lookup_epoch.load(std::memory_order_acquire) != target.epoch) return std::nullopt;
+  if (c_.fast.epoch() != target.epoch) return std::nullopt;
   // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
   // them: a stream reusing its own frees of other sizes, or READY memory,
   // takes no runtime-wide lock. The later rules take the ordering core's
@@ -349,13 +349,13 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
     // The stream from this thread's memo when it is the last one allocated
     // on, else from the handle table.
     const Memo& m = memo_;
-    const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
+    const uint64_t epoch = c_.fast.epoch();
     StreamIndex t = kNoStream;
     SpinLock* lock = nullptr;
     if (m.owner == this && m.stream == s && m.target.epoch == epoch) {
       t = m.target.t;
       lock = m.target.lock;
-    } else if (c_.fast_path.load(std::memory_order_acquire)) {
+    } else if (c_.fast.on()) {
       if (const StreamRec* rec = c_.streams.Find(s)) {
         t = rec->index.load(std::memory_order_relaxed);
         lock = &c_.ordering.stream_lock(t);
@@ -403,7 +403,7 @@ void Allocator::FinishFree(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS 
   // check can refuse now (the runtime cannot be torn down while this call
   // is inside). The checker's records need the runtime's lock; without
   // them only the pool's is taken.
-  if (!c_.fast_path.load(std::memory_order_acquire)) {
+  if (!c_.fast.on()) {
     MutexLock lock(&c_.mu);
     FreeCentral(f);
     return;

@@ -59,7 +59,7 @@ class Allocator {
     SpinLockHolder lock(t.lock);
     // The pool is still the handle's: destroying it changes the epoch
     // before its MemPool is freed, which passes every stream lock first.
-    if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return nullptr;
+    if (c_.fast.epoch_relaxed() != t.epoch) return nullptr;
     if (t.cache == nullptr && (t.cache = t.mp->CacheOf(t.t)) == nullptr) return nullptr;
     Block* b = t.mp->CacheAllocate(*t.cache, t.t, size);
     if (b == nullptr) return nullptr;
@@ -81,7 +81,7 @@ class Allocator {
     ClaimedFree f;
     {
       SpinLockHolder lock(t.lock);
-      if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return false;
+      if (c_.fast.epoch_relaxed() != t.epoch) return false;
       const auto addr = reinterpret_cast<uintptr_t>(ptr);
       const bool last = m.last != nullptr && m.last->addr() == addr;
       Block* b = last ? m.last : c_.index.EntryAt(addr);
@@ -131,7 +131,7 @@ class Allocator {
   // What the paths without the runtime's lock allocate from: the pool
   // handle (the given one, or the device's current one), its MemPool, the
   // stream's slot and lock, and the lookup epoch they were resolved under
-  // (RuntimeCore::lookup_epoch: a pool destroyed since changed it).
+  // (FastPathGate::epoch: a pool destroyed since changed it).
   struct Target {
     uint64_t ph;
     MemPool* mp;

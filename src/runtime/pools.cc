@@ -325,7 +325,7 @@ absl::Status Pools::SetCurrentPool(int device, uint64_t pool) {
     return absl::InvalidArgumentError("pool does not live on this device");
   }
   c_.devices[device].current_pool.store(pool, std::memory_order_release);
-  c_.InvalidateLookups();
+  c_.fast.Invalidate();
   return absl::OkStatus();
 }
 

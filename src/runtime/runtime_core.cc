@@ -101,7 +101,7 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       SpinLockHolder pass(&stream_lock(s));
     }
   });
-  pools.set_unpublished([this] { InvalidateLookups(); });
+  pools.set_unpublished([this] { fast.Invalidate(); });
 }
 
 std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<PhysicalMemory> inner) {
@@ -220,15 +220,7 @@ void RuntimeCore::UpdateFastPath() {
   // simulated cost of a call. (An adapter's points need no marker.)
   const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
                   (sim == nullptr || !sim->record_timeline());
-  fast_path.store(on, std::memory_order_release);
-  InvalidateLookups();
-}
-
-uint64_t RuntimeCore::NewLookupEpoch() {
-  // Process-wide, so a memo left by a destroyed runtime never matches a new
-  // one that reuses its address.
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
+  fast.Set(on);
 }
 
 std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, AllocationType type) const {

@@ -31,6 +31,7 @@
 #include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/allocation_index.h"
+#include "src/runtime/fast_path_gate.h"
 #include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
@@ -206,7 +207,6 @@ struct RuntimeCore {
   std::shared_ptr<PhysicalMemory> pinned_memory;
   // Pinned host pools' bytes: bounded only by their maxSize and the system.
   DeviceBudget host_budget{UINT64_MAX};
-  std::atomic<bool> fast_path{false};
   // The open recording (spRuntimeStartRecording), else null; the allocator's
   // paths without the runtime's lock read `recording`, which a stop clears
   // and then passes every stream and pool lock before the recorder goes.
@@ -218,15 +218,8 @@ struct RuntimeCore {
   // fields the parts share (the analysis cannot see that a part's lock is
   // this `mu`).
   std::function<bool(uint64_t pool, uint64_t size)> oom_handler;
-  // What the allocator's per-thread memo of (stream, pool) was resolved
-  // under: a value no runtime of this process had before, replaced by
-  // InvalidateLookups whenever a resolution could change (a stream or pool
-  // destroyed, a device's current pool set, the fast path switched).
-  std::atomic<uint64_t> lookup_epoch{NewLookupEpoch()};
-  // Called after the change is made and before a destroyed pool's
-  // MemPool is freed (which passes every stream lock first).
-  void InvalidateLookups() { lookup_epoch.store(NewLookupEpoch(), std::memory_order_release); }
-  static uint64_t NewLookupEpoch();
+  // The fast path's switch and the epoch its memos are valid under.
+  FastPathGate fast;
 
   // Null while the checker is off.
   std::unique_ptr<StreamOrderChecker> checker;

@@ -101,7 +101,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   const StreamIndex idx = (*rec)->index;
   c_.stream_handles[idx] = 0;
   c_.streams.Remove(s);
-  c_.InvalidateLookups();
+  c_.fast.Invalidate();
   // Its frees waiting in front caches go central (where they stay pending on
   // the dead stream until proven or observed complete).
   c_.pools.ForEachMemPool([idx](MemPool& pool) {
