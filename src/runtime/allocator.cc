@@ -626,7 +626,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
 }
 
 absl::StatusOr<void*> Allocator::Malloc(uint64_t size, int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   return AllocateDirect(size, device);
 }
 
@@ -637,8 +637,8 @@ absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
   const bool host = device < 0;
   PhysicalMemory& host_memory = c_.pinned_memory ? *c_.pinned_memory : *host_upstream_;
   absl::StatusOr<void*> p =
-      direct_.Allocate(size, device, host ? host_memory : c_.DeviceMemory(device),
-                       host ? c_.host_budget : *c_.devices[device].budget);
+      direct_.Allocate(size, device, host ? host_memory : c_.devices.Memory(device),
+                       host ? c_.devices.host_budget() : *c_.devices[device].budget);
   if (!p.ok()) return p.status();
   MutexLock order_lock(&c_.order_mu);
   c_.ChargeCallLocked();
@@ -759,7 +759,7 @@ void Allocator::NoteFreeNow(const void* ptr) {
 }
 
 absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   const DeviceBudget& budget = *c_.devices[device].budget;
   return DeviceMemInfo{budget.capacity() - budget.used(), budget.capacity()};
 }

@@ -93,6 +93,7 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       process(process),
       mu(mu),
       gate(gate),
+      devices(config.device_count, config.device_capacity),
       streams(HandleKind::kStream, id),
       pools(id) {
   // Called under the runtime's lock: the slots are those made so far.
@@ -116,14 +117,6 @@ void RuntimeCore::ChargeCall() {
 
 void RuntimeCore::ChargeCallLocked() {
   if (config.api_call_ns != 0) executor->HostAdvance(config.api_call_ns);
-}
-
-absl::Status RuntimeCore::CheckDevice(int device) const {
-  if (device < 0 || device >= config.device_count) {
-    return absl::OutOfRangeError(
-        absl::StrCat("device ", device, " out of range [0, ", config.device_count, ")"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status RuntimeCore::HandleRoom() const {

@@ -3,8 +3,10 @@
 // A runtime is a composition (RuntimeImpl) of parts with one job each:
 // Streams, Events, Work, Allocator, Pools, IpcService, SyncProtocol and
 // Observation. They share this core: the ordering core and the executor
-// (positions and time for every op), the devices, the handle tables, the page
-// map, the checker. Every field is guarded by the runtime's lock (`mu`), but
+// (positions and time for every op), the handle tables, the checker, and the
+// parts it composes, each with its own contract: the devices (DeviceTable),
+// which allocation an address names (AllocationIndex) and the fast path's
+// switch (FastPathGate). Every field is guarded by the runtime's lock (`mu`), but
 // the ordering core and the executor, which have their own (`order_mu`), and
 // what the fast path reads without either, marked "lock-free" below
 // (src/README.md, "The two paths").
@@ -31,6 +33,7 @@
 #include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/allocation_index.h"
+#include "src/runtime/device_table.h"
 #include "src/runtime/fast_path_gate.h"
 #include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
@@ -60,17 +63,6 @@ std::function<void()> AsHostCallback(std::function<void()> fn);
 absl::Status InvalidHandle(const char* what, uint64_t h);
 
 struct RuntimeCore {
-  struct Device {
-    std::unique_ptr<DeviceBudget> budget;
-    std::unique_ptr<HugePageBudget> huge_budget;
-    // A CUDA runtime's device memory (VMM reservations, cuMemAlloc chunks);
-    // null elsewhere, where `upstream` serves every device.
-    std::shared_ptr<PhysicalMemory> native_memory;
-    uint64_t legacy_stream = 0;  // handle
-    uint64_t default_pool = 0;   // handle
-    // Written under the lock, read lock-free by the fast path.
-    std::atomic<uint64_t> current_pool{0};  // handle
-  };
   // Fields are atomics: the fast path reads them without the lock.
   struct StreamRec {
     std::atomic<StreamIndex> index{0};
@@ -86,7 +78,6 @@ struct RuntimeCore {
   // (a failed call costs nothing) and before it enqueues anything.
   void ChargeCall() ABSL_LOCKS_EXCLUDED(order_mu);
   void ChargeCallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
-  absl::Status CheckDevice(int device) const;
   absl::StatusOr<StreamRec*> FindStream(uint64_t h);
   // ResourceExhausted once the runtime's event handle ids are used up; checked
   // by every call that makes one, before it changes anything.
@@ -181,8 +172,8 @@ struct RuntimeCore {
   std::vector<std::pair<StreamIndex, Position>> wait_log ABSL_GUARDED_BY(order_mu);
   uint64_t next_object_id = 1;
 
-  // Fixed at Init; Device fields but current_pool are the lock's.
-  std::unique_ptr<Device[]> devices;
+  // The devices, their budgets and the memory they map.
+  DeviceTable devices;
   HandleTable<StreamRec> streams;  // Find: lock-free
   // Handle of every stream index (0 once destroyed), for timelines.
   std::vector<uint64_t> stream_handles;
@@ -193,20 +184,12 @@ struct RuntimeCore {
   // checker reads it (kernels may touch these ranges). Changed under mu and
   // order_mu, as the checker's records.
   RegisteredRanges host_ranges;
-  // What Device pools and Malloc map (host pages or address space only).
-  std::shared_ptr<PhysicalMemory> upstream;
-  // Device pools' and Malloc's memory on `device`.
-  PhysicalMemory& DeviceMemory(int device) {
-    return devices[device].native_memory ? *devices[device].native_memory : *upstream;
-  }
   // A CUDA runtime's driver (its streams, events, memory); else null. The
   // native work it runs is reached through `native`.
   std::shared_ptr<CudaDriver> cuda;
   NativeWork* native = nullptr;
   // A CUDA runtime's page-locked host memory (PinnedHost pools, MallocHost).
   std::shared_ptr<PhysicalMemory> pinned_memory;
-  // Pinned host pools' bytes: bounded only by their maxSize and the system.
-  DeviceBudget host_budget{UINT64_MAX};
   // The open recording (spRuntimeStartRecording), else null; the allocator's
   // paths without the runtime's lock read `recording`, which a stop clears
   // and then passes every stream and pool lock before the recorder goes.

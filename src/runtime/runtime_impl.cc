@@ -141,8 +141,8 @@ absl::Status RuntimeImpl::Init() {
       c.executor = std::move(sim);
     }
   }
-  c.upstream =
-      c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory());
+  c.devices.set_upstream(
+      c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory()));
   if (c.cuda != nullptr) c.pinned_memory = c.Registering(c.cuda->NewPinnedHostMemory());
   if (config.check_stream_order) c.checker = std::make_unique<StreamOrderChecker>();
   if (const char* env = std::getenv("STREAMPOOL_CHECK_STREAM_ORDER")) {
@@ -150,11 +150,8 @@ absl::Status RuntimeImpl::Init() {
     if (mode == "1" || mode == "fatal") c.checker = std::make_unique<StreamOrderChecker>();
     c.checker_fatal = mode == "fatal";
   }
-  c.devices = std::make_unique<RuntimeCore::Device[]>(config.device_count);
   for (int d = 0; d < config.device_count; ++d) {
-    RuntimeCore::Device& dev = c.devices[d];
-    dev.budget = std::make_unique<DeviceBudget>(config.device_capacity);
-    dev.huge_budget = std::make_unique<HugePageBudget>();
+    DeviceTable::Device& dev = c.devices[d];
     if (c.cuda != nullptr) dev.native_memory = c.Registering(c.cuda->NewDeviceMemory(d));
     StreamIndex legacy;
     {
