@@ -111,9 +111,7 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
   const StreamRec* rec = c_.streams.Find(s);
   if (rec == nullptr) return nullptr;
   const uint64_t ph =
-      pool != 0 ? pool
-                : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
-                      std::memory_order_acquire);
+      pool != 0 ? pool : c_.devices.current_pool(rec->device.load(std::memory_order_relaxed));
   MemPool* mp = c_.pools.FindFast(ph);
   if (mp == nullptr) return nullptr;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
@@ -143,8 +141,7 @@ MemPool* Allocator::PoolFor(uint64_t pool, uint64_t s, uint64_t* handle, StreamI
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return nullptr;
   *t = (*rec)->index;
-  *handle =
-      pool != 0 ? pool : c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+  *handle = pool != 0 ? pool : c_.devices.current_pool((*rec)->device);
   absl::StatusOr<PoolRec*> prec = c_.pools.Find(*handle);
   if (!prec.ok()) return nullptr;
   return (*prec)->mem();
@@ -277,7 +274,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
   if (ph == 0) {
     absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
     if (!rec.ok()) return a;
-    ph = c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+    ph = c_.devices.current_pool((*rec)->device);
   }
   const Block* b =
       a->ptr != nullptr ? c_.index.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
@@ -505,8 +502,7 @@ void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block*
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t pool, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
-  const uint64_t pool_handle =
-      pool != 0 ? pool : c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+  const uint64_t pool_handle = pool != 0 ? pool : c_.devices.current_pool((*rec)->device);
   absl::StatusOr<PoolRec*> prec = c_.pools.Find(pool_handle);
   if (!prec.ok()) return prec.status();
   if ((*prec)->imported() != nullptr) {

@@ -48,6 +48,15 @@ class DeviceTable {
   absl::Status Check(int device) const;
   Device& operator[](int device) { return devices_[device]; }
   const Device& operator[](int device) const { return devices_[device]; }
+  // The pool a device's allocations without one come from: read lock-free
+  // (the fast path) ...
+  uint64_t current_pool(int device) const {
+    return devices_[device].current_pool.load(std::memory_order_acquire);
+  }
+  // ... and set under the runtime's lock.
+  void set_current_pool(int device, uint64_t pool) {
+    devices_[device].current_pool.store(pool, std::memory_order_release);
+  }
 
   // What devices without native memory map (host pages or address space).
   const std::shared_ptr<PhysicalMemory>& upstream() const { return upstream_; }

@@ -14,7 +14,6 @@
 
 namespace streampool::internal {
 
-using Device = DeviceTable::Device;
 using PoolRec = PoolTable::PoolRec;
 
 namespace {
@@ -288,9 +287,8 @@ absl::Status Pools::DestroyPool(uint64_t pool) {
   native_memory_.erase(pool);
   if ((*rec)->imported() == nullptr) {
     for (int i = 0; i < c_.config.device_count; ++i) {
-      Device& d = c_.devices[i];
-      if (d.current_pool.load(std::memory_order_relaxed) == pool) {
-        d.current_pool.store(d.default_pool, std::memory_order_release);
+      if (c_.devices.current_pool(i) == pool) {
+        c_.devices.set_current_pool(i, c_.devices[i].default_pool);
       }
     }
   }
@@ -311,7 +309,7 @@ absl::StatusOr<uint64_t> Pools::DefaultPool(int device) {
 
 absl::StatusOr<uint64_t> Pools::CurrentPool(int device) {
   if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
-  return c_.devices[device].current_pool.load(std::memory_order_relaxed);
+  return c_.devices.current_pool(device);
 }
 
 absl::Status Pools::SetCurrentPool(int device, uint64_t pool) {
@@ -325,7 +323,7 @@ absl::Status Pools::SetCurrentPool(int device, uint64_t pool) {
   if (props.alloc_type == AllocationType::kPinnedHost || props.device != device) {
     return absl::InvalidArgumentError("pool does not live on this device");
   }
-  c_.devices[device].current_pool.store(pool, std::memory_order_release);
+  c_.devices.set_current_pool(device, pool);
   c_.fast.Invalidate();
   return absl::OkStatus();
 }

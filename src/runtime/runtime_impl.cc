@@ -186,7 +186,7 @@ absl::Status RuntimeImpl::Init() {
     if (!pool.ok()) return pool.status();
     (*c.pools.Find(*pool))->attrs.is_default = true;
     dev.default_pool = *pool;
-    dev.current_pool.store(*pool, std::memory_order_release);
+    c.devices.set_current_pool(d, *pool);
   }
   MutexLock order_lock(&c.order_mu);
   if (c.checker) {

@@ -19,10 +19,13 @@ TEST(DeviceTableTest, EveryDeviceHasTheCapacityAndOnlyItsNumbersAreDevices) {
     EXPECT_TRUE(devices.Check(d).ok());
     EXPECT_EQ(devices[d].budget->capacity(), uint64_t{1} << 20);
     EXPECT_NE(devices[d].huge_budget, nullptr);
-    EXPECT_EQ(devices[d].current_pool.load(), 0u) << "no pool before the runtime makes one";
+    EXPECT_EQ(devices.current_pool(d), 0u) << "no pool before the runtime makes one";
   }
   EXPECT_EQ(devices.Check(3).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(devices.Check(-1).code(), absl::StatusCode::kOutOfRange);
+  devices.set_current_pool(2, 42);
+  EXPECT_EQ(devices.current_pool(2), 42u);
+  EXPECT_EQ(devices.current_pool(1), 0u);
   // Budgets are per device.
   ASSERT_TRUE(devices[0].budget->TryReserve(4096));
   EXPECT_EQ(devices[1].budget->used(), 0u);
