@@ -72,11 +72,11 @@ spError_t SetHandle(const absl::StatusOr<uint64_t>& h, H* out) {
 
 // Resolves the runtime a handle belongs to, refusing calls from host
 // functions before any lock is taken.
-#define SP_RESOLVE(rt_var, handle)                                  \
-  if (InHostCallback()) return spErrorNotSupported;                 \
-  if (Value(handle) == 0) return spErrorInvalidValue;               \
-  RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Value(handle)); \
-  if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle; \
+#define SP_RESOLVE(rt_var, handle)                                                      \
+  if (InHostCallback()) return spErrorNotSupported;                                     \
+  if (Value(handle) == 0) return spErrorInvalidValue;                                   \
+  RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Process::Default(), Value(handle)); \
+  if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle;                     \
   RuntimeImpl& rt_var = *rt_var##_ptr
 
 // The runtime whose memory holds ptr (a pointer names no handle), or null.
@@ -183,6 +183,7 @@ using streampool::internal::IsRuntimeHandle;
 using streampool::internal::Observation;
 using streampool::internal::PoolAttrInfo;
 using streampool::internal::Pools;
+using streampool::internal::Process;
 using streampool::internal::RunOn;
 using streampool::internal::RuntimeImpl;
 using streampool::internal::RuntimeOwning;
@@ -298,7 +299,7 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept 
       }
       c.leak_check = static_cast<streampool::LeakCheck>(leak);
     }
-    auto r = RuntimeImpl::Create(c);
+    auto r = RuntimeImpl::Create(c, Process::Default());
     if (!r.ok()) return ToError(r.status());
     *rt = ToHandle<spRuntime_t>((*r)->handle());
     return spSuccess;
@@ -306,7 +307,8 @@ spError_t spRuntimeCreate(spRuntime_t* rt, const spRuntimeConfig* cfg) noexcept 
 }
 
 spError_t spRuntimeDestroy(spRuntime_t rt) noexcept {
-  return Entry([&]() -> spError_t { return ToError(RuntimeImpl::Destroy(Value(rt))); });
+  return Entry(
+      [&]() -> spError_t { return ToError(RuntimeImpl::Destroy(Process::Default(), Value(rt))); });
 }
 
 // ---------------------------------------------------------------- streams

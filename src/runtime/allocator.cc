@@ -15,7 +15,7 @@
 namespace streampool::internal {
 
 using StreamRec = RuntimeCore::StreamRec;
-using AllocRec = RuntimeCore::AllocRec;
+using AllocRec = AllocationIndex::Rec;
 using PoolRec = PoolTable::PoolRec;
 
 namespace {
@@ -83,13 +83,13 @@ class Oracle final : public OrderOracle {
 
 }  // namespace
 
-absl::StatusOr<Allocator::AllocIterator> Allocator::LiveAlloc(const void* ptr) {
-  auto it = c_.allocs.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == c_.allocs.end()) {
+absl::StatusOr<AllocRec> Allocator::TakeLiveAlloc(const void* ptr) {
+  std::optional<AllocRec> r = c_.index.Take(reinterpret_cast<uintptr_t>(ptr));
+  if (!r.has_value()) {
     return absl::InvalidArgumentError(
         "pointer is not a live allocation of this runtime (double free or foreign pointer)");
   }
-  return it;
+  return *std::move(r);
 }
 
 Allocator::Allocator(RuntimeCore& core)
@@ -101,19 +101,17 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
                                                bool* resolved) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   Memo& m = memo_;
   // Read before resolving: a change made meanwhile leaves the memo stale.
-  const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
+  const uint64_t epoch = c_.fast.epoch();
   if (m.owner == this && m.stream == s && m.pool == pool && m.target.epoch == epoch) {
     return &m.target;
   }
   // Lock-free reads throughout: the handle tables and the device's current
   // pool (atomics).
-  if (!c_.fast_path.load(std::memory_order_acquire)) return nullptr;
+  if (!c_.fast.on()) return nullptr;
   const StreamRec* rec = c_.streams.Find(s);
   if (rec == nullptr) return nullptr;
   const uint64_t ph =
-      pool != 0 ? pool
-                : c_.devices[rec->device.load(std::memory_order_relaxed)].current_pool.load(
-                      std::memory_order_acquire);
+      pool != 0 ? pool : c_.devices.current_pool(rec->device.load(std::memory_order_relaxed));
   MemPool* mp = c_.pools.FindFast(ph);
   if (mp == nullptr) return nullptr;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
@@ -143,8 +141,7 @@ MemPool* Allocator::PoolFor(uint64_t pool, uint64_t s, uint64_t* handle, StreamI
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return nullptr;
   *t = (*rec)->index;
-  *handle =
-      pool != 0 ? pool : c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+  *handle = pool != 0 ? pool : c_.devices.current_pool((*rec)->device);
   absl::StatusOr<PoolRec*> prec = c_.pools.Find(*handle);
   if (!prec.ok()) return nullptr;
   return (*prec)->mem();
@@ -246,7 +243,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t poo
       // Pinned under the stream lock while the epoch shows the pool is the
       // handle's: it is not freed, so its lock may be taken once this one is
       // let go.
-      if (c_.lookup_epoch.load(std::memory_order_relaxed) == target.epoch) {
+      if (c_.fast.epoch_relaxed() == target.epoch) {
         target.mp->Pin();
         pinned = true;
       }
@@ -278,10 +275,10 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
   if (ph == 0) {
     absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
     if (!rec.ok()) return a;
-    ph = c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+    ph = c_.devices.current_pool((*rec)->device);
   }
   const Block* b =
-      a->ptr != nullptr ? c_.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
+      a->ptr != nullptr ? c_.index.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
   r.Allocated(size, s, ph, b, a->rule, t);
   return a;
 }
@@ -292,7 +289,7 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   if (mp.exportable() != nullptr) return std::nullopt;
   MutexLock pool_lock(&mp.central_mu());
   // Pinned, so not freed, but perhaps destroyed.
-  if (c_.lookup_epoch.load(std::memory_order_acquire) != target.epoch) return std::nullopt;
+  if (c_.fast.epoch() != target.epoch) return std::nullopt;
   // Rules 0 and 1 ask no ordering question, so the pool's lock alone serves
   // them: a stream reusing its own frees of other sizes, or READY memory,
   // takes no runtime-wide lock. The later rules take the ordering core's
@@ -323,11 +320,11 @@ Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANA
   // been freed and handed out at another address since.
   uint32_t h;
   if (s == kNoStream) {
-    Block* b = c_.page_map.Get(addr);
+    Block* b = c_.index.EntryAt(addr);
     if (b == nullptr || (h = HolderOf(*b)) == 0) return nullptr;
   } else {
     SpinLockHolder lock(&c_.stream_lock(s));
-    Block* b = c_.page_map.Get(addr);
+    Block* b = c_.index.EntryAt(addr);
     if (b == nullptr || (h = HolderOf(*b)) == 0) return nullptr;
     if (h == s + 1) {
       if (b->addr() != addr) return nullptr;
@@ -337,7 +334,7 @@ Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANA
   }
   // Held by another stream: under that stream's lock, if it still is.
   SpinLockHolder lock(&c_.stream_lock(h - 1));
-  Block* b = c_.page_map.Get(addr);
+  Block* b = c_.index.EntryAt(addr);
   if (b == nullptr || HolderOf(*b) != h || b->addr() != addr) return nullptr;
   ClearHolder(*b);
   return b;
@@ -348,13 +345,13 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
     // The stream from this thread's memo when it is the last one allocated
     // on, else from the handle table.
     const Memo& m = memo_;
-    const uint64_t epoch = c_.lookup_epoch.load(std::memory_order_acquire);
+    const uint64_t epoch = c_.fast.epoch();
     StreamIndex t = kNoStream;
     SpinLock* lock = nullptr;
     if (m.owner == this && m.stream == s && m.target.epoch == epoch) {
       t = m.target.t;
       lock = m.target.lock;
-    } else if (c_.fast_path.load(std::memory_order_acquire)) {
+    } else if (c_.fast.on()) {
       if (const StreamRec* rec = c_.streams.Find(s)) {
         t = rec->index.load(std::memory_order_relaxed);
         lock = &c_.ordering.stream_lock(t);
@@ -402,7 +399,7 @@ void Allocator::FinishFree(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS 
   // check can refuse now (the runtime cannot be torn down while this call
   // is inside). The checker's records need the runtime's lock; without
   // them only the pool's is taken.
-  if (!c_.fast_path.load(std::memory_order_acquire)) {
+  if (!c_.fast.on()) {
     MutexLock lock(&c_.mu);
     FreeCentral(f);
     return;
@@ -433,14 +430,13 @@ absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const auto base = reinterpret_cast<uintptr_t>(ptr);
-  Block* b = ptr != nullptr ? const_cast<Block*>(c_.PoolBlockAt(base)) : nullptr;
+  Block* b = ptr != nullptr ? const_cast<Block*>(c_.index.PoolBlockAt(base)) : nullptr;
   if (b == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         absl::Hex(base), " is not the start of a live stream-ordered allocation of this runtime"));
   }
   const StreamIndex idx = (*rec)->index;
-  auto& declared = c_.uses[base];
-  if (std::find(declared.begin(), declared.end(), idx) == declared.end()) declared.push_back(idx);
+  c_.index.DeclareUse(base, idx);
   StoreRelaxed(b->used_elsewhere, true);
   if (Recorder* r = c_.recorder.get()) {
     const uint64_t now = r->Now();
@@ -451,11 +447,7 @@ absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
 
 void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   const uintptr_t base = b->addr();
-  absl::InlinedVector<StreamIndex, 2> declared;
-  if (auto it = c_.uses.find(base); it != c_.uses.end()) {
-    declared = std::move(it->second);
-    c_.uses.erase(it);
-  }
+  const AllocationIndex::Uses declared = c_.index.TakeUses(base);
   StoreRelaxed(b->used_elsewhere, false);
   absl::InlinedVector<MemPool::Use, 2> pending;
   Position f;
@@ -494,7 +486,7 @@ void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD
 }
 
 void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block* b) {
-  if (c_.page_map.Set(b->addr(), b)) return;
+  if (c_.index.SetEntry(b->addr(), b)) return;
   // Outside the page map's range (or no memory for a node): the hash map.
   AllocRec r;
   r.pool = rec.mem();
@@ -503,14 +495,13 @@ void Allocator::RecordPoolAlloc(uint64_t pool_handle, const PoolRec& rec, Block*
   r.device = rec.mem()->props().device;
   r.requested = b->requested;
   if (const ExportableMemory* e = rec.exportable()) r.memfd = e->memfd;
-  c_.allocs.emplace(b->addr(), r);
+  c_.index.Add(b->addr(), r);
 }
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t pool, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
-  const uint64_t pool_handle =
-      pool != 0 ? pool : c_.devices[(*rec)->device].current_pool.load(std::memory_order_relaxed);
+  const uint64_t pool_handle = pool != 0 ? pool : c_.devices.current_pool((*rec)->device);
   absl::StatusOr<PoolRec*> prec = c_.pools.Find(pool_handle);
   if (!prec.ok()) return prec.status();
   if ((*prec)->imported() != nullptr) {
@@ -592,15 +583,13 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     }
     return absl::OkStatus();
   }
-  auto found = LiveAlloc(ptr);
+  absl::StatusOr<AllocRec> found = TakeLiveAlloc(ptr);
   if (!found.ok()) return found.status();
-  auto it = *found;
-  if (it->second.imported != nullptr) {
+  if (found->imported != nullptr) {
     // The importer's free ends its own use only: the exporter's allocation
     // lives on. The mapping stays until the free is known complete.
-    std::shared_ptr<ImportedPool> imported = std::move(it->second.imported);
-    const uintptr_t base = it->first;
-    c_.allocs.erase(it);
+    std::shared_ptr<ImportedPool> imported = std::move(found->imported);
+    const auto base = reinterpret_cast<uintptr_t>(ptr);
     Position f;
     {
       MutexLock order_lock(&c_.order_mu);
@@ -615,8 +604,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     return absl::OkStatus();
   }
   // A pool block the page map could not hold.
-  Block* block = it->second.block;
-  c_.allocs.erase(it);
+  Block* block = found->block;
   ClearHolder(*block);
   if (LoadRelaxed(block->used_elsewhere)) {
     FreeUsed(block, idx, /*cacheable=*/false);
@@ -633,7 +621,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
 }
 
 absl::StatusOr<void*> Allocator::Malloc(uint64_t size, int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   return AllocateDirect(size, device);
 }
 
@@ -644,8 +632,8 @@ absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
   const bool host = device < 0;
   PhysicalMemory& host_memory = c_.pinned_memory ? *c_.pinned_memory : *host_upstream_;
   absl::StatusOr<void*> p =
-      direct_.Allocate(size, device, host ? host_memory : c_.DeviceMemory(device),
-                       host ? c_.host_budget : *c_.devices[device].budget);
+      direct_.Allocate(size, device, host ? host_memory : c_.devices.Memory(device),
+                       host ? c_.devices.host_budget() : *c_.devices[device].budget);
   if (!p.ok()) return p.status();
   MutexLock order_lock(&c_.order_mu);
   c_.ChargeCallLocked();
@@ -766,7 +754,7 @@ void Allocator::NoteFreeNow(const void* ptr) {
 }
 
 absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   const DeviceBudget& budget = *c_.devices[device].budget;
   return DeviceMemInfo{budget.capacity() - budget.used(), budget.capacity()};
 }
@@ -776,7 +764,7 @@ absl::Status Allocator::Free(void* ptr) {
   if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), kNoStream)) {
     NoteFreeNow(ptr);
     // The caller promises every access completed, other streams' included.
-    c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
+    c_.index.DropUses(reinterpret_cast<uintptr_t>(ptr));
     MemPool& pool = *b->chunk->pool;
     MutexLock pool_lock(&pool.central_mu());
     pool.FreeNow(b);
@@ -790,21 +778,18 @@ absl::Status Allocator::Free(void* ptr) {
     DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
     return absl::OkStatus();
   }
-  auto found = LiveAlloc(ptr);
-  if (!found.ok()) return found.status();
-  auto it = *found;
-  AllocRec r = it->second;
-  c_.allocs.erase(it);
+  absl::StatusOr<AllocRec> r = TakeLiveAlloc(ptr);
+  if (!r.ok()) return r.status();
   NoteFreeNow(ptr);
-  if (r.imported != nullptr) {
-    r.imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
+  if (r->imported != nullptr) {
+    r->imported->FreeNow(reinterpret_cast<uintptr_t>(ptr));
     c_.pools.ReapImported();
     return absl::OkStatus();
   }
-  c_.uses.erase(reinterpret_cast<uintptr_t>(ptr));
-  ClearHolder(*r.block);
-  MutexLock pool_lock(&r.pool->central_mu());
-  r.pool->FreeNow(r.block);
+  c_.index.DropUses(reinterpret_cast<uintptr_t>(ptr));
+  ClearHolder(*r->block);
+  MutexLock pool_lock(&r->pool->central_mu());
+  r->pool->FreeNow(r->block);
   return absl::OkStatus();
 }
 
@@ -864,7 +849,7 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     return out;
   }
   // The start of an allocation (the common question) without walking blocks.
-  if (const Block* b = c_.page_map.Get(addr); b != nullptr && HolderOf(*b) != 0) {
+  if (const Block* b = c_.index.EntryAt(addr); b != nullptr && HolderOf(*b) != 0) {
     const MemPool& pool = *b->chunk->pool;
     out.device = pool.props().alloc_type == AllocationType::kPinnedHost ? -1 : pool.props().device;
     out.pool = PoolId{pool.owner_handle()};
@@ -872,13 +857,12 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     out.size = b->requested;
     return out;
   }
-  if (auto it = c_.allocs.find(addr); it != c_.allocs.end() && it->second.pool != nullptr) {
-    const AllocRec& r = it->second;
-    const AllocationType type = r.pool->props().alloc_type;
-    out.device = type == AllocationType::kPinnedHost ? -1 : r.pool->props().device;
-    out.pool = PoolId{r.pool_handle};
+  if (const AllocRec* r = c_.index.Find(addr); r != nullptr && r->pool != nullptr) {
+    const AllocationType type = r->pool->props().alloc_type;
+    out.device = type == AllocationType::kPinnedHost ? -1 : r->pool->props().device;
+    out.pool = PoolId{r->pool_handle};
     out.base = reinterpret_cast<void*>(addr);
-    out.size = r.requested;
+    out.size = r->requested;
     return out;
   }
   auto lookup = [&](uint64_t h, MemPool& pool) -> bool {

@@ -59,7 +59,7 @@ class Allocator {
     SpinLockHolder lock(t.lock);
     // The pool is still the handle's: destroying it changes the epoch
     // before its MemPool is freed, which passes every stream lock first.
-    if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return nullptr;
+    if (c_.fast.epoch_relaxed() != t.epoch) return nullptr;
     if (t.cache == nullptr && (t.cache = t.mp->CacheOf(t.t)) == nullptr) return nullptr;
     Block* b = t.mp->CacheAllocate(*t.cache, t.t, size);
     if (b == nullptr) return nullptr;
@@ -81,12 +81,12 @@ class Allocator {
     ClaimedFree f;
     {
       SpinLockHolder lock(t.lock);
-      if (c_.lookup_epoch.load(std::memory_order_relaxed) != t.epoch) return false;
+      if (c_.fast.epoch_relaxed() != t.epoch) return false;
       const auto addr = reinterpret_cast<uintptr_t>(ptr);
       // The holder first: held by this stream, the last block's address
       // cannot be changing under another thread's recycling.
       const bool last = m.last != nullptr && HolderOf(*m.last) == t.t + 1 && m.last->addr() == addr;
-      Block* b = last ? m.last : c_.page_map.Get(addr);
+      Block* b = last ? m.last : c_.index.EntryAt(addr);
       // Held by this stream: only this lock's holder may change that.
       if (b == nullptr || HolderOf(*b) != t.t + 1 || b->addr() != addr ||
           LoadRelaxed(b->used_elsewhere)) {
@@ -133,7 +133,7 @@ class Allocator {
   // What the paths without the runtime's lock allocate from: the pool
   // handle (the given one, or the device's current one), its MemPool, the
   // stream's slot and lock, and the lookup epoch they were resolved under
-  // (RuntimeCore::lookup_epoch: a pool destroyed since changed it).
+  // (FastPathGate::epoch: a pool destroyed since changed it).
   struct Target {
     uint64_t ph;
     MemPool* mp;
@@ -166,7 +166,7 @@ class Allocator {
     Block* block = nullptr;
     StreamIndex stream = kNoStream;
     Position at = 0;
-    // False for a block the page map does not hold (the core's allocs do):
+    // False for a block the page map does not hold (a record does):
     // it never enters a front cache, whose pops find blocks by the map.
     bool cacheable = true;
   };
@@ -224,16 +224,15 @@ class Allocator {
   // unpinned it.
   void Publish(uint64_t ph, Block* b, StreamIndex t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     SetHolder(*b, t);
-    if (!c_.page_map.Set(b->addr(), b)) PublishSlow(ph, b);
+    if (!c_.index.SetEntry(b->addr(), b)) PublishSlow(ph, b);
   }
   void PublishSlow(uint64_t ph, Block* b);
   // A pool's block handed out (slow path): recorded in the page map, or in
-  // the core's allocs where the map cannot hold it.
+  // a record where the map cannot hold it.
   void RecordPoolAlloc(uint64_t pool_handle, const PoolTable::PoolRec& rec, Block* b);
-  using AllocIterator = absl::flat_hash_map<uintptr_t, RuntimeCore::AllocRec>::iterator;
-  // The core's record of a live allocation starting at ptr (one the page map
-  // could not hold, or an imported pointer); InvalidArgument if none.
-  absl::StatusOr<AllocIterator> LiveAlloc(const void* ptr);
+  // The record of a live allocation starting at ptr (one the page map could
+  // not hold, or an imported pointer), taken out; InvalidArgument if none.
+  absl::StatusOr<AllocationIndex::Rec> TakeLiveAlloc(const void* ptr);
   // Ends the registrations inside pinned host memory being freed, each
   // reported to the checker.
   void EndRegistrationsIn(uintptr_t base, uint64_t size);

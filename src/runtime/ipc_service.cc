@@ -15,7 +15,7 @@
 
 namespace streampool::internal {
 
-using AllocRec = RuntimeCore::AllocRec;
+using AllocRec = AllocationIndex::Rec;
 using PoolRec = PoolTable::PoolRec;
 
 absl::StatusOr<int> IpcService::ExportPool(uint64_t pool) {
@@ -76,18 +76,18 @@ absl::StatusOr<uint64_t> IpcService::ImportPool(int fd) {
 
 absl::StatusOr<PtrExportData> IpcService::ExportPointer(const void* ptr) {
   AllocRec r;
-  if (Block* b = c_.page_map.Get(reinterpret_cast<uintptr_t>(ptr));
+  if (Block* b = c_.index.EntryAt(reinterpret_cast<uintptr_t>(ptr));
       b != nullptr && HolderOf(*b) != 0) {
     const MemPool& pool = *b->chunk->pool;
     r.block = b;
     r.requested = b->requested;
     if (const ExportableMemory* e = pool.exportable()) r.memfd = e->memfd;
   } else {
-    auto it = c_.allocs.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == c_.allocs.end()) {
+    const AllocRec* found = c_.index.Find(reinterpret_cast<uintptr_t>(ptr));
+    if (found == nullptr) {
       return absl::InvalidArgumentError("pointer is not the start of a live allocation");
     }
-    r = it->second;
+    r = *found;
   }
   if (r.memfd == nullptr || r.block == nullptr) {
     return absl::InvalidArgumentError("the allocation is not from an exportable pool");
@@ -125,7 +125,7 @@ absl::StatusOr<void*> IpcService::ImportPointer(uint64_t pool, const PtrExportDa
   r.device = (*rec)->attrs.device;
   r.requested = imp->requested;
   r.imported = *(*rec)->imported();
-  c_.allocs.emplace(imp->base, std::move(r));
+  c_.index.Add(imp->base, std::move(r));
   if (c_.checker) {
     MutexLock order_lock(&c_.order_mu);
     // The exporter's allocation point is in another process: the importer

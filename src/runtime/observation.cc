@@ -105,7 +105,7 @@ absl::Status Observation::StopRecording() {
 }
 
 absl::StatusOr<Observation::BlockPlace> Observation::PlaceOf(const void* ptr) {
-  const Block* b = c_.PoolBlockAt(reinterpret_cast<uintptr_t>(ptr));
+  const Block* b = c_.index.PoolBlockAt(reinterpret_cast<uintptr_t>(ptr));
   if (b == nullptr) return absl::InvalidArgumentError("not the start of a live pool allocation");
   return BlockPlace{b->chunk->id, b->addr() - b->chunk->base()};
 }

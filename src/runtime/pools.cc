@@ -14,7 +14,6 @@
 
 namespace streampool::internal {
 
-using Device = RuntimeCore::Device;
 using PoolRec = PoolTable::PoolRec;
 
 namespace {
@@ -156,7 +155,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   const int policy = static_cast<int>(props.page_policy);
   if (policy < 0 || policy > 2) return absl::InvalidArgumentError("unknown page policy");
   if (props.alloc_type != AllocationType::kPinnedHost) {
-    if (absl::Status st = c_.CheckDevice(props.device); !st.ok()) return st;
+    if (absl::Status st = c_.devices.Check(props.device); !st.ok()) return st;
   }
   if ((props.handle_types & ~kHandleTypePosixFileDescriptor) != 0) {
     return absl::InvalidArgumentError("unknown handle type");
@@ -209,7 +208,7 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   if (!upstream) {
     switch (variant.upstream) {
       case UpstreamKind::kRuntime:
-        // c_.upstream, below, but where the runtime has real memory.
+        // c_.devices.upstream(), below, but where the runtime has real memory.
         if (c_.cuda != nullptr && pinned) {
           upstream = c_.pinned_memory;
           registered = true;
@@ -239,7 +238,8 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
     memfd = m->get();
     upstream = std::shared_ptr<PhysicalMemory>(*std::move(m));
   }
-  if (!registered) upstream = upstream ? c_.Registering(std::move(upstream)) : c_.upstream;
+  if (!registered)
+    upstream = upstream ? c_.Registering(std::move(upstream)) : c_.devices.upstream();
   if (props.growth == PoolGrowth::kExpandable && !upstream->can_reserve()) {
     return absl::UnimplementedError(
         "expandable growth needs an upstream that can reserve address space");
@@ -248,12 +248,12 @@ absl::StatusOr<uint64_t> Pools::CreatePool(const PoolProps& props,
   // sixteenth of it, so several pools (and several reservations of one) fit.
   static_assert(kDvppReservationBytes == DvppWindow::kSize / 16);
   const uint64_t reservation = variant.reservation_bytes;
-  DeviceBudget* budget = pinned ? &c_.host_budget : c_.devices[props.device].budget.get();
+  DeviceBudget* budget = pinned ? &c_.devices.host_budget() : c_.devices[props.device].budget.get();
   const uint64_t limit = pinned ? UINT64_MAX : c_.config.device_capacity;
   const uint64_t max_size = props.max_size == 0 ? limit : std::min<uint64_t>(props.max_size, limit);
   auto pool =
       std::make_unique<MemPool>(props, rule, max_size, std::move(upstream), budget, reservation);
-  pool->set_page_map(&c_.page_map);
+  pool->set_page_map(&c_.index.page_map());
   PoolRec rec;
   if (memfd != nullptr) {
     rec.kind = PoolTable::ExportablePool{std::move(pool), ExportableMemory{memfd}};
@@ -287,9 +287,8 @@ absl::Status Pools::DestroyPool(uint64_t pool) {
   native_memory_.erase(pool);
   if ((*rec)->imported() == nullptr) {
     for (int i = 0; i < c_.config.device_count; ++i) {
-      Device& d = c_.devices[i];
-      if (d.current_pool.load(std::memory_order_relaxed) == pool) {
-        d.current_pool.store(d.default_pool, std::memory_order_release);
+      if (c_.devices.current_pool(i) == pool) {
+        c_.devices.set_current_pool(i, c_.devices[i].default_pool);
       }
     }
   }
@@ -298,23 +297,23 @@ absl::Status Pools::DestroyPool(uint64_t pool) {
 }
 
 absl::Status Pools::SetHugePageBudget(int device, uint64_t bytes) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   c_.devices[device].huge_budget->set_limit(bytes);
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> Pools::DefaultPool(int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   return c_.devices[device].default_pool;
 }
 
 absl::StatusOr<uint64_t> Pools::CurrentPool(int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
-  return c_.devices[device].current_pool.load(std::memory_order_relaxed);
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
+  return c_.devices.current_pool(device);
 }
 
 absl::Status Pools::SetCurrentPool(int device, uint64_t pool) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   absl::StatusOr<PoolRec*> rec = c_.pools.Find(pool);
   if (!rec.ok()) return rec.status();
   if ((*rec)->imported() != nullptr) {
@@ -324,8 +323,8 @@ absl::Status Pools::SetCurrentPool(int device, uint64_t pool) {
   if (props.alloc_type == AllocationType::kPinnedHost || props.device != device) {
     return absl::InvalidArgumentError("pool does not live on this device");
   }
-  c_.devices[device].current_pool.store(pool, std::memory_order_release);
-  c_.InvalidateLookups();
+  c_.devices.set_current_pool(device, pool);
+  c_.fast.Invalidate();
   return absl::OkStatus();
 }
 
@@ -441,8 +440,8 @@ absl::StatusOr<PoolSnapshot> Pools::Snapshot(uint64_t pool) {
 }
 
 absl::Status Pools::SetPeerAccessible(int device, int peer, bool accessible) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
-  if (absl::Status st = c_.CheckDevice(peer); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(peer); !st.ok()) return st;
   if (device == peer) return absl::OutOfRangeError("a device is not its own peer");
   if (accessible) {
     peers_[device] |= uint64_t{1} << peer;
@@ -453,8 +452,8 @@ absl::Status Pools::SetPeerAccessible(int device, int peer, bool accessible) {
 }
 
 absl::StatusOr<bool> Pools::CanAccessPeer(int device, int peer) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
-  if (absl::Status st = c_.CheckDevice(peer); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(peer); !st.ok()) return st;
   // CUDA answers 0 for a device and itself; so do we.
   return device != peer && (peers_[device] >> peer & 1) != 0;
 }
@@ -482,7 +481,7 @@ absl::Status Pools::SetPoolAccess(uint64_t pool, absl::Span<const MemAccessDesc>
     if (d.location.type != MemLocationType::kDevice) {
       return absl::InvalidArgumentError("unknown location type");
     }
-    if (absl::Status st = c_.CheckDevice(d.location.id); !st.ok()) return st;
+    if (absl::Status st = c_.devices.Check(d.location.id); !st.ok()) return st;
     if (p.attrs.access == nullptr) {
       if (d.flags != MemAccessFlags::kProtReadWrite) {
         return absl::InvalidArgumentError("pinned host memory is every device's, read-write");
@@ -541,7 +540,7 @@ absl::StatusOr<MemAccessFlags> Pools::GetPoolAccess(uint64_t pool, MemLocation l
   if (location.type != MemLocationType::kDevice) {
     return absl::InvalidArgumentError("unknown location type");
   }
-  if (absl::Status st = c_.CheckDevice(location.id); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(location.id); !st.ok()) return st;
   if (p.attrs.access == nullptr) return MemAccessFlags::kProtReadWrite;
   return static_cast<MemAccessFlags>(p.attrs.access->Get(location.id));
 }

@@ -3,9 +3,11 @@
 // window (CANN gives a process one 16 GiB range for media memory).
 //
 // Runtimes get their Process at creation and reach these through it, never
-// through a global. Handles carry a runtime id but not a process, so the C API
-// and handle lookups go to Default(), the process's own; a test may make a
-// Process of its own to run runtimes in isolation from the rest.
+// through a global; RuntimeImpl's handle lookups are given the process to look
+// in. Handles carry a runtime id but not a process, so only the public faces
+// (the C API, streampool::Runtime) name Default(), the process's own, at their
+// boundary; a test may make a Process of its own to run runtimes in isolation
+// from the rest.
 #ifndef STREAMPOOL_SRC_RUNTIME_PROCESS_H_
 #define STREAMPOOL_SRC_RUNTIME_PROCESS_H_
 

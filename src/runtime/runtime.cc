@@ -81,7 +81,8 @@ Runtime::Runtime(std::shared_ptr<RuntimeImpl> impl, bool owns)
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const RuntimeConfig& config) {
   return internal::Guarded([&]() -> absl::StatusOr<std::unique_ptr<Runtime>> {
-    absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl = RuntimeImpl::Create(config);
+    absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl =
+        RuntimeImpl::Create(config, internal::Process::Default());
     if (!impl.ok()) return impl.status();
     return std::unique_ptr<Runtime>(new Runtime(*std::move(impl), /*owns=*/true));
   });
@@ -92,14 +93,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::FromC(spRuntime_t rt) {
   if (internal::KindOf(h) != internal::HandleKind::kRuntime) {
     return absl::NotFoundError("not a runtime handle");
   }
-  absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl = RuntimeImpl::Find(h);
+  absl::StatusOr<std::shared_ptr<RuntimeImpl>> impl =
+      RuntimeImpl::Find(internal::Process::Default(), h);
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<Runtime>(new Runtime(*std::move(impl), /*owns=*/false));
 }
 
 Runtime::~Runtime() {
   // Destroying a runtime that the C API already destroyed is a no-op.
-  if (owns_) RuntimeImpl::Destroy(impl_->handle()).IgnoreError();
+  if (owns_) RuntimeImpl::Destroy(impl_->process(), impl_->handle()).IgnoreError();
 }
 
 spRuntime_t Runtime::c() const {

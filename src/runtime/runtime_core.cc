@@ -28,7 +28,7 @@ class RegisteringUpstream final : public PhysicalMemory {
   void Unmap(const Mapping& mapping) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     // Pools unmap only under the runtime's lock.
     rt_->OnUnmapped(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
-    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
+    rt_->index.Discard(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     registry_.RemoveRange(reinterpret_cast<uintptr_t>(mapping.base), mapping.size);
     inner_->Unmap(mapping);
   }
@@ -59,7 +59,7 @@ class RegisteringUpstream final : public PhysicalMemory {
     inner_->UnmapAt(mapping);
   }
   void ReleaseReservation(void* base, uint64_t bytes) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    rt_->OnAddressSpaceReleased(reinterpret_cast<uintptr_t>(base), bytes);
+    rt_->index.Discard(reinterpret_cast<uintptr_t>(base), bytes);
     registry_.RemoveRange(reinterpret_cast<uintptr_t>(base), bytes);
     inner_->ReleaseReservation(base, bytes);
   }
@@ -93,6 +93,7 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       process(process),
       mu(mu),
       gate(gate),
+      devices(config.device_count, config.device_capacity),
       streams(HandleKind::kStream, id),
       pools(id) {
   // Called under the runtime's lock: the slots are those made so far.
@@ -101,7 +102,7 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       SpinLockHolder pass(&stream_lock(s));
     }
   });
-  pools.set_unpublished([this] { InvalidateLookups(); });
+  pools.set_unpublished([this] { fast.Invalidate(); });
 }
 
 std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<PhysicalMemory> inner) {
@@ -116,14 +117,6 @@ void RuntimeCore::ChargeCall() {
 
 void RuntimeCore::ChargeCallLocked() {
   if (config.api_call_ns != 0) executor->HostAdvance(config.api_call_ns);
-}
-
-absl::Status RuntimeCore::CheckDevice(int device) const {
-  if (device < 0 || device >= config.device_count) {
-    return absl::OutOfRangeError(
-        absl::StrCat("device ", device, " out of range [0, ", config.device_count, ")"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status RuntimeCore::HandleRoom() const {
@@ -220,15 +213,7 @@ void RuntimeCore::UpdateFastPath() {
   // simulated cost of a call. (An adapter's points need no marker.)
   const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
                   (sim == nullptr || !sim->record_timeline());
-  fast_path.store(on, std::memory_order_release);
-  InvalidateLookups();
-}
-
-uint64_t RuntimeCore::NewLookupEpoch() {
-  // Process-wide, so a memo left by a destroyed runtime never matches a new
-  // one that reuses its address.
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
+  fast.Set(on);
 }
 
 std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, AllocationType type) const {
@@ -244,15 +229,6 @@ std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, Allocatio
 
 void RuntimeCore::OnUnmapped(uintptr_t base, uint64_t size) {
   if (checker) checker->OnUnmap(base, size);
-}
-
-void RuntimeCore::OnAddressSpaceReleased(uintptr_t base, uint64_t size) {
-  // No block lies in address space given back: its page-map pages can go.
-  // (Not at every granule unmap: a pool maps its granules again and again,
-  // and each discard would cost page faults and a TLB flush on the next
-  // allocation there. The page map's memory is bounded by the address space
-  // the runtime holds, at most an eighth of what was ever mapped in it.)
-  page_map.Discard(base, base + size);
 }
 
 void RuntimeCore::CheckerAfterEvent() {

@@ -3,8 +3,10 @@
 // A runtime is a composition (RuntimeImpl) of parts with one job each:
 // Streams, Events, Work, Allocator, Pools, IpcService, SyncProtocol and
 // Observation. They share this core: the ordering core and the executor
-// (positions and time for every op), the devices, the handle tables, the page
-// map, the checker. Every field is guarded by the runtime's lock (`mu`), but
+// (positions and time for every op), the handle tables, the checker, and the
+// parts it composes, each with its own contract: the devices (DeviceTable),
+// which allocation an address names (AllocationIndex) and the fast path's
+// switch (FastPathGate). Every field is guarded by the runtime's lock (`mu`), but
 // the ordering core and the executor, which have their own (`order_mu`), and
 // what the fast path reads without either, marked "lock-free" below
 // (src/README.md, "The two paths").
@@ -30,7 +32,9 @@
 #include "src/memory/page_backing.h"
 #include "src/ordering/ordering.h"
 #include "src/pool/mem_pool.h"
-#include "src/pool/page_map.h"
+#include "src/runtime/allocation_index.h"
+#include "src/runtime/device_table.h"
+#include "src/runtime/fast_path_gate.h"
 #include "src/runtime/handle_table.h"
 #include "src/runtime/handles.h"
 #include "src/runtime/ipc.h"
@@ -59,35 +63,12 @@ std::function<void()> AsHostCallback(std::function<void()> fn);
 absl::Status InvalidHandle(const char* what, uint64_t h);
 
 struct RuntimeCore {
-  struct Device {
-    std::unique_ptr<DeviceBudget> budget;
-    std::unique_ptr<HugePageBudget> huge_budget;
-    // A CUDA runtime's device memory (VMM reservations, cuMemAlloc chunks);
-    // null elsewhere, where `upstream` serves every device.
-    std::shared_ptr<PhysicalMemory> native_memory;
-    uint64_t legacy_stream = 0;  // handle
-    uint64_t default_pool = 0;   // handle
-    // Written under the lock, read lock-free by the fast path.
-    std::atomic<uint64_t> current_pool{0};  // handle
-  };
   // Fields are atomics: the fast path reads them without the lock.
   struct StreamRec {
     std::atomic<StreamIndex> index{0};
     std::atomic<int> device{0};
     std::atomic<bool> legacy{false};
   };
-  // A live pool allocation the page map cannot hold, or an imported pointer,
-  // by base address.
-  struct AllocRec {
-    MemPool* pool = nullptr;  // null for imported pointers
-    uint64_t pool_handle = 0;
-    Block* block = nullptr;
-    int device = 0;
-    uint64_t requested = 0;
-    MemfdMemory* memfd = nullptr;            // allocations of exportable pools
-    std::shared_ptr<ImportedPool> imported;  // imported pointers
-  };
-
   RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu,
               const CallGate& gate);
   RuntimeCore(const RuntimeCore&) = delete;
@@ -97,20 +78,11 @@ struct RuntimeCore {
   // (a failed call costs nothing) and before it enqueues anything.
   void ChargeCall() ABSL_LOCKS_EXCLUDED(order_mu);
   void ChargeCallLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
-  absl::Status CheckDevice(int device) const;
   absl::StatusOr<StreamRec*> FindStream(uint64_t h);
   // ResourceExhausted once the runtime's event handle ids are used up; checked
   // by every call that makes one, before it changes anything.
   absl::Status HandleRoom() const;
   uint64_t NewHandle(HandleKind kind);
-  // The live pool block starting at addr: the page map's, else the one the
-  // core's allocs hold for it; null for anything else.
-  const Block* PoolBlockAt(uintptr_t addr) const {
-    // A block in a front cache keeps its entry but has no holder.
-    if (const Block* b = page_map.Get(addr)) return HolderOf(*b) != 0 ? b : nullptr;
-    auto it = allocs.find(addr);
-    return it != allocs.end() ? it->second.block : nullptr;
-  }
   // The handle of the stream in slot s now (0: destroyed), for reports.
   uint64_t StreamHandleOf(StreamIndex s) const {
     return s < stream_handles.size() ? stream_handles[s] : 0;
@@ -145,10 +117,8 @@ struct RuntimeCore {
   // Whether the fast path may run: no checker, no recorded timeline, no
   // per-call host cost, no adapter, not destroyed.
   void UpdateFastPath() ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu);
-  // Called by our upstreams when memory goes back (under the lock) ...
+  // Called by our upstreams when memory goes back (under the lock).
   void OnUnmapped(uintptr_t base, uint64_t size);
-  // ... and when address space goes back (a chunk, a reservation).
-  void OnAddressSpaceReleased(uintptr_t base, uint64_t size);
   // `inner` with every mapping recorded in the process's registry, so a bare
   // pointer finds its runtime.
   std::shared_ptr<PhysicalMemory> Registering(std::shared_ptr<PhysicalMemory> inner);
@@ -202,49 +172,24 @@ struct RuntimeCore {
   std::vector<std::pair<StreamIndex, Position>> wait_log ABSL_GUARDED_BY(order_mu);
   uint64_t next_object_id = 1;
 
-  // Fixed at Init; Device fields but current_pool are the lock's.
-  std::unique_ptr<Device[]> devices;
+  // The devices, their budgets and the memory they map.
+  DeviceTable devices;
   HandleTable<StreamRec> streams;  // Find: lock-free
   // Handle of every stream index (0 once destroyed), for timelines.
   std::vector<uint64_t> stream_handles;
   PoolTable pools;  // FindFast: lock-free
-  // Base of every live pool block -> block: lock-free.
-  PageMap page_map;
-  absl::flat_hash_map<uintptr_t, AllocRec> allocs;
-  // Streams a live pool block was declared used by (RecordUse), by its base,
-  // as slots. A slot handed back for reuse was idle: its uses are dropped then
-  // (DropUsesOf), so every slot here is the declared stream's.
-  absl::flat_hash_map<uintptr_t, absl::InlinedVector<StreamIndex, 2>> uses;
+  // Which live allocation an address names.
+  AllocationIndex index;
   // Host memory made device-accessible (HostRegister), by base; the
   // checker reads it (kernels may touch these ranges). Changed under mu and
   // order_mu, as the checker's records.
   RegisteredRanges host_ranges;
-  void DropUsesOf(StreamIndex s) {
-    for (auto it = uses.begin(); it != uses.end();) {
-      auto& list = it->second;
-      list.erase(std::remove(list.begin(), list.end(), s), list.end());
-      if (list.empty()) {
-        uses.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  // What Device pools and Malloc map (host pages or address space only).
-  std::shared_ptr<PhysicalMemory> upstream;
-  // Device pools' and Malloc's memory on `device`.
-  PhysicalMemory& DeviceMemory(int device) {
-    return devices[device].native_memory ? *devices[device].native_memory : *upstream;
-  }
   // A CUDA runtime's driver (its streams, events, memory); else null. The
   // native work it runs is reached through `native`.
   std::shared_ptr<CudaDriver> cuda;
   NativeWork* native = nullptr;
   // A CUDA runtime's page-locked host memory (PinnedHost pools, MallocHost).
   std::shared_ptr<PhysicalMemory> pinned_memory;
-  // Pinned host pools' bytes: bounded only by their maxSize and the system.
-  DeviceBudget host_budget{UINT64_MAX};
-  std::atomic<bool> fast_path{false};
   // The open recording (spRuntimeStartRecording), else null; the allocator's
   // paths without the runtime's lock read `recording`, which a stop clears
   // and then passes every stream and pool lock before the recorder goes.
@@ -256,15 +201,8 @@ struct RuntimeCore {
   // fields the parts share (the analysis cannot see that a part's lock is
   // this `mu`).
   std::function<bool(uint64_t pool, uint64_t size)> oom_handler;
-  // What the allocator's per-thread memo of (stream, pool) was resolved
-  // under: a value no runtime of this process had before, replaced by
-  // InvalidateLookups whenever a resolution could change (a stream or pool
-  // destroyed, a device's current pool set, the fast path switched).
-  std::atomic<uint64_t> lookup_epoch{NewLookupEpoch()};
-  // Called after the change is made and before a destroyed pool's
-  // MemPool is freed (which passes every stream lock first).
-  void InvalidateLookups() { lookup_epoch.store(NewLookupEpoch(), std::memory_order_release); }
-  static uint64_t NewLookupEpoch();
+  // The fast path's switch and the epoch its memos are valid under.
+  FastPathGate fast;
 
   // Null while the checker is off.
   std::unique_ptr<StreamOrderChecker> checker;

@@ -141,8 +141,8 @@ absl::Status RuntimeImpl::Init() {
       c.executor = std::move(sim);
     }
   }
-  c.upstream =
-      c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory());
+  c.devices.set_upstream(
+      c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory()));
   if (c.cuda != nullptr) c.pinned_memory = c.Registering(c.cuda->NewPinnedHostMemory());
   if (config.check_stream_order) c.checker = std::make_unique<StreamOrderChecker>();
   if (const char* env = std::getenv("STREAMPOOL_CHECK_STREAM_ORDER")) {
@@ -150,11 +150,8 @@ absl::Status RuntimeImpl::Init() {
     if (mode == "1" || mode == "fatal") c.checker = std::make_unique<StreamOrderChecker>();
     c.checker_fatal = mode == "fatal";
   }
-  c.devices = std::make_unique<RuntimeCore::Device[]>(config.device_count);
   for (int d = 0; d < config.device_count; ++d) {
-    RuntimeCore::Device& dev = c.devices[d];
-    dev.budget = std::make_unique<DeviceBudget>(config.device_capacity);
-    dev.huge_budget = std::make_unique<HugePageBudget>();
+    DeviceTable::Device& dev = c.devices[d];
     if (c.cuda != nullptr) dev.native_memory = c.Registering(c.cuda->NewDeviceMemory(d));
     StreamIndex legacy;
     {
@@ -189,7 +186,7 @@ absl::Status RuntimeImpl::Init() {
     if (!pool.ok()) return pool.status();
     (*c.pools.Find(*pool))->attrs.is_default = true;
     dev.default_pool = *pool;
-    dev.current_pool.store(*pool, std::memory_order_release);
+    c.devices.set_current_pool(d, *pool);
   }
   MutexLock order_lock(&c.order_mu);
   if (c.checker) {
@@ -200,23 +197,22 @@ absl::Status RuntimeImpl::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(uint64_t handle) {
+absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(Process& process, uint64_t handle) {
   if (handle == 0 || static_cast<uint8_t>(KindOf(handle)) == 0 ||
       static_cast<uint8_t>(KindOf(handle)) > static_cast<uint8_t>(HandleKind::kPool)) {
     return absl::NotFoundError("invalid handle");
   }
-  std::shared_ptr<RuntimeImpl> rt = Process::Default().registry().Find(RuntimeIdOf(handle));
+  std::shared_ptr<RuntimeImpl> rt = process.registry().Find(RuntimeIdOf(handle));
   if (rt == nullptr) return absl::NotFoundError("handle of a destroyed or unknown runtime");
   return rt;
 }
 
-absl::Status RuntimeImpl::Destroy(uint64_t runtime_handle) {
+absl::Status RuntimeImpl::Destroy(Process& process, uint64_t runtime_handle) {
   if (KindOf(runtime_handle) != HandleKind::kRuntime || ObjectIdOf(runtime_handle) != 0) {
     return InvalidHandle("runtime", runtime_handle);
   }
   if (InHostCallback()) return absl::UnimplementedError("API call from a host function");
-  std::shared_ptr<RuntimeImpl> rt =
-      Process::Default().registry().Remove(RuntimeIdOf(runtime_handle));
+  std::shared_ptr<RuntimeImpl> rt = process.registry().Remove(RuntimeIdOf(runtime_handle));
   if (rt == nullptr) return InvalidHandle("runtime", runtime_handle);
   rt->Shutdown();
   return absl::OkStatus();
@@ -324,8 +320,7 @@ void RuntimeImpl::TearDown() {
   }
   ReportLeaks();
   alloc_.UnmapAll();
-  c.allocs.clear();
-  c.uses.clear();
+  c.index.Clear();
   c.pools.Clear();
   events_.Clear();
   // Worker threads end with the runtime, not with the last reference to this

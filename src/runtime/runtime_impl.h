@@ -67,27 +67,29 @@ inline constexpr bool kTakesRuntimeLock<&Allocator::FreeAsync> = true;
 
 class RuntimeImpl {
  public:
-  // Validates the config; registers the runtime in the process registry.
-  // Registers the runtime in `process`'s registry; handle lookups (Find,
-  // FindFast, Destroy) look in the default process's.
+  // Validates the config; registers the runtime in `process`'s registry,
+  // where the lookups below find it again.
   static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Create(const RuntimeConfig& config,
-                                                             Process& process = Process::Default());
-  // Unregisters and tears down: synchronizes every device, then frees all.
-  static absl::Status Destroy(uint64_t runtime_handle);
-  // The live runtime a handle of any kind belongs to.
-  static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Find(uint64_t handle);
+                                                             Process& process);
+  // Unregisters from `process` and tears down: synchronizes every device,
+  // then frees all.
+  static absl::Status Destroy(Process& process, uint64_t runtime_handle);
+  // The live runtime of `process` a handle of any kind belongs to.
+  static absl::StatusOr<std::shared_ptr<RuntimeImpl>> Find(Process& process, uint64_t handle);
   // Find for the C API's hot path: no lock, no reference count (a per-thread
   // cache keeps the runtime alive). Null for an invalid handle. Inline: every
   // C call starts here.
-  static RuntimeImpl* FindFast(uint64_t handle) {
+  static RuntimeImpl* FindFast(Process& process, uint64_t handle) {
     const auto kind = static_cast<uint8_t>(KindOf(handle));
     if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kPool)) return nullptr;
-    return Process::Default().registry().FindCached(RuntimeIdOf(handle));
+    return process.registry().FindCached(RuntimeIdOf(handle));
   }
 
   ~RuntimeImpl();
 
   uint32_t id() const { return id_; }
+  // The process it was created in (fixed: read without the lock).
+  Process& process() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return core_.process; }
   uint64_t handle() const;
   // Fixed at creation: read without the lock.
   const RuntimeConfig& config() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return core_.config; }

@@ -20,7 +20,7 @@ absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
 }
 
 absl::StatusOr<uint64_t> Streams::CreateStreamFromNative(int device, void* native) {
-  if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
+  if (absl::Status s = c_.devices.Check(device); !s.ok()) return s;
   {
     MutexLock order_lock(&c_.order_mu);
     if (c_.adapter == nullptr) {
@@ -36,7 +36,7 @@ absl::StatusOr<uint64_t> Streams::CreateStreamFromNative(int device, void* nativ
 
 absl::StatusOr<uint64_t> Streams::NewStream(int device, bool non_blocking, bool adopt,
                                             void* native) {
-  if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
+  if (absl::Status s = c_.devices.Check(device); !s.ok()) return s;
   if (!c_.streams.HasRoom()) {
     return absl::ResourceExhaustedError("this runtime's stream handles are used up");
   }
@@ -101,7 +101,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   const StreamIndex idx = (*rec)->index;
   c_.stream_handles[idx] = 0;
   c_.streams.Remove(s);
-  c_.InvalidateLookups();
+  c_.fast.Invalidate();
   // Its frees waiting in front caches go central (where they stay pending on
   // the dead stream until proven or observed complete).
   c_.pools.ForEachMemPool([idx](MemPool& pool) {
@@ -155,7 +155,7 @@ void Streams::RecycleSlots() {
       proof.Raise(s, c_.ordering.pos(s));
       c_.ordering.MarkComplete(proof);
       c_.ordering.ReuseSlot(s);
-      c_.DropUsesOf(s);
+      c_.index.DropUsesOf(s);
       retired_slots_[recycle_cursor_] = retired_slots_.back();
       retired_slots_.pop_back();
     } else {
@@ -165,7 +165,7 @@ void Streams::RecycleSlots() {
 }
 
 absl::StatusOr<uint64_t> Streams::LegacyStream(int device) {
-  if (absl::Status s = c_.CheckDevice(device); !s.ok()) return s;
+  if (absl::Status s = c_.devices.Check(device); !s.ok()) return s;
   return c_.devices[device].legacy_stream;  // a getter: no host time charged
 }
 
@@ -196,7 +196,7 @@ absl::Status Streams::StreamQuery(uint64_t s) {
 }
 
 absl::Status Streams::DeviceSynchronize(int device) {
-  if (absl::Status st = c_.CheckDevice(device); !st.ok()) return st;
+  if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
   c_.ChargeCall();
   std::vector<StreamIndex> streams;
   {

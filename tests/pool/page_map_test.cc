@@ -11,17 +11,10 @@
 
 #include "gtest/gtest.h"
 #include "src/pool/block.h"
+#include "tests/pool/block_testing.h"
 
 namespace streampool::internal {
 namespace {
-
-Block MakeBlock(uintptr_t addr, uint64_t size) {
-  Block b;
-  b.node.addr = addr;
-  b.node.size = size;
-  b.state = BlockState::kLive;
-  return b;
-}
 
 // What a central free does: the entry out, if it is still b's.
 Block* Take(PageMap& map, uintptr_t addr) {

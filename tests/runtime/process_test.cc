@@ -12,8 +12,8 @@
 namespace streampool::internal {
 namespace {
 
-// A runtime of `process` (reached through its object only: handles are looked
-// up in the default process).
+// A runtime of `process`: its handles are looked up there, not in the
+// default process.
 absl::StatusOr<std::shared_ptr<RuntimeImpl>> NewRuntime(Process& process) {
   RuntimeConfig cfg;
   cfg.device_capacity = uint64_t{256} << 20;
@@ -25,8 +25,12 @@ TEST(ProcessTest, ARuntimeRegistersInTheProcessItWasGiven) {
   auto rt = NewRuntime(own);
   ASSERT_TRUE(rt.ok()) << rt.status();
   EXPECT_EQ(own.registry().Find((*rt)->id()), *rt);
-  // Handles are looked up in the default process: this runtime is not there.
+  // Its handles name it in its own process only.
   EXPECT_EQ(Process::Default().registry().Find((*rt)->id()), nullptr);
+  EXPECT_FALSE(RuntimeImpl::Find(Process::Default(), (*rt)->handle()).ok());
+  EXPECT_EQ(RuntimeImpl::FindFast(Process::Default(), (*rt)->handle()), nullptr);
+  EXPECT_EQ(*RuntimeImpl::Find(own, (*rt)->handle()), *rt);
+  EXPECT_EQ(RuntimeImpl::FindFast(own, (*rt)->handle()), rt->get());
 
   absl::StatusOr<void*> p = (*rt)->Run<&Allocator::Malloc>(4096, 0);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -35,7 +39,9 @@ TEST(ProcessTest, ARuntimeRegistersInTheProcessItWasGiven) {
   EXPECT_EQ(Process::Default().registry().RuntimeOwning(addr), 0u);
   ASSERT_TRUE((*rt)->Run<&Allocator::Free>(*p).ok());
   EXPECT_EQ(own.registry().RuntimeOwning(addr), 0u) << "unregistered with the free";
-  own.registry().Remove((*rt)->id());
+  EXPECT_FALSE(RuntimeImpl::Destroy(Process::Default(), (*rt)->handle()).ok());
+  ASSERT_TRUE(RuntimeImpl::Destroy(own, (*rt)->handle()).ok());
+  EXPECT_EQ(own.registry().Find((*rt)->id()), nullptr);
 }
 
 TEST(ProcessTest, DvppPoolsCarveTheirProcesssWindow) {

@@ -60,8 +60,8 @@ TEST(ScaleTest, ManyBlockingStreamsKeepClocksLinear) {
   ASSERT_EQ(spFreeAsync(q, legacy), spSuccess);
   ASSERT_EQ(spDeviceSynchronize(rt, 0), spSuccess);
 
-  internal::RuntimeImpl* impl =
-      internal::RuntimeImpl::FindFast(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(rt)));
+  internal::RuntimeImpl* impl = internal::RuntimeImpl::FindFast(
+      internal::Process::Default(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(rt)));
   ASSERT_NE(impl, nullptr);
   const internal::RuntimeImpl::Introspection in = impl->Introspect();
   ASSERT_GT(in.clocks.size(), static_cast<size_t>(kStreams));
