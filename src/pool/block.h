@@ -46,6 +46,19 @@ struct Chunk;
 
 enum class BlockState : uint8_t { kLive, kReady, kPending, kDeferred };
 
+// Block::holder: read by threads that hold none of the locks its writers
+// hold (the memo's hint, a page-map lookup racing with a recycling), so every
+// access is atomic, the reset of a recycled block by assignment included.
+struct HolderWord {
+  HolderWord() = default;
+  HolderWord(const HolderWord& o) : word(o.word.load(std::memory_order_relaxed)) {}
+  HolderWord& operator=(const HolderWord& o) {
+    word.store(o.word.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  std::atomic<uint32_t> word{0};
+};
+
 struct Block {
   // First member, so that an index node converts back to its block.
   SizeIndexNode node;
@@ -65,7 +78,7 @@ struct Block {
   // entries of cached blocks, so it cannot decide). Stored with release
   // after the block's address, loaded with acquire by a claimer that found
   // the block in the page map (HolderOf).
-  uint32_t holder = 0;
+  HolderWord holder;
   // PENDING: the freeing stream. LIVE: the allocating stream.
   StreamIndex stream = kNoStream;
   Position free_pos = 0;
@@ -108,14 +121,12 @@ template <class T>
 void StoreRelaxed(T& field, T value) {
   std::atomic_ref<T>(field).store(value, std::memory_order_relaxed);
 }
-inline uint32_t HolderOf(const Block& b) {
-  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(b.holder)).load(std::memory_order_acquire);
-}
+inline uint32_t HolderOf(const Block& b) { return b.holder.word.load(std::memory_order_acquire); }
 // b is held by the caller of an allocation on stream t.
 inline void SetHolder(Block& b, StreamIndex t) {
-  std::atomic_ref<uint32_t>(b.holder).store(t + 1, std::memory_order_release);
+  b.holder.word.store(t + 1, std::memory_order_release);
 }
-inline void ClearHolder(Block& b) { StoreRelaxed(b.holder, uint32_t{0}); }
+inline void ClearHolder(Block& b) { b.holder.word.store(0, std::memory_order_relaxed); }
 
 // Page kinds of one mapped granule (normal = kGranule - huge - thp).
 struct GranulePages {
