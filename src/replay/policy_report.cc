@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -897,7 +896,13 @@ class Scatter {
   }
 
   std::string Svg() const {
-    std::string out = AxesSvg();
+    std::string out =
+        ChartFrameSvg(rep_.trace->name, 22, kLeft, kTop, plot_w_, plot_h_,
+                      {xa_.lo, xa_.hi, [&](double v) { return kLeft + plot_w_ * xa_.Frac(v); },
+                       gib_ ? "minimum device capacity (GiB)" : "minimum device capacity (MiB)"},
+                      {ya_.lo, ya_.hi, [&](double v) { return kTop + plot_h_ * (1 - ya_.Frac(v)); },
+                       "makespan at that capacity (ms)"},
+                      55);
     const std::vector<Place> places = PlacesOf(points_);
     std::vector<Box> taken;
     for (const Place& p : places) {
@@ -922,47 +927,6 @@ class Scatter {
  private:
   double ToX(uint64_t b) const { return kLeft + plot_w_ * xa_.Frac(b / unit_); }
   double ToY(uint64_t ns) const { return kTop + plot_h_ * (1 - ya_.Frac(ns / 1e6)); }
-
-  // The trace's name, the axes, ticks and grid lines.
-  std::string AxesSvg() const {
-    const double plot_w = plot_w_, plot_h = plot_h_;
-    std::string out = absl::StrFormat(
-        "<text x=\"%.0f\" y=\"22\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", kLeft,
-        XmlEscape(std::filesystem::path(rep_.trace->name).filename().string()));
-    absl::StrAppendFormat(
-        &out,
-        "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-        "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
-        kLeft, kTop, kLeft, kTop + plot_h, kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h);
-    const double xs = NiceStep(xa_.hi - xa_.lo, 8);
-    for (double v = std::ceil(xa_.lo / xs) * xs; v <= xa_.hi + 1e-9; v += xs) {
-      const double x = kLeft + plot_w * xa_.Frac(v);
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                            "stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%.1f\" "
-                            "text-anchor=\"middle\">%g</text>\n",
-                            x, kTop, x, kTop + plot_h, x, kTop + plot_h + 16, v);
-    }
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">minimum device "
-                          "capacity (%s)</text>\n",
-                          kLeft + plot_w / 2, kTop + plot_h + 34, gib_ ? "GiB" : "MiB");
-    const double ys = NiceStep(ya_.hi - ya_.lo, 6);
-    for (double v = std::ceil(ya_.lo / ys) * ys; v <= ya_.hi + 1e-9; v += ys) {
-      const double y = kTop + plot_h * (1 - ya_.Frac(v));
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                            "stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%.1f\" "
-                            "text-anchor=\"end\">%g</text>\n",
-                            kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
-    }
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                          "transform=\"rotate(-90 %.1f %.1f)\">makespan at that capacity "
-                          "(ms)</text>\n",
-                          kLeft - 55, kTop + plot_h / 2, kLeft - 55, kTop + plot_h / 2);
-    return out;
-  }
 
   // A point's mark: a cross for what is not a swept policy set, a white
   // square for the reference, else its colour and shape.

@@ -354,48 +354,6 @@ std::string StepPolyline(const std::vector<SeriesPoint>& series, uint64_t end_ns
 constexpr double kWidth = 960, kPanelH = 340, kLeft = 80, kRight = 20, kTop = 40, kBottom = 50;
 constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kPanelH - kTop - kBottom;
 
-// The panel at y0's title, axes, ticks and grid lines: virtual time in ms
-// across, GiB up.
-std::string PanelAxesSvg(const Trace& trace, double y0, double t_ms, double v_gib) {
-  const double plot_w = kPlotW, plot_h = kPlotH;
-  // The file's name, not its path: a title says which trace, and a long
-  // absolute path would run into the key beside it.
-  std::string out = absl::StrFormat(
-      "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", kLeft,
-      y0 + 22, XmlEscape(std::filesystem::path(trace.name).filename().string()));
-  absl::StrAppendFormat(
-      &out,
-      "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-      "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
-      kLeft, y0 + kTop, kLeft, y0 + kTop + plot_h, kLeft, y0 + kTop + plot_h, kLeft + plot_w,
-      y0 + kTop + plot_h);
-  const double ts = NiceStep(t_ms, 8);
-  for (double v = 0; v <= t_ms + 1e-9; v += ts) {
-    const double x = kLeft + plot_w * v / t_ms;
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-                          x, y0 + kTop, x, y0 + kTop + plot_h, x, y0 + kTop + plot_h + 16, v);
-  }
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">virtual "
-                        "time (ms)</text>\n",
-                        kLeft + plot_w / 2, y0 + kTop + plot_h + 34);
-  const double vs = NiceStep(v_gib, 6);
-  for (double v = 0; v <= v_gib + 1e-9; v += vs) {
-    const double y = y0 + kTop + plot_h * (1 - v / v_gib);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                          kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
-  }
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                        "transform=\"rotate(-90 %.1f %.1f)\">GiB</text>\n",
-                        kLeft - 50, y0 + kTop + plot_h / 2, kLeft - 50, y0 + kTop + plot_h / 2);
-  return out;
-}
-
 // One trace's panel at y0: its axes, PyTorch's peak reserved where the
 // trace names it, and each run's reserved and used bytes over time.
 std::string TracePanelSvg(const TraceReport& rep, double y0) {
@@ -415,7 +373,10 @@ std::string TracePanelSvg(const TraceReport& rep, double y0) {
   auto to_x = [&](uint64_t ns) { return kLeft + plot_w * (ns / 1e6) / t_ms; };
   auto to_y = [&](uint64_t v) { return y0 + kTop + plot_h * (1 - (v / kGiBf) / v_gib); };
 
-  std::string out = PanelAxesSvg(*rep.trace, y0, t_ms, v_gib);
+  std::string out = ChartFrameSvg(
+      rep.trace->name, y0 + 22, kLeft, y0 + kTop, plot_w, plot_h,
+      {0, t_ms, [&](double v) { return kLeft + plot_w * v / t_ms; }, "virtual time (ms)"},
+      {0, v_gib, [&](double v) { return y0 + kTop + plot_h * (1 - v / v_gib); }, "GiB"}, 50);
   if (torch.peak_reserved) {
     // The line across the plot; its key in the title row, right-aligned,
     // where no series can run over it.
@@ -488,6 +449,46 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
   }
   absl::StrAppend(&out, LegendSvg(reports, kPanelH * reports.size() + 16));
   out += "</svg>\n";
+  return out;
+}
+
+std::string ChartFrameSvg(absl::string_view trace_name, double title_y, double left, double top,
+                          double width, double height, const SvgAxis& x, const SvgAxis& y,
+                          double y_name_gap) {
+  // The file's name, not its path: a title says which trace, and a long
+  // absolute path would run into the key beside it.
+  std::string out = absl::StrFormat(
+      "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", left,
+      title_y, XmlEscape(std::filesystem::path(std::string(trace_name)).filename().string()));
+  const double bottom = top + height;
+  absl::StrAppendFormat(
+      &out,
+      "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+      "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
+      left, top, left, bottom, left, bottom, left + width, bottom);
+  const double xs = NiceStep(x.hi - x.lo, 8);
+  for (double v = std::ceil(x.lo / xs) * xs; v <= x.hi + 1e-9; v += xs) {
+    const double px = x.at(v);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                          px, top, px, bottom, px, bottom + 16, v);
+  }
+  absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                        left + width / 2, bottom + 34, x.name);
+  const double ys = NiceStep(y.hi - y.lo, 6);
+  for (double v = std::ceil(y.lo / ys) * ys; v <= y.hi + 1e-9; v += ys) {
+    const double py = y.at(v);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                          left, py, left + width, py, left - 6, py + 4, v);
+  }
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                        "transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
+                        left - y_name_gap, top + height / 2, left - y_name_gap, top + height / 2,
+                        y.name);
   return out;
 }
 
