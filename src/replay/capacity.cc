@@ -49,6 +49,155 @@ ReplayResult Slim(ReplayResult r) {
   return r;
 }
 
+// Runs the trace at `capacity` bytes; whether it fitted. Only the
+// unconstrained run is reported when it fails; a probe that fails is only a
+// "no", and stops at its first failed allocation.
+absl::StatusOr<ReplayResult> ReplayAt(const Trace& trace, ReplaySettings& run, uint64_t capacity,
+                                      bool stop_early, CapacityResult& out) {
+  run.device_capacity = capacity;
+  run.stop_at_first_failure = stop_early;
+  absl::StatusOr<ReplayResult> r = Replay(trace, run);
+  ++out.replays;
+  if (!r.ok()) return r.status();
+  if (r->peak_reserved > capacity) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        trace.name, ": a replay at a capacity of ", capacity, " bytes reserved ", r->peak_reserved,
+        " (", out.settings.Label(), "): the replay did not run at the capacity the search set"));
+  }
+  return Slim(*std::move(r));
+}
+
+// The search below the unconstrained run of a trace that fits.
+// Invariants: `lo_` granules fail (replayed, or below peak live; 0 granules
+// is no device at all); `hi_` granules fit, or, while hi_bytes_ is not
+// hi_ * granule, the settings' capacity (hi_bytes_) does.
+class CapacitySearch {
+ public:
+  CapacitySearch(const Trace& trace, ReplaySettings run, CapacityResult& out)
+      : trace_(trace),
+        run_(std::move(run)),
+        out_(out),
+        live_floor_(LiveFloor(trace)),
+        lo_(live_floor_),
+        hi_(CeilGranules(out.unconstrained.peak_reserved)),
+        hi_bytes_(out.settings.device_capacity),
+        at_hi_(out.unconstrained) {}
+
+  // Narrows [lo, hi] to one granule and fills in the result.
+  absl::Status Run() {
+    if (absl::Status st = Bracket(); !st.ok()) return st;
+    if (absl::Status st = Boundary(); !st.ok()) return st;
+    if (absl::Status st = SpotChecks(); !st.ok()) return st;
+    out_.min_capacity = hi_bytes_;
+    out_.at_min = std::move(at_hi_);
+    out_.below = lo_evidence_;
+    return absl::OkStatus();
+  }
+
+ private:
+  static uint64_t LiveFloor(const Trace& trace) {
+    const uint64_t live_granules = CeilGranules(trace.peak_live_bytes);
+    return live_granules == 0 ? 0 : live_granules - 1;
+  }
+
+  // hi at the unconstrained run's own peak if that fits there, else at the
+  // settings' capacity.
+  absl::Status Bracket() {
+    const uint64_t capacity = out_.settings.device_capacity;
+    if (hi_ * kCapacityGranule < capacity) {
+      absl::StatusOr<ReplayResult> r = ReplayAt(trace_, run_, hi_ * kCapacityGranule,
+                                                /*stop_early=*/true, out_);
+      if (!r.ok()) return r.status();
+      if (r->failed_allocs == 0) {
+        hi_bytes_ = hi_ * kCapacityGranule;
+        at_hi_ = *std::move(r);
+      } else {
+        // The unconstrained run's own peak did not suffice at that capacity:
+        // search down from the settings' capacity instead.
+        lo_ = std::max(lo_, hi_);
+        lo_evidence_ = BelowEvidence::kReplayed;
+        hi_ = CeilGranules(capacity);
+      }
+    } else {
+      hi_ = CeilGranules(capacity);
+    }
+    // A trace's peak live bytes never exceed what a fitting run reserved, but
+    // the search must not rely on a relation it did not check.
+    lo_ = std::min(lo_, hi_ - 1);
+    return absl::OkStatus();
+  }
+
+  // Whether `granules` fit; moves hi or lo there.
+  absl::StatusOr<bool> Probe(uint64_t granules) {
+    absl::StatusOr<ReplayResult> r =
+        ReplayAt(trace_, run_, granules * kCapacityGranule, /*stop_early=*/true, out_);
+    if (!r.ok()) return r.status();
+    if (r->failed_allocs == 0) {
+      hi_ = granules;
+      hi_bytes_ = granules * kCapacityGranule;
+      at_hi_ = *std::move(r);
+      return true;
+    }
+    lo_ = granules;
+    lo_evidence_ = BelowEvidence::kReplayed;
+    return false;
+  }
+
+  // A boundary between lo and hi: down from hi in doubling steps until a
+  // replay fails (the answer is often a few granules below the unconstrained
+  // peak), then bisection.
+  absl::Status Boundary() {
+    for (uint64_t step = 1; hi_ - lo_ > step; step *= 2) {
+      absl::StatusOr<bool> fits = Probe(hi_ - step);
+      if (!fits.ok()) return fits.status();
+      if (!*fits) break;
+    }
+    while (hi_ - lo_ > 1) {
+      absl::StatusOr<bool> fits = Probe(lo_ + (hi_ - lo_) / 2);
+      if (!fits.ok()) return fits.status();
+    }
+    return absl::OkStatus();
+  }
+
+  // Below a boundary another capacity may fit again (fitting is not monotone
+  // in the capacity): spot checks at 2, 3, 5, 9, ... granules below it, down
+  // to the peak live bytes; where one fits, the search goes on below it.
+  absl::Status SpotChecks() {
+    for (int pass = 0; pass < kMaxSpotCheckPasses; ++pass) {
+      bool lower = false;
+      for (uint64_t d = 1; hi_ > live_floor_ + d + 1; d *= 2) {
+        const uint64_t below = lo_;
+        const BelowEvidence below_evidence = lo_evidence_;
+        absl::StatusOr<bool> fits = Probe(hi_ - d - 1);
+        if (!fits.ok()) return fits.status();
+        if (*fits) {
+          lower = true;
+          ++out_.lower_fits_found;
+          break;
+        }
+        // A failure there says nothing about the granule below the answer.
+        lo_ = below;
+        lo_evidence_ = below_evidence;
+      }
+      if (!lower) break;
+      lo_ = live_floor_;
+      lo_evidence_ = BelowEvidence::kBelowPeakLive;
+      if (absl::Status st = Boundary(); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  const Trace& trace_;
+  ReplaySettings run_;
+  CapacityResult& out_;
+  const uint64_t live_floor_;
+  uint64_t lo_;
+  BelowEvidence lo_evidence_ = BelowEvidence::kBelowPeakLive;
+  uint64_t hi_;
+  uint64_t hi_bytes_;
+  ReplayResult at_hi_;
+};
+
 }  // namespace
 
 absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySettings& settings) {
@@ -67,7 +216,6 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
     unbounded->header.erase(std::string(kRecordedCapacityKey));
   }
   const Trace& replayed = unbounded ? *unbounded : trace;
-  ReplaySettings run = settings;
   if (settings.use_recorded && !trace.pools.empty()) {
     const TracePool& p = trace.pools[0];
     out.settings.reuse_event = p.reuse_event;
@@ -79,30 +227,13 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
   }
   // Speed: a search replays the trace ~log2(range) times, and it reports
   // neither checker findings nor a timeline.
+  ReplaySettings run = settings;
   run.check_stream_order = false;
   run.record_timeline = false;
   run.measure_host_cost = false;
 
-  // Runs at `capacity` bytes; whether it fitted. Only the unconstrained run
-  // is reported when it fails; a probe that fails is only a "no", and stops
-  // at its first failed allocation.
-  auto replay_at = [&](uint64_t capacity, bool stop_early = true) -> absl::StatusOr<ReplayResult> {
-    run.device_capacity = capacity;
-    run.stop_at_first_failure = stop_early;
-    absl::StatusOr<ReplayResult> r = Replay(replayed, run);
-    ++out.replays;
-    if (!r.ok()) return r.status();
-    if (r->peak_reserved > capacity) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(trace.name, ": a replay at a capacity of ", capacity, " bytes reserved ",
-                       r->peak_reserved, " (", out.settings.Label(),
-                       "): the replay did not run at the capacity the search set"));
-    }
-    return Slim(*std::move(r));
-  };
-
   absl::StatusOr<ReplayResult> unconstrained =
-      replay_at(settings.device_capacity, /*stop_early=*/false);
+      ReplayAt(replayed, run, settings.device_capacity, /*stop_early=*/false, out);
   if (!unconstrained.ok()) return unconstrained.status();
   out.unconstrained = *std::move(unconstrained);
   out.fits = out.unconstrained.failed_allocs == 0;
@@ -111,94 +242,8 @@ absl::StatusOr<CapacityResult> MinCapacity(const Trace& trace, const ReplaySetti
     out.at_min = out.unconstrained;
     return out;
   }
-
-  // Invariants: `lo` granules fail (replayed, or below peak live; 0 granules
-  // is no device at all); `hi` granules fit, or, while hi_bytes is not
-  // hi * granule, the settings' capacity (hi_bytes) does.
-  const uint64_t live_granules = CeilGranules(trace.peak_live_bytes);
-  uint64_t lo = live_granules == 0 ? 0 : live_granules - 1;
-  BelowEvidence lo_evidence = BelowEvidence::kBelowPeakLive;
-  uint64_t hi = CeilGranules(out.unconstrained.peak_reserved);
-  uint64_t hi_bytes = settings.device_capacity;
-  ReplayResult at_hi = out.unconstrained;
-  if (hi * kCapacityGranule < settings.device_capacity) {
-    absl::StatusOr<ReplayResult> r = replay_at(hi * kCapacityGranule);
-    if (!r.ok()) return r.status();
-    if (r->failed_allocs == 0) {
-      hi_bytes = hi * kCapacityGranule;
-      at_hi = *std::move(r);
-    } else {
-      // The unconstrained run's own peak did not suffice at that capacity:
-      // search down from the settings' capacity instead.
-      lo = std::max(lo, hi);
-      lo_evidence = BelowEvidence::kReplayed;
-      hi = CeilGranules(settings.device_capacity);
-    }
-  } else {
-    hi = CeilGranules(settings.device_capacity);
-  }
-  // A trace's peak live bytes never exceed what a fitting run reserved, but
-  // the search must not rely on a relation it did not check.
-  lo = std::min(lo, hi - 1);
-
-  // Whether `granules` fit; moves hi or lo there.
-  auto probe = [&](uint64_t granules) -> absl::StatusOr<bool> {
-    absl::StatusOr<ReplayResult> r = replay_at(granules * kCapacityGranule);
-    if (!r.ok()) return r.status();
-    if (r->failed_allocs == 0) {
-      hi = granules;
-      hi_bytes = granules * kCapacityGranule;
-      at_hi = *std::move(r);
-      return true;
-    }
-    lo = granules;
-    lo_evidence = BelowEvidence::kReplayed;
-    return false;
-  };
-  // A boundary between lo and hi: down from hi in doubling steps until a
-  // replay fails (the answer is often a few granules below the unconstrained
-  // peak), then bisection.
-  auto boundary = [&]() -> absl::Status {
-    for (uint64_t step = 1; hi - lo > step; step *= 2) {
-      absl::StatusOr<bool> fits = probe(hi - step);
-      if (!fits.ok()) return fits.status();
-      if (!*fits) break;
-    }
-    while (hi - lo > 1) {
-      absl::StatusOr<bool> fits = probe(lo + (hi - lo) / 2);
-      if (!fits.ok()) return fits.status();
-    }
-    return absl::OkStatus();
-  };
-  if (absl::Status st = boundary(); !st.ok()) return st;
-  // Below a boundary another capacity may fit again (fitting is not monotone
-  // in the capacity): spot checks at 2, 3, 5, 9, ... granules below it, down
-  // to the peak live bytes; where one fits, the search goes on below it.
-  const uint64_t live_floor = live_granules == 0 ? 0 : live_granules - 1;
-  for (int pass = 0; pass < kMaxSpotCheckPasses; ++pass) {
-    bool lower = false;
-    for (uint64_t d = 1; hi > live_floor + d + 1; d *= 2) {
-      const uint64_t below = lo;
-      const BelowEvidence below_evidence = lo_evidence;
-      absl::StatusOr<bool> fits = probe(hi - d - 1);
-      if (!fits.ok()) return fits.status();
-      if (*fits) {
-        lower = true;
-        ++out.lower_fits_found;
-        break;
-      }
-      // A failure there says nothing about the granule below the answer.
-      lo = below;
-      lo_evidence = below_evidence;
-    }
-    if (!lower) break;
-    lo = live_floor;
-    lo_evidence = BelowEvidence::kBelowPeakLive;
-    if (absl::Status st = boundary(); !st.ok()) return st;
-  }
-  out.min_capacity = hi_bytes;
-  out.at_min = std::move(at_hi);
-  out.below = lo_evidence;
+  CapacitySearch search(replayed, std::move(run), out);
+  if (absl::Status st = search.Run(); !st.ok()) return st;
   return out;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -385,6 +384,144 @@ std::string ShipText(const TracePolicyReport& rep, const PolicySummary& sum) {
   return out;
 }
 
+// A row's first three columns; another allocator's row names it where a
+// pool setting would stand.
+std::string ReuseColumn(const ReplaySettings& s) {
+  return s.allocator == AllocatorKind::kStreampool ? s.ReuseLabel() : s.AllocatorLabel();
+}
+
+std::string ThresholdColumn(const ReplaySettings& s) {
+  return s.allocator == AllocatorKind::kStreampool ? s.ThresholdLabel()
+         : s.allocator == AllocatorKind::kCuda     ? std::string("0")
+                                                   : std::string("-");
+}
+
+std::string GrowthColumn(const ReplaySettings& s) {
+  return s.allocator == AllocatorKind::kStreampool ? std::string(internal::EnumName(s.growth))
+         : s.allocator == AllocatorKind::kCuda     ? std::string("chunked")
+                                                   : std::string("-");
+}
+
+// A trace's table rows, each with what its first column starts with.
+using TextRows = std::vector<std::pair<std::string, const CapacityResult*>>;
+
+TextRows RowsOf(const TracePolicyReport& rep) {
+  TextRows rows;
+  for (const CapacityResult& r : rep.rows) {
+    rows.emplace_back(r.recorded_pools == 0 || r.settings.allocator != AllocatorKind::kStreampool
+                          ? ""
+                          : "recorded: ",
+                      &r);
+  }
+  if (rep.cuda_defaults) rows.emplace_back("CUDA defaults: ", &*rep.cuda_defaults);
+  if (rep.reference) {
+    rows.emplace_back(rep.reference->recorded_pools != 0 ? "recorded: " : "default: ",
+                      &*rep.reference);
+  }
+  return rows;
+}
+
+// The table: a header and a line per row, the first columns as wide as
+// their widest entry.
+std::string TableText(const TextRows& rows) {
+  int reuse_w = 28, group_w = 9, growth_w = 10;
+  for (const auto& [prefix, r] : rows) {
+    reuse_w = std::max(reuse_w, static_cast<int>((prefix + ReuseColumn(r->settings)).size()));
+    group_w = std::max(group_w, static_cast<int>(ThresholdColumn(r->settings).size()));
+    growth_w = std::max(growth_w, static_cast<int>(GrowthColumn(r->settings).size()));
+  }
+  std::string out = absl::StrFormat(
+      "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7s\n", reuse_w, "reuse", group_w,
+      "threshold", growth_w, "growth", "peak reserved", "min capacity", "granules", "makespan ms",
+      "waits", "syncs", "reuse same/event/opp/sync/internal/fresh", "replays");
+  for (const auto& [prefix, r] : rows) {
+    std::string min = "does not fit", granules = "-", makespan = "-", waits = "-", syncs = "-",
+                reuse = "-";
+    if (r->fits) {
+      min = Human(r->min_capacity);
+      // A mark where a smaller device fitted below one that failed.
+      granules = absl::StrCat(r->min_capacity_granules(), r->lower_fits_found > 0 ? "*" : "");
+      makespan = Ms(r->at_min.makespan_ns);
+      waits = absl::StrCat(r->at_min.counters.waits);
+      syncs = absl::StrCat(r->at_min.synchronizes);
+      const PoolStats& s = r->at_min.stats;
+      reuse =
+          IsModel(r->settings.allocator)
+              ? absl::StrFormat("cross-stream %d, segments %d",
+                                r->at_min.counters.cross_stream_reuses,
+                                r->at_min.counters.segments_made)
+              : absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency,
+                                s.reuse_opportunistic, s.reuse_after_sync,
+                                s.reuse_internal_dependency, s.fresh_allocs);
+    }
+    absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7d\n", reuse_w,
+                          prefix + ReuseColumn(r->settings), group_w, ThresholdColumn(r->settings),
+                          growth_w, GrowthColumn(r->settings),
+                          Human(r->unconstrained.peak_reserved), min, granules, makespan, waits,
+                          syncs, reuse, r->replays);
+  }
+  return out;
+}
+
+// One line: on some traces most searches find a lower fit.
+std::string NotMonotoneText(const PolicySummary& sum) {
+  if (sum.not_monotone.empty()) return "";
+  std::vector<std::string> names;
+  for (const CapacityResult* r : sum.not_monotone) {
+    names.push_back(absl::StrCat(r->settings.allocator == AllocatorKind::kStreampool
+                                     ? r->settings.Label()
+                                     : r->settings.AllocatorLabel(),
+                                 " (", r->lower_fits_found, ")"));
+  }
+  return absl::StrCat(
+      "  warning: capacity searches not monotone (a smaller capacity fitted below "
+      "one that failed, so a smaller device may fit): ",
+      absl::StrJoin(names, "; "), "\n");
+}
+
+// "against ...": what `best` saves over `ref`.
+std::string AgainstText(const char* what, const CapacityResult* ref, const CapacityResult& best) {
+  if (ref == nullptr) return absl::StrFormat("    against %s: not swept\n", what);
+  if (!ref->fits) {
+    return absl::StrFormat("    against %s (%s): it does not fit in %s\n", what,
+                           ref->settings.Label(), Human(ref->settings.device_capacity));
+  }
+  const int64_t saved =
+      static_cast<int64_t>(ref->min_capacity) - static_cast<int64_t>(best.min_capacity);
+  const int64_t granules = saved / static_cast<int64_t>(kCapacityGranule);
+  return absl::StrFormat("    against %s (%s): %s, saves %s%s (%d granule%s)\n", what,
+                         ref->settings.Label(), Human(ref->min_capacity), saved < 0 ? "-" : "",
+                         Human(static_cast<uint64_t>(std::abs(saved))), granules,
+                         granules == 1 || granules == -1 ? "" : "s");
+}
+
+// A trace's line, its table and, where there is a choice, the best setting.
+std::string TraceText(const TracePolicyReport& rep) {
+  const Trace& t = *rep.trace;
+  std::string out = absl::StrFormat("%s: %d ops, peak live %s (%d bytes)\n", t.name, t.ops.size(),
+                                    Human(t.peak_live_bytes), t.peak_live_bytes);
+  const TextRows rows = RowsOf(rep);
+  const PolicySummary sum = SummarizePolicies(rep);
+  absl::StrAppend(&out, TableText(rows), NotMonotoneText(sum));
+  // One row is its own best; the summary is for a choice between several.
+  if (rows.size() < 2) return absl::StrCat(out, "\n");
+  if (sum.best == nullptr) {
+    return absl::StrCat(out, "  no setting fits in ",
+                        Human(rep.rows.empty() ? 0 : rep.rows[0].settings.device_capacity), "\n\n");
+  }
+  const CapacityResult& best = *sum.best;
+  absl::StrAppendFormat(&out, "  best: %s: %s (%d granules), makespan %s ms\n",
+                        best.settings.Label(), Human(best.min_capacity),
+                        best.min_capacity_granules(), Ms(best.at_min.makespan_ns));
+  absl::StrAppend(&out, AgainstText("all reuse off", sum.none, best),
+                  AgainstText("CUDA's defaults", sum.cuda_defaults, best));
+  for (const CapacityResult* m : sum.models) {
+    absl::StrAppend(&out, AgainstText(m->settings.AllocatorLabel().c_str(), m, best));
+  }
+  if (rep.with_ship) absl::StrAppend(&out, ShipText(rep, sum));
+  return absl::StrCat(out, "\n");
+}
+
 }  // namespace
 
 std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
@@ -401,123 +538,7 @@ std::string FormatPolicyText(const std::vector<TracePolicyReport>& reports) {
                           internal::EnumName(c.pool_type), internal::EnumName(c.backing),
                           Human(c.device_capacity));
   }
-  // Another allocator's row names it where a pool setting would stand.
-  auto reuse_of = [](const ReplaySettings& s) {
-    return s.allocator == AllocatorKind::kStreampool ? s.ReuseLabel() : s.AllocatorLabel();
-  };
-  auto threshold_of = [](const ReplaySettings& s) {
-    return s.allocator == AllocatorKind::kStreampool ? s.ThresholdLabel()
-           : s.allocator == AllocatorKind::kCuda     ? std::string("0")
-                                                     : std::string("-");
-  };
-  auto growth_of = [](const ReplaySettings& s) {
-    return s.allocator == AllocatorKind::kStreampool ? std::string(internal::EnumName(s.growth))
-           : s.allocator == AllocatorKind::kCuda     ? std::string("chunked")
-                                                     : std::string("-");
-  };
-  for (const TracePolicyReport& rep : reports) {
-    const Trace& t = *rep.trace;
-    absl::StrAppendFormat(&out, "%s: %d ops, peak live %s (%d bytes)\n", t.name, t.ops.size(),
-                          Human(t.peak_live_bytes), t.peak_live_bytes);
-    std::vector<std::pair<std::string, const CapacityResult*>> lines;
-    for (const CapacityResult& r : rep.rows) {
-      lines.emplace_back(r.recorded_pools == 0 || r.settings.allocator != AllocatorKind::kStreampool
-                             ? ""
-                             : "recorded: ",
-                         &r);
-    }
-    if (rep.cuda_defaults) lines.emplace_back("CUDA defaults: ", &*rep.cuda_defaults);
-    if (rep.reference) {
-      lines.emplace_back(rep.reference->recorded_pools != 0 ? "recorded: " : "default: ",
-                         &*rep.reference);
-    }
-    int reuse_w = 28, group_w = 9, growth_w = 10;
-    for (const auto& [prefix, r] : lines) {
-      reuse_w = std::max(reuse_w, static_cast<int>((prefix + reuse_of(r->settings)).size()));
-      group_w = std::max(group_w, static_cast<int>(threshold_of(r->settings).size()));
-      growth_w = std::max(growth_w, static_cast<int>(growth_of(r->settings).size()));
-    }
-    absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7s\n", reuse_w,
-                          "reuse", group_w, "threshold", growth_w, "growth", "peak reserved",
-                          "min capacity", "granules", "makespan ms", "waits", "syncs",
-                          "reuse same/event/opp/sync/internal/fresh", "replays");
-    for (const auto& [prefix, r] : lines) {
-      std::string min = "does not fit", granules = "-", makespan = "-", waits = "-", syncs = "-",
-                  reuse = "-";
-      if (r->fits) {
-        min = Human(r->min_capacity);
-        // A mark where a smaller device fitted below one that failed.
-        granules = absl::StrCat(r->min_capacity_granules(), r->lower_fits_found > 0 ? "*" : "");
-        makespan = Ms(r->at_min.makespan_ns);
-        waits = absl::StrCat(r->at_min.counters.waits);
-        syncs = absl::StrCat(r->at_min.synchronizes);
-        const PoolStats& s = r->at_min.stats;
-        reuse =
-            IsModel(r->settings.allocator)
-                ? absl::StrFormat("cross-stream %d, segments %d",
-                                  r->at_min.counters.cross_stream_reuses,
-                                  r->at_min.counters.segments_made)
-                : absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream,
-                                  s.reuse_event_dependency, s.reuse_opportunistic,
-                                  s.reuse_after_sync, s.reuse_internal_dependency, s.fresh_allocs);
-      }
-      absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7d\n",
-                            reuse_w, prefix + reuse_of(r->settings), group_w,
-                            threshold_of(r->settings), growth_w, growth_of(r->settings),
-                            Human(r->unconstrained.peak_reserved), min, granules, makespan, waits,
-                            syncs, reuse, r->replays);
-    }
-    const PolicySummary sum = SummarizePolicies(rep);
-    if (!sum.not_monotone.empty()) {
-      // One line: on some traces most searches find a lower fit.
-      std::vector<std::string> names;
-      for (const CapacityResult* r : sum.not_monotone) {
-        names.push_back(absl::StrCat(r->settings.allocator == AllocatorKind::kStreampool
-                                         ? r->settings.Label()
-                                         : r->settings.AllocatorLabel(),
-                                     " (", r->lower_fits_found, ")"));
-      }
-      absl::StrAppend(&out,
-                      "  warning: capacity searches not monotone (a smaller capacity fitted below "
-                      "one that failed, so a smaller device may fit): ",
-                      absl::StrJoin(names, "; "), "\n");
-    }
-    // One row is its own best; the summary is for a choice between several.
-    if (lines.size() < 2) {
-      absl::StrAppend(&out, "\n");
-      continue;
-    }
-    if (sum.best == nullptr) {
-      absl::StrAppend(&out, "  no setting fits in ",
-                      Human(rep.rows.empty() ? 0 : rep.rows[0].settings.device_capacity), "\n\n");
-      continue;
-    }
-    const CapacityResult& best = *sum.best;
-    absl::StrAppendFormat(&out, "  best: %s: %s (%d granules), makespan %s ms\n",
-                          best.settings.Label(), Human(best.min_capacity),
-                          best.min_capacity_granules(), Ms(best.at_min.makespan_ns));
-    auto against = [&](const char* what, const CapacityResult* ref) {
-      if (ref == nullptr) {
-        absl::StrAppendFormat(&out, "    against %s: not swept\n", what);
-      } else if (!ref->fits) {
-        absl::StrAppendFormat(&out, "    against %s (%s): it does not fit in %s\n", what,
-                              ref->settings.Label(), Human(ref->settings.device_capacity));
-      } else {
-        const int64_t saved =
-            static_cast<int64_t>(ref->min_capacity) - static_cast<int64_t>(best.min_capacity);
-        const int64_t granules = saved / static_cast<int64_t>(kCapacityGranule);
-        absl::StrAppendFormat(&out, "    against %s (%s): %s, saves %s%s (%d granule%s)\n", what,
-                              ref->settings.Label(), Human(ref->min_capacity), saved < 0 ? "-" : "",
-                              Human(static_cast<uint64_t>(std::abs(saved))), granules,
-                              granules == 1 || granules == -1 ? "" : "s");
-      }
-    };
-    against("all reuse off", sum.none);
-    against("CUDA's defaults", sum.cuda_defaults);
-    for (const CapacityResult* m : sum.models) against(m->settings.AllocatorLabel().c_str(), m);
-    if (rep.with_ship) absl::StrAppend(&out, ShipText(rep, sum));
-    absl::StrAppend(&out, "\n");
-  }
+  for (const TracePolicyReport& rep : reports) absl::StrAppend(&out, TraceText(rep));
   absl::StrAppend(
       &out,
       "peak reserved: unconstrained run; min capacity: the smallest device (whole 2 MiB "
@@ -740,10 +761,6 @@ std::string Marker(int shape, double x, double y, const char* fill, const char* 
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Threshold/growth groups in the order they first appear: a marker's shape.
 std::vector<std::string> GroupsOf(const TracePolicyReport& rep) {
   std::vector<std::string> groups;
@@ -773,110 +790,19 @@ std::string PointName(const TracePolicyReport& rep, const PolicySummary& sum,
   return label;
 }
 
-}  // namespace
+// Points that coincide (policy sets that decide alike) are one place on
+// the chart with one label naming them all, so that every label sits at
+// its point: beside it where there is room, else nearby with a leader.
+struct Place {
+  uint64_t capacity, makespan;
+  std::vector<const CapacityResult*> members;
+};
 
-std::string PolicyScatterSvg(const TracePolicyReport& rep, double width, double height) {
-  constexpr double kLeft = 80, kRight = 20, kTop = 34, kBottom = 50;
-  const PolicySummary sum = SummarizePolicies(rep);
-  const std::vector<std::string> groups = GroupsOf(rep);
-  auto shape_of = [&](const ReplaySettings& s) {
-    return static_cast<int>(std::find(groups.begin(), groups.end(), GroupLabel(s)) -
-                            groups.begin());
-  };
-  const double plot_w = width - kLeft - kRight;
-  const double plot_h = height - kTop - kBottom;
-  std::string out;
+struct Box {
+  double x0, x1, y0, y1;
+};
 
-  std::vector<const CapacityResult*> points;
-  std::vector<std::string> misfits;
-  for (const CapacityResult& r : rep.rows) {
-    if (r.fits) {
-      points.push_back(&r);
-    } else {
-      misfits.push_back(PointName(rep, sum, &r, groups.size()));
-    }
-  }
-  const bool cuda_apart = rep.cuda_defaults && rep.cuda_defaults->fits;
-  if (cuda_apart) points.push_back(&*rep.cuda_defaults);
-  if (rep.reference && rep.reference->fits) points.push_back(&*rep.reference);
-
-  uint64_t c_min = UINT64_MAX, c_max = 0, m_min = UINT64_MAX, m_max = 0;
-  for (const CapacityResult* r : points) {
-    c_min = std::min(c_min, r->min_capacity);
-    c_max = std::max(c_max, r->min_capacity);
-    m_min = std::min(m_min, r->at_min.makespan_ns);
-    m_max = std::max(m_max, r->at_min.makespan_ns);
-  }
-  if (points.empty()) c_min = c_max = m_min = m_max = 0;
-  const bool gib = c_max >= kGiB;
-  const double unit = gib ? kGiBf : kMiBf;
-  const Axis xa = Axis::Of(c_min / unit, c_max / unit);
-  const Axis ya = Axis::Of(m_min / 1e6, m_max / 1e6);
-  auto to_x = [&](uint64_t b) { return kLeft + plot_w * xa.Frac(b / unit); };
-  auto to_y = [&](uint64_t ns) { return kTop + plot_h * (1 - ya.Frac(ns / 1e6)); };
-
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.0f\" y=\"22\" font-size=\"14\" "
-                        "font-weight=\"bold\">%s</text>\n",
-                        kLeft,
-                        XmlEscape(std::filesystem::path(rep.trace->name).filename().string()));
-  absl::StrAppendFormat(
-      &out,
-      "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-      "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
-      kLeft, kTop, kLeft, kTop + plot_h, kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h);
-  const double xs = NiceStep(xa.hi - xa.lo, 8);
-  for (double v = std::ceil(xa.lo / xs) * xs; v <= xa.hi + 1e-9; v += xs) {
-    const double x = kLeft + plot_w * xa.Frac(v);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-                          x, kTop, x, kTop + plot_h, x, kTop + plot_h + 16, v);
-  }
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">minimum device "
-                        "capacity (%s)</text>\n",
-                        kLeft + plot_w / 2, kTop + plot_h + 34, gib ? "GiB" : "MiB");
-  const double ys = NiceStep(ya.hi - ya.lo, 6);
-  for (double v = std::ceil(ya.lo / ys) * ys; v <= ya.hi + 1e-9; v += ys) {
-    const double y = kTop + plot_h * (1 - ya.Frac(v));
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                          kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
-  }
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                        "transform=\"rotate(-90 %.1f %.1f)\">makespan at that capacity "
-                        "(ms)</text>\n",
-                        kLeft - 55, kTop + plot_h / 2, kLeft - 55, kTop + plot_h / 2);
-
-  auto glyph = [&](const CapacityResult* r, double x, double y, double radius) {
-    if ((cuda_apart && r == &*rep.cuda_defaults) ||
-        r->settings.allocator != AllocatorKind::kStreampool) {
-      // A cross: not one of the swept policy sets.
-      return absl::StrFormat(
-          "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"black\" "
-          "stroke-width=\"2\"/>",
-          x - radius, y - radius, x + radius, y + radius, x - radius, y + radius, x + radius,
-          y - radius);
-    }
-    if (rep.reference && r == &*rep.reference) {
-      return absl::StrFormat(
-          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" "
-          "stroke=\"black\" stroke-width=\"2\"/>",
-          x - radius, y - radius, 2 * radius, 2 * radius);
-    }
-    return Marker(shape_of(r->settings), x, y, kPalette[ReuseIndex(r->settings)], "black", radius);
-  };
-
-  // Points that coincide (policy sets that decide alike) are one place on
-  // the chart with one label naming them all, so that every label sits at
-  // its point: beside it where there is room, else nearby with a leader.
-  struct Place {
-    uint64_t capacity, makespan;
-    std::vector<const CapacityResult*> members;
-  };
+std::vector<Place> PlacesOf(const std::vector<const CapacityResult*>& points) {
   std::vector<Place> places;
   for (const CapacityResult* r : points) {
     auto it = std::find_if(places.begin(), places.end(), [&](const Place& p) {
@@ -888,65 +814,159 @@ std::string PolicyScatterSvg(const TracePolicyReport& rep, double width, double 
       it->members.push_back(r);
     }
   }
-  struct Box {
-    double x0, x1, y0, y1;
-  };
-  std::vector<Box> taken;
-  for (const Place& p : places) {
-    const double x = to_x(p.capacity), y = to_y(p.makespan);
-    taken.push_back({x - 6, x + 6, y - 6, y + 6});
+  return places;
+}
+
+// A place's label: its names while they fit in about a third of the plot's
+// width, then how many more; "ship" or "best" where it is one.
+std::string PlaceLabel(const std::vector<std::string>& names, bool is_ship, bool is_best,
+                       double plot_w) {
+  std::string label;
+  size_t shown = 0;
+  for (const std::string& n : names) {
+    const std::string more =
+        shown + 1 < names.size() ? absl::StrCat(" +", names.size() - shown - 1, " more") : "";
+    if (shown > 0 && 6.6 * (label.size() + 2 + n.size() + more.size()) > plot_w / 3) break;
+    absl::StrAppend(&label, shown == 0 ? "" : ", ", n);
+    ++shown;
   }
-  for (const Place& p : places) {
-    const double x = to_x(p.capacity), y = to_y(p.makespan);
+  if (shown < names.size()) absl::StrAppend(&label, " +", names.size() - shown, " more");
+  if (is_ship) absl::StrAppend(&label, " ship");
+  if (is_best && !is_ship) absl::StrAppend(&label, " best");
+  return label;
+}
+
+// Where a label `w` wide for the point (x, y) goes inside `area`, clear of
+// `taken`: right, left, above, below; then rings further out, with a
+// leader (second). Nowhere free: beside the point, over whatever is there.
+std::pair<Box, bool> LabelBox(double x, double y, double w, const Box& area,
+                              const std::vector<Box>& taken) {
+  for (int ring = 0; ring < 12; ++ring) {
+    const double d = 8 + 14.0 * ring;
+    const Box tries[] = {
+        {x + d, x + d + w, y - 6, y + 7},          {x - d - w, x - d, y - 6, y + 7},
+        {x - w / 2, x + w / 2, y - d - 13, y - d}, {x - w / 2, x + w / 2, y + d, y + d + 13},
+        {x + d, x + d + w, y - d - 13, y - d},     {x + d, x + d + w, y + d, y + d + 13},
+        {x - d - w, x - d, y - d - 13, y - d},     {x - d - w, x - d, y + d, y + d + 13}};
+    for (const Box& b : tries) {
+      if (b.x0 < area.x0 || b.x1 > area.x1 || b.y0 < area.y0 || b.y1 > area.y1) continue;
+      const bool clash = std::any_of(taken.begin(), taken.end(), [&](const Box& t) {
+        return b.x0 < t.x1 && t.x0 < b.x1 && b.y0 < t.y1 && t.y0 < b.y1;
+      });
+      if (!clash) return {b, ring > 0};
+    }
+  }
+  return {Box{x + 8, x + 8 + w, y - 6, y + 7}, false};
+}
+
+// One trace's chart: minimum capacity across, the makespan there up, a
+// point per setting that fits.
+class Scatter {
+ public:
+  static constexpr double kLeft = 80, kRight = 20, kTop = 34, kBottom = 50;
+
+  Scatter(const TracePolicyReport& rep, double width, double height)
+      : rep_(rep),
+        sum_(SummarizePolicies(rep)),
+        groups_(GroupsOf(rep)),
+        plot_w_(width - kLeft - kRight),
+        plot_h_(height - kTop - kBottom) {
+    for (const CapacityResult& r : rep.rows) {
+      if (r.fits) {
+        points_.push_back(&r);
+      } else {
+        misfits_.push_back(PointName(rep, sum_, &r, groups_.size()));
+      }
+    }
+    cuda_apart_ = rep.cuda_defaults && rep.cuda_defaults->fits;
+    if (cuda_apart_) points_.push_back(&*rep.cuda_defaults);
+    if (rep.reference && rep.reference->fits) points_.push_back(&*rep.reference);
+    uint64_t c_min = UINT64_MAX, c_max = 0, m_min = UINT64_MAX, m_max = 0;
+    for (const CapacityResult* r : points_) {
+      c_min = std::min(c_min, r->min_capacity);
+      c_max = std::max(c_max, r->min_capacity);
+      m_min = std::min(m_min, r->at_min.makespan_ns);
+      m_max = std::max(m_max, r->at_min.makespan_ns);
+    }
+    if (points_.empty()) c_min = c_max = m_min = m_max = 0;
+    gib_ = c_max >= kGiB;
+    unit_ = gib_ ? kGiBf : kMiBf;
+    xa_ = Axis::Of(c_min / unit_, c_max / unit_);
+    ya_ = Axis::Of(m_min / 1e6, m_max / 1e6);
+  }
+
+  std::string Svg() const {
+    std::string out =
+        ChartFrameSvg(rep_.trace->name, 22, kLeft, kTop, plot_w_, plot_h_,
+                      {xa_.lo, xa_.hi, [&](double v) { return kLeft + plot_w_ * xa_.Frac(v); },
+                       gib_ ? "minimum device capacity (GiB)" : "minimum device capacity (MiB)"},
+                      {ya_.lo, ya_.hi, [&](double v) { return kTop + plot_h_ * (1 - ya_.Frac(v)); },
+                       "makespan at that capacity (ms)"},
+                      55);
+    const std::vector<Place> places = PlacesOf(points_);
+    std::vector<Box> taken;
+    for (const Place& p : places) {
+      const double x = ToX(p.capacity), y = ToY(p.makespan);
+      taken.push_back({x - 6, x + 6, y - 6, y + 6});
+    }
+    for (const Place& p : places) absl::StrAppend(&out, PlaceSvg(p, taken));
+    if (points_.empty()) {
+      absl::StrAppendFormat(&out,
+                            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">no setting "
+                            "fits</text>\n",
+                            kLeft + plot_w_ / 2, kTop + plot_h_ / 2);
+    }
+    if (!misfits_.empty()) {
+      absl::StrAppendFormat(
+          &out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"gray\">%s</text>\n", kLeft + 8, kTop + 14,
+          XmlEscape(absl::StrCat("does not fit: ", absl::StrJoin(misfits_, ", "))));
+    }
+    return out;
+  }
+
+ private:
+  double ToX(uint64_t b) const { return kLeft + plot_w_ * xa_.Frac(b / unit_); }
+  double ToY(uint64_t ns) const { return kTop + plot_h_ * (1 - ya_.Frac(ns / 1e6)); }
+
+  // A point's mark: a cross for what is not a swept policy set, a white
+  // square for the reference, else its colour and shape.
+  std::string Glyph(const CapacityResult* r, double x, double y, double radius) const {
+    if ((cuda_apart_ && r == &*rep_.cuda_defaults) ||
+        r->settings.allocator != AllocatorKind::kStreampool) {
+      return absl::StrFormat(
+          "<path d=\"M%.1f %.1fL%.1f %.1fM%.1f %.1fL%.1f %.1f\" stroke=\"black\" "
+          "stroke-width=\"2\"/>",
+          x - radius, y - radius, x + radius, y + radius, x - radius, y + radius, x + radius,
+          y - radius);
+    }
+    if (rep_.reference && r == &*rep_.reference) {
+      return absl::StrFormat(
+          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"white\" "
+          "stroke=\"black\" stroke-width=\"2\"/>",
+          x - radius, y - radius, 2 * radius, 2 * radius);
+    }
+    const int shape = static_cast<int>(
+        std::find(groups_.begin(), groups_.end(), GroupLabel(r->settings)) - groups_.begin());
+    return Marker(shape, x, y, kPalette[ReuseIndex(r->settings)], "black", radius);
+  }
+
+  // A place's marks and its label, whose box joins `taken`.
+  std::string PlaceSvg(const Place& p, std::vector<Box>& taken) const {
+    const double x = ToX(p.capacity), y = ToY(p.makespan);
     std::vector<std::string> names;
     bool is_ship = false, is_best = false;
     for (const CapacityResult* r : p.members) {
-      names.push_back(PointName(rep, sum, r, groups.size()));
-      is_ship = is_ship || r == sum.ship;
-      is_best = is_best || r == sum.best;
+      names.push_back(PointName(rep_, sum_, r, groups_.size()));
+      is_ship = is_ship || r == sum_.ship;
+      is_best = is_best || r == sum_.best;
     }
-    const std::string all = absl::StrJoin(names, ", ");
-    // A label wider than about a third of the plot says how many more.
-    std::string label;
-    size_t shown = 0;
-    for (const std::string& n : names) {
-      const std::string more =
-          shown + 1 < names.size() ? absl::StrCat(" +", names.size() - shown - 1, " more") : "";
-      if (shown > 0 && 6.6 * (label.size() + 2 + n.size() + more.size()) > plot_w / 3) break;
-      absl::StrAppend(&label, shown == 0 ? "" : ", ", n);
-      ++shown;
-    }
-    if (shown < names.size()) absl::StrAppend(&label, " +", names.size() - shown, " more");
-    if (is_ship) absl::StrAppend(&label, " ship");
-    if (is_best && !is_ship) absl::StrAppend(&label, " best");
+    const std::string label = PlaceLabel(names, is_ship, is_best, plot_w_);
     const double w = 14 + 6.6 * label.size();
-    // Right, left, above, below; then rings further out, with a leader.
-    const double top = kTop, bottom = kTop + plot_h, left = kLeft, right = kLeft + plot_w;
-    std::optional<Box> chosen;
-    bool leader = false;
-    for (int ring = 0; ring < 12 && !chosen; ++ring) {
-      const double d = 8 + 14.0 * ring;
-      const Box tries[] = {
-          {x + d, x + d + w, y - 6, y + 7},          {x - d - w, x - d, y - 6, y + 7},
-          {x - w / 2, x + w / 2, y - d - 13, y - d}, {x - w / 2, x + w / 2, y + d, y + d + 13},
-          {x + d, x + d + w, y - d - 13, y - d},     {x + d, x + d + w, y + d, y + d + 13},
-          {x - d - w, x - d, y - d - 13, y - d},     {x - d - w, x - d, y + d, y + d + 13}};
-      for (const Box& b : tries) {
-        if (b.x0 < left || b.x1 > right || b.y0 < top || b.y1 > bottom) continue;
-        const bool clash = std::any_of(taken.begin(), taken.end(), [&](const Box& t) {
-          return b.x0 < t.x1 && t.x0 < b.x1 && b.y0 < t.y1 && t.y0 < b.y1;
-        });
-        if (!clash) {
-          chosen = b;
-          leader = ring > 0;
-          break;
-        }
-      }
-    }
-    // Nowhere free: beside the point, over whatever is there.
-    const Box box = chosen ? *chosen : Box{x + 8, x + 8 + w, y - 6, y + 7};
+    const Box area{kLeft, kLeft + plot_w_, kTop, kTop + plot_h_};
+    const auto [box, leader] = LabelBox(x, y, w, area, taken);
     taken.push_back(box);
-    absl::StrAppend(&out, "<g class=\"place\"><title>", XmlEscape(all), "</title>");
+    std::string out = absl::StrCat("<g class=\"place\"><title>",
+                                   XmlEscape(absl::StrJoin(names, ", ")), "</title>");
     if (leader) {
       const double lx = std::clamp(x, box.x0, box.x1), ly = std::clamp(y, box.y0, box.y1);
       absl::StrAppendFormat(&out,
@@ -955,7 +975,7 @@ std::string PolicyScatterSvg(const TracePolicyReport& rep, double width, double 
                             x, y, lx, ly);
     }
     for (const CapacityResult* r : p.members) {
-      absl::StrAppend(&out, "<g class=\"pt\">", glyph(r, x, y, 5), "</g>");
+      absl::StrAppend(&out, "<g class=\"pt\">", Glyph(r, x, y, 5), "</g>");
     }
     if (is_ship) {
       absl::StrAppendFormat(&out,
@@ -964,21 +984,27 @@ std::string PolicyScatterSvg(const TracePolicyReport& rep, double width, double 
                             x, y);
     }
     absl::StrAppendFormat(&out, "%s<text class=\"lbl\" x=\"%.1f\" y=\"%.1f\">%s</text></g>\n",
-                          glyph(p.members[0], box.x0 + 4, box.y0 + 6.5, 3.5), box.x0 + 12,
+                          Glyph(p.members[0], box.x0 + 4, box.y0 + 6.5, 3.5), box.x0 + 12,
                           box.y0 + 10.5, XmlEscape(label));
+    return out;
   }
-  if (points.empty()) {
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">no setting "
-                          "fits</text>\n",
-                          kLeft + plot_w / 2, kTop + plot_h / 2);
-  }
-  if (!misfits.empty()) {
-    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" fill=\"gray\">%s</text>\n", kLeft + 8,
-                          kTop + 14,
-                          XmlEscape(absl::StrCat("does not fit: ", absl::StrJoin(misfits, ", "))));
-  }
-  return out;
+
+  const TracePolicyReport& rep_;
+  const PolicySummary sum_;
+  const std::vector<std::string> groups_;
+  const double plot_w_, plot_h_;
+  std::vector<const CapacityResult*> points_;
+  std::vector<std::string> misfits_;
+  bool cuda_apart_ = false;
+  bool gib_ = false;
+  double unit_ = 1;
+  Axis xa_{}, ya_{};
+};
+
+}  // namespace
+
+std::string PolicyScatterSvg(const TracePolicyReport& rep, double width, double height) {
+  return Scatter(rep, width, height).Svg();
 }
 
 std::string FormatPolicySvg(const std::vector<TracePolicyReport>& reports) {

@@ -350,10 +350,91 @@ std::string StepPolyline(const std::vector<SeriesPoint>& series, uint64_t end_ns
   return pts;
 }
 
+// The chart's layout: panels of kPanelH, one per trace, one above another.
+constexpr double kWidth = 960, kPanelH = 340, kLeft = 80, kRight = 20, kTop = 40, kBottom = 50;
+constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kPanelH - kTop - kBottom;
+
+// One trace's panel at y0: its axes, PyTorch's peak reserved where the
+// trace names it, and each run's reserved and used bytes over time.
+std::string TracePanelSvg(const TraceReport& rep, double y0) {
+  const double plot_w = kPlotW, plot_h = kPlotH;
+  uint64_t t_max = 1, v_max = 1;
+  for (const ReplayResult& r : rep.runs) {
+    t_max = std::max(t_max, r.end_time_ns);
+    for (const SeriesPoint& s : r.series) {
+      t_max = std::max(t_max, s.time_ns);
+      v_max = std::max({v_max, s.reserved, s.used});
+    }
+  }
+  const TorchFigures torch = TorchFiguresOf(*rep.trace);
+  if (torch.peak_reserved) v_max = std::max(v_max, *torch.peak_reserved);
+  const double t_ms = t_max / 1e6;
+  const double v_gib = v_max / kGiBf * 1.05;
+  auto to_x = [&](uint64_t ns) { return kLeft + plot_w * (ns / 1e6) / t_ms; };
+  auto to_y = [&](uint64_t v) { return y0 + kTop + plot_h * (1 - (v / kGiBf) / v_gib); };
+
+  std::string out = ChartFrameSvg(
+      rep.trace->name, y0 + 22, kLeft, y0 + kTop, plot_w, plot_h,
+      {0, t_ms, [&](double v) { return kLeft + plot_w * v / t_ms; }, "virtual time (ms)"},
+      {0, v_gib, [&](double v) { return y0 + kTop + plot_h * (1 - v / v_gib); }, "GiB"}, 50);
+  if (torch.peak_reserved) {
+    // The line across the plot; its key in the title row, right-aligned,
+    // where no series can run over it.
+    const double y = to_y(*torch.peak_reserved);
+    const double key_y = y0 + 18;
+    absl::StrAppendFormat(
+        &out,
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
+        "stroke-dasharray=\"2,3\"/>\n"
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
+        "stroke-dasharray=\"2,3\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
+        "fill=\"gray\">PyTorch peak reserved</text>\n",
+        kLeft, y, kLeft + plot_w, y, kLeft + plot_w - 30, key_y, kLeft + plot_w, key_y,
+        kLeft + plot_w - 36, key_y + 4);
+  }
+  for (size_t k = 0; k < rep.runs.size(); ++k) {
+    const ReplayResult& r = rep.runs[k];
+    const char* color = kPalette[k % std::size(kPalette)];
+    // Reserved thick, used thin, both solid: a dash pattern could hide a
+    // one-pixel spike, and spikes are where the peaks are.
+    absl::StrAppendFormat(
+        &out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" points=\"%s\"/>\n", color,
+        StepPolyline(
+            r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.reserved; }, to_x, to_y));
+    absl::StrAppendFormat(
+        &out,
+        "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1\" stroke-opacity=\"0.8\" "
+        "points=\"%s\"/>\n",
+        color,
+        StepPolyline(
+            r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.used; }, to_x, to_y));
+  }
+  return out;
+}
+
+// The legend at ly: the settings of the first trace (every trace is
+// replayed under the same settings).
+std::string LegendSvg(const std::vector<TraceReport>& reports, double ly) {
+  std::string out = absl::StrFormat(
+      "<text x=\"%.0f\" y=\"%.0f\">thick: reserved, thin: used (identical "
+      "series overlap; the last setting is drawn on top)</text>\n",
+      kLeft, ly);
+  if (reports.empty()) return out;
+  for (size_t k = 0; k < reports[0].runs.size(); ++k) {
+    const double y = ly + 18 * (k + 1);
+    const char* color = kPalette[k % std::size(kPalette)];
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\" "
+                          "stroke-width=\"3\"/><text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
+                          kLeft, y - 4, kLeft + 30, y - 4, color, kLeft + 38, y,
+                          XmlEscape(reports[0].runs[k].settings.Label()));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FormatSvg(const std::vector<TraceReport>& reports) {
-  constexpr double kWidth = 960, kPanelH = 340, kLeft = 80, kRight = 20, kTop = 40, kBottom = 50;
   size_t max_runs = 0;
   for (const TraceReport& r : reports) max_runs = std::max(max_runs, r.runs.size());
   const double legend_h = 24 + 18.0 * max_runs;
@@ -363,121 +444,51 @@ std::string FormatSvg(const std::vector<TraceReport>& reports) {
       "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
       kWidth, height, kWidth, height);
-
   for (size_t p = 0; p < reports.size(); ++p) {
-    const TraceReport& rep = reports[p];
-    const double y0 = p * kPanelH;
-    const double plot_w = kWidth - kLeft - kRight;
-    const double plot_h = kPanelH - kTop - kBottom;
-    uint64_t t_max = 1, v_max = 1;
-    for (const ReplayResult& r : rep.runs) {
-      t_max = std::max(t_max, r.end_time_ns);
-      for (const SeriesPoint& s : r.series) {
-        t_max = std::max(t_max, s.time_ns);
-        v_max = std::max({v_max, s.reserved, s.used});
-      }
-    }
-    const TorchFigures torch = TorchFiguresOf(*rep.trace);
-    if (torch.peak_reserved) v_max = std::max(v_max, *torch.peak_reserved);
-    const double t_ms = t_max / 1e6;
-    const double v_gib = v_max / kGiBf * 1.05;
-    auto to_x = [&](uint64_t ns) { return kLeft + plot_w * (ns / 1e6) / t_ms; };
-    auto to_y = [&](uint64_t v) { return y0 + kTop + plot_h * (1 - (v / kGiBf) / v_gib); };
-
-    // The file's name, not its path: a title says which trace, and a long
-    // absolute path would run into the key beside it.
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" "
-                          "font-weight=\"bold\">%s</text>\n",
-                          kLeft, y0 + 22,
-                          XmlEscape(std::filesystem::path(rep.trace->name).filename().string()));
-    // Axes with ticks and grid lines.
-    absl::StrAppendFormat(
-        &out,
-        "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-        "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
-        kLeft, y0 + kTop, kLeft, y0 + kTop + plot_h, kLeft, y0 + kTop + plot_h, kLeft + plot_w,
-        y0 + kTop + plot_h);
-    const double ts = NiceStep(t_ms, 8);
-    for (double v = 0; v <= t_ms + 1e-9; v += ts) {
-      const double x = kLeft + plot_w * v / t_ms;
-      absl::StrAppendFormat(
-          &out,
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-          x, y0 + kTop, x, y0 + kTop + plot_h, x, y0 + kTop + plot_h + 16, v);
-    }
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">virtual "
-                          "time (ms)</text>\n",
-                          kLeft + plot_w / 2, y0 + kTop + plot_h + 34);
-    const double vs = NiceStep(v_gib, 6);
-    for (double v = 0; v <= v_gib + 1e-9; v += vs) {
-      const double y = y0 + kTop + plot_h * (1 - v / v_gib);
-      absl::StrAppendFormat(
-          &out,
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-          kLeft, y, kLeft + plot_w, y, kLeft - 6, y + 4, v);
-    }
-    absl::StrAppendFormat(&out,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                          "transform=\"rotate(-90 %.1f %.1f)\">GiB</text>\n",
-                          kLeft - 50, y0 + kTop + plot_h / 2, kLeft - 50, y0 + kTop + plot_h / 2);
-    if (torch.peak_reserved) {
-      // The line across the plot; its key in the title row, right-aligned,
-      // where no series can run over it.
-      const double y = to_y(*torch.peak_reserved);
-      const double key_y = y0 + 18;
-      absl::StrAppendFormat(
-          &out,
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
-          "stroke-dasharray=\"2,3\"/>\n"
-          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
-          "stroke-dasharray=\"2,3\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
-          "fill=\"gray\">PyTorch peak reserved</text>\n",
-          kLeft, y, kLeft + plot_w, y, kLeft + plot_w - 30, key_y, kLeft + plot_w, key_y,
-          kLeft + plot_w - 36, key_y + 4);
-    }
-    for (size_t k = 0; k < rep.runs.size(); ++k) {
-      const ReplayResult& r = rep.runs[k];
-      const char* color = kPalette[k % std::size(kPalette)];
-      // Reserved thick, used thin, both solid: a dash pattern could hide a
-      // one-pixel spike, and spikes are where the peaks are.
-      absl::StrAppendFormat(
-          &out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" points=\"%s\"/>\n",
-          color,
-          StepPolyline(
-              r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.reserved; }, to_x,
-              to_y));
-      absl::StrAppendFormat(
-          &out,
-          "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1\" stroke-opacity=\"0.8\" "
-          "points=\"%s\"/>\n",
-          color,
-          StepPolyline(
-              r.series, r.end_time_ns, [](const SeriesPoint& s) { return s.used; }, to_x, to_y));
-    }
+    absl::StrAppend(&out, TracePanelSvg(reports[p], p * kPanelH));
   }
-  // Legend: the settings of the first trace (every trace is replayed under
-  // the same settings).
-  const double ly = kPanelH * reports.size() + 16;
-  absl::StrAppendFormat(&out,
-                        "<text x=\"%.0f\" y=\"%.0f\">thick: reserved, thin: used (identical "
-                        "series overlap; the last setting is drawn on top)</text>\n",
-                        kLeft, ly);
-  if (!reports.empty()) {
-    for (size_t k = 0; k < reports[0].runs.size(); ++k) {
-      const double y = ly + 18 * (k + 1);
-      const char* color = kPalette[k % std::size(kPalette)];
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"%s\" "
-                            "stroke-width=\"3\"/><text x=\"%.0f\" y=\"%.1f\">%s</text>\n",
-                            kLeft, y - 4, kLeft + 30, y - 4, color, kLeft + 38, y,
-                            XmlEscape(reports[0].runs[k].settings.Label()));
-    }
-  }
+  absl::StrAppend(&out, LegendSvg(reports, kPanelH * reports.size() + 16));
   out += "</svg>\n";
+  return out;
+}
+
+std::string ChartFrameSvg(absl::string_view trace_name, double title_y, double left, double top,
+                          double width, double height, const SvgAxis& x, const SvgAxis& y,
+                          double y_name_gap) {
+  // The file's name, not its path: a title says which trace, and a long
+  // absolute path would run into the key beside it.
+  std::string out = absl::StrFormat(
+      "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", left,
+      title_y, XmlEscape(std::filesystem::path(std::string(trace_name)).filename().string()));
+  const double bottom = top + height;
+  absl::StrAppendFormat(
+      &out,
+      "<g stroke=\"black\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+      "y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/></g>\n",
+      left, top, left, bottom, left, bottom, left + width, bottom);
+  const double xs = NiceStep(x.hi - x.lo, 8);
+  for (double v = std::ceil(x.lo / xs) * xs; v <= x.hi + 1e-9; v += xs) {
+    const double px = x.at(v);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                          px, top, px, bottom, px, bottom + 16, v);
+  }
+  absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                        left + width / 2, bottom + 34, x.name);
+  const double ys = NiceStep(y.hi - y.lo, 6);
+  for (double v = std::ceil(y.lo / ys) * ys; v <= y.hi + 1e-9; v += ys) {
+    const double py = y.at(v);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                          left, py, left + width, py, left - 6, py + 4, v);
+  }
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                        "transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n",
+                        left - y_name_gap, top + height / 2, left - y_name_gap, top + height / 2,
+                        y.name);
   return out;
 }
 

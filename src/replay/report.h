@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 #include "src/replay/replay.h"
 #include "src/replay/trace.h"
 
@@ -58,6 +60,21 @@ uint64_t ReuseCount(const PoolStats& s, ReuseRule rule);
 // An axis tick step of 1, 2 or 5 times a power of ten giving about `want`
 // ticks over `range`.
 double NiceStep(double range, int want);
+
+// One axis of an SVG chart over [lo, hi]: a grid line with its value at
+// each multiple of a NiceStep, placed by `at`, and the axis's name.
+struct SvgAxis {
+  double lo, hi;
+  absl::FunctionRef<double(double)> at;
+  absl::string_view name;
+};
+
+// An SVG chart's frame: the trace file's name as its title at `title_y`,
+// the axes of the plot area (left, top, width, height) with about 8 grid
+// lines across and 6 up, and the y axis's name `y_name_gap` left of it.
+std::string ChartFrameSvg(absl::string_view trace_name, double title_y, double left, double top,
+                          double width, double height, const SvgAxis& x, const SvgAxis& y,
+                          double y_name_gap);
 
 }  // namespace streampool::replay
 

@@ -154,14 +154,11 @@ absl::StatusOr<Trace> TwoPassTrace(const Trace& trace, uint32_t* line_offset) {
   return out;
 }
 
-absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySettings& base) {
-  TorchValidation v;
-  v.trace = trace.name;
-  v.options = base.torch.ToString();
-  v.torch_peak_reserved = trace.HeaderNumber("torch_peak_reserved_bytes");
-  v.torch_start_reserved = trace.HeaderNumber("torch_reserved_at_trace_start");
-  v.torch_end_segments = EndSegments(trace);
+namespace {
 
+// The model as a validation runs it: the pytorch allocator keeping its
+// segment history, without what a validation does not report.
+ReplaySettings ModelSettings(const ReplaySettings& base) {
   ReplaySettings s = base;
   s.allocator = AllocatorKind::kPytorch;
   s.keep_segment_history = true;
@@ -169,36 +166,28 @@ absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySe
   s.check_stream_order = false;
   s.record_timeline = false;
   s.stop_at_first_failure = false;
+  return s;
+}
 
-  uint32_t offset = 0;  // the measured pass's lines are the trace's plus this
-  const Trace* replayed = &trace;
-  Trace two_pass;
-  if (!trace.initial_segments.empty()) {
-    v.seeded = true;
-    s.seed_from_trace = true;
-    v.torch_history = trace.segment_history;
-    for (const SegmentEvent& e : v.torch_history) {
-      ++(Grows(e.kind) ? v.torch_segment_allocs : v.torch_segment_frees);
-    }
-    for (const InitialSegment& seg : trace.initial_segments) v.model_start_reserved += seg.size;
-    v.model_start_segments = trace.initial_segments.size();
-  } else {
-    s.seed_from_trace = false;
-    v.torch_segment_allocs =
-        ActionCount(trace, "segment_alloc") + ActionCount(trace, "segment_map");
-    v.torch_segment_frees =
-        ActionCount(trace, "segment_free") + ActionCount(trace, "segment_unmap");
-    absl::StatusOr<Trace> t = TwoPassTrace(trace, &offset);
-    if (!t.ok()) return t.status();
-    two_pass = *std::move(t);
-    replayed = &two_pass;
+// PyTorch's history and the model's start from the trace's own segments.
+void SeedFromTrace(const Trace& trace, TorchValidation& v) {
+  v.seeded = true;
+  v.torch_history = trace.segment_history;
+  for (const SegmentEvent& e : v.torch_history) {
+    ++(Grows(e.kind) ? v.torch_segment_allocs : v.torch_segment_frees);
   }
-  absl::StatusOr<ReplayResult> r = Replay(*replayed, s);
-  if (!r.ok()) return r.status();
-  v.model_peak_reserved = r->peak_reserved;
+  for (const InitialSegment& seg : trace.initial_segments) v.model_start_reserved += seg.size;
+  v.model_start_segments = trace.initial_segments.size();
+}
+
+// The model's events: those of the warm-up pass (lines below `offset`;
+// none when seeded) make its start, those of the measured pass, at the
+// trace's own lines, its history.
+void TakeModelHistory(const std::vector<SegmentEvent>& history, uint32_t offset,
+                      TorchValidation& v) {
   uint64_t start_segments = v.model_start_segments;
-  for (const SegmentEvent& e : r->segment_history) {
-    if (e.line < offset) {  // the warm-up pass (never when seeded: offset 0)
+  for (const SegmentEvent& e : history) {
+    if (e.line < offset) {
       if (Grows(e.kind)) {
         v.model_start_reserved += e.size;
         ++start_segments;
@@ -215,73 +204,121 @@ absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySe
   }
   v.model_start_segments = start_segments;
   v.model_end_segments = start_segments + v.model_segment_allocs - v.model_segment_frees;
+}
+
+// Sets v.matched; the index of the first event that differs (0 when only
+// counts are known).
+size_t MatchHistories(TorchValidation& v) {
+  size_t i = 0;
+  if (!v.seeded) {
+    v.matched = std::min(v.torch_segment_allocs, v.model_segment_allocs);
+    return i;
+  }
+  while (i < v.torch_history.size() && i < v.model_history.size()) {
+    const SegmentEvent& a = v.torch_history[i];
+    const SegmentEvent& b = v.model_history[i];
+    if (a.kind != b.kind || a.size != b.size || a.line != b.line) break;
+    ++i;
+  }
+  v.matched = i;
+  return i;
+}
+
+// What each side did at the first difference `i`, and the trace's line
+// there (0 where neither names one).
+struct Divergence {
+  std::string torch_side, model_side;
+  uint32_t line = 0;
+};
+
+Divergence DivergenceAt(const TorchValidation& v, size_t i) {
+  Divergence d;
+  if (!v.seeded) {
+    d.torch_side = absl::StrCat(v.torch_segment_allocs, " segment allocations");
+    d.model_side = absl::StrCat(v.model_segment_allocs, " segment allocations");
+    if (!v.model_history.empty()) {
+      d.line = v.model_history.front().line;
+      absl::StrAppend(&d.model_side, ", the first a ", Describe(v.model_history.front()));
+    }
+    return d;
+  }
+  d.torch_side = "nothing more";
+  if (i < v.torch_history.size()) {
+    d.torch_side = Describe(v.torch_history[i]);
+    d.line = v.torch_history[i].line;
+  }
+  d.model_side = "nothing more";
+  if (i < v.model_history.size()) {
+    d.model_side = Describe(v.model_history[i]);
+    if (d.line == 0 || v.model_history[i].line < d.line) d.line = v.model_history[i].line;
+  }
+  return d;
+}
+
+// `start` bytes after the first `n` events of `history`.
+uint64_t ReservedAfter(uint64_t start, const std::vector<SegmentEvent>& history, size_t n) {
+  for (size_t k = 0; k < n && k < history.size(); ++k) {
+    const SegmentEvent& e = history[k];
+    start = Grows(e.kind) ? start + e.size : start - e.size;
+  }
+  return start;
+}
+
+}  // namespace
+
+absl::StatusOr<TorchValidation> ValidateTorch(const Trace& trace, const ReplaySettings& base) {
+  TorchValidation v;
+  v.trace = trace.name;
+  v.options = base.torch.ToString();
+  v.torch_peak_reserved = trace.HeaderNumber("torch_peak_reserved_bytes");
+  v.torch_start_reserved = trace.HeaderNumber("torch_reserved_at_trace_start");
+  v.torch_end_segments = EndSegments(trace);
+
+  ReplaySettings s = ModelSettings(base);
+  uint32_t offset = 0;  // the measured pass's lines are the trace's plus this
+  const Trace* replayed = &trace;
+  Trace two_pass;
+  s.seed_from_trace = !trace.initial_segments.empty();
+  if (s.seed_from_trace) {
+    SeedFromTrace(trace, v);
+  } else {
+    v.torch_segment_allocs =
+        ActionCount(trace, "segment_alloc") + ActionCount(trace, "segment_map");
+    v.torch_segment_frees =
+        ActionCount(trace, "segment_free") + ActionCount(trace, "segment_unmap");
+    absl::StatusOr<Trace> t = TwoPassTrace(trace, &offset);
+    if (!t.ok()) return t.status();
+    two_pass = *std::move(t);
+    replayed = &two_pass;
+  }
+  absl::StatusOr<ReplayResult> r = Replay(*replayed, s);
+  if (!r.ok()) return r.status();
+  v.model_peak_reserved = r->peak_reserved;
+  TakeModelHistory(r->segment_history, offset, v);
 
   // The first difference, and both sides' state just before it.
-  const bool sized = v.seeded;
-  size_t i = 0;
-  if (sized) {
-    while (i < v.torch_history.size() && i < v.model_history.size()) {
-      const SegmentEvent& a = v.torch_history[i];
-      const SegmentEvent& b = v.model_history[i];
-      if (a.kind != b.kind || a.size != b.size || a.line != b.line) break;
-      ++i;
-    }
-    v.matched = i;
-  } else {
-    v.matched = std::min(v.torch_segment_allocs, v.model_segment_allocs);
+  const size_t i = MatchHistories(v);
+  const bool differ = v.seeded ? (i < v.torch_history.size() || i < v.model_history.size())
+                               : (v.torch_segment_allocs != v.model_segment_allocs ||
+                                  v.torch_segment_frees != v.model_segment_frees);
+  if (!differ) return v;
+  const Divergence d = DivergenceAt(v, i);
+  // PyTorch's state before the event: its start plus what came before.
+  const uint64_t torch_reserved = ReservedAfter(
+      v.seeded ? v.model_start_reserved : v.torch_start_reserved.value_or(0), v.torch_history, i);
+  const uint64_t model_reserved = ReservedAfter(v.model_start_reserved, v.model_history, i);
+  std::string model_state;
+  if (d.line > 1) {
+    ReplaySettings upto = s;
+    upto.stop_after_line = d.line - 1 + offset;
+    upto.keep_segment_history = false;
+    absl::StatusOr<ReplayResult> before = Replay(*replayed, upto);
+    if (before.ok()) model_state = before->model_state;
   }
-  const bool differ = sized ? (i < v.torch_history.size() || i < v.model_history.size())
-                            : (v.torch_segment_allocs != v.model_segment_allocs ||
-                               v.torch_segment_frees != v.model_segment_frees);
-  if (differ) {
-    std::string torch_side, model_side;
-    uint32_t line = 0;
-    if (sized) {
-      if (i < v.torch_history.size()) {
-        torch_side = Describe(v.torch_history[i]);
-        line = v.torch_history[i].line;
-      } else {
-        torch_side = "nothing more";
-      }
-      if (i < v.model_history.size()) {
-        model_side = Describe(v.model_history[i]);
-        if (line == 0 || v.model_history[i].line < line) line = v.model_history[i].line;
-      } else {
-        model_side = "nothing more";
-      }
-    } else {
-      torch_side = absl::StrCat(v.torch_segment_allocs, " segment allocations");
-      model_side = absl::StrCat(v.model_segment_allocs, " segment allocations");
-      if (!v.model_history.empty()) {
-        line = v.model_history.front().line;
-        absl::StrAppend(&model_side, ", the first a ", Describe(v.model_history.front()));
-      }
-    }
-    // PyTorch's state before the event: its start plus what came before.
-    uint64_t torch_reserved =
-        v.seeded ? v.model_start_reserved : v.torch_start_reserved.value_or(0);
-    uint64_t model_reserved = v.model_start_reserved;
-    for (size_t k = 0; k < i && k < v.torch_history.size(); ++k) {
-      const SegmentEvent& e = v.torch_history[k];
-      torch_reserved = Grows(e.kind) ? torch_reserved + e.size : torch_reserved - e.size;
-    }
-    for (size_t k = 0; k < i && k < v.model_history.size(); ++k) {
-      const SegmentEvent& e = v.model_history[k];
-      model_reserved = Grows(e.kind) ? model_reserved + e.size : model_reserved - e.size;
-    }
-    std::string model_state;
-    if (line > 1) {
-      ReplaySettings upto = s;
-      upto.stop_after_line = line - 1 + offset;
-      upto.keep_segment_history = false;
-      absl::StatusOr<ReplayResult> before = Replay(*replayed, upto);
-      if (before.ok()) model_state = before->model_state;
-    }
-    v.first_divergence =
-        absl::StrCat(trace.name, ":", line, ": PyTorch ", torch_side, " (it held ", torch_reserved,
-                     " bytes before), the model ", model_side, " (it held ", model_reserved,
-                     " bytes", model_state.empty() ? "" : absl::StrCat("; ", model_state), ")");
-  }
+  v.first_divergence = absl::StrCat(
+      trace.name, ":", d.line, ": PyTorch ", d.torch_side, " (it held ", torch_reserved,
+      " bytes before), the model ", d.model_side, " (it held ", model_reserved, " bytes",
+      model_state.empty() ? "" : absl::StrCat("; ", model_state), ")");
   return v;
 }
 
