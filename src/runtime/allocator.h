@@ -83,15 +83,17 @@ class Allocator {
       SpinLockHolder lock(t.lock);
       if (c_.fast.epoch_relaxed() != t.epoch) return false;
       const auto addr = reinterpret_cast<uintptr_t>(ptr);
-      // The holder first: held by this stream, the last block's address
-      // cannot be changing under another thread's recycling.
-      const bool last = m.last != nullptr && HolderOf(*m.last) == t.t + 1 && m.last->addr() == addr;
-      Block* b = last ? m.last : c_.index.EntryAt(addr);
-      // Held by this stream: only this lock's holder may change that.
-      if (b == nullptr || HolderOf(*b) != t.t + 1 || b->addr() != addr ||
-          LoadRelaxed(b->used_elsewhere)) {
-        return false;
-      }
+      // Held by this stream: only this lock's holder may change that, and a
+      // held block's address cannot be changing under another thread's
+      // recycling, so the holder is read first. The last block handed out
+      // here needs no page-map walk.
+      auto held = [&](const Block* c) {
+        return c != nullptr && HolderOf(*c) == t.t + 1 && c->addr() == addr;
+      };
+      Block* b = m.last;
+      const bool last = held(b);
+      if (!last && !held(b = c_.index.EntryAt(addr))) return false;
+      if (LoadRelaxed(b->used_elsewhere)) return false;
       ClearHolder(*b);
       f = ClaimedFree{b, t.t, Ordering::AdvancePoint(*t.position)};
       // The last block came from the memo's pool and stream cache.
