@@ -28,13 +28,13 @@ class Oracle final : public OrderOracle {
   // that far, and let go with the oracle; otherwise the maker holds it.
   Oracle(RuntimeCore& rt, StreamIndex t, bool lazy = false) : rt_(rt), t_(t), lazy_(lazy) {}
   ~Oracle() override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (locked_) rt_.order_mu.Unlock();
+    if (locked_) rt_.seq.mu().Unlock();
   }
   Oracle(const Oracle&) = delete;
   Oracle& operator=(const Oracle&) = delete;
   void NeedOrder() override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (lazy_ && !locked_) {
-      rt_.order_mu.Lock();
+      rt_.seq.mu().Lock();
       locked_ = true;
     }
   }
@@ -43,34 +43,33 @@ class Oracle final : public OrderOracle {
   bool ordered() const { return !lazy_ || locked_; }
   StreamIndex stream() const override { return t_; }
   Position OrderedAfter(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return rt_.ordering.OrderedAfter(t_, s);
+    return rt_.seq.ordering().OrderedAfter(t_, s);
   }
   Position ObservedComplete(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return std::max(rt_.ordering.done(s), rt_.ExecutedThrough(s));
+    return std::max(rt_.seq.ordering().done(s), rt_.seq.ExecutedThrough(s));
   }
   Position CompletesBeforeAllocation(StreamIndex s) const override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const Position observed = ObservedComplete(s);
-    if (rt_.sim == nullptr) return observed;
+    if (rt_.seq.sim() == nullptr) return observed;
     // The simulator's schedule of what is enqueued is final, so the
     // projection is exact: the ops of s that end by the time T's next op
     // could start anyway. Points after s's last op complete with it.
-    const Position c = rt_.sim->CompleteBy(s, rt_.SimAllocReady(t_));
-    const Position last = s < rt_.last_op.size() ? rt_.last_op[s] : 0;
-    return std::max(observed, c >= last ? rt_.ordering.pos(s) : c);
+    return std::max(observed, rt_.seq.PointsThrough(
+                                  s, rt_.seq.sim()->CompleteBy(s, rt_.seq.SimAllocReady(t_))));
   }
   void InsertWait(StreamIndex s, Position f) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
     OpDesc op;
     op.kind = OpKind::kInternalWait;
     op.wait_stream = s;
     op.wait_position = f;
-    rt_.EnqueueOp(t_, std::move(op));
-    if (rt_.log_waits) rt_.wait_log.emplace_back(s, f);
-    if (f == rt_.ordering.pos(s)) {
+    rt_.seq.EnqueueOp(t_, std::move(op));
+    rt_.seq.NoteWait(s, f);
+    if (f == rt_.seq.ordering().pos(s)) {
       // The free is S's latest op, so S's current clock is the free's clock
       // and the wait can carry everything the free was ordered after.
-      rt_.ordering.JoinInto(t_, rt_.ordering.clock(s));
+      rt_.seq.ordering().JoinInto(t_, rt_.seq.ordering().clock(s));
     } else {
-      rt_.ordering.OrderAfterPoint(t_, s, f);
+      rt_.seq.ordering().OrderAfterPoint(t_, s, f);
     }
   }
 
@@ -116,7 +115,8 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
   if (mp == nullptr) return nullptr;
   const StreamIndex t = rec->index.load(std::memory_order_relaxed);
   m = Memo{this, s, pool,
-           Target{ph, mp, t, &c_.ordering.stream_lock(t), epoch, nullptr, &c_.ordering.position(t)},
+           Target{ph, mp, t, &c_.seq.ordering().stream_lock(t), epoch, nullptr,
+                  &c_.seq.ordering().position(t)},
            nullptr};
   *resolved = true;
   return &m.target;
@@ -152,7 +152,7 @@ uint64_t Allocator::ReclaimLocked(MemPool& mp, StreamIndex t) ABSL_NO_THREAD_SAF
   // order_mu); the oracle answers what completed, for promotion only.
   auto release = [&](MemPool& p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     MutexLock pool_lock(&p.central_mu());
-    MutexLock order_lock(&c_.order_mu);
+    MutexLock order_lock(&c_.seq.mu());
     Oracle oracle(c_, t);
     return p.ReleaseForOom(oracle);
   };
@@ -187,7 +187,7 @@ absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t po
   };
   auto record_failure = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     MutexLock lock(&c_.mu);
-    if (Recorder* r = c_.recorder.get()) {
+    if (Recorder* r = c_.obs.recorder()) {
       const uint64_t now = r->Now();
       r->AllocationFailed(size, s, ph, {now, now});
     }
@@ -198,7 +198,7 @@ absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t po
     MemPool* mp = PoolFor(pool, s, &ph, &t);
     if (mp == nullptr) return a;
     if (!mp->CanEverServe(size)) {
-      if (Recorder* r = c_.recorder.get()) {
+      if (Recorder* r = c_.obs.recorder()) {
         const uint64_t now = r->Now();
         r->AllocationFailed(size, s, ph, {now, now});
       }
@@ -209,8 +209,8 @@ absl::StatusOr<AllocInfo> Allocator::AfterOutOfMemory(uint64_t size, uint64_t po
         MutexLock pool_lock(&mp->central_mu());
         mp->NoteOomRetry();
       }
-      a = c_.recorder != nullptr ? MallocAsyncRecorded(size, pool, s)
-                                 : MallocAsyncLocked(size, pool, s);
+      a = c_.obs.recorder() != nullptr ? MallocAsyncRecorded(size, pool, s)
+                                       : MallocAsyncLocked(size, pool, s);
       if (a.ok() || !absl::IsResourceExhausted(a.status())) return a;
     }
     handler = c_.oom_handler;
@@ -260,12 +260,12 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t poo
   }
   MutexLock lock(&c_.mu);
   if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
-  if (c_.recorder != nullptr) return MallocAsyncRecorded(size, pool, s);
+  if (c_.obs.recorder() != nullptr) return MallocAsyncRecorded(size, pool, s);
   return MallocAsyncLocked(size, pool, s);
 }
 
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s) {
-  Recorder& r = *c_.recorder;
+  Recorder& r = *c_.obs.recorder();
   const uint64_t start = r.Now();
   absl::StatusOr<AllocInfo> a = MallocAsyncLocked(size, pool, s);
   const Recorder::Times t{start, r.Now()};
@@ -298,14 +298,14 @@ std::optional<absl::StatusOr<MemPool::Allocation>> Allocator::AllocateCentral(
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   // Out of memory is written once its handling ends (AfterOutOfMemory).
   if (!a.ok()) return a;
-  Recorder* r = c_.recording.load(std::memory_order_acquire);
+  Recorder* r = c_.obs.recording();
   const uint64_t now = r != nullptr ? r->Now() : 0;
   Position at;
   if (oracle.ordered()) {
-    at = c_.AdvancePoint(target.t, OpKind::kAllocMarker);
+    at = c_.seq.AdvancePoint(target.t, OpKind::kAllocMarker);
   } else {
     SpinLockHolder lock(target.lock);
-    at = c_.ordering.AdvancePoint(target.t);
+    at = c_.seq.ordering().AdvancePoint(target.t);
   }
   StoreRelaxed(a->block->alloc_pos, at);
   if (r != nullptr) r->Allocated(size, s, target.ph, a->block, a->rule, {now, now});
@@ -323,7 +323,7 @@ Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANA
     Block* b = c_.index.EntryAt(addr);
     if (b == nullptr || (h = HolderOf(*b)) == 0) return nullptr;
   } else {
-    SpinLockHolder lock(&c_.stream_lock(s));
+    SpinLockHolder lock(&c_.seq.stream_lock(s));
     Block* b = c_.index.EntryAt(addr);
     if (b == nullptr || (h = HolderOf(*b)) == 0) return nullptr;
     if (h == s + 1) {
@@ -333,7 +333,7 @@ Block* Allocator::Claim(uintptr_t addr, StreamIndex s) ABSL_NO_THREAD_SAFETY_ANA
     }
   }
   // Held by another stream: under that stream's lock, if it still is.
-  SpinLockHolder lock(&c_.stream_lock(h - 1));
+  SpinLockHolder lock(&c_.seq.stream_lock(h - 1));
   Block* b = c_.index.EntryAt(addr);
   if (b == nullptr || HolderOf(*b) != h || b->addr() != addr) return nullptr;
   ClearHolder(*b);
@@ -354,14 +354,14 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
     } else if (c_.fast.on()) {
       if (const StreamRec* rec = c_.streams.Find(s)) {
         t = rec->index.load(std::memory_order_relaxed);
-        lock = &c_.ordering.stream_lock(t);
+        lock = &c_.seq.ordering().stream_lock(t);
       }
     }
     Block* b = lock != nullptr ? Claim(reinterpret_cast<uintptr_t>(ptr), t) : nullptr;
     if (b != nullptr && LoadRelaxed(b->used_elsewhere)) {
       // Other streams' points are read under the ordering core's lock.
       MutexLock rt_lock(&c_.mu);
-      Recorder* r = c_.recorder.get();
+      Recorder* r = c_.obs.recorder();
       const uint64_t start = r != nullptr ? r->Now() : 0;
       FreeUsed(b, t, /*cacheable=*/true);
       if (r != nullptr) r->Freed(ptr, s, {start, r->Now()});
@@ -372,11 +372,11 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
       bool cached;
       {
         SpinLockHolder hold(lock);
-        f.at = c_.ordering.AdvancePoint(t);
+        f.at = c_.seq.ordering().AdvancePoint(t);
         cached = b->chunk->pool->CacheFree(b, t, f.at);
       }
       // Written once the stream lock is let go: the recorder's lock blocks.
-      if (Recorder* r = c_.recording.load(std::memory_order_acquire)) {
+      if (Recorder* r = c_.obs.recording()) {
         const uint64_t now = r->Now();
         r->Freed(ptr, s, {now, now});
       }
@@ -386,8 +386,8 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
   }
   MutexLock lock(&c_.mu);
   if (c_.destroyed) return absl::NotFoundError("runtime destroyed");
-  if (c_.recorder == nullptr) return FreeAsyncLocked(ptr, s);
-  Recorder& r = *c_.recorder;
+  if (c_.obs.recorder() == nullptr) return FreeAsyncLocked(ptr, s);
+  Recorder& r = *c_.obs.recorder();
   const uint64_t start = r.Now();
   absl::Status st = FreeAsyncLocked(ptr, s);
   if (st.ok() && ptr != nullptr) r.Freed(ptr, s, {start, r.Now()});
@@ -409,11 +409,11 @@ void Allocator::FinishFree(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS 
 
 void Allocator::FreeCentral(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   MemPool& pool = *f.block->chunk->pool;
-  if (c_.checker) {
-    MutexLock order_lock(&c_.order_mu);
-    c_.checker->OnFree(f.block->addr(), f.stream, f.at, c_.ordering.PointClock(f.stream),
-                       c_.SimLastEnd(f.stream));
-    c_.CheckerAfterEvent();
+  if (c_.obs.checker()) {
+    MutexLock order_lock(&c_.seq.mu());
+    c_.obs.checker()->OnFree(f.block->addr(), f.stream, f.at,
+                             c_.seq.ordering().PointClock(f.stream), c_.seq.SimLastEnd(f.stream));
+    c_.obs.CheckerAfterEvent();
   }
   // Through the cache (flushed first when full), or central where there is
   // none yet; later frees of this stream in this pool then take the fast path.
@@ -423,7 +423,7 @@ void Allocator::FreeCentral(const ClaimedFree& f) ABSL_NO_THREAD_SAFETY_ANALYSIS
     return;
   }
   pool.FreeOverflow(f.block, f.stream, f.at);
-  pool.EnsureCache(f.stream, &c_.stream_lock(f.stream));
+  pool.EnsureCache(f.stream, &c_.seq.stream_lock(f.stream));
 }
 
 absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
@@ -438,7 +438,7 @@ absl::Status Allocator::RecordUse(void* ptr, uint64_t s) {
   const StreamIndex idx = (*rec)->index;
   c_.index.DeclareUse(base, idx);
   StoreRelaxed(b->used_elsewhere, true);
-  if (Recorder* r = c_.recorder.get()) {
+  if (Recorder* r = c_.obs.recorder()) {
     const uint64_t now = r->Now();
     r->Used(ptr, s, {now, now});
   }
@@ -452,25 +452,25 @@ void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD
   absl::InlinedVector<MemPool::Use, 2> pending;
   Position f;
   {
-    MutexLock order_lock(&c_.order_mu);
-    c_.ChargeCallLocked();
-    f = c_.AdvancePoint(t, OpKind::kFreeMarker);
-    VectorClock clock = c_.ordering.PointClock(t);
-    TimeNs end = c_.SimLastEnd(t);
+    MutexLock order_lock(&c_.seq.mu());
+    c_.seq.ChargeCallLocked();
+    f = c_.seq.AdvancePoint(t, OpKind::kFreeMarker);
+    VectorClock clock = c_.seq.ordering().PointClock(t);
+    TimeNs end = c_.seq.SimLastEnd(t);
     for (const StreamIndex u : declared) {
       if (u == t) continue;
-      const Position p = c_.ordering.pos(u);
+      const Position p = c_.seq.ordering().pos(u);
       // Nothing enqueued, already ordered before the free, or proven done.
-      if (p == 0 || clock.Get(u) >= p || c_.ordering.done(u) >= p) continue;
+      if (p == 0 || clock.Get(u) >= p || c_.seq.ordering().done(u) >= p) continue;
       pending.emplace_back(u, p);
     }
-    if (c_.checker) {
+    if (c_.obs.checker()) {
       for (const MemPool::Use& u : pending) {
-        clock.Join(c_.ordering.clock(u.first));
-        end = std::max(end, c_.SimLastEnd(u.first));
+        clock.Join(c_.seq.ordering().clock(u.first));
+        end = std::max(end, c_.seq.SimLastEnd(u.first));
       }
-      c_.checker->OnFree(base, t, f, clock, end, pending);
-      c_.CheckerAfterEvent();
+      c_.obs.checker()->OnFree(base, t, f, clock, end, pending);
+      c_.obs.CheckerAfterEvent();
     }
   }
   MemPool& pool = *b->chunk->pool;
@@ -479,7 +479,7 @@ void Allocator::FreeUsed(Block* b, StreamIndex t, bool cacheable) ABSL_NO_THREAD
     pool.FreeAsync(b, t, f);
   } else if (pending.empty()) {
     pool.FreeOverflow(b, t, f);
-    pool.EnsureCache(t, &c_.stream_lock(t));
+    pool.EnsureCache(t, &c_.seq.stream_lock(t));
   } else {
     pool.FreeDeferred(b, t, f, pending);
   }
@@ -516,21 +516,21 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t p
   // it was.
   Oracle oracle(c_, t);
   MutexLock pool_lock(&mp.central_mu());
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   absl::StatusOr<MemPool::Allocation> a = mp.Allocate(size, oracle);
   if (!a.ok()) return a.status();
-  c_.ChargeCallLocked();
-  const Position at = c_.AdvancePoint(t, OpKind::kAllocMarker);
+  c_.seq.ChargeCallLocked();
+  const Position at = c_.seq.AdvancePoint(t, OpKind::kAllocMarker);
   StoreRelaxed(a->block->alloc_pos, at);
-  if (c_.checker) {
-    c_.checker->OnAlloc(a->block->addr(), a->block->size(), t, at, c_.SimAllocReady(t), &oracle,
-                        (*prec)->attrs.access);
-    c_.CheckerAfterEvent();
+  if (c_.obs.checker()) {
+    c_.obs.checker()->OnAlloc(a->block->addr(), a->block->size(), t, at, c_.seq.SimAllocReady(t),
+                              &oracle, (*prec)->attrs.access);
+    c_.obs.CheckerAfterEvent();
   }
   SetHolder(*a->block, t);
   RecordPoolAlloc(pool_handle, **prec, a->block);
   // The stream's frees of this pool can now take the fast path.
-  mp.EnsureCache(t, &c_.stream_lock(t));
+  mp.EnsureCache(t, &c_.seq.stream_lock(t));
   return AllocInfo{reinterpret_cast<void*>(a->block->addr()), a->rule};
 }
 
@@ -546,9 +546,9 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     }
     Position f;
     {
-      MutexLock order_lock(&c_.order_mu);
-      c_.ChargeCallLocked();
-      f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
+      MutexLock order_lock(&c_.seq.mu());
+      c_.seq.ChargeCallLocked();
+      f = c_.seq.AdvancePoint(idx, OpKind::kFreeMarker);
     }
     FreeCentral(ClaimedFree{b, idx, f});
     return absl::OkStatus();
@@ -557,14 +557,14 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     if (*device < 0) {
       return absl::InvalidArgumentError("pinned host memory is freed with spFreeHost");
     }
-    MutexLock order_lock(&c_.order_mu);
-    c_.ChargeCallLocked();
+    MutexLock order_lock(&c_.seq.mu());
+    c_.seq.ChargeCallLocked();
     // Malloc memory goes back to the upstream when the free executes in
     // stream order, not before: earlier work on the stream may still use it.
     DirectMemory::Allocation a = *direct_.Take(reinterpret_cast<uintptr_t>(ptr));
     OpDesc marker;
     marker.kind = OpKind::kFreeMarker;
-    if (c_.threads != nullptr) {
+    if (c_.seq.threads() != nullptr) {
       // Runs on a worker thread, outside any API call. (An adapter's effects
       // run when an API call, holding the lock, observes the free.)
       marker.effect = [mu = &c_.mu, a]() {
@@ -575,11 +575,11 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
       // Runs inside an API call that already holds the lock.
       marker.effect = [a]() { DirectMemory::Unmap(a); };
     }
-    const Position f = c_.EnqueueOp(idx, std::move(marker));
-    if (c_.checker) {
-      c_.checker->OnFree(reinterpret_cast<uintptr_t>(ptr), idx, f, c_.ordering.clock(idx),
-                         c_.SimLastEnd(idx));
-      c_.CheckerAfterEvent();
+    const Position f = c_.seq.EnqueueOp(idx, std::move(marker));
+    if (c_.obs.checker()) {
+      c_.obs.checker()->OnFree(reinterpret_cast<uintptr_t>(ptr), idx, f,
+                               c_.seq.ordering().clock(idx), c_.seq.SimLastEnd(idx));
+      c_.obs.CheckerAfterEvent();
     }
     return absl::OkStatus();
   }
@@ -592,12 +592,13 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     const auto base = reinterpret_cast<uintptr_t>(ptr);
     Position f;
     {
-      MutexLock order_lock(&c_.order_mu);
-      c_.ChargeCallLocked();
-      f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
-      if (c_.checker) {
-        c_.checker->OnFree(base, idx, f, c_.ordering.PointClock(idx), c_.SimLastEnd(idx));
-        c_.CheckerAfterEvent();
+      MutexLock order_lock(&c_.seq.mu());
+      c_.seq.ChargeCallLocked();
+      f = c_.seq.AdvancePoint(idx, OpKind::kFreeMarker);
+      if (c_.obs.checker()) {
+        c_.obs.checker()->OnFree(base, idx, f, c_.seq.ordering().PointClock(idx),
+                                 c_.seq.SimLastEnd(idx));
+        c_.obs.CheckerAfterEvent();
       }
     }
     imported->FreeAsync(base, idx, f);
@@ -612,9 +613,9 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   }
   Position f;
   {
-    MutexLock order_lock(&c_.order_mu);
-    c_.ChargeCallLocked();
-    f = c_.AdvancePoint(idx, OpKind::kFreeMarker);
+    MutexLock order_lock(&c_.seq.mu());
+    c_.seq.ChargeCallLocked();
+    f = c_.seq.AdvancePoint(idx, OpKind::kFreeMarker);
   }
   FreeCentral(ClaimedFree{block, idx, f, /*cacheable=*/false});
   return absl::OkStatus();
@@ -635,12 +636,12 @@ absl::StatusOr<void*> Allocator::AllocateDirect(uint64_t size, int device) {
       direct_.Allocate(size, device, host ? host_memory : c_.devices.Memory(device),
                        host ? c_.devices.host_budget() : *c_.devices[device].budget);
   if (!p.ok()) return p.status();
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   // No access rights: as in CUDA, every device may touch either kind.
-  if (c_.checker) {
-    c_.checker->OnAlloc(reinterpret_cast<uintptr_t>(*p), size, kNoStream, 0, c_.executor->Now(),
-                        nullptr);
+  if (c_.obs.checker()) {
+    c_.obs.checker()->OnAlloc(reinterpret_cast<uintptr_t>(*p), size, kNoStream, 0,
+                              c_.seq.executor()->Now(), nullptr);
   }
   return *p;
 }
@@ -713,18 +714,18 @@ absl::StatusOr<void*> Allocator::HostRegister(void* ptr, uint64_t size, unsigned
         absl::StrFormat("[%p, +%u) shares bytes with the registered range [%#x, +%u)", ptr, size,
                         it->first, it->second.size));
   }
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   c_.host_ranges.emplace(base, RegisteredRange{size, (flags & spHostRegisterReadOnly) != 0});
-  if (c_.checker) c_.checker->OnHostRegister(base, size);
+  if (c_.obs.checker()) c_.obs.checker()->OnHostRegister(base, size);
   return ptr;
 }
 
 absl::Status Allocator::HostUnregister(void* ptr) {
   auto it = c_.host_ranges.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == c_.host_ranges.end()) return NotRegistered(ptr, "does not start");
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   c_.host_ranges.erase(it);
   return absl::OkStatus();
 }
@@ -738,19 +739,21 @@ absl::StatusOr<void*> Allocator::HostDevicePointer(const void* ptr) {
 }
 
 void Allocator::EndRegistrationsIn(uintptr_t base, uint64_t size) {
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   for (auto it = FirstOverlap(c_.host_ranges, base, size);
        it != c_.host_ranges.end() && it->first < base + size;) {
-    if (c_.checker) c_.checker->OnFreeRegistered(base, size, it->first, it->second.size);
+    if (c_.obs.checker())
+      c_.obs.checker()->OnFreeRegistered(base, size, it->first, it->second.size);
     it = c_.host_ranges.erase(it);
   }
-  if (c_.checker) c_.CheckerAfterEvent();
+  if (c_.obs.checker()) c_.obs.CheckerAfterEvent();
 }
 
 void Allocator::NoteFreeNow(const void* ptr) {
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
-  if (c_.checker) c_.checker->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.executor->Now());
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
+  if (c_.obs.checker())
+    c_.obs.checker()->OnFreeNow(reinterpret_cast<uintptr_t>(ptr), c_.seq.executor()->Now());
 }
 
 absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {

@@ -52,7 +52,7 @@ class Allocator {
                                                   uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Memo& m = memo_;
     if (m.owner != this || m.stream != s || m.pool != pool || size == 0 ||
-        c_.recording.load(std::memory_order_relaxed) != nullptr) {
+        c_.obs.recording(std::memory_order_relaxed) != nullptr) {
       return nullptr;
     }
     Target& t = m.target;
@@ -74,7 +74,7 @@ class Allocator {
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool FreeFast(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     const Memo& m = memo_;
     if (m.owner != this || m.stream != s || ptr == nullptr ||
-        c_.recording.load(std::memory_order_relaxed) != nullptr) {
+        c_.obs.recording(std::memory_order_relaxed) != nullptr) {
       return false;
     }
     const Target& t = m.target;

@@ -31,28 +31,28 @@ absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
     // in time to wait for.
     std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
     if (seg->completed() >= target) return absl::OkStatus();
-    MutexLock order_lock(&c_.order_mu);
-    if (c_.sim != nullptr || c_.adapter != nullptr) {
+    MutexLock order_lock(&c_.seq.mu());
+    if (c_.seq.sim() != nullptr || c_.seq.adapter() != nullptr) {
       return absl::UnimplementedError(
           "a stream of this executor cannot wait for another process's record that has not "
           "completed (use the threads executor, or synchronize on the event)");
     }
-    c_.ChargeCallLocked();
+    c_.seq.ChargeCallLocked();
     OpDesc op;
     op.kind = OpKind::kWait;
     op.effect = [seg, target] { seg->WaitComplete(target); };
-    c_.EnqueueOp((*rec)->index, std::move(op));
+    c_.seq.EnqueueOp((*rec)->index, std::move(op));
     return absl::OkStatus();
   }
   if (!(*ev)->recorded) return absl::OkStatus();  // CUDA: waiting on nothing
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kWait;
   op.wait_stream = (*ev)->stream;
   op.wait_position = (*ev)->position;
-  c_.EnqueueOp((*rec)->index, std::move(op));
-  c_.ordering.JoinInto((*rec)->index, (*ev)->snapshot);
+  c_.seq.EnqueueOp((*rec)->index, std::move(op));
+  c_.seq.ordering().JoinInto((*rec)->index, (*ev)->snapshot);
   return absl::OkStatus();
 }
 
@@ -74,7 +74,7 @@ absl::StatusOr<uint64_t> Events::CreateEvent(unsigned flags) {
     if (!seg.ok()) return seg.status();
     rec.ipc = *std::move(seg);
   }
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   const uint64_t h = c_.NewHandle(HandleKind::kEvent);
   events_.emplace(h, std::move(rec));
   return h;
@@ -88,7 +88,7 @@ uint64_t Events::RemoteTarget(const EventRec& e) {
 
 absl::Status Events::DestroyEvent(uint64_t e) {
   if (absl::StatusOr<EventRec*> ev = FindEvent(e); !ev.ok()) return ev.status();
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   events_.erase(e);
   return absl::OkStatus();
 }
@@ -99,8 +99,8 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const StreamIndex idx = (*rec)->index;
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   OpDesc op;
   op.kind = OpKind::kRecord;
   std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
@@ -112,24 +112,24 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
     seq = seg->BeginRecord();
     op.effect = [seg, seq] { seg->Complete(seq); };
   }
-  const Position p = c_.EnqueueOp(idx, std::move(op));
-  const TimeNs end = c_.last_enqueue_end;
-  if (seg != nullptr && c_.executor->CompletedPosition(idx) >= p) seg->Complete(seq);
+  const Position p = c_.seq.EnqueueOp(idx, std::move(op));
+  const TimeNs end = c_.seq.last_enqueue_end();
+  if (seg != nullptr && c_.seq.executor()->CompletedPosition(idx) >= p) seg->Complete(seq);
   EventRec& r = **ev;
   r.ipc_seq = seq;
   r.recorded = true;
   r.stream = idx;
   r.position = p;
   r.end = end;
-  if (c_.native != nullptr) r.native_marker = c_.adapter->RecordMarker(idx, p);
-  r.snapshot = c_.ordering.clock(idx);
+  if (c_.native != nullptr) r.native_marker = c_.seq.adapter()->RecordMarker(idx, p);
+  r.snapshot = c_.seq.ordering().clock(idx);
   return absl::OkStatus();
 }
 
 absl::Status Events::EventSynchronize(uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     // Proves nothing about our own streams: no pool changes.
     std::shared_ptr<IpcEventSegment> seg = (*ev)->ipc;
@@ -145,7 +145,7 @@ absl::Status Events::EventSynchronize(uint64_t e) {
 absl::Status Events::EventQuery(uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     if ((*ev)->ipc->completed() < target) {
       return absl::UnavailableError("event's latest record (another process's) has not completed");
@@ -154,9 +154,9 @@ absl::Status Events::EventQuery(uint64_t e) {
   }
   if (!(*ev)->recorded) return absl::OkStatus();
   {
-    MutexLock order_lock(&c_.order_mu);
-    c_.executor->RunDueEffects();
-    if (c_.executor->CompletedPosition((*ev)->stream) < (*ev)->position) {
+    MutexLock order_lock(&c_.seq.mu());
+    c_.seq.executor()->RunDueEffects();
+    if (c_.seq.executor()->CompletedPosition((*ev)->stream) < (*ev)->position) {
       return absl::UnavailableError("event's record has not completed");
     }
   }
@@ -175,13 +175,14 @@ absl::StatusOr<float> Events::EventElapsedMs(uint64_t start, uint64_t end) {
   if (!(*a)->recorded || !(*b)->recorded) {
     return absl::NotFoundError("elapsed time of an event that was never recorded");
   }
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
-  if (c_.executor->CompletedPosition((*a)->stream) < (*a)->position ||
-      c_.executor->CompletedPosition((*b)->stream) < (*b)->position) {
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
+  if (c_.seq.executor()->CompletedPosition((*a)->stream) < (*a)->position ||
+      c_.seq.executor()->CompletedPosition((*b)->stream) < (*b)->position) {
     return absl::UnavailableError("event's record has not completed");
   }
-  if (c_.native != nullptr) return c_.adapter->ElapsedMs((*a)->native_marker, (*b)->native_marker);
+  if (c_.native != nullptr)
+    return c_.seq.adapter()->ElapsedMs((*a)->native_marker, (*b)->native_marker);
   // A record at kTimeNever stands for a time past representable time (its
   // stream's end saturated): its true time is unknown, so any difference
   // reported would be made up.
@@ -207,7 +208,7 @@ absl::StatusOr<uint64_t> Events::OpenIpcEvent(const unsigned char handle[64]) {
   if (absl::Status st = c_.HandleRoom(); !st.ok()) return st;
   absl::StatusOr<std::shared_ptr<IpcEventSegment>> seg = IpcEventSegment::Open(handle);
   if (!seg.ok()) return seg.status();
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   EventRec rec{};  // {} zeroes the clock's inline storage, which the move below copies
   rec.flags = kEventDisableTiming | kEventInterprocess;
   rec.ipc = *std::move(seg);

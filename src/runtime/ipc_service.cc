@@ -126,14 +126,14 @@ absl::StatusOr<void*> IpcService::ImportPointer(uint64_t pool, const PtrExportDa
   r.requested = imp->requested;
   r.imported = *(*rec)->imported();
   c_.index.Add(imp->base, std::move(r));
-  if (c_.checker) {
-    MutexLock order_lock(&c_.order_mu);
+  if (c_.obs.checker()) {
+    MutexLock order_lock(&c_.seq.mu());
     // The exporter's allocation point is in another process: the importer
     // orders its accesses with an interprocess event, which the checker
     // cannot see, so no order-based check applies.
-    c_.checker->OnAlloc(imp->base, imp->block_size, kNoStream, 0, c_.executor->Now(), nullptr,
-                        (*rec)->attrs.access);
-    c_.CheckerAfterEvent();
+    c_.obs.checker()->OnAlloc(imp->base, imp->block_size, kNoStream, 0, c_.seq.executor()->Now(),
+                              nullptr, (*rec)->attrs.access);
+    c_.obs.CheckerAfterEvent();
   }
   return reinterpret_cast<void*>(imp->base);
 }

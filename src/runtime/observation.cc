@@ -12,96 +12,58 @@
 namespace streampool::internal {
 
 Observation::Introspection Observation::Introspect() {
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   Introspection out;
-  for (StreamIndex s = 0; s < c_.ordering.stream_count(); ++s) {
-    out.clocks.push_back(c_.ordering.clock(s));
-    out.positions.push_back(c_.ordering.pos(s));
-    if (c_.sim != nullptr) out.last_end.push_back(c_.sim->LastEnd(s));
+  for (StreamIndex s = 0; s < c_.seq.ordering().stream_count(); ++s) {
+    out.clocks.push_back(c_.seq.ordering().clock(s));
+    out.positions.push_back(c_.seq.ordering().pos(s));
+    if (c_.seq.sim() != nullptr) out.last_end.push_back(c_.seq.sim()->LastEnd(s));
   }
-  out.done = c_.ordering.done();
+  out.done = c_.seq.ordering().done();
   return out;
 }
 
 void Observation::EnableChecker(bool on, bool fatal) {
-  MutexLock order_lock(&c_.order_mu);
-  if (on && !c_.checker) {
-    c_.checker = std::make_unique<StreamOrderChecker>();
-    c_.checker->set_done(&c_.ordering.done());
-    c_.checker->set_registered(&c_.host_ranges);
-  }
-  if (!on) c_.checker.reset();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.obs.EnableChecker(on, fatal, &c_.seq.ordering().done(), &c_.host_ranges);
   c_.UpdateFastPath();
-  c_.checker_fatal = on && fatal;
-  c_.checker_reported = c_.checker ? c_.checker->reports().size() : 0;
-  if (!c_.checker) c_.report_streams.clear();
 }
 
-std::vector<streampool::CheckReport> Observation::CheckReports() {
-  std::vector<streampool::CheckReport> out;
-  if (!c_.checker) return out;
-  const auto& reports = c_.checker->reports();
-  for (size_t i = 0; i < reports.size(); ++i) {
-    const internal::CheckReport& r = reports[i];
-    const bool named = i < c_.report_streams.size();
-    streampool::CheckReport o;
-    o.kind = static_cast<streampool::CheckKind>(static_cast<int>(r.kind) + 1);
-    o.stream = StreamId{named                                 ? c_.report_streams[i].first
-                        : r.stream < c_.stream_handles.size() ? c_.stream_handles[r.stream]
-                                                              : 0};
-    o.op_position = r.position;
-    o.ptr = reinterpret_cast<const void*>(r.ptr);
-    o.size = r.size;
-    o.other_stream =
-        StreamId{named                                       ? c_.report_streams[i].second
-                 : r.other_stream < c_.stream_handles.size() ? c_.stream_handles[r.other_stream]
-                                                             : 0};
-    o.other_position = r.other_position;
-    o.message = r.message;
-    out.push_back(std::move(o));
-  }
-  return out;
-}
+std::vector<streampool::CheckReport> Observation::CheckReports() { return c_.obs.Reports(); }
 
-void Observation::ClearCheckReports() {
-  if (c_.checker) c_.checker->ClearReports();
-  c_.checker_reported = 0;
-  c_.report_streams.clear();
-}
+void Observation::ClearCheckReports() { c_.obs.ClearReports(); }
 
 void Observation::SetOomHandler(std::function<bool(uint64_t pool, uint64_t size)> handler) {
   c_.oom_handler = std::move(handler);
 }
 
 void Observation::RecordTimeline(bool on) {
-  MutexLock order_lock(&c_.order_mu);
-  if (c_.sim != nullptr) c_.sim->set_record_timeline(on);
+  MutexLock order_lock(&c_.seq.mu());
+  if (c_.seq.sim() != nullptr) c_.seq.sim()->set_record_timeline(on);
   c_.UpdateFastPath();
 }
 
 absl::Status Observation::StartRecording(const std::string& path) {
-  if (c_.recorder != nullptr) {
+  if (c_.obs.recorder() != nullptr) {
     return absl::InvalidArgumentError("this runtime is already recording");
   }
   absl::StatusOr<std::unique_ptr<Recorder>> r = Recorder::Open(path, c_);
   if (!r.ok()) return r.status();
-  c_.recorder = *std::move(r);
-  c_.recording.store(c_.recorder.get(), std::memory_order_release);
+  c_.obs.StartRecording(*std::move(r));
   return absl::OkStatus();
 }
 
 absl::Status Observation::StopRecording() {
-  if (c_.recorder == nullptr) return absl::InvalidArgumentError("this runtime is not recording");
+  if (c_.obs.recorder() == nullptr)
+    return absl::InvalidArgumentError("this runtime is not recording");
   // The allocator's paths without the runtime's lock write under a stream's
   // lock or a pool's: once each has been passed, none is still writing.
-  c_.recording.store(nullptr, std::memory_order_release);
-  for (StreamIndex s = 0; s < c_.stream_slots(); ++s) {
-    SpinLockHolder pass(&c_.stream_lock(s));
+  std::unique_ptr<Recorder> r = c_.obs.TakeRecording();
+  for (StreamIndex s = 0; s < c_.seq.stream_slots(); ++s) {
+    SpinLockHolder pass(&c_.seq.stream_lock(s));
   }
   c_.pools.ForEachMemPool([](MemPool& pool) { MutexLock pass(&pool.central_mu()); });
-  absl::Status closed = c_.recorder->Close();
-  c_.recorder.reset();
-  return closed;
+  return r->Close();
 }
 
 absl::StatusOr<Observation::BlockPlace> Observation::PlaceOf(const void* ptr) {
@@ -111,15 +73,15 @@ absl::StatusOr<Observation::BlockPlace> Observation::PlaceOf(const void* ptr) {
 }
 
 std::vector<TimelineEntry> Observation::Timeline() {
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   std::vector<TimelineEntry> out;
-  if (c_.sim == nullptr) return out;
-  out.reserve(c_.sim->timeline().size());
-  for (const SimExecutor::TimelineEntry& e : c_.sim->timeline()) {
+  if (c_.seq.sim() == nullptr) return out;
+  out.reserve(c_.seq.sim()->timeline().size());
+  for (const SimExecutor::TimelineEntry& e : c_.seq.sim()->timeline()) {
     TimelineEntry t;
     t.stream = StreamId{c_.stream_handles[e.stream]};
     t.stream_index = e.stream;
-    t.device = c_.ordering.device(e.stream);
+    t.device = c_.seq.ordering().device(e.stream);
     t.position = e.position;
     t.kind = e.kind;
     t.enqueued_ns = e.enqueued;
@@ -131,9 +93,8 @@ std::vector<TimelineEntry> Observation::Timeline() {
 }
 
 void Observation::LogInternalWaits(bool on) {
-  MutexLock order_lock(&c_.order_mu);
-  c_.log_waits = on;
-  c_.wait_log.clear();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.LogWaits(on);
 }
 
 absl::StatusOr<Observation::DecisionFacts> Observation::TakeDecision(const void* ptr) {
@@ -143,11 +104,10 @@ absl::StatusOr<Observation::DecisionFacts> Observation::TakeDecision(const void*
     if (!place.ok()) return place.status();
     out.place = *place;
   }
-  MutexLock order_lock(&c_.order_mu);
-  for (const auto& [s, f] : c_.wait_log) {
+  MutexLock order_lock(&c_.seq.mu());
+  for (const auto& [s, f] : c_.seq.TakeWaits()) {
     out.waits.push_back(InternalWait{StreamId{c_.StreamHandleOf(s)}, f});
   }
-  c_.wait_log.clear();
   return out;
 }
 

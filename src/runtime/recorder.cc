@@ -93,7 +93,7 @@ Recorder::Recorder(int fd, std::string path, RuntimeCore& core) ABSL_NO_THREAD_S
     : fd_(fd),
       path_(std::move(path)),
       core_(core),
-      clock_(core.sim == nullptr ? core.executor.get() : nullptr),
+      clock_(core.seq.sim() == nullptr ? core.seq.executor() : nullptr),
       buf_storage_(new char[kBufferBytes]),
       buf_(buf_storage_.get()) {
   last_ns_ = Now();
@@ -165,7 +165,7 @@ trace::StreamCreate Recorder::StreamOp(uint64_t handle, uint64_t id, bool runtim
     op.device = static_cast<uint64_t>((*rec)->device.load(std::memory_order_relaxed));
     if ((*rec)->legacy.load(std::memory_order_relaxed)) {
       op.flags = 2;
-    } else if (runtime_locked && core_.ordering.kind((*rec)->index.load(
+    } else if (runtime_locked && core_.seq.ordering().kind((*rec)->index.load(
                                      std::memory_order_relaxed)) == StreamKind::kNonBlocking) {
       // Only under the runtime's lock, which every stream creation holds;
       // elsewhere the kind is not known, and the stream is written blocking.

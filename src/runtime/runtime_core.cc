@@ -1,7 +1,5 @@
 #include "src/runtime/runtime_core.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -93,13 +91,15 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
       process(process),
       mu(mu),
       gate(gate),
+      seq(config.api_call_ns),
       devices(config.device_count, config.device_capacity),
       streams(HandleKind::kStream, id),
-      pools(id) {
+      pools(id),
+      obs(stream_handles) {
   // Called under the runtime's lock: the slots are those made so far.
   pools.set_quiesce([this] {
-    for (StreamIndex s = 0; s < stream_slots(); ++s) {
-      SpinLockHolder pass(&stream_lock(s));
+    for (StreamIndex s = 0; s < seq.stream_slots(); ++s) {
+      SpinLockHolder pass(&seq.stream_lock(s));
     }
   });
   pools.set_unpublished([this] { fast.Invalidate(); });
@@ -107,16 +107,6 @@ RuntimeCore::RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& proc
 
 std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<PhysicalMemory> inner) {
   return std::make_shared<RegisteringUpstream>(std::move(inner), this);
-}
-
-void RuntimeCore::ChargeCall() {
-  if (config.api_call_ns == 0) return;
-  MutexLock order_lock(&order_mu);
-  ChargeCallLocked();
-}
-
-void RuntimeCore::ChargeCallLocked() {
-  if (config.api_call_ns != 0) executor->HostAdvance(config.api_call_ns);
 }
 
 absl::Status RuntimeCore::HandleRoom() const {
@@ -139,80 +129,11 @@ absl::StatusOr<RuntimeCore::StreamRec*> RuntimeCore::FindStream(uint64_t h) {
   return rec;
 }
 
-Position RuntimeCore::EnqueueOp(StreamIndex s, OpDesc op) {
-  Position p;
-  {
-    SpinLockHolder lock(&ordering.stream_lock(s));
-    p = ordering.Enqueue(s, &op.implicit_waits);
-  }
-  // Executors wait for ops: a point (allocation, free) is waited for through
-  // the op before it.
-  if (op.wait_stream != kNoStream)
-    op.wait_position = OpAtOrBefore(op.wait_stream, op.wait_position);
-  for (auto& [ws, wp] : op.implicit_waits) wp = OpAtOrBefore(ws, wp);
-  if (s >= last_op.size()) last_op.resize(s + 1, 0);
-  last_op[s] = p;
-  last_enqueue_end = executor->Enqueue(s, p, std::move(op));
-  return p;
-}
-
-Position RuntimeCore::AdvancePoint(StreamIndex s, OpKind kind) {
-  // An adapter's stream runs native work we never saw; it learns where the
-  // stream is by a marker when someone asks (AdapterExecutor), not here.
-  Position p;
-  {
-    SpinLockHolder lock(&ordering.stream_lock(s));
-    p = ordering.AdvancePoint(s);
-  }
-  if (sim != nullptr) sim->RecordPoint(s, p, kind);
-  return p;
-}
-
-Position RuntimeCore::ExecutedThrough(StreamIndex s) {
-  if (adapter != nullptr)
-    return std::min(adapter->ObserveThrough(s, ordering.pos(s)), ordering.pos(s));
-  const Position c = executor->CompletedPosition(s);
-  const Position last = s < last_op.size() ? last_op[s] : 0;
-  return c >= last ? ordering.pos(s) : c;
-}
-
-std::vector<StreamIndex> RuntimeCore::StreamsOfDevice(int device) const {
-  std::vector<StreamIndex> out;
-  for (StreamIndex s = 0; s < ordering.stream_count(); ++s) {
-    if (ordering.device(s) == device) out.push_back(s);
-  }
-  return out;
-}
-
-TimeNs RuntimeCore::SimAllocReady(StreamIndex t) const {
-  if (sim == nullptr) return 0;
-  // T's next op will wait for the legacy-stream ordering too.
-  TimeNs at = SimLastEnd(t);
-  const StreamKind kind = ordering.kind(t);
-  const int device = ordering.device(t);
-  if (kind == StreamKind::kBlocking) {
-    const StreamIndex legacy = ordering.legacy_stream(device);
-    if (legacy != kNoStream) at = std::max(at, sim->LastEnd(legacy));
-  } else if (kind == StreamKind::kLegacy) {
-    // The lambda is analysed on its own: it gets the simulator, not the lock.
-    const SimExecutor& executor = *sim;
-    ordering.ForEachBlocking(device, [&](StreamIndex b) {
-      if (b != t) at = std::max(at, executor.LastEnd(b));
-    });
-  }
-  return at;
-}
-
-TimeNs RuntimeCore::SimLastEnd(StreamIndex s) const {
-  // A point on s is reached once the host is past s's last op.
-  return sim != nullptr ? std::max(sim->Now(), sim->LastEnd(s)) : 0;
-}
-
 void RuntimeCore::UpdateFastPath() {
   // What the fast path skips: the checker's and the timeline's records, the
   // simulated cost of a call. (An adapter's points need no marker.)
-  const bool on = !destroyed && checker == nullptr && config.api_call_ns == 0 &&
-                  (sim == nullptr || !sim->record_timeline());
+  const bool on = !destroyed && obs.checker() == nullptr && config.api_call_ns == 0 &&
+                  (seq.sim() == nullptr || !seq.sim()->record_timeline());
   fast.Set(on);
 }
 
@@ -228,26 +149,7 @@ std::shared_ptr<AccessRights> RuntimeCore::NewAccessRights(int device, Allocatio
 }
 
 void RuntimeCore::OnUnmapped(uintptr_t base, uint64_t size) {
-  if (checker) checker->OnUnmap(base, size);
-}
-
-void RuntimeCore::CheckerAfterEvent() {
-  const auto& reports = checker->reports();
-  // Name a report's streams now: their slots may later hold other streams.
-  auto handle_of = [this](StreamIndex s) {
-    return s < stream_handles.size() ? stream_handles[s] : 0;
-  };
-  while (report_streams.size() < reports.size()) {
-    const internal::CheckReport& r = reports[report_streams.size()];
-    report_streams.emplace_back(handle_of(r.stream), handle_of(r.other_stream));
-  }
-  if (checker_fatal && reports.size() > checker_reported) {
-    std::fprintf(stderr, "streampool stream-order checker: %s: %s\n",
-                 CheckKindName(reports[checker_reported].kind),
-                 reports[checker_reported].message.c_str());
-    std::abort();
-  }
-  checker_reported = reports.size();
+  if (obs.checker()) obs.checker()->OnUnmap(base, size);
 }
 
 }  // namespace streampool::internal

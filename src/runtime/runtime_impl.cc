@@ -121,56 +121,48 @@ absl::Status RuntimeImpl::Init() {
   RuntimeCore& c = core_;
   const RuntimeConfig& config = c.config;
   {
-    MutexLock order_lock(&c.order_mu);
+    MutexLock order_lock(&c.seq.mu());
     if (c.cuda != nullptr) {
-      auto adapter = std::make_unique<AdapterExecutor>(c.cuda, c.cuda.get());
-      c.adapter = adapter.get();
       c.native = c.cuda.get();
-      c.executor = std::move(adapter);
+      c.seq.set_executor(std::make_unique<AdapterExecutor>(c.cuda, c.cuda.get()));
     } else if (config.adapter != nullptr) {
-      auto adapter = std::make_unique<AdapterExecutor>(config.adapter);
-      c.adapter = adapter.get();
-      c.executor = std::move(adapter);
+      c.seq.set_executor(std::make_unique<AdapterExecutor>(config.adapter));
     } else if (config.executor == ExecutorKind::kThreads) {
-      auto threads = std::make_unique<ThreadExecutor>();
-      c.threads = threads.get();
-      c.executor = std::move(threads);
+      c.seq.set_executor(std::make_unique<ThreadExecutor>());
     } else {
-      auto sim = std::make_unique<SimExecutor>();
-      c.sim = sim.get();
-      c.executor = std::move(sim);
+      c.seq.set_executor(std::make_unique<SimExecutor>());
     }
   }
   c.devices.set_upstream(
       c.Registering(config.backing == Backing::kHost ? NewHostMemory() : NewAddressOnlyMemory()));
   if (c.cuda != nullptr) c.pinned_memory = c.Registering(c.cuda->NewPinnedHostMemory());
-  if (config.check_stream_order) c.checker = std::make_unique<StreamOrderChecker>();
+  bool check = config.check_stream_order, fatal = false;
   if (const char* env = std::getenv("STREAMPOOL_CHECK_STREAM_ORDER")) {
     const std::string mode = env;
-    if (mode == "1" || mode == "fatal") c.checker = std::make_unique<StreamOrderChecker>();
-    c.checker_fatal = mode == "fatal";
+    check = check || mode == "1" || mode == "fatal";
+    fatal = mode == "fatal";
   }
   for (int d = 0; d < config.device_count; ++d) {
     DeviceTable::Device& dev = c.devices[d];
     if (c.cuda != nullptr) dev.native_memory = c.Registering(c.cuda->NewDeviceMemory(d));
     StreamIndex legacy;
     {
-      MutexLock order_lock(&c.order_mu);
-      if (c.adapter != nullptr) {
-        absl::Status bound = c.adapter->BindStream(
-            static_cast<StreamIndex>(c.ordering.stream_count()), d, /*legacy=*/true, false);
+      MutexLock order_lock(&c.seq.mu());
+      if (c.seq.adapter() != nullptr) {
+        absl::Status bound = c.seq.adapter()->BindStream(
+            static_cast<StreamIndex>(c.seq.ordering().stream_count()), d, /*legacy=*/true, false);
         if (!bound.ok()) return bound;
       }
       // The executor first: if it cannot run the stream, the ordering core
       // has nothing the teardown would wait for.
-      legacy = c.ordering.NextSlot();
+      legacy = c.seq.ordering().NextSlot();
       try {
-        c.executor->AddStream(legacy);
+        c.seq.executor()->AddStream(legacy);
       } catch (const std::system_error& e) {
         return absl::ResourceExhaustedError(
             absl::StrCat("cannot start the legacy stream's worker thread: ", e.what()));
       }
-      SP_CHECK(c.ordering.AddStream(d, StreamKind::kLegacy) == legacy);
+      SP_CHECK(c.seq.ordering().AddStream(d, StreamKind::kLegacy) == legacy);
     }
     absl::StatusOr<uint64_t> lh = c.streams.Add([&](RuntimeCore::StreamRec& r, uint64_t) {
       r.index = legacy;
@@ -188,11 +180,8 @@ absl::Status RuntimeImpl::Init() {
     dev.default_pool = *pool;
     c.devices.set_current_pool(d, *pool);
   }
-  MutexLock order_lock(&c.order_mu);
-  if (c.checker) {
-    c.checker->set_done(&c.ordering.done());
-    c.checker->set_registered(&c.host_ranges);
-  }
+  MutexLock order_lock(&c.seq.mu());
+  c.obs.EnableChecker(check, fatal, &c.seq.ordering().done(), &c.host_ranges);
   c.UpdateFastPath();
   return absl::OkStatus();
 }
@@ -226,14 +215,14 @@ void RuntimeImpl::Shutdown() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Wake the calls blocked in a synchronize: they see the gate closed and
   // return that error too. Waits on another process's event poll it.
   {
-    MutexLock order_lock(&core_.order_mu);
-    if (core_.threads != nullptr) core_.threads->InterruptHostWaits(true);
+    MutexLock order_lock(&core_.seq.mu());
+    if (core_.seq.threads() != nullptr) core_.seq.threads()->InterruptHostWaits(true);
   }
   // No lock is held while calls leave: they may need any of them to.
   gate_.Drain();
   {
-    MutexLock order_lock(&core_.order_mu);
-    if (core_.threads != nullptr) core_.threads->InterruptHostWaits(false);
+    MutexLock order_lock(&core_.seq.mu());
+    if (core_.seq.threads() != nullptr) core_.seq.threads()->InterruptHostWaits(false);
   }
   bool leaked;
   {
@@ -295,28 +284,26 @@ void RuntimeImpl::TearDown() {
   std::vector<std::pair<StreamIndex, Position>> all;
   bool running;
   {
-    MutexLock order_lock(&c.order_mu);
+    MutexLock order_lock(&c.seq.mu());
     c.UpdateFastPath();
-    running = c.executor != nullptr;
-    for (StreamIndex s = 0; running && s < c.ordering.stream_count(); ++s) {
-      all.emplace_back(s, c.ordering.pos(s));
+    running = c.seq.executor() != nullptr;
+    for (StreamIndex s = 0; running && s < c.seq.ordering().stream_count(); ++s) {
+      all.emplace_back(s, c.seq.ordering().pos(s));
     }
   }
   // Work already enqueued completes (host functions run, Malloc frees
   // unmap), as a device reset would let it.
   if (running) {
     (void)sync_.WaitPoints(all, /*interruptible=*/false);
-    MutexLock order_lock(&c.order_mu);
-    c.executor->RunDueEffects();
+    MutexLock order_lock(&c.seq.mu());
+    c.seq.executor()->RunDueEffects();
   }
   // The recording is complete once the runtime is gone: its last lines are
   // the synchronize above's effects, which write nothing.
-  if (c.recorder != nullptr) {
+  if (c.obs.recorder() != nullptr) {
     // No call is inside any more (Shutdown drained them): nothing can be
     // writing.
-    c.recording.store(nullptr, std::memory_order_release);
-    (void)c.recorder->Close();
-    c.recorder.reset();
+    (void)c.obs.TakeRecording()->Close();
   }
   ReportLeaks();
   alloc_.UnmapAll();
@@ -326,11 +313,8 @@ void RuntimeImpl::TearDown() {
   // Worker threads end with the runtime, not with the last reference to this
   // object (a thread's cached lookup may keep it alive a while longer, and a
   // process that forks meanwhile must not inherit live workers).
-  MutexLock order_lock(&c.order_mu);
-  c.executor.reset();
-  c.sim = nullptr;
-  c.adapter = nullptr;
-  c.threads = nullptr;
+  MutexLock order_lock(&c.seq.mu());
+  c.seq.set_executor(nullptr);
 }
 
 absl::Status RuntimeImpl::Enter() {
@@ -358,12 +342,12 @@ absl::Status RuntimeImpl::FreeSlow(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_
 
 uint64_t RuntimeImpl::HostNow() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // From a host function this thread already holds the lock.
-  if (InHostCallback()) return core_.executor->Now();
+  if (InHostCallback()) return core_.seq.executor()->Now();
   CallGate::Pass pass(gate_);
   if (!pass.entered()) return 0;
   MutexLock lock(&mu_);
-  MutexLock order_lock(&core_.order_mu);
-  return core_.executor != nullptr ? core_.executor->Now() : 0;  // null once destroyed
+  MutexLock order_lock(&core_.seq.mu());
+  return core_.seq.executor() != nullptr ? core_.seq.executor()->Now() : 0;  // null once destroyed
 }
 
 // ------------------------------------------------------------ observation

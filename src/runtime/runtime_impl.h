@@ -7,7 +7,7 @@
 // declared again here.
 //
 //   RuntimeCore   what the parts share: ordering core + executor, devices,
-//                 handle tables, page map, checker (runtime_core.h)
+//                 handle tables, page map, checker, recording (runtime_core.h)
 //   Streams       streams and devices, slot reuse
 //   Events        events, in a process and across processes
 //   Work          kernels, host functions, copies, fills, host time
@@ -116,12 +116,12 @@ class RuntimeImpl {
     MutexLock lock(&mu_);
     if (absl::Status entered = Enter(); !entered.ok()) return Refused<R>(std::move(entered));
     if constexpr (RecordedCall<Op>::kWritten) {
-      if (core_.recorder != nullptr) {
-        const uint64_t start = core_.recorder->Now();
+      if (core_.obs.recorder() != nullptr) {
+        const uint64_t start = core_.obs.recorder()->Now();
         R result = (part<Part>().*Op)(std::forward<A>(args)...);
         // A synchronize lets the lock go while it waits: the recording may
         // have been stopped meanwhile.
-        if (Recorder* r = core_.recorder.get()) {
+        if (Recorder* r = core_.obs.recorder()) {
           RecordedCall<Op>::Write(*r, result, Recorder::Times{start, r->Now()}, args...);
         }
         return result;
@@ -216,7 +216,7 @@ class RuntimeImpl {
   void TearDown() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The runtime's lock. It guards every part; the ordering core and the
-  // executor inside the core have a lock of their own (RuntimeCore::order_mu),
+  // executor inside the core have a lock of their own (Sequencer::mu),
   // pools theirs, streams a SpinLock each (src/README.md, "Locks").
   const uint32_t id_;
   // Every entry point passes it before taking mu_; Shutdown closes and

@@ -22,8 +22,8 @@ absl::StatusOr<uint64_t> Streams::CreateStream(int device, bool non_blocking) {
 absl::StatusOr<uint64_t> Streams::CreateStreamFromNative(int device, void* native) {
   if (absl::Status s = c_.devices.Check(device); !s.ok()) return s;
   {
-    MutexLock order_lock(&c_.order_mu);
-    if (c_.adapter == nullptr) {
+    MutexLock order_lock(&c_.seq.mu());
+    if (c_.seq.adapter() == nullptr) {
       return absl::UnimplementedError(
           "only CUDA and StreamAdapter runtimes have native streams to adopt");
     }
@@ -43,9 +43,9 @@ absl::StatusOr<uint64_t> Streams::NewStream(int device, bool non_blocking, bool 
   // A destroyed stream's slot once nothing can refer to its positions, else
   // a new one (src/ordering/ordering.h, "Slot reuse").
   RecycleSlots();
-  MutexLock order_lock(&c_.order_mu);
-  const StreamIndex idx = c_.ordering.NextSlot();
-  if (idx == c_.ordering.stream_count() && idx >= kMaxStreamsPerRuntime) {
+  MutexLock order_lock(&c_.seq.mu());
+  const StreamIndex idx = c_.seq.ordering().NextSlot();
+  if (idx == c_.seq.ordering().stream_count() && idx >= kMaxStreamsPerRuntime) {
     return absl::ResourceExhaustedError(
         "too many streams alive (or destroyed with work not yet proven complete) in this runtime");
   }
@@ -56,23 +56,23 @@ absl::StatusOr<uint64_t> Streams::NewStream(int device, bool non_blocking, bool 
     absl::StatusOr<StreamAdapter::NativeStream> wrapped =
         c_.native->Adopt(device, native, &non_blocking);
     if (!wrapped.ok()) return wrapped.status();
-    c_.adapter->BindAdopted(idx, *wrapped, /*wrapped=*/true);
+    c_.seq.adapter()->BindAdopted(idx, *wrapped, /*wrapped=*/true);
   } else if (adopt) {
-    c_.adapter->BindAdopted(idx, native);
-  } else if (c_.adapter != nullptr) {
+    c_.seq.adapter()->BindAdopted(idx, native);
+  } else if (c_.seq.adapter() != nullptr) {
     // The native stream first: if the embedder cannot make one, nothing changes.
-    absl::Status bound = c_.adapter->BindStream(idx, device, /*legacy=*/false, non_blocking);
+    absl::Status bound = c_.seq.adapter()->BindStream(idx, device, /*legacy=*/false, non_blocking);
     if (!bound.ok()) return bound;
   }
   try {
-    c_.executor->AddStream(idx);
+    c_.seq.executor()->AddStream(idx);
   } catch (const std::system_error& e) {
     // No thread for the stream's worker: an error, with nothing changed.
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot start the stream's worker thread: ", e.what()));
   }
-  c_.ChargeCallLocked();
-  SP_CHECK(c_.ordering.AddStream(
+  c_.seq.ChargeCallLocked();
+  SP_CHECK(c_.seq.ordering().AddStream(
                device, non_blocking ? StreamKind::kNonBlocking : StreamKind::kBlocking) == idx);
   absl::StatusOr<uint64_t> added = c_.streams.Add([&](StreamRec& r, uint64_t) {
     r.index = idx;
@@ -93,7 +93,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   // Enqueued work still completes and pending frees stay valid; the slot is
   // reused once that work is complete and no pool holds those frees
   // (RecycleSlots). A recorded timeline names streams by slot for the
@@ -108,21 +108,21 @@ absl::Status Streams::DestroyStream(uint64_t s) {
     MutexLock pool_lock(&pool.central_mu());
     pool.RetireCache(idx);
   });
-  MutexLock order_lock(&c_.order_mu);
-  if (c_.sim == nullptr || !c_.sim->record_timeline()) {
-    c_.ordering.RetireStream(idx);
+  MutexLock order_lock(&c_.seq.mu());
+  if (c_.seq.sim() == nullptr || !c_.seq.sim()->record_timeline()) {
+    c_.seq.ordering().RetireStream(idx);
     retired_slots_.push_back(idx);
   }
-  c_.executor->RemoveStream(idx);
+  c_.seq.executor()->RemoveStream(idx);
   return absl::OkStatus();
 }
 
 bool Streams::SlotIdle(StreamIndex s) {
   Position last;
   {
-    MutexLock order_lock(&c_.order_mu);
-    last = c_.ordering.pos(s);
-    if (c_.ExecutedThrough(s) < last) return false;
+    MutexLock order_lock(&c_.seq.mu());
+    last = c_.seq.ordering().pos(s);
+    if (c_.seq.ExecutedThrough(s) < last) return false;
   }
   // The dead stream's frees are observed complete: pools whose opportunistic
   // switch is on promote them, as rule 3 would; a pool in strict mode keeps
@@ -150,11 +150,11 @@ void Streams::RecycleSlots() {
     if (SlotIdle(s)) {
       // Every position of the old incarnation is complete: say so, since the
       // executor reports completion by ops and its successor's ops come next.
-      MutexLock order_lock(&c_.order_mu);
+      MutexLock order_lock(&c_.seq.mu());
       VectorClock proof;
-      proof.Raise(s, c_.ordering.pos(s));
-      c_.ordering.MarkComplete(proof);
-      c_.ordering.ReuseSlot(s);
+      proof.Raise(s, c_.seq.ordering().pos(s));
+      c_.seq.ordering().MarkComplete(proof);
+      c_.seq.ordering().ReuseSlot(s);
       c_.index.DropUsesOf(s);
       retired_slots_[recycle_cursor_] = retired_slots_.back();
       retired_slots_.pop_back();
@@ -172,7 +172,7 @@ absl::StatusOr<uint64_t> Streams::LegacyStream(int device) {
 absl::Status Streams::StreamSynchronize(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   const StreamIndex idx = (*rec)->index;
   return sync_.SyncStreams({&idx, 1});
 }
@@ -180,16 +180,16 @@ absl::Status Streams::StreamSynchronize(uint64_t s) {
 absl::Status Streams::StreamQuery(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   const StreamIndex idx = (*rec)->index;
   VectorClock proof;
   {
-    MutexLock order_lock(&c_.order_mu);
-    c_.executor->RunDueEffects();
-    if (c_.ExecutedThrough(idx) < c_.ordering.pos(idx)) {
+    MutexLock order_lock(&c_.seq.mu());
+    c_.seq.executor()->RunDueEffects();
+    if (c_.seq.ExecutedThrough(idx) < c_.seq.ordering().pos(idx)) {
       return absl::UnavailableError("stream has work pending");
     }
-    proof = c_.ordering.clock(idx);
+    proof = c_.seq.ordering().clock(idx);
   }
   sync_.Proven(proof);
   return absl::OkStatus();
@@ -197,11 +197,11 @@ absl::Status Streams::StreamQuery(uint64_t s) {
 
 absl::Status Streams::DeviceSynchronize(int device) {
   if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
-  c_.ChargeCall();
+  c_.seq.ChargeCall();
   std::vector<StreamIndex> streams;
   {
-    MutexLock order_lock(&c_.order_mu);
-    streams = c_.StreamsOfDevice(device);
+    MutexLock order_lock(&c_.seq.mu());
+    streams = c_.seq.StreamsOfDevice(device);
   }
   return sync_.SyncStreams(streams);
 }
@@ -209,11 +209,11 @@ absl::Status Streams::DeviceSynchronize(int device) {
 absl::StatusOr<void*> Streams::NativeStream(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
-  MutexLock order_lock(&c_.order_mu);
-  if (c_.adapter == nullptr) {
+  MutexLock order_lock(&c_.seq.mu());
+  if (c_.seq.adapter() == nullptr) {
     return absl::UnimplementedError("simulator and threads runtimes have no native streams");
   }
-  StreamAdapter::NativeStream native = c_.adapter->native((*rec)->index);
+  StreamAdapter::NativeStream native = c_.seq.adapter()->native((*rec)->index);
   return c_.native != nullptr ? c_.native->UserStream(native) : native;
 }
 

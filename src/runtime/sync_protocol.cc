@@ -8,10 +8,10 @@ absl::Status SyncProtocol::SyncStreams(absl::Span<const StreamIndex> streams) {
   std::vector<std::pair<StreamIndex, Position>> points;
   std::vector<VectorClock> proofs;
   {
-    MutexLock order_lock(&c_.order_mu);
+    MutexLock order_lock(&c_.seq.mu());
     for (StreamIndex s : streams) {
-      points.emplace_back(s, c_.ordering.pos(s));
-      proofs.push_back(c_.ordering.clock(s));
+      points.emplace_back(s, c_.seq.ordering().pos(s));
+      proofs.push_back(c_.seq.ordering().clock(s));
     }
   }
   if (absl::Status st = WaitPoints(points); !st.ok()) return st;
@@ -24,10 +24,10 @@ void SyncProtocol::Complete(absl::Span<const VectorClock> proofs, bool release) 
   // ordering core's, so the proof is copied out rather than held.
   VectorClock done;
   {
-    MutexLock order_lock(&c_.order_mu);
-    if (release) c_.executor->RunDueEffects();
-    for (const VectorClock& proof : proofs) c_.ordering.MarkComplete(proof);
-    done = c_.ordering.done();
+    MutexLock order_lock(&c_.seq.mu());
+    if (release) c_.seq.executor()->RunDueEffects();
+    for (const VectorClock& proof : proofs) c_.seq.ordering().MarkComplete(proof);
+    done = c_.seq.ordering().done();
   }
   c_.pools.AfterCompletion(done, release);
 }
@@ -38,16 +38,16 @@ absl::Status SyncProtocol::WaitPoints(absl::Span<const std::pair<StreamIndex, Po
   ThreadExecutor* threads;
   Executor* executor;
   {
-    MutexLock order_lock(&c_.order_mu);
-    executor = c_.executor.get();
-    threads = c_.threads;
+    MutexLock order_lock(&c_.seq.mu());
+    executor = c_.seq.executor();
+    threads = c_.seq.threads();
     if (!executor->blocks_host()) {
       // Virtual time: the simulator runs to the points under the ordering
       // core's lock (it is not thread safe); nothing really blocks.
-      for (const auto& [s, p] : points) executor->WaitFor(s, c_.OpAtOrBefore(s, p));
+      for (const auto& [s, p] : points) executor->WaitFor(s, c_.seq.OpAtOrBefore(s, p));
       return absl::OkStatus();
     }
-    for (const auto& [s, p] : points) ops.emplace_back(s, c_.OpAtOrBefore(s, p));
+    for (const auto& [s, p] : points) ops.emplace_back(s, c_.seq.OpAtOrBefore(s, p));
   }
   // Workers run effects that take the runtime's lock (Malloc memory going
   // back), and other host threads go on meanwhile. A destroy cannot free the

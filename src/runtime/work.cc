@@ -57,7 +57,7 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
       return absl::InvalidArgumentError("kernel access with a NULL pointer");
     }
   }
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   const StreamIndex idx = (*rec)->index;
   OpDesc op;
   op.kind = OpKind::kKernel;
@@ -66,24 +66,26 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
   if (c_.native != nullptr) {
     // On a real device the kernel is the wait kernel; a body (an emulated
     // kernel of a face) runs on the host in stream order, after it.
-    if (absl::Status st = c_.native->Kernel(c_.adapter->native(idx), duration_ns); !st.ok()) {
+    if (absl::Status st = c_.native->Kernel(c_.seq.adapter()->native(idx), duration_ns); !st.ok()) {
       return st;
     }
     if (op.effect) {
-      if (absl::Status st = c_.native->HostFunc(c_.adapter->native(idx), std::move(op.effect));
+      if (absl::Status st =
+              c_.native->HostFunc(c_.seq.adapter()->native(idx), std::move(op.effect));
           !st.ok()) {
         return st;
       }
     }
   }
-  c_.ChargeCallLocked();
-  const Position p = c_.EnqueueOp(idx, std::move(op));
-  if (c_.checker) {
+  c_.seq.ChargeCallLocked();
+  const Position p = c_.seq.EnqueueOp(idx, std::move(op));
+  if (c_.obs.checker()) {
     for (const Access& a : accesses) {
-      c_.checker->OnAccess(idx, p, c_.ordering.clock(idx), reinterpret_cast<uintptr_t>(a.ptr),
-                           a.size, a.write, (*rec)->device);
+      c_.obs.checker()->OnAccess(idx, p, c_.seq.ordering().clock(idx),
+                                 reinterpret_cast<uintptr_t>(a.ptr), a.size, a.write,
+                                 (*rec)->device);
     }
-    c_.CheckerAfterEvent();
+    c_.obs.CheckerAfterEvent();
   }
   return absl::OkStatus();
 }
@@ -92,19 +94,19 @@ absl::Status Work::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   OpDesc op;
   op.kind = OpKind::kHostFunc;
   op.effect = AsHostCallback(std::move(fn));
   if (c_.native != nullptr) {
     if (absl::Status st =
-            c_.native->HostFunc(c_.adapter->native((*rec)->index), std::move(op.effect));
+            c_.native->HostFunc(c_.seq.adapter()->native((*rec)->index), std::move(op.effect));
         !st.ok()) {
       return st;
     }
   }
-  c_.ChargeCallLocked();
-  c_.EnqueueOp((*rec)->index, std::move(op));
+  c_.seq.ChargeCallLocked();
+  c_.seq.EnqueueOp((*rec)->index, std::move(op));
   return absl::OkStatus();
 }
 
@@ -118,21 +120,21 @@ absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint6
       return absl::InvalidArgumentError("copy range wraps the address space");
     }
   }
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kCopy;
   op.duration_ns = TransferNs(bytes);
   if (c_.native != nullptr) {
-    if (absl::Status st = c_.native->Copy(c_.adapter->native((*rec)->index), dst, src, bytes);
+    if (absl::Status st = c_.native->Copy(c_.seq.adapter()->native((*rec)->index), dst, src, bytes);
         !st.ok()) {
       return st;
     }
   } else {
     op.effect = MemoryEffect(dst, src, 0, bytes);
   }
-  const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
+  const Position p = c_.seq.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, src, bytes, /*write=*/false);
   CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
   return absl::OkStatus();
@@ -147,21 +149,22 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
       return absl::InvalidArgumentError("fill range wraps the address space");
     }
   }
-  MutexLock order_lock(&c_.order_mu);
-  c_.ChargeCallLocked();
+  MutexLock order_lock(&c_.seq.mu());
+  c_.seq.ChargeCallLocked();
   if (bytes == 0) return absl::OkStatus();
   OpDesc op;
   op.kind = OpKind::kFill;
   op.duration_ns = TransferNs(bytes);
   if (c_.native != nullptr) {
-    if (absl::Status st = c_.native->Fill(c_.adapter->native((*rec)->index), dst, value, bytes);
+    if (absl::Status st =
+            c_.native->Fill(c_.seq.adapter()->native((*rec)->index), dst, value, bytes);
         !st.ok()) {
       return st;
     }
   } else {
     op.effect = MemoryEffect(dst, nullptr, value, bytes);
   }
-  const Position p = c_.EnqueueOp((*rec)->index, std::move(op));
+  const Position p = c_.seq.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
   return absl::OkStatus();
 }
@@ -174,29 +177,29 @@ uint64_t Work::TransferNs(uint64_t bytes) const {
 }
 
 absl::Status Work::HostAdvance(uint64_t ns) {
-  MutexLock order_lock(&c_.order_mu);
+  MutexLock order_lock(&c_.seq.mu());
   // Refused rather than saturated: the caller asked for a time that is not
   // representable, and silently spending less would leave it reasoning about
   // a host time it does not have. (The per-call cost, a setting rather than a
   // request, saturates instead: see SimExecutor::HostAdvance.)
-  if (!AdvanceFits(c_.executor->Now(), ns)) {
+  if (!AdvanceFits(c_.seq.executor()->Now(), ns)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("host advance of ", ns, " ns from ", c_.executor->Now(),
+        absl::StrCat("host advance of ", ns, " ns from ", c_.seq.executor()->Now(),
                      " ns would reach the end of representable time"));
   }
-  c_.ChargeCallLocked();
-  c_.executor->HostAdvance(ns);
+  c_.seq.ChargeCallLocked();
+  c_.seq.executor()->HostAdvance(ns);
   return absl::OkStatus();
 }
 
 void Work::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write) {
   // Copies also move host memory the runtime never saw; only our own memory
   // is the checker's business.
-  if (!c_.checker) return;
+  if (!c_.obs.checker()) return;
   const auto a = reinterpret_cast<uintptr_t>(ptr);
   if (c_.process.registry().RuntimeOwning(a) != c_.id) return;
-  c_.checker->OnAccess(s, p, c_.ordering.clock(s), a, bytes, write);
-  c_.CheckerAfterEvent();
+  c_.obs.checker()->OnAccess(s, p, c_.seq.ordering().clock(s), a, bytes, write);
+  c_.obs.CheckerAfterEvent();
 }
 
 }  // namespace streampool::internal

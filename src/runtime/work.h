@@ -42,7 +42,7 @@ class Work {
   uint64_t TransferNs(uint64_t bytes) const;
   // Reports of accesses a copy or fill makes to memory of this runtime.
   void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.order_mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.seq.mu());
 
   RuntimeCore& c_;
 };

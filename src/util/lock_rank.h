@@ -28,7 +28,7 @@ namespace streampool::internal {
 enum class LockRank : uint8_t {
   kRuntime = 10,        // RuntimeImpl::mu_
   kPool = 20,           // MemPool::central_mu_
-  kOrdering = 30,       // RuntimeCore::order_mu
+  kOrdering = 30,       // the ordering core's (Sequencer)
   kStream = 40,         // a stream slot's SpinLock (pos(S), its front caches)
   kRecorder = 45,       // Recorder: the open recording's tables and buffer
   kExecWorkers = 50,    // ThreadExecutor: the worker table
