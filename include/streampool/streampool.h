@@ -57,7 +57,23 @@ typedef enum spError {
   spErrorHostMemoryAlreadyRegistered = 712, /**< spHostRegister: bytes of the range are
                                                registered already */
   spErrorHostMemoryNotRegistered = 713,     /**< no registered host range there */
+  spErrorIllegalState = 401,                /**< a capture begun on a stream already capturing */
   spErrorNotSupported = 801, /**< a feature not implemented, or an sp* call from a host function */
+  spErrorStreamCaptureUnsupported = 900, /**< not permitted while the stream (or, by the capture
+                                            mode, the thread) captures; the capture is invalidated */
+  spErrorStreamCaptureInvalidated = 901, /**< the capture was invalidated by an earlier error */
+  spErrorStreamCaptureMerge = 902,       /**< would merge two independent captures */
+  spErrorStreamCaptureUnmatched = 903,   /**< the capture was not begun on this stream */
+  spErrorStreamCaptureUnjoined = 904,    /**< a stream forked into the capture was not joined
+                                            back into its origin */
+  spErrorStreamCaptureIsolation = 905,   /**< a dependency would cross the capture's boundary */
+  spErrorStreamCaptureImplicit = 906,    /**< the legacy stream would depend on a capture */
+  spErrorCapturedEvent = 907,            /**< a query or synchronize of an event recorded in a
+                                            capture */
+  spErrorStreamCaptureWrongThread = 908, /**< a Global or ThreadLocal capture ended on another
+                                            thread */
+  spErrorGraphExecUpdateFailure = 910,   /**< spGraphExecUpdate: the graph differs in a way an
+                                            update cannot carry; nothing changed */
   spErrorUnknown = 999       /**< an internal failure of no other kind; nothing changed */
 } spError_t;
 
@@ -789,6 +805,214 @@ SP_API spError_t spCheckerGetReports(spRuntime_t rt, spCheckReport* reports, siz
                                      size_t* count) SP_NOEXCEPT;
 /** Forgets every report collected so far. */
 SP_API spError_t spCheckerClearReports(spRuntime_t rt) SP_NOEXCEPT;
+
+/* ------------------------------------------------------------------ graphs */
+/* CUDA graphs (docs/graphs.md): work captured from streams or built node by
+ * node, instantiated, launched on a stream as one op. Graph memory (memory
+ * allocation and free nodes) comes from each device's graph memory, apart
+ * from the pools. Graphs, like CUDA's, are not for concurrent use from
+ * several threads. */
+
+typedef struct spGraph_st* spGraph_t;
+typedef struct spGraphNode_st* spGraphNode_t;
+typedef struct spGraphExec_st* spGraphExec_t;
+
+/** What a capture forbids the threads that take part (CUDA's values). */
+typedef enum spStreamCaptureMode {
+  spStreamCaptureModeGlobal = 0,      /**< unsafe calls fail on this thread, and on every thread
+                                         while any Global capture is open */
+  spStreamCaptureModeThreadLocal = 1, /**< unsafe calls fail on the capturing thread only */
+  spStreamCaptureModeRelaxed = 2      /**< no unsafe call is refused */
+} spStreamCaptureMode;
+/** Whether a stream captures. */
+typedef enum spStreamCaptureStatus {
+  spStreamCaptureStatusNone = 0,
+  spStreamCaptureStatusActive = 1,
+  spStreamCaptureStatusInvalidated = 2 /**< captures, but failed: ending it returns 901 */
+} spStreamCaptureStatus;
+
+/** Starts capturing s into a new graph: ops enqueued on s become nodes until
+ * spStreamEndCapture(s). spErrorIllegalState if s already captures;
+ * spErrorStreamCaptureUnsupported for the legacy stream. */
+SP_API spError_t spStreamBeginCapture(spStream_t s, spStreamCaptureMode mode) SP_NOEXCEPT;
+/** As spStreamBeginCapture, into `graph` after `deps` (nodes of it). */
+SP_API spError_t spStreamBeginCaptureToGraph(spStream_t s, spGraph_t graph,
+                                             const spGraphNode_t* deps, size_t numDeps,
+                                             spStreamCaptureMode mode) SP_NOEXCEPT;
+/** Ends the capture begun on s and returns its graph (NULL when it was begun
+ * with spStreamBeginCaptureToGraph: the nodes are in that graph).
+ * spErrorStreamCaptureUnmatched if s did not begin it, ...Unjoined if a
+ * joined stream was not joined back, ...Invalidated (no graph) if it failed,
+ * ...WrongThread for a Global or ThreadLocal capture ended elsewhere. */
+SP_API spError_t spStreamEndCapture(spStream_t s, spGraph_t* graph) SP_NOEXCEPT;
+SP_API spError_t spStreamIsCapturing(spStream_t s, spStreamCaptureStatus* status) SP_NOEXCEPT;
+/** The capture's status, id (unique per runtime, from 1), graph and the
+ * nodes s's next op would depend on (valid until the next call on s); any
+ * out-pointer but status may be NULL. */
+SP_API spError_t spStreamGetCaptureInfo(spStream_t s, spStreamCaptureStatus* status,
+                                        unsigned long long* id, spGraph_t* graph,
+                                        const spGraphNode_t** deps, size_t* numDeps) SP_NOEXCEPT;
+/** Sets the calling thread's capture interaction mode to *mode and returns
+ * the previous one in *mode (a thread starts in Global). */
+SP_API spError_t spThreadExchangeStreamCaptureMode(spStreamCaptureMode* mode) SP_NOEXCEPT;
+
+/** A node's kind (CUDA's cudaGraphNodeType values). */
+typedef enum spGraphNodeType {
+  spGraphNodeTypeKernel = 0,
+  spGraphNodeTypeMemcpy = 1,
+  spGraphNodeTypeMemset = 2,
+  spGraphNodeTypeHost = 3,
+  spGraphNodeTypeGraph = 4,
+  spGraphNodeTypeEmpty = 5,
+  spGraphNodeTypeWaitEvent = 6,
+  spGraphNodeTypeEventRecord = 7,
+  spGraphNodeTypeMemAlloc = 10,
+  spGraphNodeTypeMemFree = 11
+} spGraphNodeType;
+
+/** A kernel node: as spLaunchKernel, with an optional body fn(userData) run
+ * as the kernel's effect when the node completes (a face's emulated kernel). */
+typedef struct spKernelNodeParams {
+  uint64_t durationNs;
+  const spAccess* accesses; /**< copied when the node is made */
+  size_t accessCount;
+  void (*fn)(void*); /**< may be NULL */
+  void* userData;
+} spKernelNodeParams;
+
+/** An allocation node: memory of `poolProps` (its allocType must be Device,
+ * its location a device) of bytesize bytes, readable and writable by the
+ * devices in accessDescs besides its own. dptr is set when the node is made
+ * and stays the allocation's address for the graph's life. */
+typedef struct spMemAllocNodeParams {
+  spMemPoolProps poolProps;
+  const spMemAccessDesc* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  void* dptr; /**< out */
+} spMemAllocNodeParams;
+
+SP_API spError_t spGraphCreate(spGraph_t* graph, spRuntime_t rt, unsigned flags) SP_NOEXCEPT;
+/** Destroys the graph; its executable graphs and its allocations' memory
+ * live on. */
+SP_API spError_t spGraphDestroy(spGraph_t graph) SP_NOEXCEPT;
+/** A copy of graph; spErrorNotSupported for a graph with memory nodes. */
+SP_API spError_t spGraphClone(spGraph_t* clone, spGraph_t graph) SP_NOEXCEPT;
+
+/* Each Add* makes a node after numDeps dependencies (nodes of the graph, no
+ * duplicates), returns it in *node, and copies what it is given. */
+SP_API spError_t spGraphAddKernelNode(spGraphNode_t* node, spGraph_t graph,
+                                      const spGraphNode_t* deps, size_t numDeps,
+                                      const spKernelNodeParams* params) SP_NOEXCEPT;
+SP_API spError_t spGraphAddMemcpyNode1D(spGraphNode_t* node, spGraph_t graph,
+                                        const spGraphNode_t* deps, size_t numDeps, void* dst,
+                                        const void* src, size_t bytes) SP_NOEXCEPT;
+SP_API spError_t spGraphAddMemsetNode(spGraphNode_t* node, spGraph_t graph,
+                                      const spGraphNode_t* deps, size_t numDeps, void* dst,
+                                      int value, size_t bytes) SP_NOEXCEPT;
+SP_API spError_t spGraphAddHostNode(spGraphNode_t* node, spGraph_t graph,
+                                    const spGraphNode_t* deps, size_t numDeps, void (*fn)(void*),
+                                    void* userData) SP_NOEXCEPT;
+SP_API spError_t spGraphAddEventRecordNode(spGraphNode_t* node, spGraph_t graph,
+                                           const spGraphNode_t* deps, size_t numDeps,
+                                           spEvent_t event) SP_NOEXCEPT;
+SP_API spError_t spGraphAddEventWaitNode(spGraphNode_t* node, spGraph_t graph,
+                                         const spGraphNode_t* deps, size_t numDeps,
+                                         spEvent_t event) SP_NOEXCEPT;
+SP_API spError_t spGraphAddEmptyNode(spGraphNode_t* node, spGraph_t graph,
+                                     const spGraphNode_t* deps, size_t numDeps) SP_NOEXCEPT;
+/** The child is copied into the node; spErrorNotSupported if it has memory
+ * nodes. */
+SP_API spError_t spGraphAddChildGraphNode(spGraphNode_t* node, spGraph_t graph,
+                                          const spGraphNode_t* deps, size_t numDeps,
+                                          spGraph_t child) SP_NOEXCEPT;
+/** Sets params->dptr. spErrorInvalidValue for a zero size or props other
+ * than device memory; spErrorInvalidDevice for a device out of range. */
+SP_API spError_t spGraphAddMemAllocNode(spGraphNode_t* node, spGraph_t graph,
+                                        const spGraphNode_t* deps, size_t numDeps,
+                                        spMemAllocNodeParams* params) SP_NOEXCEPT;
+/** Frees dptr: an allocation of this graph, once (ordered after its
+ * allocation node), or a graph allocation made outside it that no free has
+ * freed yet; else spErrorInvalidValue. */
+SP_API spError_t spGraphAddMemFreeNode(spGraphNode_t* node, spGraph_t graph,
+                                       const spGraphNode_t* deps, size_t numDeps,
+                                       void* dptr) SP_NOEXCEPT;
+SP_API spError_t spGraphMemAllocNodeGetParams(spGraphNode_t node,
+                                              spMemAllocNodeParams* params) SP_NOEXCEPT;
+SP_API spError_t spGraphMemFreeNodeGetParams(spGraphNode_t node, void** dptr) SP_NOEXCEPT;
+/** Adds edges from[i] -> to[i]; spErrorInvalidValue (none added) for a node
+ * of another graph, an edge that exists or one that makes a cycle. */
+SP_API spError_t spGraphAddDependencies(spGraph_t graph, const spGraphNode_t* from,
+                                        const spGraphNode_t* to, size_t count) SP_NOEXCEPT;
+
+/* Queries: each copies up to *count entries (arrays may be NULL to ask the
+ * count) and sets *count to how many there are. */
+SP_API spError_t spGraphGetNodes(spGraph_t graph, spGraphNode_t* nodes, size_t* count) SP_NOEXCEPT;
+SP_API spError_t spGraphGetRootNodes(spGraph_t graph, spGraphNode_t* nodes,
+                                     size_t* count) SP_NOEXCEPT;
+SP_API spError_t spGraphGetEdges(spGraph_t graph, spGraphNode_t* from, spGraphNode_t* to,
+                                 size_t* count) SP_NOEXCEPT;
+SP_API spError_t spGraphNodeGetType(spGraphNode_t node, spGraphNodeType* type) SP_NOEXCEPT;
+SP_API spError_t spGraphNodeGetDependencies(spGraphNode_t node, spGraphNode_t* deps,
+                                            size_t* count) SP_NOEXCEPT;
+SP_API spError_t spGraphNodeGetDependentNodes(spGraphNode_t node, spGraphNode_t* dependents,
+                                              size_t* count) SP_NOEXCEPT;
+
+/** Instantiate flags (CUDA's values). */
+enum {
+  spGraphInstantiateFlagAutoFreeOnLaunch = 1, /**< a launch first frees what the previous
+                                                 launch allocated and did not free */
+  spGraphInstantiateFlagUpload = 2            /**< accepted: nothing needs uploading here */
+};
+/** An executable graph of graph. A graph with memory nodes has at most one
+ * at a time (spErrorInvalidValue for a second). */
+SP_API spError_t spGraphInstantiate(spGraphExec_t* exec, spGraph_t graph,
+                                    unsigned long long flags) SP_NOEXCEPT;
+/** Prepares exec's launch in s's order (nothing to prepare here: it orders
+ * like an empty op). */
+SP_API spError_t spGraphUpload(spGraphExec_t exec, spStream_t s) SP_NOEXCEPT;
+/** Runs exec as one op of s: after s's earlier work and exec's previous
+ * launch, and before s's later work. spErrorInvalidValue, and nothing
+ * enqueued, if an allocation of its previous launch is not freed and exec was
+ * not instantiated with spGraphInstantiateFlagAutoFreeOnLaunch. */
+SP_API spError_t spGraphLaunch(spGraphExec_t exec, spStream_t s) SP_NOEXCEPT;
+SP_API spError_t spGraphExecDestroy(spGraphExec_t exec) SP_NOEXCEPT;
+/** Why spGraphExecUpdate refused (CUDA's cudaGraphExecUpdateResult values). */
+typedef enum spGraphExecUpdateResult {
+  spGraphExecUpdateSuccess = 0,
+  spGraphExecUpdateError = 1,
+  spGraphExecUpdateErrorTopologyChanged = 2,
+  spGraphExecUpdateErrorNodeTypeChanged = 3,
+  spGraphExecUpdateErrorFunctionChanged = 4,
+  spGraphExecUpdateErrorParametersChanged = 5,
+  spGraphExecUpdateErrorNotSupported = 6
+} spGraphExecUpdateResult;
+/** Gives exec the parameters of graph's nodes, which must match exec's graph
+ * node for node (same topology and kinds); memory nodes cannot change.
+ * spErrorGraphExecUpdateFailure, with the reason in *result, otherwise. */
+SP_API spError_t spGraphExecUpdate(spGraphExec_t exec, spGraph_t graph,
+                                   spGraphExecUpdateResult* result) SP_NOEXCEPT;
+
+/** A device's graph memory figures (CUDA's cudaGraphMemAttributeType
+ * values): used is memory backing graph allocations, reserved all the device
+ * holds for graphs. */
+typedef enum spGraphMemAttributeType {
+  spGraphMemAttrUsedMemCurrent = 0,
+  spGraphMemAttrUsedMemHigh = 1,
+  spGraphMemAttrReservedMemCurrent = 2,
+  spGraphMemAttrReservedMemHigh = 3
+} spGraphMemAttributeType;
+/** Gives back graph memory that no allocation holds and no launch pending or
+ * running will use. */
+SP_API spError_t spDeviceGraphMemTrim(spRuntime_t rt, int device) SP_NOEXCEPT;
+SP_API spError_t spDeviceGetGraphMemAttribute(spRuntime_t rt, int device,
+                                              spGraphMemAttributeType attr,
+                                              uint64_t* value) SP_NOEXCEPT;
+/** Only the high watermarks can be set, and only to 0 (they restart from the
+ * current figure); else spErrorInvalidValue. */
+SP_API spError_t spDeviceSetGraphMemAttribute(spRuntime_t rt, int device,
+                                              spGraphMemAttributeType attr,
+                                              const uint64_t* value) SP_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -14,6 +14,7 @@
 #include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/capi/c_entry.h"
 #include "src/pool/pool_attrs.h"
 #include "src/runtime/guard.h"
 #include "src/runtime/handles.h"
@@ -22,116 +23,9 @@
 #include "streampool/streampool.h"
 
 namespace streampool::internal {
-namespace {
 
-spError_t ToError(const absl::Status& s) {
-  // ok() is inline; the table is streampool::ToCError (runtime.h).
-  return s.ok() ? spSuccess : streampool::ToCError(s);
-}
-
-}  // namespace
-
-// Called from the catch-all of every entry point: resource exhaustion (no
-// memory for a host structure, no thread, no descriptor) is
-// spErrorMemoryAllocation; anything else spErrorUnknown.
 spError_t CurrentExceptionToError() noexcept { return ToError(StatusFromCurrentException()); }
 
-namespace {
-
-// The shell of every entry point that can fail: no exception crosses the C
-// API; what escapes `body` is CurrentExceptionToError's. Always inlined, so
-// that the allocation fast path costs what a try block in the function did.
-// (spGetErrorName, spGetErrorString and spRuntimeConfigInit have none:
-// nothing in them can throw.)
-template <typename Body>
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline spError_t Entry(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (...) {
-    return CurrentExceptionToError();
-  }
-}
-
-template <typename H>
-uint64_t Value(H h) {
-  return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h));
-}
-template <typename H>
-H ToHandle(uint64_t v) {
-  return reinterpret_cast<H>(static_cast<uintptr_t>(v));
-}
-
-// The handle a call made or found, into the caller's out-parameter; on
-// failure the out-parameter is left alone.
-template <typename H>
-spError_t SetHandle(const absl::StatusOr<uint64_t>& h, H* out) {
-  if (!h.ok()) return ToError(h.status());
-  *out = ToHandle<H>(*h);
-  return spSuccess;
-}
-
-// Resolves the runtime a handle belongs to, refusing calls from host
-// functions before any lock is taken.
-#define SP_RESOLVE(rt_var, handle)                                                      \
-  if (InHostCallback()) return spErrorNotSupported;                                     \
-  if (Value(handle) == 0) return spErrorInvalidValue;                                   \
-  RuntimeImpl* rt_var##_ptr = RuntimeImpl::FindFast(Process::Default(), Value(handle)); \
-  if (rt_var##_ptr == nullptr) return spErrorInvalidResourceHandle;                     \
-  RuntimeImpl& rt_var = *rt_var##_ptr
-
-// The runtime whose memory holds ptr (a pointer names no handle), or null.
-std::shared_ptr<RuntimeImpl> RuntimeOwning(const void* ptr) {
-  const Registry& registry = Process::Default().registry();
-  const uint32_t owner = registry.RuntimeOwning(reinterpret_cast<uintptr_t>(ptr));
-  return owner == 0 ? nullptr : registry.Find(owner);
-}
-
-// The whole of an entry point that hands its handle's runtime one part
-// operation and reports its status: resolve, run, map.
-template <auto Op, typename H, typename... A>
-spError_t RunOn(H handle, A&&... args) noexcept {
-  return Entry([&]() -> spError_t {
-    SP_RESOLVE(r, handle);
-    return ToError(r.Run<Op>(std::forward<A>(args)...));
-  });
-}
-
-// A runtime handle, before anything else is looked at: NULL is a bad value,
-// any other non-runtime handle an invalid one.
-#define SP_CHECK_RUNTIME_HANDLE(rt)               \
-  if (Value(rt) == 0) return spErrorInvalidValue; \
-  if (!IsRuntimeHandle(Value(rt))) return spErrorInvalidResourceHandle
-
-// A C caller may store any int in an enum field or pass one as an enum
-// argument; reading such a value as the enum type is undefined in C++. Enums
-// from the caller are read as their bytes and range-checked as ints.
-template <typename E>
-int EnumInt(const E& e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
-
-// Validates and converts the C pool properties.
-bool ToPoolProps(const spMemPoolProps& in, streampool::PoolProps* out) {
-  const int type = EnumInt(in.allocType);
-  const int policy = EnumInt(in.pagePolicy);
-  if (type < spMemAllocationTypeDevice || type > spMemAllocationTypeDvpp) return false;
-  if (in.growth < spPoolGrowthDefault || in.growth > spPoolGrowthExpandable) return false;
-  if (policy < spPageHugeFirst || policy > spPageNormalOnly) return false;
-  out->alloc_type = static_cast<streampool::AllocationType>(type);
-  out->device = in.device;
-  out->max_size = in.maxSize;
-  out->page_policy = static_cast<streampool::PagePolicy>(policy);
-  out->handle_types = in.handleTypes;
-  out->growth = static_cast<streampool::PoolGrowth>(in.growth);
-  return true;
-}
-
-bool IsRuntimeHandle(uint64_t v) { return KindOf(v) == HandleKind::kRuntime && ObjectIdOf(v) == 0; }
-
-}  // namespace
 }  // namespace streampool::internal
 
 namespace {
@@ -222,6 +116,28 @@ const char* spGetErrorName(spError_t e) noexcept {
       return "spErrorHostMemoryNotRegistered";
     case spErrorNotSupported:
       return "spErrorNotSupported";
+    case spErrorIllegalState:
+      return "spErrorIllegalState";
+    case spErrorStreamCaptureUnsupported:
+      return "spErrorStreamCaptureUnsupported";
+    case spErrorStreamCaptureInvalidated:
+      return "spErrorStreamCaptureInvalidated";
+    case spErrorStreamCaptureMerge:
+      return "spErrorStreamCaptureMerge";
+    case spErrorStreamCaptureUnmatched:
+      return "spErrorStreamCaptureUnmatched";
+    case spErrorStreamCaptureUnjoined:
+      return "spErrorStreamCaptureUnjoined";
+    case spErrorStreamCaptureIsolation:
+      return "spErrorStreamCaptureIsolation";
+    case spErrorStreamCaptureImplicit:
+      return "spErrorStreamCaptureImplicit";
+    case spErrorCapturedEvent:
+      return "spErrorCapturedEvent";
+    case spErrorStreamCaptureWrongThread:
+      return "spErrorStreamCaptureWrongThread";
+    case spErrorGraphExecUpdateFailure:
+      return "spErrorGraphExecUpdateFailure";
     case spErrorUnknown:
       return "spErrorUnknown";
   }
@@ -254,6 +170,29 @@ const char* spGetErrorString(spError_t e) noexcept {
       return "the pointer is not in (or, to unregister, does not start) a registered host range";
     case spErrorNotSupported:
       return "the operation is not supported here";
+    case spErrorIllegalState:
+      return "a capture begun on a stream that already captures";
+    case spErrorStreamCaptureUnsupported:
+      return "not permitted while the stream, or by the capture mode the thread, captures; the "
+             "capture is invalidated";
+    case spErrorStreamCaptureInvalidated:
+      return "the capture was invalidated by an earlier error";
+    case spErrorStreamCaptureMerge:
+      return "the wait would merge two independent captures";
+    case spErrorStreamCaptureUnmatched:
+      return "the capture was not begun on this stream";
+    case spErrorStreamCaptureUnjoined:
+      return "a stream that joined the capture was not joined back into its origin";
+    case spErrorStreamCaptureIsolation:
+      return "a dependency would cross the capture's boundary";
+    case spErrorStreamCaptureImplicit:
+      return "the legacy stream would depend on a capture";
+    case spErrorCapturedEvent:
+      return "a query or synchronize of an event recorded in a capture";
+    case spErrorStreamCaptureWrongThread:
+      return "the capture must end on the thread that began it";
+    case spErrorGraphExecUpdateFailure:
+      return "the graph differs from the executable graph in a way an update cannot carry";
     case spErrorUnknown:
       return "an internal failure; the call changed nothing";
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/runtime/graphs.h"
 #include "src/util/check.h"
 #include "streampool/streampool.h"
 
@@ -108,7 +109,7 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
   // pool (atomics).
   if (!c_.fast.on()) return nullptr;
   const StreamRec* rec = c_.streams.Find(s);
-  if (rec == nullptr) return nullptr;
+  if (rec == nullptr || rec->capturing.load(std::memory_order_relaxed)) return nullptr;
   const uint64_t ph =
       pool != 0 ? pool : c_.devices.current_pool(rec->device.load(std::memory_order_relaxed));
   MemPool* mp = c_.pools.FindFast(ph);
@@ -352,7 +353,8 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
       t = m.target.t;
       lock = m.target.lock;
     } else if (c_.fast.on()) {
-      if (const StreamRec* rec = c_.streams.Find(s)) {
+      const StreamRec* rec = c_.streams.Find(s);
+      if (rec != nullptr && !rec->capturing.load(std::memory_order_relaxed)) {
         t = rec->index.load(std::memory_order_relaxed);
         lock = &c_.seq.ordering().stream_lock(t);
       }
@@ -510,6 +512,12 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t p
   if (size == 0) return AllocInfo{};
   MemPool& mp = *(*prec)->mem();
   const StreamIndex t = (*rec)->index;
+  if (c_.captures.Of(t) != nullptr) {
+    // Captured: an allocation node of graph memory on the pool's device.
+    absl::StatusOr<void*> p = c_.graphs->CaptureMalloc(t, size, mp.props(), {});
+    if (!p.ok()) return p.status();
+    return AllocInfo{*p, ReuseRule::kFresh};
+  }
   // The pool judges safety against the clock T's next op would have (on the
   // legacy stream that includes every blocking stream); the allocation's
   // point is taken only once it succeeded, so a failure leaves the stream as
@@ -539,6 +547,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
   const StreamIndex idx = (*rec)->index;
+  if (c_.captures.Of(idx) != nullptr) return c_.graphs->CaptureFree(idx, ptr);
   if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), idx)) {
     if (LoadRelaxed(b->used_elsewhere)) {
       FreeUsed(b, idx, /*cacheable=*/true);
@@ -583,6 +592,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
     }
     return absl::OkStatus();
   }
+  if (absl::Status st = c_.graphs->FreeOutside(ptr, idx); !absl::IsNotFound(st)) return st;
   absl::StatusOr<AllocRec> found = TakeLiveAlloc(ptr);
   if (!found.ok()) return found.status();
   if (found->imported != nullptr) {
@@ -623,6 +633,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
 
 absl::StatusOr<void*> Allocator::Malloc(uint64_t size, int device) {
   if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
+  if (absl::Status st = c_.captures.CheckUnsafeCall(); !st.ok()) return st;
   return AllocateDirect(size, device);
 }
 
@@ -764,6 +775,7 @@ absl::StatusOr<DeviceMemInfo> Allocator::MemGetInfo(int device) {
 
 absl::Status Allocator::Free(void* ptr) {
   if (ptr == nullptr) return absl::OkStatus();
+  if (absl::Status st = c_.captures.CheckUnsafeCall(); !st.ok()) return st;
   if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), kNoStream)) {
     NoteFreeNow(ptr);
     // The caller promises every access completed, other streams' included.
@@ -781,6 +793,7 @@ absl::Status Allocator::Free(void* ptr) {
     DirectMemory::Unmap(*direct_.Take(reinterpret_cast<uintptr_t>(ptr)));
     return absl::OkStatus();
   }
+  if (absl::Status st = c_.graphs->FreeOutside(ptr, kNoStream); !absl::IsNotFound(st)) return st;
   absl::StatusOr<AllocRec> r = TakeLiveAlloc(ptr);
   if (!r.ok()) return r.status();
   NoteFreeNow(ptr);

@@ -26,6 +26,7 @@ absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
   if (!rec.ok()) return rec.status();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  if (absl::Status st = CaptureWait(**rec, **ev); !absl::IsCancelled(st)) return st;
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     // Another process's record: nothing of ours to order after, only a point
     // in time to wait for.
@@ -54,6 +55,30 @@ absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
   c_.seq.EnqueueOp((*rec)->index, std::move(op));
   c_.seq.ordering().JoinInto((*rec)->index, (*ev)->snapshot);
   return absl::OkStatus();
+}
+
+absl::Status Events::CaptureWait(StreamRec& rec, const EventRec& ev) {
+  const StreamIndex s = rec.index;
+  Captures::Session* mine = c_.captures.Of(s);
+  if (ev.capture != 0) {
+    Captures::Session* session = c_.captures.Find(ev.capture);
+    if (session == nullptr) {
+      return CaptureError(spErrorStreamCaptureIsolation,
+                          "the event was recorded in a capture that has ended");
+    }
+    absl::Status joined = c_.captures.Join(s, session, ev.capture_nodes);
+    if (joined.ok() && mine == nullptr) {
+      rec.capturing.store(true, std::memory_order_relaxed);
+      c_.fast.Invalidate();
+    }
+    return joined;
+  }
+  if (mine == nullptr) return absl::CancelledError();  // no capture involved: a plain wait
+  if (!ev.recorded) return absl::OkStatus();
+  // A capture cannot wait for work outside it.
+  Captures::Invalidate(mine);
+  return CaptureError(spErrorStreamCaptureIsolation,
+                      "a capturing stream cannot wait on an event recorded outside the capture");
 }
 
 absl::StatusOr<uint64_t> Events::CreateEvent(unsigned flags) {
@@ -99,6 +124,16 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   const StreamIndex idx = (*rec)->index;
+  if (Captures::Session* session = c_.captures.Of(idx)) {
+    // Recorded in the capture: no op, only the nodes a wait on it follows.
+    if (session->invalidated) {
+      return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");
+    }
+    (*ev)->capture = session->id;
+    (*ev)->capture_nodes = c_.captures.Frontier(idx);
+    return absl::OkStatus();
+  }
+  (*ev)->capture = 0;
   MutexLock order_lock(&c_.seq.mu());
   c_.seq.ChargeCallLocked();
   OpDesc op;
@@ -129,6 +164,10 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
 absl::Status Events::EventSynchronize(uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  if ((*ev)->capture != 0) {
+    return CaptureError(spErrorCapturedEvent, "the event was last recorded in a capture");
+  }
+  if (absl::Status st = c_.captures.CheckUnsafeCall(); !st.ok()) return st;
   c_.seq.ChargeCall();
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     // Proves nothing about our own streams: no pool changes.
@@ -145,6 +184,10 @@ absl::Status Events::EventSynchronize(uint64_t e) {
 absl::Status Events::EventQuery(uint64_t e) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  if ((*ev)->capture != 0) {
+    return CaptureError(spErrorCapturedEvent, "the event was last recorded in a capture");
+  }
+  if (absl::Status st = c_.captures.CheckUnsafeCall(); !st.ok()) return st;
   c_.seq.ChargeCall();
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     if ((*ev)->ipc->completed() < target) {

@@ -35,6 +35,7 @@ class Events {
   absl::StatusOr<uint64_t> OpenIpcEvent(const unsigned char handle[64]);
   // Drops every event (teardown).
   void Clear() { events_.clear(); }
+  bool Exists(uint64_t e) { return FindEvent(e).ok(); }
 
  private:
   struct EventRec {
@@ -51,8 +52,16 @@ class Events {
     uint64_t ipc_seq = 0;
     // A CUDA runtime's latest record: its timed CUevent (EventElapsedMs).
     std::shared_ptr<void> native_marker;
+    // Recorded in a capture (Captures::Session::id, else 0) after these
+    // nodes: a wait on it joins the capture.
+    uint64_t capture = 0;
+    std::vector<NodeIndex> capture_nodes;
   };
   absl::StatusOr<EventRec*> FindEvent(uint64_t h);
+  // A wait that involves a capture: s joins the capture the event was
+  // recorded in, or a capturing s refuses an event from outside. Cancelled
+  // when no capture is involved (the wait is an op).
+  absl::Status CaptureWait(RuntimeCore::StreamRec& rec, const EventRec& ev);
   // The shared record number an interprocess event's queries and waits must
   // see complete when its latest record is another runtime's; 0 when the
   // event's latest record is this runtime's (or it was never recorded).

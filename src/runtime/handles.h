@@ -3,7 +3,8 @@
 // A handle is a 64-bit number, never a pointer, so a stale or forged one can
 // be looked up and rejected but never dereferenced:
 //
-//   bits 60..63  kind (1 runtime, 2 stream, 3 event, 4 pool); 0 is never valid
+//   bits 60..63  kind (1 runtime, 2 stream, 3 event, 4 pool, 5 graph, 6 graph
+//                node, 7 executable graph); 0 is never valid
 //   bits 36..59  runtime id, unique per process
 //   bits  0..35  object id, unique per runtime, never reused
 #ifndef STREAMPOOL_SRC_RUNTIME_HANDLES_H_
@@ -13,7 +14,15 @@
 
 namespace streampool::internal {
 
-enum class HandleKind : uint8_t { kRuntime = 1, kStream = 2, kEvent = 3, kPool = 4 };
+enum class HandleKind : uint8_t {
+  kRuntime = 1,
+  kStream = 2,
+  kEvent = 3,
+  kPool = 4,
+  kGraph = 5,
+  kGraphNode = 6,
+  kGraphExec = 7,
+};
 
 inline constexpr uint64_t kMaxRuntimeId = (uint64_t{1} << 24) - 1;
 inline constexpr uint64_t kMaxObjectId = (uint64_t{1} << 36) - 1;

@@ -30,6 +30,7 @@
 #include "src/memory/page_backing.h"
 #include "src/pool/mem_pool.h"
 #include "src/runtime/allocation_index.h"
+#include "src/runtime/capture.h"
 #include "src/runtime/device_table.h"
 #include "src/runtime/fast_path_gate.h"
 #include "src/runtime/handle_table.h"
@@ -44,6 +45,8 @@
 #include "streampool/runtime.h"
 
 namespace streampool::internal {
+
+class Graphs;
 
 // True while a host function or a kernel body runs on this thread: API calls
 // are refused then. Inline, constant-initialized: every call reads it twice.
@@ -64,6 +67,9 @@ struct RuntimeCore {
     std::atomic<StreamIndex> index{0};
     std::atomic<int> device{0};
     std::atomic<bool> legacy{false};
+    // In a capture: the fast path leaves its calls to the paths that add
+    // nodes (FindTarget refuses it).
+    std::atomic<bool> capturing{false};
   };
   RuntimeCore(const RuntimeConfig& config, uint32_t id, Process& process, Mutex& mu,
               const CallGate& gate);
@@ -116,6 +122,10 @@ struct RuntimeCore {
   PoolTable pools;  // FindFast: lock-free
   // Which live allocation an address names.
   AllocationIndex index;
+  // The streams being captured into graphs; the graphs part, which frees
+  // graph memory for the allocator and adds its nodes.
+  Captures captures;
+  Graphs* graphs = nullptr;
   // Host memory made device-accessible (HostRegister), by base; the
   // checker reads it (kernels may touch these ranges). Changed under mu and
   // seq.mu(), as the checker's records.

@@ -27,7 +27,10 @@ RuntimeImpl::RuntimeImpl(const RuntimeConfig& config, uint32_t id, Process& proc
       alloc_(core_),
       pools_(core_),
       ipc_(core_),
-      observation_(core_) {}
+      observation_(core_),
+      graphs_(core_, streams_, events_, work_) {
+  core_.graphs = &graphs_;
+}
 
 RuntimeImpl::~RuntimeImpl() {
   MutexLock lock(&mu_);
@@ -188,7 +191,7 @@ absl::Status RuntimeImpl::Init() {
 
 absl::StatusOr<std::shared_ptr<RuntimeImpl>> RuntimeImpl::Find(Process& process, uint64_t handle) {
   if (handle == 0 || static_cast<uint8_t>(KindOf(handle)) == 0 ||
-      static_cast<uint8_t>(KindOf(handle)) > static_cast<uint8_t>(HandleKind::kPool)) {
+      static_cast<uint8_t>(KindOf(handle)) > static_cast<uint8_t>(HandleKind::kGraphExec)) {
     return absl::NotFoundError("invalid handle");
   }
   std::shared_ptr<RuntimeImpl> rt = process.registry().Find(RuntimeIdOf(handle));
@@ -306,6 +309,7 @@ void RuntimeImpl::TearDown() {
     (void)c.obs.TakeRecording()->Close();
   }
   ReportLeaks();
+  graphs_.Clear();
   alloc_.UnmapAll();
   c.index.Clear();
   c.pools.Clear();

@@ -18,6 +18,7 @@
 //   SyncProtocol  wait -> mark complete -> promote/flush -> release -> reap,
 //                 the one place the lock is dropped
 //   Observation   checker reports, timeline, introspection
+//   Graphs        capture, graphs and their launches, graph memory
 //
 // Two paths (docs/design.md, "Performance model"): MallocAsync and FreeAsync try
 // the Allocator's fast path first, with no runtime lock (a stream's lock
@@ -41,6 +42,7 @@
 #include "absl/types/span.h"
 #include "src/runtime/allocator.h"
 #include "src/runtime/events.h"
+#include "src/runtime/graphs.h"
 #include "src/runtime/ipc_service.h"
 #include "src/runtime/observation.h"
 #include "src/runtime/pools.h"
@@ -81,7 +83,7 @@ class RuntimeImpl {
   // C call starts here.
   static RuntimeImpl* FindFast(Process& process, uint64_t handle) {
     const auto kind = static_cast<uint8_t>(KindOf(handle));
-    if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kPool)) return nullptr;
+    if (kind == 0 || kind > static_cast<uint8_t>(HandleKind::kGraphExec)) return nullptr;
     return process.registry().FindCached(RuntimeIdOf(handle));
   }
 
@@ -180,7 +182,8 @@ class RuntimeImpl {
   // compile.
   template <typename Part>
   Part& part() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return std::get<Part&>(std::tie(streams_, events_, work_, alloc_, pools_, ipc_, observation_));
+    return std::get<Part&>(
+        std::tie(streams_, events_, work_, alloc_, pools_, ipc_, observation_, graphs_));
   }
   // What Run answers when it refuses a call: the error, where the result can
   // carry one.
@@ -234,6 +237,7 @@ class RuntimeImpl {
   Pools pools_ ABSL_GUARDED_BY(mu_);
   IpcService ipc_ ABSL_GUARDED_BY(mu_);
   Observation observation_ ABSL_GUARDED_BY(mu_);
+  Graphs graphs_ ABSL_GUARDED_BY(mu_);
   // LeakCheck::kFail found allocations never freed: Shutdown ends the process.
   bool leaked_ ABSL_GUARDED_BY(mu_) = false;
 };

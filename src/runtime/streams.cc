@@ -93,6 +93,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
+  c_.captures.DropStream((*rec)->index);
   c_.seq.ChargeCall();
   // Enqueued work still completes and pending frees stay valid; the slot is
   // reused once that work is complete and no pool holds those frees
@@ -169,9 +170,19 @@ absl::StatusOr<uint64_t> Streams::LegacyStream(int device) {
   return c_.devices[device].legacy_stream;  // a getter: no host time charged
 }
 
+absl::Status Streams::RefuseIfCapturing(StreamIndex s) {
+  Captures::Session* session = c_.captures.Of(s);
+  if (session == nullptr) return c_.captures.CheckUnsafeCall();
+  // A capturing stream has nothing to wait for: its work is not enqueued.
+  Captures::Invalidate(session);
+  return CaptureError(spErrorStreamCaptureUnsupported,
+                      "synchronize or query of a capturing stream");
+}
+
 absl::Status Streams::StreamSynchronize(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
+  if (absl::Status st = RefuseIfCapturing((*rec)->index); !st.ok()) return st;
   c_.seq.ChargeCall();
   const StreamIndex idx = (*rec)->index;
   return sync_.SyncStreams({&idx, 1});
@@ -180,6 +191,7 @@ absl::Status Streams::StreamSynchronize(uint64_t s) {
 absl::Status Streams::StreamQuery(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
+  if (absl::Status st = RefuseIfCapturing((*rec)->index); !st.ok()) return st;
   c_.seq.ChargeCall();
   const StreamIndex idx = (*rec)->index;
   VectorClock proof;
@@ -197,6 +209,7 @@ absl::Status Streams::StreamQuery(uint64_t s) {
 
 absl::Status Streams::DeviceSynchronize(int device) {
   if (absl::Status st = c_.devices.Check(device); !st.ok()) return st;
+  if (absl::Status st = c_.captures.CheckUnsafeCall(); !st.ok()) return st;
   c_.seq.ChargeCall();
   std::vector<StreamIndex> streams;
   {

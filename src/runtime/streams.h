@@ -40,6 +40,10 @@ class Streams {
   bool SlotIdle(StreamIndex s);
   absl::StatusOr<uint64_t> NewStream(int device, bool non_blocking, bool adopt, void* native);
   void RecycleSlots();
+  // A synchronize or query of s: refused while s captures (which
+  // invalidates the capture) or while a capture forbids the thread's unsafe
+  // calls.
+  absl::Status RefuseIfCapturing(StreamIndex s);
 
   RuntimeCore& c_;
   SyncProtocol& sync_;

@@ -37,6 +37,13 @@ std::function<void()> Work::MemoryEffect(void* dst, const void* src, int value, 
   };
 }
 
+absl::StatusOr<bool> Work::Capture(const StreamRec& rec, NodeParams params) {
+  if (c_.captures.empty() || c_.captures.Of(rec.index) == nullptr) return false;
+  absl::StatusOr<NodeIndex> n = c_.captures.Add(rec.index, std::move(params));
+  if (!n.ok()) return n.status();
+  return true;
+}
+
 absl::Status Work::LaunchKernel(uint64_t s, uint64_t duration_ns,
                                 absl::Span<const Access> accesses) {
   return EnqueueKernel(s, duration_ns, nullptr, /*needs_body=*/false, accesses);
@@ -56,6 +63,11 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
     if (a.ptr == nullptr && a.size != 0) {
       return absl::InvalidArgumentError("kernel access with a NULL pointer");
     }
+  }
+  if (absl::StatusOr<bool> captured =
+          Capture(**rec, KernelNode{duration_ns, {accesses.begin(), accesses.end()}, body});
+      !captured.ok() || *captured) {
+    return captured.status();
   }
   MutexLock order_lock(&c_.seq.mu());
   const StreamIndex idx = (*rec)->index;
@@ -94,6 +106,9 @@ absl::Status Work::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
+  if (absl::StatusOr<bool> captured = Capture(**rec, HostNode{fn}); !captured.ok() || *captured) {
+    return captured.status();
+  }
   MutexLock order_lock(&c_.seq.mu());
   OpDesc op;
   op.kind = OpKind::kHostFunc;
@@ -119,6 +134,10 @@ absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint6
         reinterpret_cast<uintptr_t>(src) > UINTPTR_MAX - bytes) {
       return absl::InvalidArgumentError("copy range wraps the address space");
     }
+  }
+  if (absl::StatusOr<bool> captured = Capture(**rec, MemcpyNode{dst, src, bytes});
+      !captured.ok() || *captured) {
+    return captured.status();
   }
   MutexLock order_lock(&c_.seq.mu());
   c_.seq.ChargeCallLocked();
@@ -148,6 +167,10 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
     if (reinterpret_cast<uintptr_t>(dst) > UINTPTR_MAX - bytes) {
       return absl::InvalidArgumentError("fill range wraps the address space");
     }
+  }
+  if (absl::StatusOr<bool> captured = Capture(**rec, MemsetNode{dst, value, bytes});
+      !captured.ok() || *captured) {
+    return captured.status();
   }
   MutexLock order_lock(&c_.seq.mu());
   c_.seq.ChargeCallLocked();
