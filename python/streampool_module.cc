@@ -252,8 +252,8 @@ std::vector<Access> Accesses(const py::iterable& items) {
 
 py::dict StatsDict(const PoolStats& s) {
   py::dict d;
-#define SP_POOL_STAT(c_name, cxx_name, combine) d[#cxx_name] = s.cxx_name;
-#define SP_POOL_STAT_CXX(cxx_name, type, combine) d[#cxx_name] = s.cxx_name;
+#define SP_POOL_STAT(c_name, cxx_name, ...) d[#cxx_name] = s.cxx_name;
+#define SP_POOL_STAT_CXX(cxx_name, type, ...) d[#cxx_name] = s.cxx_name;
 #include "src/pool/pool_stats.def"
   // The same figures under torch.cuda.memory_stats()'s names, where the
   // meaning is the same (allocated: block sizes of live allocations).

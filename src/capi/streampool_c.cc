@@ -35,13 +35,13 @@ namespace {
 // against the installed headers read. Every field is 8 bytes wide, so its
 // place in the table fixes its offset.
 enum CStatIndex {
-#define SP_POOL_STAT(c_name, cxx_name, combine) kC_##c_name,
+#define SP_POOL_STAT(c_name, cxx_name, ...) kC_##c_name,
 #include "src/pool/pool_stats.def"
   kCStatCount
 };
 enum CxxStatIndex {
-#define SP_POOL_STAT(c_name, cxx_name, combine) kCxx_##cxx_name,
-#define SP_POOL_STAT_CXX(cxx_name, type, combine) kCxx_##cxx_name,
+#define SP_POOL_STAT(c_name, cxx_name, ...) kCxx_##cxx_name,
+#define SP_POOL_STAT_CXX(cxx_name, type, ...) kCxx_##cxx_name,
 #include "src/pool/pool_stats.def"
   kCxxStatCount
 };
@@ -51,10 +51,10 @@ enum CxxStatIndex {
       #Struct "::" #field                                                                    \
               " is not of the type or in the place that the table "                          \
               "(src/pool/pool_stats.def) gives it");
-#define SP_POOL_STAT(c_name, cxx_name, combine)             \
+#define SP_POOL_STAT(c_name, cxx_name, ...)                 \
   SP_STAT_AT(spMemPoolStats, c_name, uint64_t, kC_##c_name) \
   SP_STAT_AT(streampool::PoolStats, cxx_name, uint64_t, kCxx_##cxx_name)
-#define SP_POOL_STAT_CXX(cxx_name, type, combine) \
+#define SP_POOL_STAT_CXX(cxx_name, type, ...) \
   SP_STAT_AT(streampool::PoolStats, cxx_name, type, kCxx_##cxx_name)
 #include "src/pool/pool_stats.def"
 #undef SP_STAT_AT
@@ -710,7 +710,7 @@ spError_t spMemPoolGetStats(spMemPool_t pool, spMemPoolStats* stats) noexcept {
     if (stats == nullptr) return spErrorInvalidValue;
     auto s = r.Run<&Pools::GetPoolStats>(Value(pool));
     if (!s.ok()) return ToError(s.status());
-#define SP_POOL_STAT(c_name, cxx_name, combine) stats->c_name = s->cxx_name;
+#define SP_POOL_STAT(c_name, cxx_name, ...) stats->c_name = s->cxx_name;
 #include "src/pool/pool_stats.def"
     return spSuccess;
   });

@@ -69,39 +69,20 @@ MemPool::MemPool(const PoolProps& props, SizeRule rule, uint64_t max_size,
   SP_CHECK(Chunk::kGranule == kChunkGranularity);
 }
 
-StreamFrees& MemPool::FreesOf(StreamIndex s) {
-  if (s >= frees_.size()) frees_.resize(s + 1);
-  if (!frees_[s]) frees_[s] = std::make_unique<StreamFrees>();
-  return *frees_[s];
-}
-
-void MemPool::Activate(StreamIndex s) {
-  StreamFrees& f = *frees_[s];
-  if (f.active) return;
-  f.active = true;
-  active_.push_back(s);
-}
-
 // ----------------------------------------------------------- index plumbing
 
 void MemPool::InsertFree(Block* b) {
   if (b->state == BlockState::kReady) {
-    (b->unmapped == 0 ? ready_ : unbacked_).Insert(&b->node);
     if (b->prev == nullptr && b->next == nullptr) backing_.LinkFree(b->chunk);
-  } else {
-    SP_DCHECK(b->state == BlockState::kPending);
-    frees_[b->stream]->index.Insert(&b->node);
   }
+  index_.Insert(b);
 }
 
 void MemPool::RemoveFree(Block* b) {
   if (b->state == BlockState::kReady) {
-    (b->unmapped == 0 ? ready_ : unbacked_).Remove(&b->node);
     if (b->chunk->in_free_list) backing_.UnlinkFree(b->chunk);
-  } else {
-    SP_DCHECK(b->state == BlockState::kPending);
-    frees_[b->stream]->index.Remove(&b->node);
   }
+  index_.Remove(b);
 }
 
 void MemPool::Absorb(Block* a, Block* b) {
@@ -127,7 +108,7 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
   // stay READY: absorbing them would hide reusable bytes from other streams
   // until the next promotion (and measured worse on the bundled traces), and
   // pending memory must stay mapped where a READY block may not be.
-  StreamFrees& frees = FreesOf(s);
+  StreamFrees& frees = index_.FreesOf(s);
   auto mergeable = [&](const Block* n) {
     return n != nullptr && n->state == BlockState::kPending && n->stream == s;
   };
@@ -153,7 +134,7 @@ void MemPool::MakePending(Block* b, StreamIndex s, Position f, uint64_t seq) {
   ++pending_blocks_;
   frees.index.Insert(&b->node);
   frees.Queue(b, f);
-  Activate(s);
+  index_.Activate(s);
 }
 
 void MemPool::MakeReady(Block* b, bool observed) {
@@ -208,7 +189,7 @@ Block* MemPool::Carve(Block* b, uint64_t size) {
     InsertFree(b);
   } else if (b->state == BlockState::kPending) {
     // The whole block is taken: its queue entry goes stale (stamp reset
-    // below). The stream stays in active_ until the next Promote.
+    // below). The stream stays listed in the index until the next Promote.
     --pending_blocks_;
   }
   SP_DCHECK(PoolBacking::CountUnmapped(live->chunk, live->addr(), live->end()) == 0);
@@ -322,28 +303,10 @@ void MemPool::FreeNow(Block* b) {
 
 template <typename BoundOf>
 void MemPool::PromoteUpTo(BoundOf bound_of, bool observed) {
-  for (size_t i = 0; i < active_.size();) {
-    const StreamIndex s = active_[i];
-    StreamFrees& frees = *frees_[s];
-    const Position d = bound_of(s);
-    while (!frees.queue.empty() && frees.queue.front().f <= d) {
-      const StreamFrees::Entry e = frees.queue.front();
-      frees.queue.pop_front();
-      if (!StreamFrees::IsValid(e)) continue;
-      frees.index.Remove(&e.block->node);
-      --pending_blocks_;
-      MakeReady(e.block, observed);
-    }
-    if (frees.index.empty()) {
-      frees.queue.clear();
-      frees.max_f = 0;
-      frees.active = false;
-      active_[i] = active_.back();
-      active_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  index_.PopUpTo(bound_of, [&](Block* b) {
+    --pending_blocks_;
+    MakeReady(b, observed);
+  });
 }
 
 void MemPool::Promote(const VectorClock& done) {

@@ -51,7 +51,6 @@
 
 #include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -60,6 +59,7 @@
 #include "src/ordering/vector_clock.h"
 #include "src/pool/block.h"
 #include "src/pool/device_budget.h"
+#include "src/pool/free_index.h"
 #include "src/pool/front_cache.h"
 #include "src/pool/page_map.h"
 #include "src/pool/pool_backing.h"
@@ -116,11 +116,8 @@ struct SizeRule {
 
 class MemPool {
  public:
-  // Cross-stream candidates examined per stream by rules 2 and 3 when only
-  // part of that stream's pending frees are eligible. 32 keeps a miss cheap
-  // (a few hundred ns) while typical producer/consumer patterns, whose
-  // eligible frees are the oldest and hence usually fit first, still hit.
-  static constexpr size_t kCrossStreamProbes = 32;
+  // Rule 2's probes per stream (free_index.h); growth probes as many.
+  static constexpr size_t kCrossStreamProbes = FreeIndex::kCrossStreamProbes;
 
   struct Allocation {
     Block* block;
@@ -448,7 +445,6 @@ class MemPool {
   // true used (the attribute's reset).
   void Reconcile(bool reset_high);
 
-  StreamFrees& FreesOf(StreamIndex s);
   // Rule 5, also before growth: the pending free of another stream that came
   // first in host order (FirstPendingFree), else a join of several
   // (JoinPending), after inserting the waits; or null. kFreeWaits: only
@@ -458,17 +454,7 @@ class MemPool {
   enum class WaitOn { kFreeWaits, kAnyBeforeGrowth, kAfterGrowth };
   static constexpr uint64_t kJoinBeforeGrowthBlocks = 256;
   Block* WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, WaitOn on);
-  // Both read each stream's bound from wait_bounds_, set by WaitForPending.
-  Block* FirstPendingFree(StreamIndex t, uint64_t size);
   Block* JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle);
-  static constexpr Position kNoBound = ~Position{0};
-  // Per stream, the latest free point WaitForPending may wait on; kept, with
-  // JoinPending's scratch, so that the slow path allocates nothing in steady
-  // state.
-  std::vector<Position> wait_bounds_;
-  std::vector<uint32_t> join_counts_;
-  std::vector<Block*> join_latest_;
-  absl::flat_hash_set<const Block*> join_seen_;
   // Merges the adjacent free blocks first..last into one READY block of
   // need bytes (last only in part), in the ready index.
   Block* JoinRun(Block* first, Block* last, uint64_t need);
@@ -489,9 +475,6 @@ class MemPool {
   // Bytes freed but not usable by t without a wait: other streams' PENDING
   // and cached blocks, and DEFERRED blocks. A walk, for the failure path.
   uint64_t PendingBytesBesides(StreamIndex t) const;
-  // A READY block spanning unmapped granules whose mapped low end holds
-  // `size` bytes (rules 1 and 3 when no wholly mapped block fits), or null.
-  Block* FindMappedLowEnd(uint64_t size);
   // A new chunk's or reservation's one READY block, in its index.
   Block* FirstBlock(Chunk* c);
   // An empty reservation (its one block READY and unmapped) goes back.
@@ -530,13 +513,6 @@ class MemPool {
   // (out of its index) keeps the rest.
   Block* SplitOffLow(Block* b, uint64_t size);
   void UnmapChunk(Chunk* c);
-  void Activate(StreamIndex s);
-  // Best fit across indexes, ties as inside one (SizeIndexNode::order).
-  static bool Better(const Block* a, const Block* b) {
-    return b == nullptr ||
-           (a != nullptr &&
-            (a->size() != b->size() ? a->size() < b->size() : a->node.order < b->node.order));
-  }
 
   const PoolProps props_;
   const SizeRule rule_;
@@ -550,11 +526,7 @@ class MemPool {
 
   PoolBacking backing_;
   BlockArena arena_;
-  SizeIndex ready_;
-  // READY blocks with unmapped granules (expandable pools).
-  SizeIndex unbacked_;
-  std::vector<std::unique_ptr<StreamFrees>> frees_;  // by StreamIndex
-  std::vector<StreamIndex> active_;                  // streams with pending frees
+  FreeIndex index_;
   // DEFERRED blocks in free order, with their free point and uses.
   struct Deferred {
     Block* block;

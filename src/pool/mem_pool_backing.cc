@@ -73,33 +73,19 @@ void MemPool::DropReservation(Chunk* c) {
   backing_.DropReservation(c);
 }
 
-Block* MemPool::FindMappedLowEnd(uint64_t size) {
-  // Few blocks span unmapped granules (the top of each reservation and the
-  // ranges a release left), so a bounded probe in best-fit order finds one
-  // whose low end is mapped far enough, if any.
-  SizeIndexNode* n = unbacked_.FindBestFitIf(
-      size,
-      [size](SizeIndexNode* x) {
-        const Block* b = Block::FromNode(x);
-        return PoolBacking::CountUnmapped(b->chunk, b->addr(), b->addr() + size) == 0;
-      },
-      kCrossStreamProbes);
-  return n == nullptr ? nullptr : Block::FromNode(n);
-}
-
 Block* MemPool::GrowExpandable(uint64_t size, absl::Status* upstream_error) {
   // The best-fitting free range; if the pool's or the device's budget cannot
   // take the granules it lacks, a few more candidates that fit the budget. A
   // new reservation only when no range is long enough (address space ran out
   // in the existing reservations). An upstream that refuses to map fails the
   // allocation: trying elsewhere would only repeat the refusal.
-  SizeIndexNode* first = unbacked_.FindBestFit(size);
+  SizeIndexNode* first = index_.unbacked().FindBestFit(size);
   if (first != nullptr) {
     MapResult r = MapForCarve(Block::FromNode(first), size, upstream_error);
     if (r == MapResult::kMapped) return Block::FromNode(first);
     if (r == MapResult::kUpstreamFailed) return nullptr;
     const uint64_t room = backing_.Room();
-    SizeIndexNode* other = unbacked_.FindBestFitIf(
+    SizeIndexNode* other = index_.unbacked().FindBestFitIf(
         size,
         [&](SizeIndexNode* n) {
           const Block* b = Block::FromNode(n);
@@ -199,8 +185,8 @@ void MemPool::ReleaseGranules(uint64_t bound) {
       const uint64_t hi = (b->end() - b->chunk->base()) / kG;
       if (hi > lo && hi - lo > b->unmapped) release_blocks_.push_back(b);
     };
-    ready_.ForEachAtLeast(kG, collect);
-    unbacked_.ForEachAtLeast(kG, collect);
+    index_.ready().ForEachAtLeast(kG, collect);
+    index_.unbacked().ForEachAtLeast(kG, collect);
     // Largest free range first; (chunk id, address) makes ties deterministic.
     std::sort(release_blocks_.begin(), release_blocks_.end(), [](const Block* a, const Block* b) {
       if (a->size() != b->size()) return a->size() > b->size();

@@ -13,37 +13,12 @@
 namespace streampool::internal {
 // ------------------------------------------------------------------ serving
 
-Block* MemPool::FirstPendingFree(StreamIndex t, uint64_t size) {
-  // Slow paths only (before growth, or once it failed): a walk over each
-  // stream's pending frees in free order, to its first that fits within the
-  // stream's bound.
-  Block* best = nullptr;
-  for (StreamIndex s : active_) {
-    if (s == t) continue;
-    StreamFrees& frees = *frees_[s];
-    for (size_t i = 0; i < frees.queue.size(); ++i) {
-      const StreamFrees::Entry& e = frees.queue[i];
-      if (e.f > wait_bounds_[s]) break;
-      if (!StreamFrees::IsValid(e) || e.block->size() < size) continue;
-      if (best == nullptr || e.block->free_seq < best->free_seq) best = e.block;
-      break;  // later entries of this stream were freed later
-    }
-  }
-  return best;
-}
-
 Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle, WaitOn on) {
-  // Each stream's bound, asked of the oracle once: a wait that delays
-  // nothing, or any.
-  wait_bounds_.assign(frees_.size(), kNoBound);
-  if (on == WaitOn::kFreeWaits) {
-    for (StreamIndex s : active_) {
-      if (s != t) wait_bounds_[s] = oracle.CompletesBeforeAllocation(s);
-    }
-  }
+  // Each stream's bound: a wait that delays nothing, or any.
+  index_.SetWaitBounds(t, on == WaitOn::kFreeWaits ? &oracle : nullptr);
   // As rule 5 chooses (and RMM's pool steals), the free that came first;
   // else a join.
-  if (Block* b = FirstPendingFree(t, need)) {
+  if (Block* b = index_.FirstPendingFree(t, need)) {
     oracle.InsertWait(b->stream, b->free_pos);
     ++stats_.waits_inserted;
     return b;
@@ -57,95 +32,7 @@ Block* MemPool::WaitForPending(StreamIndex t, uint64_t need, OrderOracle& oracle
 }
 
 Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
-  // For an allocation no single free serves: runs of address-adjacent free
-  // blocks (wholly mapped READY ones, and PENDING ones of any stream) are
-  // the candidates, each window starting at a block and ending at the first
-  // block that makes it fit. The window with the fewest other streams to
-  // wait on wins, then the one whose latest such free came first in host
-  // order, then the lowest place. Only runs holding another stream's
-  // pending free can win, so the walk starts from those frees (their
-  // streams' queues) and costs what they and their runs hold, never the
-  // LIVE blocks; each run is scanned once with a sliding window (per-stream
-  // counts for the streams to wait on, a monotonic queue for the latest
-  // free).
-  auto usable = [&](const Block* b) {
-    if (b->state == BlockState::kReady) return b->unmapped == 0;
-    return b->state == BlockState::kPending &&
-           (b->stream == t || b->free_pos <= wait_bounds_[b->stream]);
-  };
-  auto waited = [t](const Block* b) { return b->state == BlockState::kPending && b->stream != t; };
-  join_counts_.assign(frees_.size(), 0);
-  join_seen_.clear();
-  Block* best = nullptr;
-  size_t best_waits = 0;
-  uint64_t best_latest = 0;
-  auto scan_run = [&](Block* b) {
-    while (b != nullptr && usable(b)) {
-      // Window [a, b) holds `bytes`.
-      Block* a = b;
-      uint64_t bytes = 0;
-      size_t streams = 0;
-      join_latest_.clear();
-      size_t head = 0;
-      for (;;) {
-        while (bytes < need && b != nullptr && usable(b)) {
-          bytes += b->size();
-          if (waited(b)) {
-            join_seen_.insert(b);
-            if (join_counts_[b->stream]++ == 0) ++streams;
-            while (join_latest_.size() > head && join_latest_.back()->free_seq <= b->free_seq) {
-              join_latest_.pop_back();
-            }
-            join_latest_.push_back(b);
-          }
-          b = b->next;
-        }
-        if (bytes < need) break;  // the run ends short: no later start fits
-        // A window of one block was rule 1's or rule 5's to take.
-        if (streams != 0 && a->next != b) {
-          const uint64_t latest = join_latest_[head]->free_seq;
-          if (best == nullptr || streams < best_waits ||
-              (streams == best_waits &&
-               (latest < best_latest ||
-                (latest == best_latest && a->node.order < best->node.order)))) {
-            best = a;
-            best_waits = streams;
-            best_latest = latest;
-          }
-        }
-        bytes -= a->size();
-        if (waited(a)) {
-          if (--join_counts_[a->stream] == 0) --streams;
-          if (join_latest_[head] == a) ++head;
-        }
-        a = a->next;
-        if (a == b) break;  // a block alone fits: a new window starts at b
-      }
-      // Counts back to zero for the next window or run.
-      for (Block* x = a; x != b; x = x->next) {
-        if (waited(x)) --join_counts_[x->stream];
-      }
-    }
-  };
-  for (StreamIndex s : active_) {
-    if (s == t) continue;
-    const StreamFrees& frees = *frees_[s];
-    // Free order is f's order: past the bound, nothing of s is usable.
-    for (size_t i = 0; i < frees.queue.size() && frees.queue[i].f <= wait_bounds_[s]; ++i) {
-      const StreamFrees::Entry& e = frees.queue[i];
-      if (!StreamFrees::IsValid(e)) continue;
-      // A free between two blocks that cannot join it is only ever a window
-      // of one: rule 5's single search has looked at it.
-      const Block* p = e.block;
-      if ((p->prev == nullptr || !usable(p->prev)) && (p->next == nullptr || !usable(p->next))) {
-        continue;
-      }
-      if (join_seen_.contains(p) || !usable(p)) continue;
-      Block* start = e.block;
-      while (start->prev != nullptr && usable(start->prev)) start = start->prev;
-      scan_run(start);
-    }
-  }
+  Block* best = index_.FindJoin(t, need);
   if (best == nullptr) return nullptr;
   // One wait per other stream, on its latest free in the window, in stream
   // order.
@@ -153,7 +40,7 @@ Block* MemPool::JoinPending(StreamIndex t, uint64_t need, OrderOracle& oracle) {
   uint64_t bytes = 0;
   Block* last = best;
   for (Block* b = best;; b = b->next) {
-    if (waited(b)) {
+    if (FreeIndex::Waited(b, t)) {
       auto it = std::find_if(waits.begin(), waits.end(),
                              [b](const auto& w) { return w.first == b->stream; });
       if (it == waits.end()) {
@@ -205,15 +92,7 @@ std::optional<MemPool::Allocation> MemPool::TakeFromCache(StreamIndex t, uint64_
 }
 
 Block* MemPool::FindOwn(StreamIndex t, uint64_t need, ReuseRule* how) {
-  Block* chosen = nullptr;
-  if (SizeIndexNode* n = ready_.FindBestFit(need)) chosen = Block::FromNode(n);
-  if (t < frees_.size() && frees_[t] && !frees_[t]->index.empty()) {
-    if (SizeIndexNode* n = frees_[t]->index.FindBestFit(need)) {
-      Block* own = Block::FromNode(n);
-      if (Better(own, chosen)) chosen = own;
-    }
-  }
-  if (chosen == nullptr && !unbacked_.empty()) chosen = FindMappedLowEnd(need);
+  Block* chosen = index_.FindOwn(t, need);
   if (chosen != nullptr) {
     *how = chosen->state == BlockState::kPending ? ReuseRule::kSameStream : ReadyRule(chosen, t);
   }
@@ -246,21 +125,17 @@ absl::StatusOr<MemPool::Allocation> MemPool::Allocate(uint64_t size, OrderOracle
     if (own) chosen = FindOwn(t, need, &how);
     // Rule 2: other streams' frees that t is ordered after.
     if (chosen == nullptr && follow_events_) {
-      for (StreamIndex s : active_) {
-        if (s == t) continue;
-        Block* b = frees_[s]->FindEligible(need, oracle.OrderedAfter(s), kCrossStreamProbes);
-        if (Better(b, chosen)) chosen = b;
-      }
+      chosen = index_.FindOrdered(t, need, oracle);
       how = ReuseRule::kEventDependency;
     }
     // Rule 3: frees observed complete become READY and merge; then READY
     // blocks again (this is also the promotion before growth).
     if (chosen == nullptr && opportunistic_ && HasFreesToObserve()) {
       PromoteObserved(oracle);
-      if (SizeIndexNode* n = ready_.FindBestFit(need)) {
+      if (SizeIndexNode* n = index_.ready().FindBestFit(need)) {
         chosen = Block::FromNode(n);
-      } else if (!unbacked_.empty()) {
-        chosen = FindMappedLowEnd(need);
+      } else if (!index_.unbacked().empty()) {
+        chosen = index_.FindMappedLowEnd(need);
       }
       if (chosen != nullptr) how = ReadyRule(chosen, t);
     }
@@ -325,11 +200,7 @@ absl::Status MemPool::OutOfMemory(StreamIndex t, uint64_t need,
 }
 
 uint64_t MemPool::PendingBytesBesides(StreamIndex t) const {
-  uint64_t bytes = 0;
-  for (StreamIndex s : active_) {
-    if (s == t) continue;
-    frees_[s]->index.ForEach([&bytes](const SizeIndexNode* n) { bytes += n->size; });
-  }
+  uint64_t bytes = index_.PendingBytesBesides(t);
   for (const Deferred& d : deferred_) bytes += d.block->size();
   // Other streams' caches, by what they publish: their owners may be
   // pushing frees meanwhile.

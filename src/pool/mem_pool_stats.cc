@@ -21,7 +21,7 @@ uint64_t MemPool::used() const {
 }
 
 bool MemPool::HasPendingOn(StreamIndex s) const {
-  if (s < frees_.size() && frees_[s] && !frees_[s]->index.empty()) return true;
+  if (index_.HasPendingOn(s)) return true;
   for (const Deferred& d : deferred_) {
     if (d.s == s) return true;
     for (const Use& u : d.uses) {
@@ -57,22 +57,7 @@ PoolStats MemPool::Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     s.transparent_huge_page_bytes += c.mapping.transparent_huge_page_bytes;
     s.normal_page_bytes += c.mapping.normal_page_bytes;
   });
-  uint64_t largest = 0;
-  if (const SizeIndexNode* n = ready_.Largest()) largest = n->size;
-  // A READY block spanning unmapped granules counts by its mapped low end:
-  // what it can serve without growing.
-  unbacked_.ForEach([&largest](const SizeIndexNode* n) {
-    const Block* b = Block::FromNode(const_cast<SizeIndexNode*>(n));
-    const Chunk* c = b->chunk;
-    uint64_t g = c->GranuleOf(b->addr());
-    while (g < c->granules() && c->Mapped(g)) ++g;
-    const uintptr_t mapped_end = std::min<uintptr_t>(b->end(), c->base() + g * Chunk::kGranule);
-    if (mapped_end > b->addr()) largest = std::max<uint64_t>(largest, mapped_end - b->addr());
-  });
-  for (StreamIndex st : active_) {
-    if (const SizeIndexNode* n = frees_[st]->index.Largest()) largest = std::max(largest, n->size);
-  }
-  s.largest_free_block = std::max(largest, largest_cached);
+  s.largest_free_block = std::max(index_.LargestFree(), largest_cached);
   s.fragmentation = reserved == 0 ? 0.0 : 1.0 - static_cast<double>(s.used_bytes) / reserved;
   return s;
 }
@@ -112,9 +97,7 @@ bool MemPool::CheckChunkBlocks(const Chunk* c,
       case BlockState::kPending:
         ++n.pending;
         if (b->stamp == 0 || !b->node.in_index || holes != 0 || b->unmapped != 0) return false;
-        if (b->stream >= frees_.size() || !frees_[b->stream] || !frees_[b->stream]->active) {
-          return false;
-        }
+        if (!index_.IsListed(b->stream)) return false;
         if (b->next != nullptr && b->next->state == BlockState::kPending &&
             b->next->stream == b->stream) {
           return false;
@@ -141,12 +124,7 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!blocks_ok) return false;
   size_t free_chunks = 0;
   for (const Chunk* c = backing_.free_chunks(); c != nullptr; c = c->next_free) ++free_chunks;
-  size_t indexed_pending = 0;
-  for (StreamIndex s : active_) {
-    const StreamFrees& f = *frees_[s];
-    if (!f.active || !f.CheckInvariants(s)) return false;
-    indexed_pending += f.index.size();
-  }
+  if (!index_.CheckInvariants()) return false;
   // Front caches: what they hold is LIVE to the central index, and the
   // watermark invariant holds (pool_caches.h).
   if (!caches_.CheckInvariants(this, used_, stats_.used_high)) return false;
@@ -157,9 +135,8 @@ bool MemPool::CheckInvariants() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
     }
   }
   return n.used == used_ && n.live == live_blocks_ && n.deferred == deferred_.size() &&
-         n.pending == pending_blocks_ && n.pending == indexed_pending &&
-         n.ready - n.unbacked == ready_.size() && n.unbacked == unbacked_.size() &&
-         ready_.CheckInvariants() && unbacked_.CheckInvariants() &&
+         n.pending == pending_blocks_ && n.pending == index_.pending_size() &&
+         n.ready - n.unbacked == index_.ready().size() && n.unbacked == index_.unbacked().size() &&
          free_chunks == n.whole_ready_chunks &&
          n.live + n.pending + n.ready + n.deferred == arena_.live();
 }

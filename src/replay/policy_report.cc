@@ -444,15 +444,11 @@ std::string TableText(const TextRows& rows) {
       makespan = Ms(r->at_min.makespan_ns);
       waits = absl::StrCat(r->at_min.counters.waits);
       syncs = absl::StrCat(r->at_min.synchronizes);
-      const PoolStats& s = r->at_min.stats;
-      reuse =
-          IsModel(r->settings.allocator)
-              ? absl::StrFormat("cross-stream %d, segments %d",
-                                r->at_min.counters.cross_stream_reuses,
-                                r->at_min.counters.segments_made)
-              : absl::StrFormat("%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency,
-                                s.reuse_opportunistic, s.reuse_after_sync,
-                                s.reuse_internal_dependency, s.fresh_allocs);
+      reuse = IsModel(r->settings.allocator)
+                  ? absl::StrFormat("cross-stream %d, segments %d",
+                                    r->at_min.counters.cross_stream_reuses,
+                                    r->at_min.counters.segments_made)
+                  : ReuseBreakdown(r->at_min.stats);
     }
     absl::StrAppendFormat(&out, "  %-*s %-*s %-*s %13s %13s %8s %12s %6s %6s  %-40s %7d\n", reuse_w,
                           prefix + ReuseColumn(r->settings), group_w, ThresholdColumn(r->settings),
@@ -571,17 +567,13 @@ Json RowJson(const CapacityResult& r) {
               {"peak_reserved_bytes", r.unconstrained.peak_reserved},
               {"makespan_ns_unconstrained", r.unconstrained.makespan_ns}};
   if (r.fits) {
-    Json counts = Json::object();
-    for (const internal::NamedValue<ReuseRule>& rule : internal::EnumNames<ReuseRule>()) {
-      counts[rule.name] = ReuseCount(r.at_min.stats, rule.value);
-    }
     row["min_capacity_bytes"] = r.min_capacity;
     row["min_capacity_granules"] = r.min_capacity_granules();
     row["peak_reserved_bytes_at_min_capacity"] = r.at_min.peak_reserved;
     row["makespan_ns_at_min_capacity"] = r.at_min.makespan_ns;
     row["waits_inserted"] = r.at_min.stats.waits_inserted;
     row["synchronizes"] = r.at_min.synchronizes;
-    row["reuse_counts"] = std::move(counts);
+    row["reuse_counts"] = ReuseCountsJson(r.at_min.stats);
     row["one_granule_below"] =
         r.below == BelowEvidence::kNone ? Json(nullptr) : Json(BelowEvidenceName(r.below));
     row["lower_fits_found"] = r.lower_fits_found;

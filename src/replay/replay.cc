@@ -36,8 +36,8 @@ void AddPoolStats(PoolStats& sum, const PoolStats& s) {
     if (how == kSum) into += value;
     if (how == kMax) into = std::max(into, value);
   };
-#define SP_POOL_STAT(c_name, cxx_name, how) combine(how, sum.cxx_name, s.cxx_name);
-#define SP_POOL_STAT_CXX(cxx_name, type, how) combine(how, sum.cxx_name, s.cxx_name);
+#define SP_POOL_STAT(c_name, cxx_name, how, ...) combine(how, sum.cxx_name, s.cxx_name);
+#define SP_POOL_STAT_CXX(cxx_name, type, how, ...) combine(how, sum.cxx_name, s.cxx_name);
 #include "src/pool/pool_stats.def"
 }
 

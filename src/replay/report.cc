@@ -131,15 +131,11 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       if (torch.peak_reserved && *torch.peak_reserved > 0) {
         vs = absl::StrFormat("%.4f", static_cast<double>(r.peak_reserved) / *torch.peak_reserved);
       }
-      const PoolStats& s = r.stats;
-      const std::string reuse = absl::StrFormat(
-          "%d/%d/%d/%d/%d/%d", s.reuse_same_stream, s.reuse_event_dependency, s.reuse_opportunistic,
-          s.reuse_after_sync, s.reuse_internal_dependency, s.fresh_allocs);
       absl::StrAppendFormat(&out, "  %-*s %26s %26s %6.4f %9s %8s  %-40s  %5d %5d %5d  %-21s  %s\n",
                             label_width, r.settings.Label(), Bytes(r.peak_reserved),
-                            Bytes(r.peak_used), r.utilization, live_util, vs, reuse,
-                            s.waits_inserted, r.failed_allocs, r.checker_reports,
-                            Cost(r.alloc_cost), Cost(r.free_cost));
+                            Bytes(r.peak_used), r.utilization, live_util, vs,
+                            ReuseBreakdown(r.stats), r.stats.waits_inserted, r.failed_allocs,
+                            r.checker_reports, Cost(r.alloc_cost), Cost(r.free_cost));
       for (const std::string& m : r.first_checker_reports) {
         absl::StrAppend(&out, "    checker: ", m, "\n");
       }
@@ -202,15 +198,25 @@ Json CostJson(const HostCost& c) {
           {"max_ns", c.max_ns}};
 }
 
+// Where a run's report shows a statistic: the `run` column of
+// src/pool/pool_stats.def.
+enum RunGroup { kCounts, kUpstream, kAtEnd, kHidden };
+
+// Appends the statistics of `group` to a run's report, each under its
+// `run_key`.
+void AppendRunStats(RunGroup group, const PoolStats& s, Json& j) {
+#define SP_POOL_STAT(c_name, cxx_name, combine, run, run_key, ...) \
+  if (run == group) j[run_key] = s.cxx_name;
+#define SP_POOL_STAT_CXX(cxx_name, type, combine, run, run_key, ...) \
+  if (run == group) j[run_key] = s.cxx_name;
+#include "src/pool/pool_stats.def"
+}
+
 Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
   const ReplaySettings& c = r.settings;
   const PoolStats& s = r.stats;
   Json reuse = Json::object();
   for (const ReuseSwitch& sw : ReuseSwitches()) reuse[sw.name] = c.*sw.on;
-  Json counts = Json::object();
-  for (const internal::NamedValue<ReuseRule>& rule : internal::EnumNames<ReuseRule>()) {
-    counts[rule.name] = ReuseCount(s, rule.value);
-  }
   // The trace's peak counts every allocation; with some failed it says
   // nothing about this run.
   std::optional<double> live_utilization;
@@ -221,34 +227,28 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
   if (torch.peak_reserved && *torch.peak_reserved != 0) {
     vs_torch = static_cast<double>(r.peak_reserved) / *torch.peak_reserved;
   }
-  return {
-      {"setting", c.Label()},
-      {"allocator", c.AllocatorLabel()},
-      {"reuse", std::move(reuse)},
-      {"release_threshold",
-       c.release_threshold == UINT64_MAX ? Json("max") : Json(c.release_threshold)},
-      {"growth", internal::EnumName(c.growth)},
-      {"pool_growth", internal::EnumName(r.growth)},
-      {"pool", internal::EnumName(c.pool_type)},
-      {"backing", internal::EnumName(c.backing)},
-      {"capacity", r.device_capacity},
-      {"peak_reserved_bytes", r.peak_reserved},
-      {"peak_used_bytes", r.peak_used},
-      {"utilization", Ratio(r.utilization)},
-      {"live_utilization", Ratio(live_utilization)},
-      {"vs_torch_peak_reserved", Ratio(vs_torch)},
-      {"reuse_counts", std::move(counts)},
-      {"alloc_count", s.alloc_count},
-      {"free_count", s.free_count},
-      {"waits_inserted", s.waits_inserted},
-      {"waits_before_growth", s.waits_before_growth},
-      {"joined_reuses", s.joined_reuses},
-      {"failed_allocs", r.failed_allocs},
-      {"skipped_frees", r.skipped_frees},
-      {"upstream_maps", s.upstream_maps},
-      {"upstream_unmaps", s.upstream_unmaps},
-      {"reserved_at_end", s.reserved_bytes},
-      {"used_at_end", s.used_bytes},
+  Json j = {{"setting", c.Label()},
+            {"allocator", c.AllocatorLabel()},
+            {"reuse", std::move(reuse)},
+            {"release_threshold",
+             c.release_threshold == UINT64_MAX ? Json("max") : Json(c.release_threshold)},
+            {"growth", internal::EnumName(c.growth)},
+            {"pool_growth", internal::EnumName(r.growth)},
+            {"pool", internal::EnumName(c.pool_type)},
+            {"backing", internal::EnumName(c.backing)},
+            {"capacity", r.device_capacity},
+            {"peak_reserved_bytes", r.peak_reserved},
+            {"peak_used_bytes", r.peak_used},
+            {"utilization", Ratio(r.utilization)},
+            {"live_utilization", Ratio(live_utilization)},
+            {"vs_torch_peak_reserved", Ratio(vs_torch)},
+            {"reuse_counts", ReuseCountsJson(s)}};
+  AppendRunStats(kCounts, s, j);
+  j["failed_allocs"] = r.failed_allocs;
+  j["skipped_frees"] = r.skipped_frees;
+  AppendRunStats(kUpstream, s, j);
+  AppendRunStats(kAtEnd, s, j);
+  j.update(Json{
       {"checker_reports", r.checker_reports},
       {"end_time_ns", r.end_time_ns},
       {"makespan_ns", r.makespan_ns},
@@ -267,7 +267,8 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
         {"first_divergence", r.first_divergence.empty() ? Json(nullptr) : Json(r.first_divergence)},
         {"not_reproducible",
          r.not_reproducible.empty() ? Json(nullptr) : Json(r.not_reproducible)}}},
-      {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}};
+      {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}});
+  return j;
 }
 
 }  // namespace
@@ -508,6 +509,22 @@ uint64_t ReuseCount(const PoolStats& s, ReuseRule rule) {
       return s.reuse_internal_dependency;
   }
   return 0;
+}
+
+Json ReuseCountsJson(const PoolStats& s) {
+  Json counts = Json::object();
+  for (const internal::NamedValue<ReuseRule>& rule : internal::EnumNames<ReuseRule>()) {
+    counts[rule.name] = ReuseCount(s, rule.value);
+  }
+  return counts;
+}
+
+std::string ReuseBreakdown(const PoolStats& s) {
+  std::string out;
+  for (const internal::NamedValue<ReuseRule>& rule : internal::EnumNames<ReuseRule>()) {
+    if (rule.value != ReuseRule::kFresh) absl::StrAppend(&out, ReuseCount(s, rule.value), "/");
+  }
+  return absl::StrCat(out, s.fresh_allocs);
 }
 
 double NiceStep(double range, int want) {

@@ -57,6 +57,11 @@ std::string XmlEscape(absl::string_view s);
 
 // The allocations a rule served, from the pool's statistics.
 uint64_t ReuseCount(const PoolStats& s, ReuseRule rule);
+// Each rule's count under its name, as the JSON reports give them.
+nlohmann::ordered_json ReuseCountsJson(const PoolStats& s);
+// The counts as the text reports' "reuse same/event/opp/sync/internal/fresh"
+// column gives them: the rules in their enum's order, fresh last.
+std::string ReuseBreakdown(const PoolStats& s);
 // An axis tick step of 1, 2 or 5 times a power of ten giving about `want`
 // ticks over `range`.
 double NiceStep(double range, int want);

@@ -1,6 +1,7 @@
 #include "src/torch/reports.h"
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -133,38 +134,21 @@ spError_t StatsJson(const AllocatorState& state, spRuntime_t rt, int device, std
       *error = Describe(absl::StrCat("spMemPoolGetStats (device ", d, ")"), e);
       return e;
     }
-    // Every successful allocation counts one outcome; those no reuse rule
-    // served are the fresh ones.
-    const uint64_t reused = s.reuseSameStream + s.reuseEventDependency + s.reuseOpportunistic +
-                            s.reuseAfterSync + s.reuseInternalDependency;
     w.BeginObject();
     w.Field("device", static_cast<uint64_t>(d));
     w.Field("streams", static_cast<uint64_t>(state.StreamCount(d)));
-    w.Field("reserved_bytes", s.reservedBytes);
-    w.Field("reserved_high", s.reservedHigh);
-    w.Field("used_bytes", s.usedBytes);
-    w.Field("used_high", s.usedHigh);
-    w.Field("alloc_count", s.allocCount);
-    w.Field("free_count", s.freeCount);
-    w.Field("failed_alloc_count", s.failedAllocCount);
-    w.Field("reuse_same_stream", s.reuseSameStream);
-    w.Field("reuse_event_dependency", s.reuseEventDependency);
-    w.Field("reuse_opportunistic", s.reuseOpportunistic);
-    w.Field("reuse_after_sync", s.reuseAfterSync);
-    w.Field("reuse_internal_dependency", s.reuseInternalDependency);
-    w.Field("fresh_allocs", s.allocCount >= reused ? s.allocCount - reused : 0);
-    w.Field("waits_inserted", s.waitsInserted);
-    w.Field("upstream_maps", s.upstreamMaps);
-    w.Field("upstream_unmaps", s.upstreamUnmaps);
-    w.Field("largest_free_block", s.largestFreeBlock);
-    w.Field("requested_bytes", s.requestedBytes);
-    w.Field("requested_high", s.requestedHigh);
-    w.Field("oom_count", s.oomCount);
-    w.Field("reclaims", s.reclaims);
-    w.Field("reclaimed_bytes", s.reclaimedBytes);
-    w.Field("oom_retries", s.oomRetries);
-    w.Field("segments", s.segments);
-    w.Field("segments_high", s.segmentsHigh);
+    // The C struct lacks the one C++-only statistic shown: every successful
+    // allocation counts one outcome, and those no reuse rule served are the
+    // fresh ones.
+    const uint64_t reused = s.reuseSameStream + s.reuseEventDependency + s.reuseOpportunistic +
+                            s.reuseAfterSync + s.reuseInternalDependency;
+#define SP_POOL_STAT(c_name, cxx_name, combine, run, run_key, torch) \
+  if (torch) w.Field(#cxx_name, s.c_name);
+#define SP_POOL_STAT_CXX(cxx_name, type, combine, run, run_key, torch)              \
+  static_assert(!(torch) || std::string_view(#cxx_name) == "fresh_allocs",          \
+                "StatsJson derives fresh_allocs alone of the C++-only statistics"); \
+  if (torch) w.Field(#cxx_name, s.allocCount >= reused ? s.allocCount - reused : 0);
+#include "src/pool/pool_stats.def"
     if (spError_t e = WriteSettings(w, pool, error); e != spSuccess) return e;
     w.EndObject();
   }
