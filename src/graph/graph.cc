@@ -18,10 +18,22 @@ NodeType NodeTypeOf(const NodeParams& params) {
 }
 
 absl::StatusOr<NodeIndex> Graph::Add(NodeParams params, absl::Span<const NodeIndex> deps) {
-  absl::flat_hash_set<NodeIndex> seen;
   for (NodeIndex d : deps) {
     if (d >= nodes_.size()) return absl::InvalidArgumentError("dependency not in the graph");
-    if (!seen.insert(d).second) return absl::InvalidArgumentError("duplicate dependency");
+  }
+  // Few dependencies are the rule (a capture's frontier is one node): a
+  // pairwise check is cheaper than a set.
+  if (deps.size() <= 16) {
+    for (size_t i = 0; i < deps.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (deps[i] == deps[j]) return absl::InvalidArgumentError("duplicate dependency");
+      }
+    }
+  } else {
+    absl::flat_hash_set<NodeIndex> seen;
+    for (NodeIndex d : deps) {
+      if (!seen.insert(d).second) return absl::InvalidArgumentError("duplicate dependency");
+    }
   }
   const auto index = static_cast<NodeIndex>(nodes_.size());
   const NodeType type = NodeTypeOf(params);

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -100,8 +101,8 @@ NodeType NodeTypeOf(const NodeParams& params);
 
 struct Node {
   NodeParams params;
-  std::vector<NodeIndex> deps;        // in the order given, no duplicates
-  std::vector<NodeIndex> dependents;  // in the order the edges were made
+  absl::InlinedVector<NodeIndex, 2> deps;        // in the order given, no duplicates
+  absl::InlinedVector<NodeIndex, 2> dependents;  // in the order the edges were made
 };
 
 class Graph {

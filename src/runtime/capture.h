@@ -60,6 +60,13 @@ class Captures {
     return it == by_stream_.end() ? nullptr : it->second.session;
   }
   bool empty() const { return sessions_.empty(); }
+  // Whether an open capture adds nodes to the graph `graph_handle`.
+  bool Targets(uint64_t graph_handle) const {
+    for (const auto& [id, session] : sessions_) {
+      if (session->graph_handle == graph_handle) return true;
+    }
+    return false;
+  }
 
   // Opens a capture on s into `graph` after `deps` (nodes of it).
   absl::StatusOr<Session*> Begin(StreamIndex s, std::shared_ptr<Graph> graph, uint64_t graph_handle,

@@ -64,6 +64,7 @@ absl::Status Graphs::BeginCaptureToGraph(uint64_t s, uint64_t g, std::vector<uin
     absl::StatusOr<std::vector<NodeIndex>> idx = Indices(g, deps);
     if (!idx.ok()) return idx.status();
     from = *std::move(idx);
+    Mutable(**grec);
     graph = (*grec)->graph;
   } else {
     absl::StatusOr<uint64_t> made = NewGraph(std::make_shared<Graph>());
@@ -195,6 +196,14 @@ uint64_t Graphs::NodeHandle(uint64_t g, GraphRec& rec, NodeIndex i) {
     nodes_.emplace(h, NodeRef{g, i});
   }
   return h;
+}
+
+Graph& Graphs::Mutable(GraphRec& rec) {
+  if (rec.shared) {
+    rec.graph = std::make_shared<Graph>(*rec.graph);
+    rec.shared = false;
+  }
+  return *rec.graph;
 }
 
 absl::StatusOr<std::vector<NodeIndex>> Graphs::Indices(uint64_t g,
@@ -342,7 +351,7 @@ absl::StatusOr<uint64_t> Graphs::AddNode(uint64_t g, std::vector<uint64_t> deps,
     a->dptr = *addr;
     if (dptr != nullptr) *dptr = *addr;
   }
-  absl::StatusOr<NodeIndex> n = (*rec)->graph->Add(std::move(params), *idx);
+  absl::StatusOr<NodeIndex> n = Mutable(**rec).Add(std::move(params), *idx);
   if (!n.ok()) {
     std::vector<std::pair<int, void*>> added((*rec)->ranges.begin() + ranges_before,
                                              (*rec)->ranges.end());
@@ -378,7 +387,8 @@ absl::Status Graphs::AddDependencies(uint64_t g, std::vector<std::pair<uint64_t,
   for (const auto& [from, to] : idx) {
     if (absl::Status st = trial.AddEdge(from, to); !st.ok()) return st;
   }
-  for (const auto& [from, to] : idx) SP_CHECK((*rec)->graph->AddEdge(from, to).ok());
+  Graph& graph = Mutable(**rec);
+  for (const auto& [from, to] : idx) SP_CHECK(graph.AddEdge(from, to).ok());
   return absl::OkStatus();
 }
 
@@ -443,7 +453,12 @@ absl::StatusOr<uint64_t> Graphs::Instantiate(uint64_t g, uint64_t flags) {
   }
   if (absl::Status st = c_.HandleRoom(); !st.ok()) return st;
   ExecRec exec;
-  exec.graph = std::make_shared<const Graph>(*(*rec)->graph);
+  if (c_.captures.Targets(g)) {
+    exec.graph = std::make_shared<const Graph>(*(*rec)->graph);
+  } else {
+    exec.graph = (*rec)->graph;
+    (*rec)->shared = true;
+  }
   exec.source = g;
   exec.plan = MakePlan(*exec.graph);
   exec.auto_free = (flags & spGraphInstantiateFlagAutoFreeOnLaunch) != 0;

@@ -104,6 +104,9 @@ class Graphs {
     uint64_t exec = 0;
     // Allocation node ranges this graph refers to, per device.
     std::vector<std::pair<int, void*>> ranges;
+    // An executable graph holds `graph` as it is: a change makes a copy
+    // first (Mutable), so instantiating copies nothing.
+    bool shared = false;
   };
   struct NodeRef {
     uint64_t graph;
@@ -127,6 +130,7 @@ class Graphs {
   absl::StatusOr<NodeRef> FindNode(uint64_t n);
   absl::StatusOr<std::vector<NodeIndex>> Indices(uint64_t g, absl::Span<const uint64_t> nodes);
   uint64_t NodeHandle(uint64_t g, GraphRec& rec, NodeIndex i);
+  static Graph& Mutable(GraphRec& rec);
   absl::StatusOr<uint64_t> NewGraph(std::shared_ptr<Graph> graph);
   // An allocation node's address: one of the graph's ranges whose every
   // lifetime ends in a free node ordered before `deps`, else a new range.
