@@ -265,6 +265,13 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncOnce(uint64_t size, uint64_t poo
   return MallocAsyncLocked(size, pool, s);
 }
 
+bool Allocator::IsGraphMemory(const void* ptr) {
+  void* base = nullptr;
+  uint64_t size = 0;
+  bool live = false;
+  return ptr != nullptr && c_.graphs->FindGraphAllocation(ptr, &base, &size, &live);
+}
+
 absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s) {
   Recorder& r = *c_.obs.recorder();
   const uint64_t start = r.Now();
@@ -280,6 +287,8 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
   }
   const Block* b =
       a->ptr != nullptr ? c_.index.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
+  // Graph memory is not written: a trace holds pool allocations only.
+  if (IsGraphMemory(a->ptr)) return a;
   r.Allocated(size, s, ph, b, a->rule, t);
   return a;
 }
@@ -391,8 +400,9 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
   if (c_.obs.recorder() == nullptr) return FreeAsyncLocked(ptr, s);
   Recorder& r = *c_.obs.recorder();
   const uint64_t start = r.Now();
+  const bool graph_memory = IsGraphMemory(ptr);
   absl::Status st = FreeAsyncLocked(ptr, s);
-  if (st.ok() && ptr != nullptr) r.Freed(ptr, s, {start, r.Now()});
+  if (st.ok() && ptr != nullptr && !graph_memory) r.Freed(ptr, s, {start, r.Now()});
   return st;
 }
 

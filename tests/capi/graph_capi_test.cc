@@ -2,8 +2,11 @@
 // memory, each test a sentence of docs/graphs.md (which follows the CUDA
 // guide's graph memory nodes) with the decision it pins.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
+
+#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "streampool/streampool.h"
@@ -395,6 +398,42 @@ TEST_P(GraphTest, RelaunchingGrowsNothing) {
   SP_ASSERT_OK(spStreamSynchronize(s_));
   EXPECT_EQ(Footprint(spGraphMemAttrReservedMemHigh), 2 * kMiB);
   SP_EXPECT_OK(spGraphExecDestroy(e));
+}
+
+// A recording holds pool allocations only: graph memory, captured or
+// launched, is left out of it, and the pool allocations beside it are in.
+TEST_P(GraphTest, RecordingLeavesGraphMemoryOut) {
+  char path[] = "/tmp/graph_recording_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  SP_ASSERT_OK(spRuntimeStartRecording(rt_, path));
+  void* p = nullptr;
+  void* q = nullptr;
+  SP_ASSERT_OK(spStreamBeginCapture(s_, spStreamCaptureModeGlobal));
+  SP_ASSERT_OK(spMallocAsync(&p, kMiB, s_));
+  SP_ASSERT_OK(spFreeAsync(p, s_));
+  spGraph_t g;
+  SP_ASSERT_OK(spStreamEndCapture(s_, &g));
+  spGraphExec_t x;
+  SP_ASSERT_OK(spGraphInstantiate(&x, g, 0));
+  SP_ASSERT_OK(spGraphLaunch(x, s_));
+  SP_ASSERT_OK(spMallocAsync(&q, 4096, s_));
+  SP_ASSERT_OK(spFreeAsync(q, s_));
+  SP_ASSERT_OK(spStreamSynchronize(s_));
+  SP_ASSERT_OK(spRuntimeStopRecording(rt_));
+  FILE* f = fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  int allocs = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "alloc ", 6) == 0) ++allocs;
+  }
+  fclose(f);
+  unlink(path);
+  EXPECT_EQ(allocs, 1);
+  SP_EXPECT_OK(spGraphExecDestroy(x));
+  SP_EXPECT_OK(spGraphDestroy(g));
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, GraphTest,
