@@ -222,8 +222,8 @@ class Allocator {
   // MallocAsyncLocked, written to the open recording with its decision.
   absl::StatusOr<AllocInfo> MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s);
   // Whether ptr lies in a device's graph memory (not a pool's): recordings
-  // leave it out.
-  bool IsGraphMemory(const void* ptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.mu);
+  // leave it out. Under the runtime's lock, as the recorded paths run.
+  bool IsGraphMemory(const void* ptr);
   // Makes a block handed out without the runtime's lock findable by its base
   // (pool handle ph). Reads nothing of the pool: the caller may have
   // unpinned it.
