@@ -36,7 +36,9 @@ using NodeIndex = uint32_t;
 
 struct KernelNode {
   uint64_t duration_ns = 0;
-  std::vector<Access> accesses;
+  // Kernels declare a range or two: kept inline, capturing one allocates
+  // nothing for them.
+  absl::InlinedVector<Access, 2> accesses;
   // Runs as the kernel's effect when set (a face's emulated kernel).
   std::function<void()> body;
 };
