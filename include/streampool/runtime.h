@@ -279,7 +279,7 @@ class STREAMPOOL_EXPORT Runtime {
 
   /// A new, empty graph.
   absl::StatusOr<GraphId> CreateGraph();
-  /// Destroys the graph; its executable graphs and live allocations stay.
+  /// Destroys the graph (not while a capture adds to it); executables, live allocations stay.
   absl::Status DestroyGraph(GraphId graph);
   /// A copy of `graph`; kUnimplemented for a graph with memory nodes.
   absl::StatusOr<GraphId> CloneGraph(GraphId graph);

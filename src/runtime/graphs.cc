@@ -213,6 +213,10 @@ absl::StatusOr<std::vector<NodeIndex>> Graphs::Indices(uint64_t g,
 absl::Status Graphs::DestroyGraph(uint64_t g) {
   absl::StatusOr<GraphRec*> rec = FindGraph(g);
   if (!rec.ok()) return rec.status();
+  // The capture would go on adding nodes to it, and its end hand it out.
+  if (c_.captures.Builds(g)) {
+    return CaptureError(spErrorIllegalState, "a capture is adding to the graph");
+  }
   for (uint64_t h : (*rec)->node_handles) {
     if (h != 0) nodes_.erase(h);
   }

@@ -115,6 +115,28 @@ TEST_F(GraphRuntimeTest, CaptureErrorsCarryTheirCCodes) {
   EXPECT_EQ(rt_->CaptureStatusOf(StreamId{12345}).status().code(), absl::StatusCode::kNotFound);
 }
 
+// The graph a capture builds cannot be destroyed while it does: the capture
+// would go on adding to a graph whose handle is gone.
+TEST_F(GraphRuntimeTest, AGraphUnderCaptureCannotBeDestroyed) {
+  ASSERT_TRUE(rt_->BeginCapture(s_).ok());
+  const GraphId captured = rt_->GetCaptureInfo(s_)->graph;
+  EXPECT_EQ(ToCError(rt_->DestroyGraph(captured)), spErrorIllegalState);
+  ASSERT_TRUE(rt_->MallocAsync(kMiB, s_).ok());
+  ASSERT_TRUE(rt_->GetCaptureInfo(s_).ok());
+  absl::StatusOr<GraphId> g = rt_->EndCapture(s_);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(rt_->GraphNodes(*g)->size(), 1u);
+  EXPECT_TRUE(rt_->DestroyGraph(*g).ok());
+
+  GraphId mine = *rt_->CreateGraph();
+  ASSERT_TRUE(rt_->BeginCaptureToGraph(s_, mine, {}).ok());
+  EXPECT_EQ(ToCError(rt_->DestroyGraph(mine)), spErrorIllegalState);
+  ASSERT_TRUE(rt_->LaunchKernel(s_, 1, {}).ok());
+  ASSERT_TRUE(rt_->EndCapture(s_).ok());
+  EXPECT_EQ(rt_->GraphNodes(mine)->size(), 1u);
+  EXPECT_TRUE(rt_->DestroyGraph(mine).ok());
+}
+
 // Every kind of node, its type and neighbours, and the graph run: the copy
 // and the fill move bytes in dependency order, the host node and the kernel
 // body run, events are recorded and waited on.
@@ -126,8 +148,7 @@ TEST_F(GraphRuntimeTest, HandBuiltGraphOfEveryKind) {
   GraphNodeId fill = *rt_->AddMemsetNode(g, {}, src.data(), 9, 32);
   GraphNodeId copy = *rt_->AddMemcpyNode(g, {fill}, dst.data(), src.data(), 64);
   GraphNodeId host = *rt_->AddHostNode(g, {copy}, [&] { ++host_runs; });
-  Access access{dst.data(), 64, true};
-  GraphNodeId kernel = *rt_->AddKernelNode(g, {copy}, 500, {&access, 1}, [&] { ++body_runs; });
+  GraphNodeId kernel = *rt_->AddKernelNode(g, {copy}, 500, {}, [&] { ++body_runs; });
   GraphNodeId record = *rt_->AddEventRecordNode(g, {host, kernel}, e);
   GraphNodeId wait = *rt_->AddEventWaitNode(g, {}, e);
   GraphId child = *rt_->CreateGraph();
