@@ -179,6 +179,33 @@ struct Allocation {
   std::optional<Pool> pool;
 };
 
+// Graphs, their nodes and executable graphs, as Stream and Event are: the
+// handle stays after destroy() so that later use is the runtime's error.
+struct Graph {
+  StatePtr st;
+  GraphId id;
+  bool destroyed = false;
+};
+
+struct GraphNode {
+  StatePtr st;
+  GraphNodeId id;
+  std::optional<uintptr_t> dptr = std::nullopt;  // an allocation node's address
+};
+
+struct GraphExec {
+  StatePtr st;
+  GraphExecId id;
+  bool destroyed = false;
+};
+
+// A capture of a stream for a with block: begun on entry, ended on exit.
+struct Capture {
+  Stream stream;
+  CaptureMode mode = CaptureMode::kGlobal;
+  std::optional<Graph> graph;
+};
+
 Pool MakePool(const StatePtr& st, PoolId id) {
   auto it = st->pool_info.find(id.value);
   Pool p{st, id};
@@ -223,9 +250,14 @@ uint64_t Threshold(const py::object& value) {
   return n.cast<uint64_t>();
 }
 
-// A pointer argument: an Allocation or an int.
+// A pointer argument: an Allocation, an allocation node or an int.
 uintptr_t PtrOf(const py::handle& h) {
   if (py::isinstance<Allocation>(h)) return h.cast<const Allocation&>().ptr;
+  if (py::isinstance<GraphNode>(h)) {
+    const GraphNode& n = h.cast<const GraphNode&>();
+    if (!n.dptr) Raise(spErrorInvalidValue, "the node is not an allocation node");
+    return *n.dptr;
+  }
   return h.cast<uintptr_t>();
 }
 
@@ -367,7 +399,13 @@ class PyRuntime {
   const StatePtr& state() const { return st_; }
   Runtime& rt() const { return st_->Get(); }
 
-  void Close() { st_->rt.reset(); }
+  void Close() {
+    std::shared_ptr<Runtime> rt = std::move(st_->rt);
+    // Destruction waits for the threads executor's workers, which may be
+    // waiting for the GIL to run a graph's host node.
+    py::gil_scoped_release release;
+    rt.reset();
+  }
   bool closed() const { return st_->rt == nullptr; }
 
   Stream CreateStream(int device, bool non_blocking) {
@@ -922,11 +960,34 @@ void BindPoolAttribute(py::class_<Pool>& cls, const internal::PoolAttrInfo& a) {
   }
 }
 
-// Streams and events: declared together, so that each method's signature
-// names the other by its Python name.
-void BindStreamsAndEvents(py::module_& m) {
-  py::class_<Stream> stream(m, "Stream", "A stream of a Runtime (cudaStream_t).");
-  py::class_<Event> event(m, "Event", "An event of a Runtime (cudaEvent_t).");
+void DestroyGraph(Graph& g) {
+  if (g.st->rt && !g.destroyed) Check(g.st->rt->DestroyGraph(g.id));
+  g.destroyed = true;
+}
+void DestroyGraphExec(GraphExec& x) {
+  if (x.st->rt && !x.destroyed) Check(x.st->rt->DestroyGraphExec(x.id));
+  x.destroyed = true;
+}
+
+Capture MakeCapture(const Stream& s, const std::string& mode) {
+  return Capture{s, ParseName<CaptureMode>(mode), std::nullopt};
+}
+
+// The classes that name one another in their methods' signatures, declared
+// before any method is, so that each signature names the others by their
+// Python names.
+struct Classes {
+  py::class_<Stream> stream;
+  py::class_<Event> event;
+  py::class_<Capture> capture;
+  py::class_<Graph> graph;
+  py::class_<GraphNode> node;
+  py::class_<GraphExec> exec;
+};
+
+void BindStreamsAndEvents(Classes& c) {
+  py::class_<Stream>& stream = c.stream;
+  py::class_<Event>& event = c.event;
   stream
       .def_property_readonly(
           "id", [](const Stream& s) { return s.id.value; },
@@ -950,6 +1011,17 @@ void BindStreamsAndEvents(py::module_& m) {
           "wait_event",
           [](const Stream& s, const Event& e) { Check(s.st->Get().StreamWaitEvent(s.id, e.id)); },
           py::arg("event"), "Later work on the stream waits for the event's latest record.")
+      .def("capture", &MakeCapture, py::kw_only(), py::arg("mode") = "global",
+           "A capture of the stream for a with block (cudaStreamBeginCapture on entry, "
+           "cudaStreamEndCapture on exit): work enqueued on it inside becomes the nodes of "
+           "the Capture's graph instead of running. mode 'global', 'thread_local' or "
+           "'relaxed': which other calls the capture refuses.")
+      .def_property_readonly(
+          "capture_status",
+          [](const Stream& s) {
+            return internal::EnumName(Check(s.st->Get().CaptureStatusOf(s.id)));
+          },
+          "'none', 'active' or 'invalidated' (cudaStreamIsCapturing).")
       .def("destroy", &DestroyStream, "Destroys the stream; its enqueued work still completes.")
       .def("__eq__", [](const Stream& a, const Stream& b) { return a.id.value == b.id.value; })
       .def("__hash__", [](const Stream& s) { return py::hash(py::int_(s.id.value)); })
@@ -989,6 +1061,258 @@ void BindStreamsAndEvents(py::module_& m) {
       .def("__repr__",
            [](const Event& e) { return absl::StrCat("<streampool.Event ", e.id.value, ">"); });
   AddContextManager(event, &DestroyEvent);
+}
+
+std::vector<GraphNodeId> Ids(const std::vector<GraphNode>& nodes) {
+  std::vector<GraphNodeId> out;
+  for (const GraphNode& n : nodes) out.push_back(n.id);
+  return out;
+}
+
+py::list NodeList(const StatePtr& st, const std::vector<GraphNodeId>& ids) {
+  py::list out;
+  for (GraphNodeId id : ids) out.append(GraphNode{st, id});
+  return out;
+}
+
+// A Python callable as a host node's function: it runs with the GIL taken,
+// and what it raises is reported as unraisable (nothing can catch it there).
+// The runtime may drop the function on any thread, with the GIL or not.
+std::function<void()> HostFunction(const py::function& fn) {
+  std::shared_ptr<py::object> held(new py::object(fn), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held] {
+    py::gil_scoped_acquire gil;
+    try {
+      (*held)();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("streampool graph host node");
+    }
+  };
+}
+
+// Graphs built by hand or captured, their nodes, executable graphs.
+void BindGraphs(Classes& c) {
+  // Any sequence of nodes of the graph.
+  const py::arg_v deps_arg = py::arg("deps") = py::tuple();
+  c.capture
+      .def(
+          "__enter__",
+          [](Capture& self) -> Capture& {
+            Check(self.stream.st->Get().BeginCapture(self.stream.id, self.mode));
+            return self;
+          },
+          py::return_value_policy::reference)
+      .def("__exit__",
+           [](Capture& self, const py::object& type, py::args) {
+             absl::StatusOr<GraphId> g = self.stream.st->Get().EndCapture(self.stream.id);
+             if (g.ok()) self.graph = Graph{self.stream.st, *g};
+             // An exception from the block wins over the capture's own error.
+             if (!g.ok() && type.is_none()) Raise(g.status());
+             return false;
+           })
+      .def_readonly("stream", &Capture::stream, "The stream captured.")
+      .def_readonly("graph", &Capture::graph,
+                    "The captured Graph once the with block has ended; None before.");
+
+  c.graph
+      .def_property_readonly(
+          "id", [](const Graph& g) { return g.id.value; },
+          "The handle's number (the C API's spGraph_t).")
+      .def(
+          "add_kernel",
+          [](const Graph& g, uint64_t duration_ns, const py::iterable& accesses,
+             const std::vector<GraphNode>& deps) {
+            const std::vector<Access> a = Accesses(accesses);
+            return GraphNode{g.st,
+                             Check(g.st->Get().AddKernelNode(g.id, Ids(deps), duration_ns, a))};
+          },
+          py::arg("duration_ns") = 0, py::kw_only(), py::arg("accesses") = py::tuple(), deps_arg,
+          "A kernel node of duration_ns touching accesses (as launch_kernel's) after the "
+          "nodes deps.")
+      .def(
+          "add_memcpy",
+          [](const Graph& g, const py::handle& dst, const py::handle& src, uint64_t nbytes,
+             const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st, Check(g.st->Get().AddMemcpyNode(g.id, Ids(deps), Ptr(dst),
+                                                                   Ptr(src), nbytes))};
+          },
+          py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::kw_only(), deps_arg,
+          "A copy node (as memcpy_async's).")
+      .def(
+          "add_memset",
+          [](const Graph& g, const py::handle& dst, int value, uint64_t nbytes,
+             const std::vector<GraphNode>& deps) {
+            return GraphNode{
+                g.st, Check(g.st->Get().AddMemsetNode(g.id, Ids(deps), Ptr(dst), value, nbytes))};
+          },
+          py::arg("dst"), py::arg("value"), py::arg("nbytes"), py::kw_only(), deps_arg,
+          "A fill node (as memset_async's).")
+      .def(
+          "add_host",
+          [](const Graph& g, const py::function& fn, const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st,
+                             Check(g.st->Get().AddHostNode(g.id, Ids(deps), HostFunction(fn)))};
+          },
+          py::arg("fn"), py::kw_only(), deps_arg,
+          "A host node: fn() runs, with the GIL, once the host observes the node's turn come "
+          "(the simulator) or on a worker thread (threads). It must not call the runtime; what "
+          "it raises is reported as unraisable.")
+      .def(
+          "add_event_record",
+          [](const Graph& g, const Event& e, const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st, Check(g.st->Get().AddEventRecordNode(g.id, Ids(deps), e.id))};
+          },
+          py::arg("event"), py::kw_only(), deps_arg, "A node that records event.")
+      .def(
+          "add_event_wait",
+          [](const Graph& g, const Event& e, const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st, Check(g.st->Get().AddEventWaitNode(g.id, Ids(deps), e.id))};
+          },
+          py::arg("event"), py::kw_only(), deps_arg, "A node that waits for event's latest record.")
+      .def(
+          "add_empty",
+          [](const Graph& g, const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st, Check(g.st->Get().AddEmptyNode(g.id, Ids(deps)))};
+          },
+          py::kw_only(), deps_arg, "A node that only orders others.")
+      .def(
+          "add_child",
+          [](const Graph& g, const Graph& child, const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st, Check(g.st->Get().AddChildGraphNode(g.id, Ids(deps), child.id))};
+          },
+          py::arg("graph"), py::kw_only(), deps_arg,
+          "A node running a copy of graph, taken now (one without memory nodes).")
+      .def(
+          "add_mem_alloc",
+          [](const Graph& g, uint64_t nbytes, int device, const std::vector<GraphNode>& deps) {
+            const GraphAllocNode a =
+                Check(g.st->Get().AddMemAllocNode(g.id, Ids(deps), device, nbytes));
+            return GraphNode{g.st, a.node, reinterpret_cast<uintptr_t>(a.dptr)};
+          },
+          py::arg("nbytes"), py::kw_only(), py::arg("device") = 0, deps_arg,
+          "An allocation node of nbytes of the device's graph memory; its .dptr is the "
+          "address, the same for the graph's life.")
+      .def(
+          "add_mem_free",
+          [](const Graph& g, const py::handle& dptr, const std::vector<GraphNode>& deps) {
+            return GraphNode{g.st, Check(g.st->Get().AddMemFreeNode(g.id, Ids(deps), Ptr(dptr)))};
+          },
+          py::arg("dptr"), py::kw_only(), deps_arg,
+          "A node freeing dptr (an address or an allocation node): an allocation of this "
+          "graph, after its node, or a live graph allocation made elsewhere.")
+      .def(
+          "add_dependencies",
+          [](const Graph& g, const std::vector<std::pair<GraphNode, GraphNode>>& edges) {
+            std::vector<GraphEdge> e;
+            for (const auto& [from, to] : edges) e.push_back(GraphEdge{from.id, to.id});
+            Check(g.st->Get().AddDependencies(g.id, e));
+          },
+          py::arg("edges"),
+          "Adds each (from, to) edge, or none of them if one exists or makes a cycle.")
+      .def(
+          "nodes",
+          [](const Graph& g) { return NodeList(g.st, Check(g.st->Get().GraphNodes(g.id))); },
+          "The nodes in the order they were added.")
+      .def(
+          "root_nodes",
+          [](const Graph& g) { return NodeList(g.st, Check(g.st->Get().GraphRootNodes(g.id))); },
+          "The nodes that depend on none.")
+      .def(
+          "edges",
+          [](const Graph& g) {
+            py::list out;
+            for (const GraphEdge& e : Check(g.st->Get().GraphEdges(g.id))) {
+              out.append(py::make_tuple(GraphNode{g.st, e.from}, GraphNode{g.st, e.to}));
+            }
+            return out;
+          },
+          "Every edge as a (from, to) tuple of nodes.")
+      .def(
+          "clone",
+          [](const Graph& g) {
+            return Graph{g.st, Check(g.st->Get().CloneGraph(g.id))};
+          },
+          "A copy of the graph (one without memory nodes).")
+      .def(
+          "instantiate",
+          [](const Graph& g, bool auto_free_on_launch) {
+            const uint64_t flags = auto_free_on_launch ? kGraphInstantiateAutoFreeOnLaunch : 0;
+            return GraphExec{g.st, Check(g.st->Get().Instantiate(g.id, flags))};
+          },
+          py::kw_only(), py::arg("auto_free_on_launch") = false,
+          "An executable graph of the graph as it is now (cudaGraphInstantiate); a graph with "
+          "memory nodes has one at a time. auto_free_on_launch: a launch first frees what the "
+          "previous one allocated and did not free.")
+      .def("destroy", &DestroyGraph,
+           "Destroys the graph; its executable graphs and live allocations stay. Destroying "
+           "twice is not an error.")
+      .def("__eq__", [](const Graph& a, const Graph& b) { return a.id.value == b.id.value; })
+      .def("__hash__", [](const Graph& g) { return py::hash(py::int_(g.id.value)); })
+      .def("__repr__",
+           [](const Graph& g) { return absl::StrCat("<streampool.Graph ", g.id.value, ">"); });
+  AddContextManager(c.graph, &DestroyGraph);
+
+  c.node
+      .def_property_readonly(
+          "id", [](const GraphNode& n) { return n.id.value; },
+          "The handle's number (the C API's spGraphNode_t).")
+      .def_property_readonly(
+          "type",
+          [](const GraphNode& n) { return internal::EnumName(Check(n.st->Get().NodeType(n.id))); },
+          "'kernel', 'memcpy', 'memset', 'host', 'graph' (a child graph), 'empty', "
+          "'wait_event', 'event_record', 'mem_alloc' or 'mem_free'.")
+      .def_readonly("dptr", &GraphNode::dptr,
+                    "An allocation node's address (from add_mem_alloc), else None.")
+      .def(
+          "dependencies",
+          [](const GraphNode& n) {
+            return NodeList(n.st, Check(n.st->Get().NodeDependencies(n.id)));
+          },
+          "The nodes this one depends on.")
+      .def(
+          "dependents",
+          [](const GraphNode& n) {
+            return NodeList(n.st, Check(n.st->Get().NodeDependents(n.id)));
+          },
+          "The nodes that depend on this one.")
+      .def("__eq__",
+           [](const GraphNode& a, const GraphNode& b) { return a.id.value == b.id.value; })
+      .def("__hash__", [](const GraphNode& n) { return py::hash(py::int_(n.id.value)); })
+      .def("__repr__", [](const GraphNode& n) {
+        return absl::StrCat("<streampool.GraphNode ", n.id.value, ">");
+      });
+
+  c.exec
+      .def_property_readonly(
+          "id", [](const GraphExec& x) { return x.id.value; },
+          "The handle's number (the C API's spGraphExec_t).")
+      .def(
+          "launch",
+          [](const GraphExec& x, const Stream& s) { Check(x.st->Get().LaunchGraph(x.id, s.id)); },
+          py::arg("stream"),
+          "Runs the graph as one op of stream: after its earlier work and the previous "
+          "launch, before its later work (cudaGraphLaunch).")
+      .def(
+          "upload",
+          [](const GraphExec& x, const Stream& s) { Check(x.st->Get().UploadGraph(x.id, s.id)); },
+          py::arg("stream"), "Accepted (cudaGraphUpload): nothing needs uploading here.")
+      .def(
+          "update",
+          [](const GraphExec& x, const Graph& g) {
+            Check(x.st->Get().UpdateGraphExec(x.id, g.id));
+          },
+          py::arg("graph"),
+          "Takes graph's node parameters, whose topology and node kinds must be this one's "
+          "(cudaGraphExecUpdate; else Error spErrorGraphExecUpdateFailure).")
+      .def("destroy", &DestroyGraphExec,
+           "Destroys the executable graph. Destroying twice is not an error.")
+      .def("__repr__", [](const GraphExec& x) {
+        return absl::StrCat("<streampool.GraphExec ", x.id.value, ">");
+      });
+  AddContextManager(c.exec, &DestroyGraphExec);
 }
 
 // Pools, their attributes and statistics, and the allocations they hand out.
@@ -1268,6 +1592,58 @@ void BindRuntimeWork(py::class_<PyRuntime>& runtime) {
           "Whether peer can be given access to device's memory (cudaDeviceCanAccessPeer).");
 }
 
+// Graphs and each device's graph memory.
+void BindRuntimeGraphs(py::class_<PyRuntime>& runtime) {
+  runtime
+      .def(
+          "create_graph",
+          [](PyRuntime& r) {
+            return Graph{r.state(), Check(r.rt().CreateGraph())};
+          },
+          "A new, empty graph to build by hand (cudaGraphCreate).")
+      .def(
+          "capture",
+          [](PyRuntime& r, const Stream& s, const std::string& mode) {
+            r.rt();  // a closed runtime refuses
+            return MakeCapture(s, mode);
+          },
+          py::arg("stream"), py::kw_only(), py::arg("mode") = "global",
+          "stream.capture(mode=mode): a capture of stream for a with block.")
+      .def(
+          "graph_memory",
+          [](PyRuntime& r, int device) {
+            const GraphMemStats m = Check(r.rt().GraphMemoryStats(device));
+            py::dict d;
+            d["used_current"] = m.used_current;
+            d["used_high"] = m.used_high;
+            d["reserved_current"] = m.reserved_current;
+            d["reserved_high"] = m.reserved_high;
+            return d;
+          },
+          py::kw_only(), py::arg("device") = 0,
+          "The device's graph memory as a dict (cudaDeviceGetGraphMemAttribute): "
+          "used_current, used_high (memory backing graph allocations), reserved_current, "
+          "reserved_high (all the device holds for graphs).")
+      .def(
+          "trim_graph_memory",
+          [](PyRuntime& r, int device) { Check(r.rt().TrimGraphMemory(device)); }, py::kw_only(),
+          py::arg("device") = 0,
+          "Gives back graph memory that no allocation holds and no launch uses "
+          "(cudaDeviceGraphMemTrim).")
+      .def(
+          "reset_graph_memory_high",
+          [](PyRuntime& r, int device, const std::string& which) {
+            if (which != "used" && which != "reserved") {
+              Raise(spErrorInvalidValue,
+                    absl::StrCat("which is 'used' or 'reserved', not '", which, "'"));
+            }
+            Check(r.rt().ResetGraphMemoryHigh(
+                device, which == "used" ? GraphMemHigh::kUsed : GraphMemHigh::kReserved));
+          },
+          py::kw_only(), py::arg("device") = 0, py::arg("which") = "used",
+          "Resets used_high or reserved_high to its current value.");
+}
+
 // What a runtime shows of itself: the checker, out-of-memory handling,
 // recordings, live allocations and pools, timelines.
 void BindRuntimeObservation(py::class_<PyRuntime>& runtime) {
@@ -1499,12 +1875,23 @@ void Bind(py::module_& m) {
   g_error = py::object(errors.attr("Error")).release().ptr();
   g_out_of_memory = py::object(errors.attr("OutOfMemoryError")).release().ptr();
 
-  BindStreamsAndEvents(m);
+  Classes classes{
+      py::class_<Stream>(m, "Stream", "A stream of a Runtime (cudaStream_t)."),
+      py::class_<Event>(m, "Event", "An event of a Runtime (cudaEvent_t)."),
+      py::class_<Capture>(m, "Capture",
+                          "A stream's capture into a graph, for a with block (Stream.capture)."),
+      py::class_<Graph>(m, "Graph", "A graph of a Runtime (cudaGraph_t)."),
+      py::class_<GraphNode>(m, "GraphNode", "A node of a Graph (cudaGraphNode_t)."),
+      py::class_<GraphExec>(m, "GraphExec", "An executable graph (cudaGraphExec_t)."),
+  };
+  BindStreamsAndEvents(classes);
+  BindGraphs(classes);
   BindPools(m);
   py::class_<PyRuntime> runtime(m, "Runtime",
                                 "Simulated devices with their streams, events and pools.");
   BindRuntimeObjects(runtime);
   BindRuntimeWork(runtime);
+  BindRuntimeGraphs(runtime);
   BindRuntimeObservation(runtime);
   m.def(
       "_acl_runtime", [] { return PyRuntime(Check(AclFaceRuntime())); },

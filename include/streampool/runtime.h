@@ -25,6 +25,7 @@
 #include "streampool/event_flags.h"
 #include "streampool/executor.h"
 #include "streampool/export.h"
+#include "streampool/graph.h"
 #include "streampool/ids.h"
 #include "streampool/mem_access.h"
 #include "streampool/memory_info.h"
@@ -255,6 +256,101 @@ class STREAMPOOL_EXPORT Runtime {
   absl::StatusOr<spIpcEventHandle> GetIpcEventHandle(EventId e);
   /// An event of this runtime standing for the interprocess event `handle` names.
   absl::StatusOr<EventId> OpenIpcEvent(const spIpcEventHandle& handle);
+
+  // Graphs (docs/graphs.md; streampool.h, "graphs", has the rules). Like
+  // CUDA's, a graph is not for concurrent use from several threads. `deps`
+  // are nodes of the same graph, each at most once.
+
+  /// Ops enqueued on `s` from now on become nodes of a new graph instead of
+  /// running (C: spStreamBeginCapture); other streams join by waiting on an
+  /// event recorded in the capture.
+  absl::Status BeginCapture(StreamId s, CaptureMode mode = CaptureMode::kGlobal);
+  /// As BeginCapture, into `graph` after `deps`.
+  absl::Status BeginCaptureToGraph(StreamId s, GraphId graph, absl::Span<const GraphNodeId> deps,
+                                   CaptureMode mode = CaptureMode::kGlobal);
+  /// Ends the capture begun on `s`: its graph, or GraphId{} when it was begun
+  /// with BeginCaptureToGraph. An invalidated or unjoined capture returns its
+  /// error (its C code as spStreamEndCapture's) and no graph.
+  absl::StatusOr<GraphId> EndCapture(StreamId s);
+  /// Whether `s` captures (C: spStreamIsCapturing).
+  absl::StatusOr<CaptureStatus> CaptureStatusOf(StreamId s);
+  /// The capture `s` takes part in (status kNone and nothing else when none).
+  absl::StatusOr<CaptureInfo> GetCaptureInfo(StreamId s);
+
+  /// A new, empty graph.
+  absl::StatusOr<GraphId> CreateGraph();
+  /// Destroys the graph (not while a capture adds to it); executables, live allocations stay.
+  absl::Status DestroyGraph(GraphId graph);
+  /// A copy of `graph`; kUnimplemented for a graph with memory nodes.
+  absl::StatusOr<GraphId> CloneGraph(GraphId graph);
+  /// A kernel of `duration_ns` touching `accesses`, with `body` as its effect
+  /// when given (run as LaunchWork runs one; it must not call the API).
+  absl::StatusOr<GraphNodeId> AddKernelNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                            uint64_t duration_ns,
+                                            absl::Span<const Access> accesses = {},
+                                            std::function<void()> body = {});
+  absl::StatusOr<GraphNodeId> AddMemcpyNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                            void* dst, const void* src, uint64_t bytes);
+  absl::StatusOr<GraphNodeId> AddMemsetNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                            void* dst, int value, uint64_t bytes);
+  /// `fn` runs as LaunchHostFunc's does.
+  absl::StatusOr<GraphNodeId> AddHostNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                          std::function<void()> fn);
+  absl::StatusOr<GraphNodeId> AddEventRecordNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                                 EventId e);
+  absl::StatusOr<GraphNodeId> AddEventWaitNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                               EventId e);
+  /// A node that only orders others.
+  absl::StatusOr<GraphNodeId> AddEmptyNode(GraphId graph, absl::Span<const GraphNodeId> deps);
+  /// A copy of `child` taken now; a child cannot hold memory nodes.
+  absl::StatusOr<GraphNodeId> AddChildGraphNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                                GraphId child);
+  /// `bytes` of device memory for `props.device` (props.alloc_type must be
+  /// kDevice; the other fields are ignored), accessible from `access` as
+  /// well; the address is fixed for the graph's life.
+  absl::StatusOr<GraphAllocNode> AddMemAllocNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                                 const PoolProps& props, uint64_t bytes,
+                                                 absl::Span<const MemAccessDesc> access = {});
+  /// As above, on `device`.
+  absl::StatusOr<GraphAllocNode> AddMemAllocNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                                 int device, uint64_t bytes);
+  /// Frees `dptr`: an allocation of this graph (once, after its allocation
+  /// node) or a live graph allocation made elsewhere.
+  absl::StatusOr<GraphNodeId> AddMemFreeNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                             void* dptr);
+  /// Adds every edge or none (kInvalidArgument for one that exists or makes a
+  /// cycle).
+  absl::Status AddDependencies(GraphId graph, absl::Span<const GraphEdge> edges);
+  /// The graph's nodes in the order they were added.
+  absl::StatusOr<std::vector<GraphNodeId>> GraphNodes(GraphId graph);
+  /// The nodes without dependencies.
+  absl::StatusOr<std::vector<GraphNodeId>> GraphRootNodes(GraphId graph);
+  absl::StatusOr<std::vector<GraphEdge>> GraphEdges(GraphId graph);
+  absl::StatusOr<GraphNodeType> NodeType(GraphNodeId node);
+  absl::StatusOr<std::vector<GraphNodeId>> NodeDependencies(GraphNodeId node);
+  absl::StatusOr<std::vector<GraphNodeId>> NodeDependents(GraphNodeId node);
+
+  /// An executable graph of `graph` as it is now; `flags` are
+  /// kGraphInstantiate*. A graph with memory nodes has one at a time
+  /// (kInvalidArgument for a second).
+  absl::StatusOr<GraphExecId> Instantiate(GraphId graph, uint64_t flags = 0);
+  /// Accepted: nothing needs uploading here.
+  absl::Status UploadGraph(GraphExecId exec, StreamId s);
+  /// Enqueues the graph on `s` as one op: after s's earlier work and the
+  /// previous launch, and before s's later work. kInvalidArgument when an
+  /// allocation of the previous launch is still live and `exec` was not
+  /// instantiated with kGraphInstantiateAutoFreeOnLaunch.
+  absl::Status LaunchGraph(GraphExecId exec, StreamId s);
+  absl::Status DestroyGraphExec(GraphExecId exec);
+  /// Gives `exec` the parameters of `graph`'s nodes, whose topology and kinds
+  /// must be exec's (C code spErrorGraphExecUpdateFailure otherwise).
+  absl::Status UpdateGraphExec(GraphExecId exec, GraphId graph);
+
+  /// Gives back graph memory no allocation holds and no launch uses.
+  absl::Status TrimGraphMemory(int device);
+  absl::StatusOr<GraphMemStats> GraphMemoryStats(int device);
+  /// Resets one high watermark to its current value.
+  absl::Status ResetGraphMemoryHigh(int device, GraphMemHigh which);
 
   // Stream-order checker.
 

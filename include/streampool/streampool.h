@@ -894,7 +894,7 @@ typedef struct spMemAllocNodeParams {
 
 SP_API spError_t spGraphCreate(spGraph_t* graph, spRuntime_t rt, unsigned flags) SP_NOEXCEPT;
 /** Destroys the graph; its executable graphs and its allocations' memory
- * live on. */
+ * live on. spErrorIllegalState while a capture adds to it. */
 SP_API spError_t spGraphDestroy(spGraph_t graph) SP_NOEXCEPT;
 /** A copy of graph; spErrorNotSupported for a graph with memory nodes. */
 SP_API spError_t spGraphClone(spGraph_t* clone, spGraph_t graph) SP_NOEXCEPT;

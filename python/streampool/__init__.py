@@ -10,7 +10,8 @@ semantics) over a deterministic stream simulator.
         b = rt.malloc_async(2 << 20, s)
         assert b.rule == "same_stream"
 
-The classes (Runtime, Stream, Event, Pool, Allocation) come from the compiled
+The classes (Runtime, Stream, Event, Pool, Allocation, and the graphs'
+Capture, Graph, GraphNode, GraphExec) come from the compiled
 extension streampool._core, a binding of the C++ API (streampool::Runtime);
 errors raise Error, and OutOfMemoryError (also a MemoryError) when an
 allocation finds no memory. replay() runs the streampool-replay tool's sweep
@@ -22,12 +23,17 @@ import os as _os
 
 from streampool._errors import Error, OutOfMemoryError
 from streampool import _checked, _core, _sweep
-from streampool._core import Allocation, Event, Pool, Runtime, Stream
+from streampool._core import (Allocation, Capture, Event, Graph, GraphExec, GraphNode, Pool,
+                              Runtime, Stream)
 
 __all__ = [
     "Allocation",
+    "Capture",
     "Error",
     "Event",
+    "Graph",
+    "GraphExec",
+    "GraphNode",
     "MAX",
     "OutOfMemoryError",
     "Pool",

@@ -145,15 +145,15 @@ spError_t spStreamGetCaptureInfo(spStream_t s, spStreamCaptureStatus* status,
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
     if (status == nullptr) return spErrorInvalidValue;
-    absl::StatusOr<Graphs::CaptureInfo> info = r.Run<&Graphs::GetCaptureInfo>(Value(s));
+    absl::StatusOr<streampool::CaptureInfo> info = r.Run<&Graphs::GetCaptureInfo>(Value(s));
     if (!info.ok()) return ToError(info.status());
     *status = static_cast<spStreamCaptureStatus>(info->status);
     if (id != nullptr) *id = info->id;
-    if (graph != nullptr) *graph = ToHandle<spGraph_t>(info->graph);
+    if (graph != nullptr) *graph = info->graph.c();
     // Valid until this thread's next call.
     thread_local std::vector<spGraphNode_t> frontier;
     frontier.clear();
-    for (uint64_t n : info->deps) frontier.push_back(ToHandle<spGraphNode_t>(n));
+    for (streampool::GraphNodeId n : info->deps) frontier.push_back(n.c());
     if (deps != nullptr) *deps = frontier.empty() ? nullptr : frontier.data();
     if (numDeps != nullptr) *numDeps = frontier.size();
     return spSuccess;
@@ -217,7 +217,6 @@ spError_t spGraphAddMemcpyNode1D(spGraphNode_t* node, spGraph_t graph, const spG
                                  size_t numDeps, void* dst, const void* src,
                                  size_t bytes) noexcept {
   return AddNode(node, graph, deps, numDeps, [&](auto& r, std::vector<uint64_t> d) {
-    if (bytes != 0 && (dst == nullptr || src == nullptr)) return spErrorInvalidValue;
     return Add(r, node, graph, std::move(d), internal::MemcpyNode{dst, src, bytes});
   });
 }
@@ -225,7 +224,6 @@ spError_t spGraphAddMemcpyNode1D(spGraphNode_t* node, spGraph_t graph, const spG
 spError_t spGraphAddMemsetNode(spGraphNode_t* node, spGraph_t graph, const spGraphNode_t* deps,
                                size_t numDeps, void* dst, int value, size_t bytes) noexcept {
   return AddNode(node, graph, deps, numDeps, [&](auto& r, std::vector<uint64_t> d) {
-    if (bytes != 0 && dst == nullptr) return spErrorInvalidValue;
     return Add(r, node, graph, std::move(d), internal::MemsetNode{dst, value, bytes});
   });
 }

@@ -8,11 +8,12 @@
 
 namespace streampool::internal {
 
-NodeType NodeTypeOf(const NodeParams& params) {
-  static constexpr NodeType kTypes[] = {
-      NodeType::kKernel,      NodeType::kMemcpy,    NodeType::kMemset, NodeType::kHost,
-      NodeType::kEventRecord, NodeType::kWaitEvent, NodeType::kEmpty,  NodeType::kGraph,
-      NodeType::kMemAlloc,    NodeType::kMemFree};
+GraphNodeType NodeTypeOf(const NodeParams& params) {
+  static constexpr GraphNodeType kTypes[] = {GraphNodeType::kKernel,      GraphNodeType::kMemcpy,
+                                             GraphNodeType::kMemset,      GraphNodeType::kHost,
+                                             GraphNodeType::kEventRecord, GraphNodeType::kWaitEvent,
+                                             GraphNodeType::kEmpty,       GraphNodeType::kGraph,
+                                             GraphNodeType::kMemAlloc,    GraphNodeType::kMemFree};
   static_assert(std::size(kTypes) == std::variant_size_v<NodeParams>);
   return kTypes[params.index()];
 }
@@ -36,8 +37,8 @@ absl::StatusOr<NodeIndex> Graph::Add(NodeParams params, absl::Span<const NodeInd
     }
   }
   const auto index = static_cast<NodeIndex>(nodes_.size());
-  const NodeType type = NodeTypeOf(params);
-  if (type == NodeType::kMemAlloc || type == NodeType::kMemFree) ++memory_nodes_;
+  const GraphNodeType type = NodeTypeOf(params);
+  if (type == GraphNodeType::kMemAlloc || type == GraphNodeType::kMemFree) ++memory_nodes_;
   nodes_.push_back(Node{std::move(params), {deps.begin(), deps.end()}, {}});
   for (NodeIndex d : deps) nodes_[d].dependents.push_back(index);
   return index;

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "streampool/checker.h"
+#include "streampool/graph.h"
 #include "streampool/mem_access.h"
 #include "streampool/pool_props.h"
 
@@ -85,21 +86,8 @@ using NodeParams =
     std::variant<KernelNode, MemcpyNode, MemsetNode, HostNode, EventRecordNode, EventWaitNode,
                  EmptyNode, ChildGraphNode, MemAllocNode, MemFreeNode>;
 
-// CUDA's cudaGraphNodeType values, in the order of NodeParams' alternatives
-// mapped by NodeTypeOf.
-enum class NodeType : int {
-  kKernel = 0,
-  kMemcpy = 1,
-  kMemset = 2,
-  kHost = 3,
-  kGraph = 4,
-  kEmpty = 5,
-  kWaitEvent = 6,
-  kEventRecord = 7,
-  kMemAlloc = 10,
-  kMemFree = 11,
-};
-NodeType NodeTypeOf(const NodeParams& params);
+// The public kind of each of NodeParams' alternatives.
+GraphNodeType NodeTypeOf(const NodeParams& params);
 
 struct Node {
   NodeParams params;

@@ -91,6 +91,26 @@ constexpr NamedValue<OpKind> kOpKinds[] = {
     {OpKind::kFreeMarker, "free"},
 };
 
+constexpr NamedValue<CaptureMode> kCaptureModes[] = {
+    {CaptureMode::kGlobal, "global"},
+    {CaptureMode::kThreadLocal, "thread_local"},
+    {CaptureMode::kRelaxed, "relaxed"},
+};
+
+constexpr NamedValue<CaptureStatus> kCaptureStatuses[] = {
+    {CaptureStatus::kNone, "none"},
+    {CaptureStatus::kActive, "active"},
+    {CaptureStatus::kInvalidated, "invalidated"},
+};
+
+constexpr NamedValue<GraphNodeType> kGraphNodeTypes[] = {
+    {GraphNodeType::kKernel, "kernel"},        {GraphNodeType::kMemcpy, "memcpy"},
+    {GraphNodeType::kMemset, "memset"},        {GraphNodeType::kHost, "host"},
+    {GraphNodeType::kGraph, "graph"},          {GraphNodeType::kEmpty, "empty"},
+    {GraphNodeType::kWaitEvent, "wait_event"}, {GraphNodeType::kEventRecord, "event_record"},
+    {GraphNodeType::kMemAlloc, "mem_alloc"},   {GraphNodeType::kMemFree, "mem_free"},
+};
+
 template <typename E>
 Table<E> TableOf();
 template <>
@@ -130,6 +150,19 @@ Table<OpKind> TableOf() {
   return {"op kind", kOpKinds, {}};
 }
 
+template <>
+Table<CaptureMode> TableOf() {
+  return {"capture mode", kCaptureModes, {}};
+}
+template <>
+Table<CaptureStatus> TableOf() {
+  return {"capture status", kCaptureStatuses, {}};
+}
+template <>
+Table<GraphNodeType> TableOf() {
+  return {"graph node type", kGraphNodeTypes, {}};
+}
+
 template <typename E>
 const char* NameIn(E value) {
   for (const NamedValue<E>& row : TableOf<E>().names) {
@@ -149,6 +182,9 @@ const char* EnumName(ExecutorKind value) { return NameIn(value); }
 const char* EnumName(CheckKind value) { return NameIn(value); }
 const char* EnumName(OpKind value) { return NameIn(value); }
 const char* EnumName(streampool::BlockState value) { return NameIn(value); }
+const char* EnumName(CaptureMode value) { return NameIn(value); }
+const char* EnumName(CaptureStatus value) { return NameIn(value); }
+const char* EnumName(GraphNodeType value) { return NameIn(value); }
 
 template <typename E>
 absl::Span<const NamedValue<E>> EnumNames() {
@@ -203,6 +239,9 @@ STREAMPOOL_ENUM_NAMES(ExecutorKind)
 STREAMPOOL_ENUM_NAMES(CheckKind)
 STREAMPOOL_ENUM_NAMES(OpKind)
 STREAMPOOL_ENUM_NAMES(streampool::BlockState)
+STREAMPOOL_ENUM_NAMES(CaptureMode)
+STREAMPOOL_ENUM_NAMES(CaptureStatus)
+STREAMPOOL_ENUM_NAMES(GraphNodeType)
 
 #undef STREAMPOOL_ENUM_NAMES
 

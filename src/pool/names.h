@@ -17,6 +17,7 @@
 #include "absl/types/span.h"
 #include "streampool/checker.h"
 #include "streampool/executor.h"
+#include "streampool/graph.h"
 #include "streampool/pool_props.h"
 #include "streampool/reuse_rule.h"
 #include "streampool/runtime_config.h"
@@ -42,6 +43,9 @@ const char* EnumName(CheckKind value);
 const char* EnumName(OpKind value);
 // The public snapshot state (internal::BlockState is the pool's own).
 const char* EnumName(streampool::BlockState value);
+const char* EnumName(CaptureMode value);
+const char* EnumName(CaptureStatus value);
+const char* EnumName(GraphNodeType value);
 
 // The functions below are defined for the enums EnumName takes.
 

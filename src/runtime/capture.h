@@ -92,6 +92,13 @@ class Captures {
   absl::Status CheckUnsafeCall();
   // A capture was lost with its stream (destroyed) or the runtime.
   void DropStream(StreamIndex s);
+  // Whether an open capture adds to the graph with this handle.
+  bool Builds(uint64_t graph_handle) const {
+    for (const auto& [id, session] : sessions_) {
+      if (session->graph_handle == graph_handle) return true;
+    }
+    return false;
+  }
   // The session by id (events recorded in a capture name it), else null.
   Session* Find(uint64_t id) {
     auto it = sessions_.find(id);

@@ -107,7 +107,7 @@ absl::StatusOr<uint64_t> Graphs::EndCapture(uint64_t s) {
   return own ? handle : 0;
 }
 
-absl::StatusOr<Graphs::CaptureInfo> Graphs::GetCaptureInfo(uint64_t s) {
+absl::StatusOr<CaptureInfo> Graphs::GetCaptureInfo(uint64_t s) {
   absl::StatusOr<StreamIndex> t = IndexOf(s);
   if (!t.ok()) return t.status();
   CaptureInfo info;
@@ -115,10 +115,10 @@ absl::StatusOr<Graphs::CaptureInfo> Graphs::GetCaptureInfo(uint64_t s) {
   if (session == nullptr) return info;
   info.status = session->invalidated ? CaptureStatus::kInvalidated : CaptureStatus::kActive;
   info.id = session->id;
-  info.graph = session->graph_handle;
+  info.graph = GraphId{session->graph_handle};
   GraphRec& rec = graphs_.at(session->graph_handle);
   for (NodeIndex n : c_.captures.Frontier(*t)) {
-    info.deps.push_back(NodeHandle(session->graph_handle, rec, n));
+    info.deps.push_back(GraphNodeId{NodeHandle(session->graph_handle, rec, n)});
   }
   return info;
 }
@@ -222,6 +222,10 @@ absl::StatusOr<std::vector<NodeIndex>> Graphs::Indices(uint64_t g,
 absl::Status Graphs::DestroyGraph(uint64_t g) {
   absl::StatusOr<GraphRec*> rec = FindGraph(g);
   if (!rec.ok()) return rec.status();
+  // The capture would go on adding nodes to it, and its end hand it out.
+  if (c_.captures.Builds(g)) {
+    return CaptureError(spErrorIllegalState, "a capture is adding to the graph");
+  }
   for (uint64_t h : (*rec)->node_handles) {
     if (h != 0) nodes_.erase(h);
   }
@@ -343,6 +347,15 @@ absl::StatusOr<uint64_t> Graphs::AddNode(uint64_t g, std::vector<uint64_t> deps,
     if (!events_.Exists(w->event)) return InvalidHandle("event", w->event);
   } else if (auto* f = std::get_if<MemFreeNode>(&params)) {
     if (absl::Status st = CheckFreeNode(*(*rec)->graph, f->dptr, *idx); !st.ok()) return st;
+  } else if (auto* c = std::get_if<MemcpyNode>(&params)) {
+    if (c->bytes != 0 && (c->dst == nullptr || c->src == nullptr)) {
+      return absl::InvalidArgumentError("a copy of null memory");
+    }
+  } else if (auto* m = std::get_if<MemsetNode>(&params)) {
+    if (m->bytes != 0 && m->dst == nullptr)
+      return absl::InvalidArgumentError("a fill of null memory");
+  } else if (auto* h = std::get_if<HostNode>(&params)) {
+    if (!h->fn) return absl::InvalidArgumentError("a host node without a function");
   }
   const size_t ranges_before = (*rec)->ranges.size();
   if (auto* a = std::get_if<MemAllocNode>(&params)) {
@@ -413,7 +426,7 @@ absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> Graphs::Edges(uint64_
   return out;
 }
 
-absl::StatusOr<NodeType> Graphs::NodeTypeOfHandle(uint64_t node) {
+absl::StatusOr<GraphNodeType> Graphs::NodeTypeOfHandle(uint64_t node) {
   absl::StatusOr<NodeRef> ref = FindNode(node);
   if (!ref.ok()) return ref.status();
   return NodeTypeOf(graphs_.at(ref->graph).graph->node(ref->index).params);
@@ -665,21 +678,21 @@ absl::Status Graphs::ExecUpdate(uint64_t e, uint64_t g, int* result) {
     if (a.index() != b.index()) {
       return refuse(spGraphExecUpdateErrorNodeTypeChanged, "a node's kind differs");
     }
-    const NodeType type = NodeTypeOf(a);
-    if (type == NodeType::kMemAlloc || type == NodeType::kMemFree) {
-      const void* pa = type == NodeType::kMemAlloc ? std::get<MemAllocNode>(a).dptr
-                                                   : std::get<MemFreeNode>(a).dptr;
-      const void* pb = type == NodeType::kMemAlloc ? std::get<MemAllocNode>(b).dptr
-                                                   : std::get<MemFreeNode>(b).dptr;
+    const GraphNodeType type = NodeTypeOf(a);
+    if (type == GraphNodeType::kMemAlloc || type == GraphNodeType::kMemFree) {
+      const void* pa = type == GraphNodeType::kMemAlloc ? std::get<MemAllocNode>(a).dptr
+                                                        : std::get<MemFreeNode>(a).dptr;
+      const void* pb = type == GraphNodeType::kMemAlloc ? std::get<MemAllocNode>(b).dptr
+                                                        : std::get<MemFreeNode>(b).dptr;
       if (pa != pb) {
         return refuse(spGraphExecUpdateErrorNotSupported, "memory nodes cannot be updated");
       }
     }
-    if (type == NodeType::kGraph || type == NodeType::kWaitEvent ||
-        type == NodeType::kEventRecord) {
+    if (type == GraphNodeType::kGraph || type == GraphNodeType::kWaitEvent ||
+        type == GraphNodeType::kEventRecord) {
       // Child graphs must keep their shape; events may change (CUDA allows
       // both only within limits this keeps simple: the same child shape).
-      if (type == NodeType::kGraph &&
+      if (type == GraphNodeType::kGraph &&
           std::get<ChildGraphNode>(a).graph->size() != std::get<ChildGraphNode>(b).graph->size()) {
         return refuse(spGraphExecUpdateErrorTopologyChanged, "a child graph's shape differs");
       }

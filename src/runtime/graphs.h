@@ -45,12 +45,6 @@ class Graphs {
                                    CaptureMode mode);
   // The captured graph's handle (0 for a capture into a caller's graph).
   absl::StatusOr<uint64_t> EndCapture(uint64_t s);
-  struct CaptureInfo {
-    CaptureStatus status = CaptureStatus::kNone;
-    uint64_t id = 0;
-    uint64_t graph = 0;
-    std::vector<uint64_t> deps;  // node handles
-  };
   absl::StatusOr<CaptureInfo> GetCaptureInfo(uint64_t s);
 
   // Graphs and nodes. Node handles are made when first handed out.
@@ -66,7 +60,7 @@ class Graphs {
   absl::Status AddDependencies(uint64_t g, std::vector<std::pair<uint64_t, uint64_t>> edges);
   absl::StatusOr<std::vector<uint64_t>> Nodes(uint64_t g, bool roots_only);
   absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> Edges(uint64_t g);
-  absl::StatusOr<NodeType> NodeTypeOfHandle(uint64_t node);
+  absl::StatusOr<GraphNodeType> NodeTypeOfHandle(uint64_t node);
   absl::StatusOr<std::vector<uint64_t>> NodeNeighbours(uint64_t node, bool dependents);
   absl::StatusOr<NodeParams> NodeParamsOf(uint64_t node);
 

@@ -49,6 +49,7 @@ spError_t ToCError(const absl::Status& status) {
 
 using internal::Allocator;
 using internal::Events;
+using internal::Graphs;
 using internal::IpcService;
 using internal::Observation;
 using internal::Pools;
@@ -72,6 +73,28 @@ absl::StatusOr<Id> Call(RuntimeImpl& rt, A&&... args) {
     if (!h.ok()) return h.status();
     return Id{*h};
   });
+}
+
+std::vector<uint64_t> Handles(absl::Span<const GraphNodeId> nodes) {
+  std::vector<uint64_t> out;
+  out.reserve(nodes.size());
+  for (GraphNodeId n : nodes) out.push_back(n.value);
+  return out;
+}
+
+absl::StatusOr<std::vector<GraphNodeId>> NodeIds(absl::StatusOr<std::vector<uint64_t>> handles) {
+  if (!handles.ok()) return handles.status();
+  std::vector<GraphNodeId> out;
+  out.reserve(handles->size());
+  for (uint64_t h : *handles) out.push_back(GraphNodeId{h});
+  return out;
+}
+
+// A node made from its parameters, named by its public id.
+absl::StatusOr<GraphNodeId> AddNode(RuntimeImpl& rt, GraphId g, absl::Span<const GraphNodeId> deps,
+                                    internal::NodeParams params) {
+  return Call<GraphNodeId, &Graphs::AddNode>(rt, g.value, Handles(deps), std::move(params),
+                                             nullptr);
 }
 
 }  // namespace
@@ -306,6 +329,156 @@ absl::StatusOr<spIpcEventHandle> Runtime::GetIpcEventHandle(EventId e) {
 }
 absl::StatusOr<EventId> Runtime::OpenIpcEvent(const spIpcEventHandle& handle) {
   return Call<EventId, &Events::OpenIpcEvent>(*impl_, handle.reserved);
+}
+
+absl::Status Runtime::BeginCapture(StreamId s, CaptureMode mode) {
+  return Call<&Graphs::BeginCapture>(*impl_, s.value, mode);
+}
+absl::Status Runtime::BeginCaptureToGraph(StreamId s, GraphId graph,
+                                          absl::Span<const GraphNodeId> deps, CaptureMode mode) {
+  return Call<&Graphs::BeginCaptureToGraph>(*impl_, s.value, graph.value, Handles(deps), mode);
+}
+absl::StatusOr<GraphId> Runtime::EndCapture(StreamId s) {
+  return Call<GraphId, &Graphs::EndCapture>(*impl_, s.value);
+}
+absl::StatusOr<CaptureStatus> Runtime::CaptureStatusOf(StreamId s) {
+  absl::StatusOr<CaptureInfo> info = GetCaptureInfo(s);
+  if (!info.ok()) return info.status();
+  return info->status;
+}
+absl::StatusOr<CaptureInfo> Runtime::GetCaptureInfo(StreamId s) {
+  return Call<&Graphs::GetCaptureInfo>(*impl_, s.value);
+}
+
+absl::StatusOr<GraphId> Runtime::CreateGraph() {
+  return Call<GraphId, &Graphs::CreateGraph>(*impl_);
+}
+absl::Status Runtime::DestroyGraph(GraphId graph) {
+  return Call<&Graphs::DestroyGraph>(*impl_, graph.value);
+}
+absl::StatusOr<GraphId> Runtime::CloneGraph(GraphId graph) {
+  return Call<GraphId, &Graphs::CloneGraph>(*impl_, graph.value);
+}
+absl::StatusOr<GraphNodeId> Runtime::AddKernelNode(GraphId graph,
+                                                   absl::Span<const GraphNodeId> deps,
+                                                   uint64_t duration_ns,
+                                                   absl::Span<const Access> accesses,
+                                                   std::function<void()> body) {
+  return AddNode(
+      *impl_, graph, deps,
+      internal::KernelNode{duration_ns, {accesses.begin(), accesses.end()}, std::move(body)});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddMemcpyNode(GraphId graph,
+                                                   absl::Span<const GraphNodeId> deps, void* dst,
+                                                   const void* src, uint64_t bytes) {
+  return AddNode(*impl_, graph, deps, internal::MemcpyNode{dst, src, bytes});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddMemsetNode(GraphId graph,
+                                                   absl::Span<const GraphNodeId> deps, void* dst,
+                                                   int value, uint64_t bytes) {
+  return AddNode(*impl_, graph, deps, internal::MemsetNode{dst, value, bytes});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddHostNode(GraphId graph, absl::Span<const GraphNodeId> deps,
+                                                 std::function<void()> fn) {
+  return AddNode(*impl_, graph, deps, internal::HostNode{std::move(fn)});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddEventRecordNode(GraphId graph,
+                                                        absl::Span<const GraphNodeId> deps,
+                                                        EventId e) {
+  return AddNode(*impl_, graph, deps, internal::EventRecordNode{e.value});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddEventWaitNode(GraphId graph,
+                                                      absl::Span<const GraphNodeId> deps,
+                                                      EventId e) {
+  return AddNode(*impl_, graph, deps, internal::EventWaitNode{e.value});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddEmptyNode(GraphId graph,
+                                                  absl::Span<const GraphNodeId> deps) {
+  return AddNode(*impl_, graph, deps, internal::EmptyNode{});
+}
+absl::StatusOr<GraphNodeId> Runtime::AddChildGraphNode(GraphId graph,
+                                                       absl::Span<const GraphNodeId> deps,
+                                                       GraphId child) {
+  return Call<GraphNodeId, &Graphs::AddChildGraphNode>(*impl_, graph.value, Handles(deps),
+                                                       child.value);
+}
+absl::StatusOr<GraphAllocNode> Runtime::AddMemAllocNode(GraphId graph,
+                                                        absl::Span<const GraphNodeId> deps,
+                                                        const PoolProps& props, uint64_t bytes,
+                                                        absl::Span<const MemAccessDesc> access) {
+  void* dptr = nullptr;
+  absl::StatusOr<GraphNodeId> node = Call<GraphNodeId, &Graphs::AddNode>(
+      *impl_, graph.value, Handles(deps),
+      internal::NodeParams(internal::MemAllocNode{props, {access.begin(), access.end()}, bytes}),
+      &dptr);
+  if (!node.ok()) return node.status();
+  return GraphAllocNode{*node, dptr};
+}
+absl::StatusOr<GraphAllocNode> Runtime::AddMemAllocNode(GraphId graph,
+                                                        absl::Span<const GraphNodeId> deps,
+                                                        int device, uint64_t bytes) {
+  PoolProps props;
+  props.device = device;
+  return AddMemAllocNode(graph, deps, props, bytes);
+}
+absl::StatusOr<GraphNodeId> Runtime::AddMemFreeNode(GraphId graph,
+                                                    absl::Span<const GraphNodeId> deps,
+                                                    void* dptr) {
+  return AddNode(*impl_, graph, deps, internal::MemFreeNode{dptr});
+}
+absl::Status Runtime::AddDependencies(GraphId graph, absl::Span<const GraphEdge> edges) {
+  std::vector<std::pair<uint64_t, uint64_t>> pairs;
+  for (const GraphEdge& e : edges) pairs.emplace_back(e.from.value, e.to.value);
+  return Call<&Graphs::AddDependencies>(*impl_, graph.value, std::move(pairs));
+}
+absl::StatusOr<std::vector<GraphNodeId>> Runtime::GraphNodes(GraphId graph) {
+  return NodeIds(Call<&Graphs::Nodes>(*impl_, graph.value, /*roots_only=*/false));
+}
+absl::StatusOr<std::vector<GraphNodeId>> Runtime::GraphRootNodes(GraphId graph) {
+  return NodeIds(Call<&Graphs::Nodes>(*impl_, graph.value, /*roots_only=*/true));
+}
+absl::StatusOr<std::vector<GraphEdge>> Runtime::GraphEdges(GraphId graph) {
+  auto pairs = Call<&Graphs::Edges>(*impl_, graph.value);
+  if (!pairs.ok()) return pairs.status();
+  std::vector<GraphEdge> out;
+  for (const auto& [from, to] : *pairs) out.push_back(GraphEdge{{from}, {to}});
+  return out;
+}
+absl::StatusOr<GraphNodeType> Runtime::NodeType(GraphNodeId node) {
+  return Call<&Graphs::NodeTypeOfHandle>(*impl_, node.value);
+}
+absl::StatusOr<std::vector<GraphNodeId>> Runtime::NodeDependencies(GraphNodeId node) {
+  return NodeIds(Call<&Graphs::NodeNeighbours>(*impl_, node.value, /*dependents=*/false));
+}
+absl::StatusOr<std::vector<GraphNodeId>> Runtime::NodeDependents(GraphNodeId node) {
+  return NodeIds(Call<&Graphs::NodeNeighbours>(*impl_, node.value, /*dependents=*/true));
+}
+
+absl::StatusOr<GraphExecId> Runtime::Instantiate(GraphId graph, uint64_t flags) {
+  return Call<GraphExecId, &Graphs::Instantiate>(*impl_, graph.value, flags);
+}
+absl::Status Runtime::UploadGraph(GraphExecId exec, StreamId s) {
+  return Call<&Graphs::Upload>(*impl_, exec.value, s.value);
+}
+absl::Status Runtime::LaunchGraph(GraphExecId exec, StreamId s) {
+  return Call<&Graphs::Launch>(*impl_, exec.value, s.value);
+}
+absl::Status Runtime::DestroyGraphExec(GraphExecId exec) {
+  return Call<&Graphs::DestroyExec>(*impl_, exec.value);
+}
+absl::Status Runtime::UpdateGraphExec(GraphExecId exec, GraphId graph) {
+  int result = 0;  // the reason is in the status' message
+  return Call<&Graphs::ExecUpdate>(*impl_, exec.value, graph.value, &result);
+}
+
+absl::Status Runtime::TrimGraphMemory(int device) {
+  return Call<&Graphs::TrimGraphMemory>(*impl_, device);
+}
+absl::StatusOr<GraphMemStats> Runtime::GraphMemoryStats(int device) {
+  return Call<&Graphs::GraphMemoryStats>(*impl_, device);
+}
+absl::Status Runtime::ResetGraphMemoryHigh(int device, GraphMemHigh which) {
+  return Call<&Graphs::ResetGraphMemoryHigh>(*impl_, device, which == GraphMemHigh::kUsed);
 }
 
 void Runtime::RecordTimeline(bool on) { impl_->Run<&Observation::RecordTimeline>(on); }

@@ -43,6 +43,19 @@ TEST(NamesTest, EveryValueRoundTrips) {
   ExpectRoundTrip<ExecutorKind>(0, 2);
   ExpectRoundTrip<CheckKind>(1, 6);
   ExpectRoundTrip<OpKind>(0, 8);
+  ExpectRoundTrip<CaptureMode>(0, 2);
+  ExpectRoundTrip<CaptureStatus>(0, 2);
+}
+
+// CUDA's values have a gap (8 and 9 are external semaphore nodes, which
+// graphs here do not have).
+TEST(NamesTest, GraphNodeTypesRoundTripAcrossCudasGap) {
+  for (const NamedValue<GraphNodeType>& row : EnumNames<GraphNodeType>()) {
+    EXPECT_EQ(ParseEnumName<GraphNodeType>(row.name), row.value) << row.name;
+  }
+  EXPECT_EQ(EnumNames<GraphNodeType>().size(), 10u);
+  EXPECT_STREQ(EnumName(static_cast<GraphNodeType>(8)), "unknown");
+  EXPECT_STREQ(EnumName(GraphNodeType::kMemAlloc), "mem_alloc");
 }
 
 TEST(NamesTest, NamesAreTheEnumeratorsInSnakeCase) {
