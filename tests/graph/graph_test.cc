@@ -136,7 +136,7 @@ TEST(GraphTest, MemoryNodesAndUnfreedAllocations) {
   EXPECT_EQ(at, a);
   *g.Add(MemFreeNode{&x}, {a});
   EXPECT_EQ(g.UnfreedAllocation(&x), nullptr);
-  EXPECT_EQ(NodeTypeOf(g.node(a).params), NodeType::kMemAlloc);
+  EXPECT_EQ(NodeTypeOf(g.node(a).params), GraphNodeType::kMemAlloc);
 }
 
 }  // namespace
