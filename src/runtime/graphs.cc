@@ -579,6 +579,14 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
     }
   }
   for (const PlanStep& step : exec.plan.steps) {
+    // An event a node names may have been destroyed since: refused before
+    // anything is enqueued.
+    if (const auto* r = std::get_if<EventRecordNode>(step.params); r && !events_.Exists(r->event)) {
+      return InvalidHandle("event", r->event);
+    }
+    if (const auto* w = std::get_if<EventWaitNode>(step.params); w && !events_.Exists(w->event)) {
+      return InvalidHandle("event", w->event);
+    }
     const auto* f = std::get_if<MemFreeNode>(step.params);
     if (f == nullptr || exec.graph->UnfreedAllocation(f->dptr) != nullptr) continue;
     bool own = false;
@@ -688,14 +696,13 @@ absl::Status Graphs::ExecUpdate(uint64_t e, uint64_t g, int* result) {
         return refuse(spGraphExecUpdateErrorNotSupported, "memory nodes cannot be updated");
       }
     }
-    if (type == GraphNodeType::kGraph || type == GraphNodeType::kWaitEvent ||
-        type == GraphNodeType::kEventRecord) {
-      // Child graphs must keep their shape; events may change (CUDA allows
-      // both only within limits this keeps simple: the same child shape).
-      if (type == GraphNodeType::kGraph &&
-          std::get<ChildGraphNode>(a).graph->size() != std::get<ChildGraphNode>(b).graph->size()) {
-        return refuse(spGraphExecUpdateErrorTopologyChanged, "a child graph's shape differs");
-      }
+    // A child graph may change its nodes' parameters, not its shape (an
+    // event node may name another event).
+    if (type == GraphNodeType::kGraph) {
+      const Graph& ca = *std::get<ChildGraphNode>(a).graph;
+      const Graph& cb = *std::get<ChildGraphNode>(b).graph;
+      if (ca.size() == cb.size() && ca.Edges() == cb.Edges()) continue;
+      return refuse(spGraphExecUpdateErrorTopologyChanged, "a child graph's shape differs");
     }
   }
   // Memory nodes are equal, so the copy keeps the same ranges.
