@@ -93,7 +93,8 @@ absl::Status GraphMemory::Allocate(void* base, uint64_t requested) {
   return absl::OkStatus();
 }
 
-absl::Status GraphMemory::Back(void* base, OrderOracle& oracle, absl::Span<void* const> keep) {
+absl::Status GraphMemory::Back(void* base, OrderOracle& oracle, absl::Span<void* const> keep,
+                               std::vector<std::pair<void*, uint64_t>>* moved) {
   auto it = ranges_.find(reinterpret_cast<uintptr_t>(base));
   SP_CHECK(it != ranges_.end());
   Range& r = it->second;
@@ -138,6 +139,7 @@ absl::Status GraphMemory::Back(void* base, OrderOracle& oracle, absl::Span<void*
   // them (pools grow beside this without the runtime's lock, so bytes given
   // back could not be counted on to be there again).
   for (auto d : taken) {
+    if (moved != nullptr) moved->emplace_back(reinterpret_cast<void*>(d->first), d->second.size);
     Unmap(d->second, /*release_budget=*/false);
     if (d->second.refs == 0) Erase(d);
   }

@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -74,7 +76,10 @@ class GraphMemory {
   // new; never from the ranges in `keep` (the launch's own, which it is about
   // to use). ResourceExhausted when the device or the upstream is out of
   // memory, with nothing changed.
-  absl::Status Back(void* base, OrderOracle& oracle, absl::Span<void* const> keep);
+  // `moved` receives each range whose memory moved here (base, size), for
+  // the checker to confirm its lifetime had ended.
+  absl::Status Back(void* base, OrderOracle& oracle, absl::Span<void* const> keep,
+                    std::vector<std::pair<void*, uint64_t>>* moved = nullptr);
   // An allocation node reached: the backed range at `base` becomes live.
   // FailedPrecondition while it is live.
   absl::Status Allocate(void* base, uint64_t requested);

@@ -603,8 +603,23 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
     LaunchOracle oracle(c_, t);
     std::vector<void*> keep;
     for (const auto& [device, base] : exec.ranges) keep.push_back(base);
+    std::vector<std::pair<void*, uint64_t>> moved;
     for (const auto& [device, base] : exec.ranges) {
-      if (absl::Status st = memory_[device]->Back(base, oracle, keep); !st.ok()) return st;
+      if (absl::Status st = memory_[device]->Back(base, oracle, keep, &moved); !st.ok()) {
+        return st;
+      }
+    }
+    if (StreamOrderChecker* checker = c_.obs.checker(); checker != nullptr && !moved.empty()) {
+      // Memory that moved from other ranges: the checker confirms, from its
+      // own records, that their lifetimes ended before this launch can use
+      // it (as for a pool block handed out again), then forgets them.
+      const Position at = c_.seq.AdvancePoint(t, OpKind::kAllocMarker);
+      for (const auto& [base, size] : moved) {
+        const auto b = reinterpret_cast<uintptr_t>(base);
+        checker->OnAlloc(b, size, t, at, c_.seq.SimAllocReady(t), &oracle);
+        checker->OnUnmap(b, size);
+      }
+      c_.obs.CheckerAfterEvent();
     }
   }
   for (const auto& [device, base] : exec.ranges) {

@@ -1,12 +1,12 @@
 // Graphs through streampool.h alone: capture, hand-built graphs and graph
 // memory, each test a sentence of docs/graphs.md (which follows the CUDA
 // guide's graph memory nodes) with the decision it pins.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
-
-#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "streampool/streampool.h"
@@ -434,6 +434,51 @@ TEST_P(GraphTest, RecordingLeavesGraphMemoryOut) {
   EXPECT_EQ(allocs, 1);
   SP_EXPECT_OK(spGraphExecDestroy(x));
   SP_EXPECT_OK(spGraphDestroy(g));
+}
+
+// The checker sees every node's accesses: a kernel after the free node of
+// the allocation it writes is a use after free, as on a stream; the same
+// kernel before the free is not.
+TEST(GraphCheckerTest, AGraphAllocationUsedAfterItsFreeNodeIsReported) {
+  spRuntime_t rt;
+  spStream_t s;
+  SP_ASSERT_OK(spRuntimeCreate(&rt, nullptr));
+  SP_ASSERT_OK(spCheckerEnable(rt, 1));
+  SP_ASSERT_OK(spStreamCreate(&s, rt, 0, spStreamNonBlocking));
+  for (bool after_free : {false, true}) {
+    spGraph_t g;
+    SP_ASSERT_OK(spGraphCreate(&g, rt, 0));
+    spMemAllocNodeParams p;
+    std::memset(&p, 0, sizeof p);
+    p.poolProps.allocType = spMemAllocationTypeDevice;
+    p.bytesize = kMiB;
+    spGraphNode_t a, f, k;
+    SP_ASSERT_OK(spGraphAddMemAllocNode(&a, g, nullptr, 0, &p));
+    spAccess acc{p.dptr, kMiB, 1};
+    spKernelNodeParams kp{100, &acc, 1, nullptr, nullptr};
+    if (after_free) {
+      SP_ASSERT_OK(spGraphAddMemFreeNode(&f, g, &a, 1, p.dptr));
+      SP_ASSERT_OK(spGraphAddKernelNode(&k, g, &f, 1, &kp));
+    } else {
+      SP_ASSERT_OK(spGraphAddKernelNode(&k, g, &a, 1, &kp));
+      SP_ASSERT_OK(spGraphAddMemFreeNode(&f, g, &k, 1, p.dptr));
+    }
+    spGraphExec_t x;
+    SP_ASSERT_OK(spGraphInstantiate(&x, g, 0));
+    SP_ASSERT_OK(spGraphLaunch(x, s));
+    SP_ASSERT_OK(spStreamSynchronize(s));
+    size_t n = 0;
+    SP_ASSERT_OK(spCheckerGetReports(rt, nullptr, 0, &n));
+    EXPECT_EQ(n, after_free ? 1u : 0u);
+    if (n == 1) {
+      spCheckReport r;
+      SP_ASSERT_OK(spCheckerGetReports(rt, &r, 1, &n));
+      EXPECT_EQ(r.kind, spCheckUseAfterFree) << r.message;
+    }
+    SP_EXPECT_OK(spGraphExecDestroy(x));
+    SP_EXPECT_OK(spGraphDestroy(g));
+  }
+  SP_EXPECT_OK(spRuntimeDestroy(rt));
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, GraphTest,
