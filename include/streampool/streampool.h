@@ -59,7 +59,8 @@ typedef enum spError {
   spErrorHostMemoryNotRegistered = 713,     /**< no registered host range there */
   spErrorIllegalState = 401,                /**< a capture begun on a stream already capturing */
   spErrorNotSupported = 801, /**< a feature not implemented, or an sp* call from a host function */
-  spErrorStreamCaptureUnsupported = 900, /**< not permitted while the stream (or, by the capture
+  spErrorStreamCaptureUnsupported =
+      900,                               /**< not permitted while the stream (or, by the capture
                                             mode, the thread) captures; the capture is invalidated */
   spErrorStreamCaptureInvalidated = 901, /**< the capture was invalidated by an earlier error */
   spErrorStreamCaptureMerge = 902,       /**< would merge two independent captures */
@@ -74,7 +75,7 @@ typedef enum spError {
                                             thread */
   spErrorGraphExecUpdateFailure = 910,   /**< spGraphExecUpdate: the graph differs in a way an
                                             update cannot carry; nothing changed */
-  spErrorUnknown = 999       /**< an internal failure of no other kind; nothing changed */
+  spErrorUnknown = 999 /**< an internal failure of no other kind; nothing changed */
 } spError_t;
 
 /** The enumerator's name, e.g. "spErrorInvalidValue"; "spErrorUnknown" for a
@@ -871,13 +872,17 @@ typedef enum spGraphNodeType {
 } spGraphNodeType;
 
 /** A kernel node: as spLaunchKernel, with an optional body fn(userData) run
- * as the kernel's effect when the node completes (a face's emulated kernel). */
+ * as the kernel's effect when the node completes (a face's emulated kernel).
+ * Copies of the node (clones, executable graphs, launches in flight) share
+ * userData; once the last is gone, destroy(userData) runs, so a caller can
+ * hand over what the body needs. A failed Add leaves userData the caller's. */
 typedef struct spKernelNodeParams {
   uint64_t durationNs;
   const spAccess* accesses; /**< copied when the node is made */
   size_t accessCount;
   void (*fn)(void*); /**< may be NULL */
   void* userData;
+  void (*destroy)(void*); /**< may be NULL */
 } spKernelNodeParams;
 
 /** An allocation node: memory of `poolProps` (its allocType must be Device,
@@ -910,9 +915,8 @@ SP_API spError_t spGraphAddMemcpyNode1D(spGraphNode_t* node, spGraph_t graph,
 SP_API spError_t spGraphAddMemsetNode(spGraphNode_t* node, spGraph_t graph,
                                       const spGraphNode_t* deps, size_t numDeps, void* dst,
                                       int value, size_t bytes) SP_NOEXCEPT;
-SP_API spError_t spGraphAddHostNode(spGraphNode_t* node, spGraph_t graph,
-                                    const spGraphNode_t* deps, size_t numDeps, void (*fn)(void*),
-                                    void* userData) SP_NOEXCEPT;
+SP_API spError_t spGraphAddHostNode(spGraphNode_t* node, spGraph_t graph, const spGraphNode_t* deps,
+                                    size_t numDeps, void (*fn)(void*), void* userData) SP_NOEXCEPT;
 SP_API spError_t spGraphAddEventRecordNode(spGraphNode_t* node, spGraph_t graph,
                                            const spGraphNode_t* deps, size_t numDeps,
                                            spEvent_t event) SP_NOEXCEPT;

@@ -2,6 +2,7 @@
 // the semantics are the Graphs part's (src/runtime/graphs.h).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "src/capi/c_entry.h"
@@ -86,6 +87,19 @@ bool ToAccess(const spMemAccessDesc* descs, size_t n, std::vector<streampool::Me
   }
   return true;
 }
+
+// A kernel node's userData, shared by the node's copies; the last one gone
+// hands it to destroy.
+struct UserData {
+  UserData(void* d, void (*f)(void*)) : data(d), destroy(f) {}
+  UserData(const UserData&) = delete;
+  UserData& operator=(const UserData&) = delete;
+  ~UserData() {
+    if (destroy != nullptr) destroy(data);
+  }
+  void* data;
+  void (*destroy)(void*);
+};
 
 bool ValidAttr(spGraphMemAttributeType attr) {
   const int a = EnumInt(attr);
@@ -204,12 +218,15 @@ spError_t spGraphAddKernelNode(spGraphNode_t* node, spGraph_t graph, const spGra
       const spAccess& a = params->accesses[i];
       k.accesses.push_back(streampool::Access{a.ptr, a.size, a.write != 0});
     }
+    std::shared_ptr<UserData> user;
     if (params->fn != nullptr) {
-      void (*fn)(void*) = params->fn;
-      void* user = params->userData;
-      k.body = [fn, user] { fn(user); };
+      user = std::make_shared<UserData>(params->userData, params->destroy);
+      k.body = [fn = params->fn, user] { fn(user->data); };
     }
-    return Add(r, node, graph, std::move(d), std::move(k));
+    const spError_t e = Add(r, node, graph, std::move(d), std::move(k));
+    // The node's copies died with the failure: userData stays the caller's.
+    if (e != spSuccess && user != nullptr) user->destroy = nullptr;
+    return e;
   });
 }
 

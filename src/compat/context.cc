@@ -67,6 +67,16 @@ void ProcessRuntime::set_host_current_pool(uint64_t pool) {
   host_current_pool_ = pool;
 }
 
+void ProcessRuntime::AddManaged(void* ptr) {
+  absl::MutexLock lock(&mu_);
+  managed_.insert(ptr);
+}
+
+bool ProcessRuntime::TakeManaged(void* ptr) {
+  absl::MutexLock lock(&mu_);
+  return managed_.erase(ptr) != 0;
+}
+
 // A thread's states, one per context it used; destroyed when the thread
 // exits, which destroys its per-thread streams (a long-running process whose
 // threads come and go must not accumulate streams).

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/compat/env_config.h"
@@ -77,6 +78,13 @@ class STREAMPOOL_COMPAT_EXPORT ProcessRuntime {
   uint64_t host_current_pool() const;
   void set_host_current_pool(uint64_t pool);
 
+  // Managed allocations (cudaMallocManaged) are pinned host memory, which
+  // every device reaches here; the face frees them with its device free, not
+  // its host one, so it has to know them apart. Take returns whether ptr was
+  // one, and forgets it.
+  void AddManaged(void* ptr);
+  bool TakeManaged(void* ptr);
+
  private:
   std::unique_ptr<Runtime> runtime_;
   const CompatConfig config_;
@@ -86,6 +94,7 @@ class STREAMPOOL_COMPAT_EXPORT ProcessRuntime {
   std::vector<uint64_t> peer_enabled_ ABSL_GUARDED_BY(mu_);  // bit p of [d]: d -> p enabled
   uint64_t host_default_pool_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t host_current_pool_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<void*> managed_ ABSL_GUARDED_BY(mu_);
 };
 
 // A host thread's state in one face.

@@ -1,5 +1,6 @@
 #include "src/compat/kernel.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -47,6 +48,32 @@ void RunGrid(const KernelBody& body, const Dim3& grid, const Dim3& block) {
   }
 }
 
+// An exception must not unwind into the executor; like a device fault in
+// CUDA, it poisons the runtime until it is reset.
+void RunGridGuarded(const KernelBody& body, const Dim3& grid, const Dim3& block,
+                    std::atomic<Fault>& fault) {
+  try {
+    RunGrid(body, grid, block);
+  } catch (...) {
+    fault.store(Fault::kKernelFailed, std::memory_order_release);
+  }
+}
+
+// What a kernel node's body holds: the kernel, its extents and where a throw
+// is reported.
+struct NodeJob {
+  BodyOwner owner;
+  Dim3 grid;
+  Dim3 block;
+  std::shared_ptr<std::atomic<Fault>> fault;
+
+  static void Run(void* p) {
+    auto* job = static_cast<NodeJob*>(p);
+    RunGridGuarded(job->owner.body(), job->grid, job->block, *job->fault);
+  }
+  static void Destroy(void* p) { delete static_cast<NodeJob*>(p); }
+};
+
 }  // namespace
 
 absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream, Dim3 grid, Dim3 block,
@@ -63,15 +90,25 @@ absl::Status LaunchEmulatedKernel(ProcessRuntime& runtime, StreamId stream, Dim3
   if (Empty(grid) || Empty(block)) return absl::InvalidArgumentError("an empty grid or block");
   std::shared_ptr<std::atomic<Fault>> fault = runtime.fault_cell();
   std::function<void()> work = [owner, fault, grid, block] {
-    // An exception must not unwind into the executor; like a device fault in
-    // CUDA, it poisons the runtime until it is reset.
-    try {
-      RunGrid(owner->body(), grid, block);
-    } catch (...) {
-      fault->store(Fault::kKernelFailed, std::memory_order_release);
-    }
+    RunGridGuarded(owner->body(), grid, block, *fault);
   };
   return runtime.cpp().LaunchWork(stream, std::move(work), accesses, runtime.config().kernel_ns);
+}
+
+absl::StatusOr<NodeBody> KernelNodeBody(ProcessRuntime& runtime, Dim3 grid, Dim3 block,
+                                        KernelBody body) {
+  NodeJob* job = nullptr;
+  try {
+    job = new NodeJob{BodyOwner(body), grid, block, runtime.fault_cell()};
+  } catch (...) {
+    if (body.destroy != nullptr) body.destroy(body.ctx);
+    throw;
+  }
+  if (body.run == nullptr || Empty(grid) || Empty(block)) {
+    NodeJob::Destroy(job);
+    return absl::InvalidArgumentError("no kernel body, or an empty grid or block");
+  }
+  return NodeBody{&NodeJob::Run, job, &NodeJob::Destroy};
 }
 
 std::vector<Access> AccessesFromC(const spAccess* accesses, size_t count) {

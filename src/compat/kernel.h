@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "src/compat/context.h"
 #include "src/compat/export.h"
@@ -54,6 +55,18 @@ STREAMPOOL_COMPAT_EXPORT absl::Status LaunchEmulatedKernel(ProcessRuntime& runti
                                                            Dim3 grid, Dim3 block,
                                                            absl::Span<const Access> accesses,
                                                            KernelBody body);
+
+// The same kernel as a graph's kernel node runs it: the C API's node body
+// (spKernelNodeParams fn, userData, destroy), which the node's copies share
+// and the last one destroys. `body` belongs to the result from the call on,
+// and is destroyed even when the call fails.
+struct NodeBody {
+  void (*fn)(void* user_data) = nullptr;
+  void* user_data = nullptr;
+  void (*destroy)(void* user_data) = nullptr;
+};
+STREAMPOOL_COMPAT_EXPORT absl::StatusOr<NodeBody> KernelNodeBody(ProcessRuntime& runtime, Dim3 grid,
+                                                                 Dim3 block, KernelBody body);
 
 // A launch's access list as the faces receive it (the C API's spAccess).
 STREAMPOOL_COMPAT_EXPORT std::vector<Access> AccessesFromC(const spAccess* accesses, size_t count);

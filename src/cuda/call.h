@@ -28,6 +28,17 @@ struct CudaFace {
       {spErrorHostMemoryAlreadyRegistered, cudaErrorHostMemoryAlreadyRegistered},
       {spErrorHostMemoryNotRegistered, cudaErrorHostMemoryNotRegistered},
       {spErrorNotSupported, cudaErrorNotSupported},
+      {spErrorIllegalState, cudaErrorIllegalState},
+      {spErrorStreamCaptureUnsupported, cudaErrorStreamCaptureUnsupported},
+      {spErrorStreamCaptureInvalidated, cudaErrorStreamCaptureInvalidated},
+      {spErrorStreamCaptureMerge, cudaErrorStreamCaptureMerge},
+      {spErrorStreamCaptureUnmatched, cudaErrorStreamCaptureUnmatched},
+      {spErrorStreamCaptureUnjoined, cudaErrorStreamCaptureUnjoined},
+      {spErrorStreamCaptureIsolation, cudaErrorStreamCaptureIsolation},
+      {spErrorStreamCaptureImplicit, cudaErrorStreamCaptureImplicit},
+      {spErrorCapturedEvent, cudaErrorCapturedEvent},
+      {spErrorStreamCaptureWrongThread, cudaErrorStreamCaptureWrongThread},
+      {spErrorGraphExecUpdateFailure, cudaErrorGraphExecUpdateFailure},
       {spErrorUnknown, cudaErrorUnknown},
   };
   static constexpr Error kInternal = cudaErrorUnknown;

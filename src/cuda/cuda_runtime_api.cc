@@ -12,6 +12,7 @@
 #include "src/cuda/call.h"
 #include "src/cuda/device_attributes.h"
 #include "src/cuda/errors.h"
+#include "src/cuda/locations.h"
 #include "streampool/streampool.h"
 
 using streampool::internal::cuda::Api;
@@ -20,6 +21,8 @@ using streampool::internal::cuda::CudaContext;
 using streampool::internal::cuda::CudaFace;
 using streampool::internal::cuda::FromSp;
 using streampool::internal::cuda::FromStatus;
+using streampool::internal::cuda::ToSpAccessDescs;
+using streampool::internal::cuda::ToSpLocation;
 using streampool::internal::cuda::WithRuntime;
 
 namespace {
@@ -45,22 +48,6 @@ using streampool::internal::compat::Raw;
 bool IsCudaPoolAttr(int attr) {
   return attr >= cudaMemPoolReuseFollowEventDependencies &&
          attr <= cudaMemPoolAttrHwDecompressEnabled;
-}
-
-cudaError_t ToSpLocation(const cudaMemLocation& in, spMemLocation* out) {
-  switch (static_cast<int>(Raw(in.type))) {
-    case cudaMemLocationTypeDevice:
-      *out = spMemLocation{spMemLocationTypeDevice, in.id};
-      return cudaSuccess;
-    case cudaMemLocationTypeHost:
-      *out = spMemLocation{spMemLocationTypeHost, 0};
-      return cudaSuccess;
-    case cudaMemLocationTypeHostNuma:
-    case cudaMemLocationTypeHostNumaCurrent:
-      return cudaErrorNotSupported;
-    default:
-      return cudaErrorInvalidValue;
-  }
 }
 
 cudaError_t NotSupported() { return streampool::internal::compat::NotSupported<CudaFace>(); }
@@ -498,8 +485,15 @@ cudaError_t cudaFree(void* devPtr) noexcept {
     if (spPointerGetAttributes(&a, devPtr) != spSuccess || a.base != devPtr) {
       return cudaErrorInvalidValue;
     }
-    // Pinned host memory is cudaFreeHost's.
-    if (a.device < 0 && a.pool == nullptr) return cudaErrorInvalidValue;
+    // Pinned host memory is cudaFreeHost's, but for managed memory.
+    if (a.device < 0 && a.pool == nullptr) {
+      if (!call.rt().TakeManaged(devPtr)) return cudaErrorInvalidValue;
+      if (cudaError_t e = FromSp(spFreeHost(call.c(), devPtr)); e != cudaSuccess) {
+        call.rt().AddManaged(devPtr);
+        return e;
+      }
+      return cudaSuccess;
+    }
     if (a.pool == nullptr) {
       // cudaMalloc memory: CUDA's cudaFree waits for the device first.
       if (cudaError_t e = FromSp(spDeviceSynchronize(call.c(), a.device)); e != cudaSuccess) {
@@ -523,6 +517,18 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) noexcep
 
 cudaError_t cudaFreeHost(void* ptr) noexcept {
   return WithRuntime([&](Call& call) { return FromSp(spFreeHost(call.c(), ptr)); });
+}
+
+cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (devPtr == nullptr || size == 0 ||
+        (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)) {
+      return cudaErrorInvalidValue;
+    }
+    if (cudaError_t e = FromSp(spMallocHost(devPtr, size, call.c())); e != cudaSuccess) return e;
+    call.rt().AddManaged(*devPtr);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) noexcept {
@@ -814,23 +820,8 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) noex
 cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const cudaMemAccessDesc* descList,
                                  size_t count) noexcept {
   return WithRuntime([&](Call&) {
-    if (descList == nullptr && count != 0) return cudaErrorInvalidValue;
-    std::vector<spMemAccessDesc> descs(count);
-    for (size_t i = 0; i < count; ++i) {
-      if (cudaError_t e = ToSpLocation(descList[i].location, &descs[i].location);
-          e != cudaSuccess) {
-        return e;
-      }
-      switch (descList[i].flags) {
-        case cudaMemAccessFlagsProtNone:
-        case cudaMemAccessFlagsProtRead:
-        case cudaMemAccessFlagsProtReadWrite:
-          descs[i].flags = static_cast<spMemAccessFlags>(descList[i].flags);
-          break;
-        default:
-          return cudaErrorInvalidValue;
-      }
-    }
+    std::vector<spMemAccessDesc> descs;
+    if (cudaError_t e = ToSpAccessDescs(descList, count, &descs); e != cudaSuccess) return e;
     return FromSp(spMemPoolSetAccess(Sp(memPool), descs.data(), count));
   });
 }
@@ -925,7 +916,6 @@ cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event, cudaIpcEventHandle_t hand
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) noexcept {
   return NotSupported();
 }
-cudaError_t cudaMallocManaged(void**, size_t, unsigned int) noexcept { return NotSupported(); }
 cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) noexcept {
   return NotSupported();
 }
@@ -934,9 +924,5 @@ cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) noexc
   return NotSupported();
 }
 cudaError_t cudaIpcCloseMemHandle(void*) noexcept { return NotSupported(); }
-cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) noexcept {
-  return NotSupported();
-}
-cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) noexcept { return NotSupported(); }
 
 }  // extern "C"

@@ -1,17 +1,20 @@
 // spcudaLaunchEmulatedKernel, behind the spcudaLaunchKernel template of
 // cuda_runtime.h, and the interop accessors of streampool/cuda/interop.h.
+#include "src/cuda/launch.h"
+
 #include <cstdint>
 
 #include "src/cuda/call.h"
 #include "streampool/cuda/cuda_runtime.h"
 #include "streampool/cuda/interop.h"
 
+using streampool::internal::cuda::CheckConfiguration;
 using streampool::internal::cuda::CudaFace;
+using streampool::internal::cuda::RunFn;
+using streampool::internal::cuda::RunThread;
 namespace compat = streampool::internal::compat;
 
-namespace {
-
-using RunFn = void (*)(void* ctx, const spcudaThreadCoords* coords);
+namespace streampool::internal::cuda {
 
 void RunThread(RunFn run, void* ctx, const compat::KernelCoords& k) {
   const spcudaThreadCoords coords{uint3{k.grid.x, k.grid.y, k.grid.z},
@@ -21,7 +24,6 @@ void RunThread(RunFn run, void* ctx, const compat::KernelCoords& k) {
   run(ctx, &coords);
 }
 
-// CUDA's launch limits (the device attributes report the same).
 cudaError_t CheckConfiguration(dim3 grid, dim3 block) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0) {
     return cudaErrorInvalidConfiguration;
@@ -36,7 +38,7 @@ cudaError_t CheckConfiguration(dim3 grid, dim3 block) {
   return cudaSuccess;
 }
 
-}  // namespace
+}  // namespace streampool::internal::cuda
 
 extern "C" {
 

@@ -874,6 +874,19 @@ absl::StatusOr<PointerAttributes> Allocator::GetPointerAttributes(const void* pt
     out.size = a->requested;
     return out;
   }
+  // A live graph allocation: device memory of no pool, as CUDA reports it.
+  {
+    void* base = nullptr;
+    uint64_t size = 0;
+    bool live = false;
+    int device = 0;
+    if (c_.graphs->FindGraphAllocation(ptr, &base, &size, &live, &device) && live) {
+      out.device = device;
+      out.base = base;
+      out.size = size;
+      return out;
+    }
+  }
   // The start of an allocation (the common question) without walking blocks.
   if (const Block* b = c_.index.EntryAt(addr); b != nullptr && HolderOf(*b) != 0) {
     const MemPool& pool = *b->chunk->pool;

@@ -64,16 +64,16 @@ absl::StatusOr<std::unique_ptr<Captures::Session>> Captures::End(StreamIndex s) 
   }
   // Every stream that joined must have been joined back: the origin's
   // frontier follows every node another stream's frontier holds.
-  bool unjoined = false;
   const std::vector<NodeIndex>& origin = it->second.frontier;
+  auto joined = [&](NodeIndex n) {
+    return std::any_of(origin.begin(), origin.end(),
+                       [&](NodeIndex o) { return o == n || session->graph->Precedes(n, o); });
+  };
+  bool unjoined = !std::all_of(session->left.begin(), session->left.end(), joined);
   for (StreamIndex m : session->streams) {
     if (m == s || unjoined) continue;
-    for (NodeIndex n : by_stream_.at(m).frontier) {
-      const bool joined = std::any_of(origin.begin(), origin.end(), [&](NodeIndex o) {
-        return o == n || session->graph->Precedes(n, o);
-      });
-      if (!joined) unjoined = true;
-    }
+    const std::vector<NodeIndex>& f = by_stream_.at(m).frontier;
+    unjoined = !std::all_of(f.begin(), f.end(), joined);
   }
   auto owned = sessions_.extract(session->id);
   for (StreamIndex m : session->streams) by_stream_.erase(m);
@@ -147,7 +147,9 @@ void Captures::DropStream(StreamIndex s) {
   auto it = by_stream_.find(s);
   if (it == by_stream_.end()) return;
   Session* session = it->second.session;
-  Invalidate(session);
+  if (session->origin == s) Invalidate(session);
+  const std::vector<NodeIndex>& f = it->second.frontier;
+  session->left.insert(session->left.end(), f.begin(), f.end());
   by_stream_.erase(it);
   auto& streams = session->streams;
   streams.erase(std::remove(streams.begin(), streams.end(), s), streams.end());

@@ -51,6 +51,9 @@ class Captures {
     bool invalidated = false;
     // Every stream in the capture, the origin first.
     std::vector<StreamIndex> streams;
+    // The last nodes of joined streams destroyed while it is open: the
+    // origin must still have joined them back when it ends.
+    std::vector<NodeIndex> left;
   };
 
   // The capture s takes part in, else null.
@@ -90,7 +93,9 @@ class Captures {
   // under its exchange mode, after invalidating the captures that forbid
   // it; OK when none does.
   absl::Status CheckUnsafeCall();
-  // A capture was lost with its stream (destroyed) or the runtime.
+  // A stream of a capture is destroyed (or the runtime is): the origin's
+  // loses the capture; another's leaves it, its work staying in the graph,
+  // as CUDA lets a forked stream be destroyed once its work is captured.
   void DropStream(StreamIndex s);
   // Whether an open capture adds to the graph with this handle.
   bool Builds(uint64_t graph_handle) const {

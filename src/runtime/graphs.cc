@@ -758,12 +758,14 @@ absl::Status Graphs::FreeOutside(void* ptr, StreamIndex t) {
   return absl::NotFoundError("no graph allocation");
 }
 
-bool Graphs::FindGraphAllocation(const void* ptr, void** base, uint64_t* size, bool* live) {
-  for (const auto& m : memory_) {
-    const GraphMemory::Range* r = m == nullptr ? nullptr : m->Find(ptr, base);
+bool Graphs::FindGraphAllocation(const void* ptr, void** base, uint64_t* size, bool* live,
+                                 int* device) {
+  for (size_t d = 0; d < memory_.size(); ++d) {
+    const GraphMemory::Range* r = memory_[d] == nullptr ? nullptr : memory_[d]->Find(ptr, base);
     if (r != nullptr) {
       *size = r->requested;
       *live = r->live;
+      if (device != nullptr) *device = static_cast<int>(d);
       return true;
     }
   }

@@ -85,8 +85,9 @@ class Graphs {
   // A free of a graph allocation outside its graph: stream-ordered on t, or
   // (t == kNoStream) synchronous. NotFound when ptr is no graph allocation.
   absl::Status FreeOutside(void* ptr, StreamIndex t);
-  // Whether ptr is inside graph memory; its base and requested size.
-  bool FindGraphAllocation(const void* ptr, void** base, uint64_t* size, bool* live);
+  // Whether ptr is inside graph memory; its base, requested size and device.
+  bool FindGraphAllocation(const void* ptr, void** base, uint64_t* size, bool* live,
+                           int* device = nullptr);
   // Everything goes (teardown): executable graphs' lanes included.
   void Clear();
 

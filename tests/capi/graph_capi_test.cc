@@ -52,7 +52,7 @@ class GraphTest : public ::testing::TestWithParam<spExecutorKind> {
     EXPECT_EQ(spGraphAddMemAllocNode(&a, g, nullptr, 0, &p), spSuccess);
     *dptr = p.dptr;
     spAccess acc{p.dptr, bytes, 1};
-    spKernelNodeParams kp{kernel_ns, &acc, 1, nullptr, nullptr};
+    spKernelNodeParams kp{kernel_ns, &acc, 1, nullptr, nullptr, nullptr};
     EXPECT_EQ(spGraphAddKernelNode(&k, g, &a, 1, &kp), spSuccess);
     if (free) {
       EXPECT_EQ(spGraphAddMemFreeNode(&f, g, &k, 1, p.dptr), spSuccess);
@@ -455,7 +455,7 @@ TEST(GraphCheckerTest, AGraphAllocationUsedAfterItsFreeNodeIsReported) {
     spGraphNode_t a, f, k;
     SP_ASSERT_OK(spGraphAddMemAllocNode(&a, g, nullptr, 0, &p));
     spAccess acc{p.dptr, kMiB, 1};
-    spKernelNodeParams kp{100, &acc, 1, nullptr, nullptr};
+    spKernelNodeParams kp{100, &acc, 1, nullptr, nullptr, nullptr};
     if (after_free) {
       SP_ASSERT_OK(spGraphAddMemFreeNode(&f, g, &a, 1, p.dptr));
       SP_ASSERT_OK(spGraphAddKernelNode(&k, g, &f, 1, &kp));
@@ -479,6 +479,66 @@ TEST(GraphCheckerTest, AGraphAllocationUsedAfterItsFreeNodeIsReported) {
     SP_EXPECT_OK(spGraphDestroy(g));
   }
   SP_EXPECT_OK(spRuntimeDestroy(rt));
+// A forked stream may be destroyed while the capture is open, as CUDA's
+// graphMemoryNodes sample does: its work stays, and must have been joined
+// back by the end.
+TEST_P(GraphTest, CaptureOutlivesADestroyedForkedStream) {
+  spEvent_t fork, join;
+  SP_ASSERT_OK(spEventCreate(&fork, rt_));
+  SP_ASSERT_OK(spEventCreate(&join, rt_));
+  for (bool joined : {true, false}) {
+    spStream_t forked;
+    SP_ASSERT_OK(spStreamCreate(&forked, rt_, 0, spStreamNonBlocking));
+    SP_ASSERT_OK(spStreamBeginCapture(s_, spStreamCaptureModeGlobal));
+    SP_ASSERT_OK(spEventRecord(fork, s_));
+    SP_ASSERT_OK(spStreamWaitEvent(forked, fork));
+    SP_ASSERT_OK(spLaunchKernel(forked, 100, nullptr, 0));
+    SP_ASSERT_OK(spEventRecord(join, forked));
+    if (joined) {
+      SP_ASSERT_OK(spStreamWaitEvent(s_, join));
+    }
+    SP_ASSERT_OK(spStreamDestroy(forked));
+    spGraph_t g = nullptr;
+    if (joined) {
+      SP_ASSERT_OK(spStreamEndCapture(s_, &g));
+      size_t n = 0;
+      SP_ASSERT_OK(spGraphGetNodes(g, nullptr, &n));
+      EXPECT_EQ(n, 1u);
+      SP_EXPECT_OK(spGraphDestroy(g));
+    } else {
+      EXPECT_EQ(spStreamEndCapture(s_, &g), spErrorStreamCaptureUnjoined);
+    }
+  }
+  SP_EXPECT_OK(spEventDestroy(fork));
+  SP_EXPECT_OK(spEventDestroy(join));
+}
+
+// A kernel node's userData lives as long as any copy of the node: its graph,
+// a clone, an executable graph. A failed add leaves it the caller's.
+TEST_P(GraphTest, KernelNodeUserDataIsDestroyedWithTheLastCopy) {
+  static int runs = 0;
+  static int destroyed = 0;
+  runs = destroyed = 0;
+  spKernelNodeParams kp{100, nullptr, 0, [](void*) { ++runs; }, &runs, [](void*) { ++destroyed; }};
+  spGraph_t g, clone;
+  SP_ASSERT_OK(spGraphCreate(&g, rt_, 0));
+  spGraphNode_t k;
+  SP_ASSERT_OK(spGraphAddKernelNode(&k, g, nullptr, 0, &kp));
+  const spGraphNode_t twice[] = {k, k};
+  spGraphNode_t refused;
+  EXPECT_EQ(spGraphAddKernelNode(&refused, g, twice, 2, &kp), spErrorInvalidValue);
+  EXPECT_EQ(destroyed, 0);
+  SP_ASSERT_OK(spGraphClone(&clone, g));
+  spGraphExec_t e;
+  SP_ASSERT_OK(spGraphInstantiate(&e, g, 0));
+  SP_ASSERT_OK(spGraphDestroy(g));
+  SP_ASSERT_OK(spGraphDestroy(clone));
+  EXPECT_EQ(destroyed, 0);
+  SP_ASSERT_OK(spGraphLaunch(e, s_));
+  SP_ASSERT_OK(spStreamSynchronize(s_));
+  EXPECT_EQ(runs, 1);
+  SP_ASSERT_OK(spGraphExecDestroy(e));
+  EXPECT_EQ(destroyed, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, GraphTest,

@@ -19,6 +19,13 @@
  * through a generic lambda: [](auto... a) { myKernel<float>(a...); }. The
  * body must not call the CUDA API, and cannot wait for the other threads of
  * its block (no __syncthreads, no __shared__).
+ *
+ * A kernel node (cudaGraphAddKernelNode) names its kernel by address and its
+ * arguments by untyped pointers, so the kernel must be registered first:
+ * spcudaRegisterKernel(kernel) records, for the process, how to copy its
+ * arguments (by its parameter types) and run it. spcudaRegisterKernel(kernel,
+ * body) runs body instead, with the same arguments: for a kernel whose work
+ * is time alone (a device clock spin), which STREAMPOOL_CUDA_KERNEL_NS models.
  */
 #ifndef STREAMPOOL_CUDA_CUDA_RUNTIME_H_
 #define STREAMPOOL_CUDA_CUDA_RUNTIME_H_
@@ -51,12 +58,30 @@ SPCUDA_API cudaError_t spcudaLaunchEmulatedKernel(
     size_t accessCount, void (*run)(void* ctx, const spcudaThreadCoords* coords), void* ctx,
     void (*destroy)(void* ctx)) SPCUDA_NOEXCEPT;
 
+/* How a kernel node runs a kernel it knows by address: copy(func,
+ * kernelParams) makes a context holding the kernel and a copy of the `arity`
+ * arguments kernelParams points at (NULL: no memory), run(ctx, coords) runs
+ * one thread, destroy(ctx) frees the context. spcudaRegisterKernel fills it
+ * in. */
+typedef struct spcudaKernelInvoker {
+  size_t arity;
+  void* (*copy)(const void* func, void** kernelParams);
+  void (*run)(void* ctx, const spcudaThreadCoords* coords);
+  void (*destroy)(void* ctx);
+} spcudaKernelInvoker;
+
+/* Records, for the process, how to run func in a kernel node (a later record
+ * for the same func replaces it). The invoker is copied. */
+SPCUDA_API cudaError_t
+spcudaRegisterKernelInvoker(const void* func, const spcudaKernelInvoker* invoker) SPCUDA_NOEXCEPT;
+
 #ifdef __cplusplus
 } /* extern "C" */
 
 #include <atomic>
 #include <new>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -87,6 +112,63 @@ struct Launch {
 };
 
 }  // namespace spcuda_internal
+
+namespace spcuda_internal {
+
+// The invoker of a kernel whose parameters are Params, running Body: the
+// kernel itself (a function pointer, recovered from the node's address) or a
+// captureless lambda standing in for it.
+template <class Body, class... Params>
+struct Invoker {
+  using L = Launch<Body, std::decay_t<Params>...>;
+
+  static Body BodyOf(const void* func) {
+    if constexpr (std::is_pointer_v<Body>) {
+      return reinterpret_cast<Body>(const_cast<void*>(func));
+    } else {
+      return Body{};
+    }
+  }
+  template <size_t... I>
+  static void* CopyArgs(const void* func, void** params, std::index_sequence<I...>) {
+    return new (std::nothrow)
+        L{BodyOf(func),
+          std::tuple<std::decay_t<Params>...>(*static_cast<std::decay_t<Params>*>(params[I])...)};
+  }
+  static void* Copy(const void* func, void** params) {
+    return CopyArgs(func, params, std::index_sequence_for<Params...>{});
+  }
+  static constexpr spcudaKernelInvoker kInvoker{sizeof...(Params), &Copy, &L::Run, &L::Destroy};
+};
+
+}  // namespace spcuda_internal
+
+/* Makes kernel usable in cudaGraphAddKernelNode (see the file comment). */
+template <class... Params>
+cudaError_t spcudaRegisterKernel(void (*kernel)(Params...)) {
+  using I = spcuda_internal::Invoker<void (*)(Params...), Params...>;
+  return spcudaRegisterKernelInvoker((const void*)kernel,  // NOLINT(readability/casting)
+                                     &I::kInvoker);
+}
+/* As above, running body(args...) (a captureless lambda) for kernel. */
+template <class... Params, class Body>
+cudaError_t spcudaRegisterKernel(void (*kernel)(Params...), Body) {
+  static_assert(std::is_default_constructible_v<Body>, "body must be a captureless lambda");
+  using I = spcuda_internal::Invoker<Body, Params...>;
+  return spcudaRegisterKernelInvoker((const void*)kernel,  // NOLINT(readability/casting)
+                                     &I::kInvoker);
+}
+
+/* cudaGraphInstantiate with CUDA 11's error node and log (CUDA's C++
+ * overload): neither is written. */
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                               cudaGraphNode_t* pErrorNode, char* pLogBuffer,
+                                               size_t bufferSize) noexcept {
+  (void)pErrorNode;
+  (void)pLogBuffer;
+  (void)bufferSize;
+  return ::cudaGraphInstantiate(pGraphExec, graph, 0);
+}
 
 /* Stands for kernel<<<grid, block, sharedMem, stream>>>(args...) (see the
  * file comment); returns what cudaGetLastError would after the launch. */

@@ -141,6 +141,11 @@ SPCUDA_API cudaError_t cudaHostUnregister(void* ptr) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost,
                                                 unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaFreeHost(void* ptr) SPCUDA_NOEXCEPT;
+/* Managed memory is pinned host memory here, which the host and every device
+ * reach; cudaFree frees it. flags: cudaMemAttachGlobal or cudaMemAttachHost
+ * (the same here). */
+SPCUDA_API cudaError_t cudaMallocManaged(
+    void** devPtr, size_t size, unsigned int flags __dv(cudaMemAttachGlobal)) SPCUDA_NOEXCEPT;
 /* On the current device's legacy stream, then waits for it (a synchronize
  * action, which may release pool memory past its threshold). */
 SPCUDA_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t count,
@@ -230,24 +235,147 @@ SPCUDA_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t* handle,
 SPCUDA_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t* event,
                                               cudaIpcEventHandle_t handle) SPCUDA_NOEXCEPT;
 
+/* ------------------------------------------------------------------ graphs */
+
+/* Graphs over the sp* API's (docs/graphs.md), with CUDA 13's prototypes:
+ * edge data, where a call takes it, may be NULL or all-zero default edges
+ * (anything else: cudaErrorNotSupported). Capturing the legacy stream
+ * (0, cudaStreamLegacy) is cudaErrorStreamCaptureUnsupported. */
+SPCUDA_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
+                                              enum cudaStreamCaptureMode mode) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaStreamBeginCaptureToGraph(
+    cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+    const cudaGraphEdgeData* dependencyData, size_t numDependencies,
+    enum cudaStreamCaptureMode mode) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaStreamEndCapture(cudaStream_t stream,
+                                            cudaGraph_t* pGraph) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaStreamIsCapturing(
+    cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) SPCUDA_NOEXCEPT;
+/* The dependencies are valid until the thread's next call on the stream;
+ * edgeData_out, when given, is NULL (every edge is a default one). */
+SPCUDA_API cudaError_t
+cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
+                         unsigned long long* id_out __dv(0), cudaGraph_t* graph_out __dv(0),
+                         const cudaGraphNode_t** dependencies_out __dv(0),
+                         const cudaGraphEdgeData** edgeData_out __dv(0),
+                         size_t* numDependencies_out __dv(0)) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode)
+    SPCUDA_NOEXCEPT;
+
+SPCUDA_API cudaError_t cudaGraphCreate(cudaGraph_t* pGraph, unsigned int flags) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphDestroy(cudaGraph_t graph) SPCUDA_NOEXCEPT;
+/* cudaErrorNotSupported for a graph with memory nodes. */
+SPCUDA_API cudaError_t cudaGraphClone(cudaGraph_t* pGraphClone,
+                                      cudaGraph_t originalGraph) SPCUDA_NOEXCEPT;
+
+/* An unregistered func is cudaErrorInvalidDeviceFunction; the arguments are
+ * copied when the node is made. The kernel lasts STREAMPOOL_CUDA_KERNEL_NS
+ * and declares no accesses to the stream-order checker. */
+SPCUDA_API cudaError_t cudaGraphAddKernelNode(
+    cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+    size_t numDependencies, const struct cudaKernelNodeParams* pNodeParams) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                                const cudaGraphNode_t* pDependencies,
+                                                size_t numDependencies, void* dst, const void* src,
+                                                size_t count,
+                                                enum cudaMemcpyKind kind) SPCUDA_NOEXCEPT;
+/* The sp* memset node sets one run of bytes: rows must be contiguous (height
+ * 1, or pitch == width * elementSize), and an element of 2 or 4 bytes must
+ * repeat one byte; anything else is cudaErrorNotSupported. */
+SPCUDA_API cudaError_t cudaGraphAddMemsetNode(
+    cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+    size_t numDependencies, const struct cudaMemsetParams* pMemsetParams) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddHostNode(
+    cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+    size_t numDependencies, const struct cudaHostNodeParams* pNodeParams) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                                   const cudaGraphNode_t* pDependencies,
+                                                   size_t numDependencies,
+                                                   cudaEvent_t event) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                                 const cudaGraphNode_t* pDependencies,
+                                                 size_t numDependencies,
+                                                 cudaEvent_t event) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                             const cudaGraphNode_t* pDependencies,
+                                             size_t numDependencies) SPCUDA_NOEXCEPT;
+/* cudaErrorNotSupported for a child with memory nodes. */
+SPCUDA_API cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                                  const cudaGraphNode_t* pDependencies,
+                                                  size_t numDependencies,
+                                                  cudaGraph_t childGraph) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddMemAllocNode(
+    cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+    size_t numDependencies, struct cudaMemAllocNodeParams* nodeParams) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph,
+                                               const cudaGraphNode_t* pDependencies,
+                                               size_t numDependencies, void* dptr) SPCUDA_NOEXCEPT;
+/* The access descriptors are valid until the thread's next such call. */
+SPCUDA_API cudaError_t cudaGraphMemAllocNodeGetParams(
+    cudaGraphNode_t node, struct cudaMemAllocNodeParams* params_out) SPCUDA_NOEXCEPT;
+/* dptr_out: a void*, to receive the address. */
+SPCUDA_API cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node,
+                                                     void* dptr_out) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t* from,
+                                                const cudaGraphNode_t* to,
+                                                const cudaGraphEdgeData* edgeData,
+                                                size_t numDependencies) SPCUDA_NOEXCEPT;
+
+SPCUDA_API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes,
+                                         size_t* numNodes) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t* pRootNodes,
+                                             size_t* pNumRootNodes) SPCUDA_NOEXCEPT;
+/* edgeData, when given, receives default edges. */
+SPCUDA_API cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t* from,
+                                         cudaGraphNode_t* to, cudaGraphEdgeData* edgeData,
+                                         size_t* numEdges) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node,
+                                            enum cudaGraphNodeType* pType) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node,
+                                                    cudaGraphNode_t* pDependencies,
+                                                    cudaGraphEdgeData* edgeData,
+                                                    size_t* pNumDependencies) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node,
+                                                      cudaGraphNode_t* pDependentNodes,
+                                                      cudaGraphEdgeData* edgeData,
+                                                      size_t* pNumDependentNodes) SPCUDA_NOEXCEPT;
+
+/* Flags: cudaGraphInstantiateFlagAutoFreeOnLaunch and ...Upload (which has
+ * nothing to upload); DeviceLaunch and UseNodePriority are not supported. */
+SPCUDA_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                            unsigned long long flags __dv(0)) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
+                                                     unsigned long long flags __dv(0))
+    SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec,
+                                       cudaStream_t stream) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec,
+                                       cudaStream_t stream) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) SPCUDA_NOEXCEPT;
+SPCUDA_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+                                           cudaGraphExecUpdateResultInfo* resultInfo)
+    SPCUDA_NOEXCEPT;
+
+SPCUDA_API cudaError_t cudaDeviceGraphMemTrim(int device) SPCUDA_NOEXCEPT;
+/* value: a cuuint64_t (uint64_t). */
+SPCUDA_API cudaError_t cudaDeviceGetGraphMemAttribute(int device,
+                                                      enum cudaGraphMemAttributeType attr,
+                                                      void* value) SPCUDA_NOEXCEPT;
+/* Only the high watermarks, and only to 0. */
+SPCUDA_API cudaError_t cudaDeviceSetGraphMemAttribute(int device,
+                                                      enum cudaGraphMemAttributeType attr,
+                                                      void* value) SPCUDA_NOEXCEPT;
+
 /* ------------------------------------ declared, always cudaErrorNotSupported */
 
 typedef struct cudaIpcMemHandle_st {
   char reserved[CUDA_IPC_HANDLE_SIZE];
 } cudaIpcMemHandle_t;
-typedef struct CUgraph_st* cudaGraph_t;
-enum cudaStreamCaptureMode {
-  cudaStreamCaptureModeGlobal = 0,
-  cudaStreamCaptureModeThreadLocal = 1,
-  cudaStreamCaptureModeRelaxed = 2
-};
 
 /* Kernels are host code here: launch them with spcudaLaunchKernel
  * (cuda_runtime.h), which knows their argument types. */
 SPCUDA_API cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                         size_t sharedMem, cudaStream_t stream) SPCUDA_NOEXCEPT;
-SPCUDA_API cudaError_t cudaMallocManaged(void** devPtr, size_t size,
-                                         unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, int dstDevice,
                                             cudaStream_t stream) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle,
@@ -255,10 +383,6 @@ SPCUDA_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle,
 SPCUDA_API cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle,
                                             unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaIpcCloseMemHandle(void* devPtr) SPCUDA_NOEXCEPT;
-SPCUDA_API cudaError_t cudaStreamBeginCapture(cudaStream_t stream,
-                                              enum cudaStreamCaptureMode mode) SPCUDA_NOEXCEPT;
-SPCUDA_API cudaError_t cudaStreamEndCapture(cudaStream_t stream,
-                                            cudaGraph_t* pGraph) SPCUDA_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */
