@@ -479,6 +479,8 @@ TEST(GraphCheckerTest, AGraphAllocationUsedAfterItsFreeNodeIsReported) {
     SP_EXPECT_OK(spGraphDestroy(g));
   }
   SP_EXPECT_OK(spRuntimeDestroy(rt));
+}
+
 // A forked stream may be destroyed while the capture is open, as CUDA's
 // graphMemoryNodes sample does: its work stays, and must have been joined
 // back by the end.
