@@ -147,12 +147,14 @@ TEST(LockProtocolTest, StatisticsOfPoolsSharingStreamsWhileTheyAllocate) {
     }
     for (int k = 0; k < 2; ++k) {
       threads.emplace_back([&, k] {
-        while (!stop) {
+        // At least one read each, however late the thread is scheduled: on
+        // a loaded machine the allocating threads may be done before it runs.
+        do {
           spMemPoolStats st;
           if (spMemPoolGetStats(pools[k], &st) == spSuccess) ++stats_read;
           uint64_t zero = 0;
           spMemPoolSetAttribute(pools[k], spMemPoolAttrUsedMemHigh, &zero);
-        }
+        } while (!stop);
       });
     }
     for (int i = 0; i < kStreams; ++i) threads[i].join();
