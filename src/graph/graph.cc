@@ -18,7 +18,7 @@ GraphNodeType NodeTypeOf(const NodeParams& params) {
   return kTypes[params.index()];
 }
 
-absl::StatusOr<NodeIndex> Graph::Add(NodeParams params, absl::Span<const NodeIndex> deps) {
+absl::StatusOr<NodeIndex> Graph::Add(NodeParams&& params, absl::Span<const NodeIndex> deps) {
   for (NodeIndex d : deps) {
     if (d >= nodes_.size()) return absl::InvalidArgumentError("dependency not in the graph");
   }
@@ -39,7 +39,10 @@ absl::StatusOr<NodeIndex> Graph::Add(NodeParams params, absl::Span<const NodeInd
   const auto index = static_cast<NodeIndex>(nodes_.size());
   const GraphNodeType type = NodeTypeOf(params);
   if (type == GraphNodeType::kMemAlloc || type == GraphNodeType::kMemFree) ++memory_nodes_;
-  nodes_.push_back(Node{std::move(params), {deps.begin(), deps.end()}, {}});
+  if (type == GraphNodeType::kGraph) ++children_;
+  Node& node = nodes_.emplace_back();
+  node.params = std::move(params);
+  node.deps.assign(deps.begin(), deps.end());
   for (NodeIndex d : deps) nodes_[d].dependents.push_back(index);
   return index;
 }
@@ -55,6 +58,7 @@ absl::Status Graph::AddEdge(NodeIndex from, NodeIndex to) {
   }
   deps.push_back(from);
   nodes_[from].dependents.push_back(to);
+  if (from > to) ordered_ = false;
   return absl::OkStatus();
 }
 
@@ -112,7 +116,7 @@ namespace {
 // exit step), each with its dependencies as flat step indices.
 struct FlatNode {
   const NodeParams* params;
-  std::vector<uint32_t> deps;
+  absl::InlinedVector<uint32_t, 2> deps;
 };
 
 // Appends `graph` after `entry` deps; returns the steps its sinks end at.
@@ -141,7 +145,7 @@ std::vector<uint32_t> Flatten(const Graph& graph, const std::vector<uint32_t>& e
       exits[n] = Flatten(*child->graph, deps, out);
       if (exits[n].empty()) exits[n] = deps;  // an empty child orders like an empty node
     } else {
-      out.push_back(FlatNode{&node.params, std::move(deps)});
+      out.push_back(FlatNode{&node.params, {deps.begin(), deps.end()}});
       exits[n] = {static_cast<uint32_t>(out.size() - 1)};
     }
     if (node.dependents.empty()) sinks.insert(sinks.end(), exits[n].begin(), exits[n].end());
@@ -164,12 +168,21 @@ constexpr uint32_t kMaxLanes = 16;
 
 Plan MakePlan(const Graph& graph) {
   std::vector<FlatNode> flat;
-  Flatten(graph, {}, flat);
+  if (graph.flat()) {
+    // Most graphs (every captured one): the nodes as they are.
+    flat.reserve(graph.size());
+    for (NodeIndex i = 0; i < graph.size(); ++i) {
+      const Node& n = graph.node(i);
+      flat.push_back(FlatNode{&n.params, {n.deps.begin(), n.deps.end()}});
+    }
+  } else {
+    Flatten(graph, {}, flat);
+  }
   Plan plan;
   plan.steps.reserve(flat.size());
   std::vector<int64_t> lane_last;  // the last step placed on each lane
   for (uint32_t i = 0; i < flat.size(); ++i) {
-    std::vector<uint32_t>& deps = flat[i].deps;
+    auto& deps = flat[i].deps;
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     uint32_t lane = plan.lanes;

@@ -104,7 +104,7 @@ class Graph {
 
   // Adds a node after `deps` (each an index of this graph, no duplicates:
   // InvalidArgument otherwise, and nothing added).
-  absl::StatusOr<NodeIndex> Add(NodeParams params, absl::Span<const NodeIndex> deps);
+  absl::StatusOr<NodeIndex> Add(NodeParams&& params, absl::Span<const NodeIndex> deps);
   // Adds the edge from -> to; InvalidArgument for a bad index, an edge that
   // exists or one that would make a cycle.
   absl::Status AddEdge(NodeIndex from, NodeIndex to);
@@ -122,10 +122,15 @@ class Graph {
   // The allocation node whose address is `dptr` and that no free node of this
   // graph frees yet, else null.
   const MemAllocNode* UnfreedAllocation(const void* dptr, NodeIndex* at = nullptr) const;
+  // No child graph, and every edge from a lower index to a higher one (so
+  // the indices are an order a launch may follow as they are).
+  bool flat() const { return children_ == 0 && ordered_; }
 
  private:
   std::vector<Node> nodes_;
   size_t memory_nodes_ = 0;
+  size_t children_ = 0;
+  bool ordered_ = true;
 };
 
 // How a launch runs a graph: every node, child graphs flattened, in an order
@@ -137,8 +142,8 @@ class Graph {
 struct PlanStep {
   const NodeParams* params;  // points into the graph the plan was made from
   uint32_t lane;
-  std::vector<uint32_t> waits_for;  // steps on other lanes this one waits for
-  bool signals = false;             // a step on another lane waits for this one
+  absl::InlinedVector<uint32_t, 2> waits_for;  // steps on other lanes this one waits for
+  bool signals = false;                        // a step on another lane waits for this one
 };
 struct Plan {
   std::vector<PlanStep> steps;

@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Captures::Session>> Captures::End(StreamIndex s) 
   return result;
 }
 
-absl::StatusOr<NodeIndex> Captures::Add(StreamIndex s, NodeParams params) {
+absl::StatusOr<NodeIndex> Captures::Add(StreamIndex s, NodeParams&& params) {
   Member& m = by_stream_.at(s);
   if (m.session->invalidated) {
     return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");

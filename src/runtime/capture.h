@@ -80,7 +80,7 @@ class Captures {
   absl::StatusOr<std::unique_ptr<Session>> End(StreamIndex s);
   // A node after s's frontier, which it then becomes. s must be capturing;
   // an invalidated capture refuses.
-  absl::StatusOr<NodeIndex> Add(StreamIndex s, NodeParams params);
+  absl::StatusOr<NodeIndex> Add(StreamIndex s, NodeParams&& params);
   // What s's next node depends on.
   const std::vector<NodeIndex>& Frontier(StreamIndex s) const;
   // s waits on an event recorded in `session` after `nodes`: s joins the

@@ -37,7 +37,7 @@ std::function<void()> Work::MemoryEffect(void* dst, const void* src, int value, 
   };
 }
 
-absl::StatusOr<bool> Work::Capture(const StreamRec& rec, NodeParams params) {
+absl::StatusOr<bool> Work::Capture(const StreamRec& rec, NodeParams&& params) {
   if (c_.captures.empty() || c_.captures.Of(rec.index) == nullptr) return false;
   absl::StatusOr<NodeIndex> n = c_.captures.Add(rec.index, std::move(params));
   if (!n.ok()) return n.status();

@@ -34,7 +34,7 @@ class Work {
  private:
   // An op on a capturing stream becomes a node of the capture (true), with
   // the capture's error if it was invalidated; false when rec captures not.
-  absl::StatusOr<bool> Capture(const RuntimeCore::StreamRec& rec, NodeParams params);
+  absl::StatusOr<bool> Capture(const RuntimeCore::StreamRec& rec, NodeParams&& params);
   // Kernels with or without a body (LaunchKernel, LaunchWork).
   absl::Status EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function<void()> body,
                              bool needs_body, absl::Span<const Access> accesses);
