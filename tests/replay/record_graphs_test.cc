@@ -195,6 +195,12 @@ TEST(RecordGraphs, ReplayTakesTheRecordedDecisionsAndGraphMemory) {
   EXPECT_EQ(r->graph_memory[0].used_end, live.graph.used_current);
   EXPECT_EQ(r->graph_memory[0].reserved_end, live.graph.reserved_current);
   EXPECT_EQ(r->failed_launches, 0u);
+
+  // The reports show graph memory beside the pools.
+  const std::vector<TraceReport> reports{TraceReport{&*trace, {*r}}};
+  EXPECT_THAT(FormatJson(reports), HasSubstr("\"graph_memory\""));
+  EXPECT_THAT(FormatText(reports),
+              HasSubstr(absl::StrCat("graph memory device 0: used high ", live.graph.used_high)));
 }
 
 }  // namespace
