@@ -499,6 +499,9 @@ std::string TraceText(const TracePolicyReport& rep) {
   const TextRows rows = RowsOf(rep);
   const PolicySummary sum = SummarizePolicies(rep);
   absl::StrAppend(&out, TableText(rows), NotMonotoneText(sum));
+  // Graph memory, beside the pools: the first row's unconstrained run's (a
+  // pool setting changes it only through the waits it inserts).
+  if (!rep.rows.empty()) absl::StrAppend(&out, GraphMemoryText(rep.rows[0].unconstrained, "  "));
   // One row is its own best; the summary is for a choice between several.
   if (rows.size() < 2) return absl::StrCat(out, "\n");
   if (sum.best == nullptr) {
@@ -586,6 +589,9 @@ Json RowJson(const CapacityResult& r) {
     }
   }
   row["replays"] = r.replays;
+  if (!r.unconstrained.graph_memory.empty()) {
+    row["graph_memory_unconstrained"] = GraphMemoryJson(r.unconstrained);
+  }
   return row;
 }
 

@@ -74,7 +74,9 @@
 //         "lower_fits_found": N,           spot checks below a found capacity that
 //                                          fitted although capacities above them
 //                                          failed (capacity.h): not monotone
-//         "replays": N}
+//         "replays": N,
+//         "graph_memory_unconstrained": [GRAPH...]}  only for a trace with graph ops:
+//                                          report.h's GraphMemoryJson, per device
 //     Where "fits" is false, every field from "min_capacity_bytes" to
 //     "lower_fits_found" is null; peak reserved and makespan are then those
 //     of a run with failed allocations. A trace that reserves nothing fits

@@ -513,6 +513,7 @@ class Replayer {
   absl::Status operator()(const ops::Alloc& op) {
     absl::StatusOr<StreamId> s = Stream(op.stream);
     if (!s.ok()) return s.status();
+    if (op.decision.graph) return GraphAlloc(op, *s);
     if (modelled_) return ModelAlloc(op);
     absl::StatusOr<PoolId> pool = PoolOf(op.pool);
     if (!pool.ok()) return pool.status();
@@ -582,6 +583,7 @@ class Replayer {
     }
     st = rt().FreeAsync(ptrs_[op.id], *s);
     if (timed_) free_ns_.push_back(NowNs() - t0);
+    if (graph_[op.id]) return GraphFreed(st, "FreeAsync");
     if (!st.ok()) return AtLine("FreeAsync", st);
     if (settings_.record_timeline && ptrs_[op.id] != nullptr) {
       timeline_.Freed(*s, ptrs_[op.id], rt().HostNow());
@@ -595,7 +597,9 @@ class Replayer {
       ++r_.skipped_frees;
       return absl::OkStatus();
     }
-    if (absl::Status st = rt().Free(ptrs_[op.id]); !st.ok()) return AtLine("Free", st);
+    absl::Status st = rt().Free(ptrs_[op.id]);
+    if (graph_[op.id]) return GraphFreed(st, "Free");
+    if (!st.ok()) return AtLine("Free", st);
     ptrs_[op.id] = nullptr;
     return absl::OkStatus();
   }
@@ -619,10 +623,14 @@ class Replayer {
                 [&](StreamId s) { return rt().LaunchKernel(s, op.ns, {}); });
   }
   absl::Status operator()(const ops::Copy& op) {
-    // A copy of no bytes enqueues nothing but costs its call.
+    // A copy of no bytes enqueues nothing but costs its call; captured, it
+    // is a node all the same.
     return Call(Stream(op.stream), "copy", [&](StreamId s) {
-      return op.bytes == 0 ? rt().HostAdvance(0)
-                           : rt().LaunchKernel(s, TransferNs(op.bytes, copy_bytes_per_us_), {});
+      const bool node = op.bytes != 0 ||
+                        (uses_graphs_ && rt().CaptureStatusOf(s).value_or(CaptureStatus::kNone) !=
+                                             CaptureStatus::kNone);
+      return node ? rt().LaunchKernel(s, TransferNs(op.bytes, copy_bytes_per_us_), {})
+                  : rt().HostAdvance(0);
     });
   }
   absl::Status operator()(const ops::Host& op) {
@@ -746,7 +754,255 @@ class Replayer {
     return OnPool(op.pool, "TrimTo", [&](PoolId p) { return rt().TrimTo(p, op.bytes); });
   }
 
+  // Graphs: the trace's graph and executable graph ids map to the replay's;
+  // a node, named by its index, to the handle the replay's graph has there.
+  absl::Status operator()(const ops::CaptureBegin& op) {
+    return Call(Stream(op.stream), "BeginCapture", [&](StreamId s) {
+      return rt().BeginCapture(s, static_cast<CaptureMode>(op.mode));
+    });
+  }
+  absl::Status operator()(const ops::CaptureToGraph& op) {
+    absl::StatusOr<GraphId> g = Graph(op.graph);
+    if (!g.ok()) return g.status();
+    absl::StatusOr<std::vector<GraphNodeId>> deps = Nodes(op.graph, op.deps);
+    if (!deps.ok()) return deps.status();
+    return Call(Stream(op.stream), "BeginCaptureToGraph", [&](StreamId s) {
+      return rt().BeginCaptureToGraph(s, *g, *deps, static_cast<CaptureMode>(op.mode));
+    });
+  }
+  absl::Status operator()(const ops::CaptureEnd& op) {
+    absl::StatusOr<StreamId> s = Stream(op.stream);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<GraphId> g = rt().EndCapture(*s);
+    if (op.graph == ops::kNoGraph) {
+      // The recording's capture failed (or filled a graph of its own): a
+      // graph this one handed out goes, as the recording had none.
+      if (g.ok() && g->value != 0) (void)rt().DestroyGraph(*g);
+      return absl::OkStatus();
+    }
+    if (!g.ok()) return AtLine("EndCapture", g.status());
+    BindGraph(op.graph, *g);
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::GraphCreate& op) {
+    absl::StatusOr<GraphId> g = rt().CreateGraph();
+    if (!g.ok()) return AtLine("CreateGraph", g.status());
+    BindGraph(op.graph, *g);
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::GraphDestroy& op) {
+    return Call(Graph(op.graph), "DestroyGraph", [&](GraphId g) {
+      absl::Status st = rt().DestroyGraph(g);
+      graphs_.erase(op.graph);
+      return st;
+    });
+  }
+  absl::Status operator()(const ops::GraphClone& op) {
+    absl::StatusOr<GraphId> from = Graph(op.from);
+    if (!from.ok()) return from.status();
+    absl::StatusOr<GraphId> g = rt().CloneGraph(*from);
+    if (!g.ok()) return AtLine("CloneGraph", g.status());
+    BindGraph(op.graph, *g);
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::GraphNode& op) {
+    absl::StatusOr<GraphId> g = Graph(op.graph);
+    if (!g.ok()) return g.status();
+    absl::StatusOr<std::vector<GraphNodeId>> deps = Nodes(op.graph, op.deps);
+    if (!deps.ok()) return deps.status();
+    absl::StatusOr<GraphNodeId> node = AddNode(op, *g, *deps);
+    if (!node.ok()) return AtLine("AddNode", node.status());
+    std::vector<GraphNodeId>& known = graphs_[op.graph].nodes;
+    if (known.size() == op.node) known.push_back(*node);
+    absl::StatusOr<std::vector<GraphNodeId>> at = Nodes(op.graph, {op.node});
+    if (!at.ok() || !((*at)[0] == *node)) {
+      return absl::InternalError(absl::StrCat(trace_.name, ":", line_,
+                                              ": the replay's node is not ", "node ", op.node,
+                                              " of its graph"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::GraphEdges& op) {
+    absl::StatusOr<GraphId> g = Graph(op.graph);
+    if (!g.ok()) return g.status();
+    std::vector<GraphEdge> edges;
+    for (const auto& [from, to] : op.edges) {
+      absl::StatusOr<std::vector<GraphNodeId>> both = Nodes(op.graph, {from, to});
+      if (!both.ok()) return both.status();
+      edges.push_back(GraphEdge{(*both)[0], (*both)[1]});
+    }
+    absl::Status st = rt().AddDependencies(*g, edges);
+    return st.ok() ? st : AtLine("AddDependencies", st);
+  }
+  absl::Status operator()(const ops::GraphInstantiate& op) {
+    absl::StatusOr<GraphId> g = Graph(op.graph);
+    if (!g.ok()) return g.status();
+    absl::StatusOr<GraphExecId> e = rt().Instantiate(*g, op.flags);
+    if (!e.ok()) return AtLine("Instantiate", e.status());
+    execs_[op.exec] = *e;
+    return absl::OkStatus();
+  }
+  absl::Status operator()(const ops::GraphUpload& op) {
+    absl::StatusOr<GraphExecId> e = Exec(op.exec);
+    if (!e.ok()) return e.status();
+    return Call(Stream(op.stream), "UploadGraph",
+                [&](StreamId s) { return rt().UploadGraph(*e, s); });
+  }
+  absl::Status operator()(const ops::GraphLaunch& op) {
+    absl::StatusOr<GraphExecId> e = Exec(op.exec);
+    if (!e.ok()) return e.status();
+    return Call(Stream(op.stream), "LaunchGraph", [&](StreamId s) {
+      absl::Status st = rt().LaunchGraph(*e, s);
+      if (!absl::IsResourceExhausted(st)) return st;
+      // Under other settings the device may lack room for the graph's
+      // memory: counted, and its frees are skipped from now on.
+      ++r_.failed_launches;
+      return absl::OkStatus();
+    });
+  }
+  absl::Status operator()(const ops::GraphExecDestroy& op) {
+    return Call(Exec(op.exec), "DestroyGraphExec", [&](GraphExecId e) {
+      absl::Status st = rt().DestroyGraphExec(e);
+      execs_.erase(op.exec);
+      return st;
+    });
+  }
+  absl::Status operator()(const ops::GraphExecUpdate& op) {
+    absl::StatusOr<GraphId> g = Graph(op.graph);
+    if (!g.ok()) return g.status();
+    return Call(Exec(op.exec), "UpdateGraphExec",
+                [&](GraphExecId e) { return rt().UpdateGraphExec(e, *g); });
+  }
+  absl::Status operator()(const ops::GraphMemTrim& op) {
+    absl::Status st = rt().TrimGraphMemory(static_cast<int>(op.device));
+    return st.ok() ? st : AtLine("TrimGraphMemory", st);
+  }
+  absl::Status operator()(const ops::GraphMemReset& op) {
+    absl::Status st = rt().ResetGraphMemoryHigh(
+        static_cast<int>(op.device), op.used ? GraphMemHigh::kUsed : GraphMemHigh::kReserved);
+    return st.ok() ? st : AtLine("ResetGraphMemoryHigh", st);
+  }
+
  private:
+  // A trace graph's replay graph and the handles of its nodes by index, as
+  // far as they are known.
+  struct GraphRef {
+    GraphId id;
+    std::vector<GraphNodeId> nodes;
+  };
+
+  void BindGraph(uint64_t trace_id, GraphId g) { graphs_[trace_id] = GraphRef{g, {}}; }
+  absl::StatusOr<GraphId> Graph(uint64_t trace_id) {
+    auto it = graphs_.find(trace_id);
+    if (it == graphs_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(trace_.name, ":", line_, ": graph ", trace_id, " is not defined"));
+    }
+    return it->second.id;
+  }
+  absl::StatusOr<GraphExecId> Exec(uint64_t trace_id) {
+    auto it = execs_.find(trace_id);
+    if (it == execs_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(trace_.name, ":", line_, ": executable graph ",
+                                                     trace_id, " is not defined"));
+    }
+    return it->second;
+  }
+  // Nodes by index: captured nodes got their handles in the replay's graph
+  // without the trace seeing them, so an index past the known ones asks it.
+  absl::StatusOr<std::vector<GraphNodeId>> Nodes(uint64_t graph, absl::Span<const uint64_t> at) {
+    absl::StatusOr<GraphId> g = Graph(graph);
+    if (!g.ok()) return g.status();
+    std::vector<GraphNodeId>& known = graphs_[graph].nodes;
+    std::vector<GraphNodeId> out;
+    for (uint64_t i : at) {
+      if (i >= known.size()) {
+        absl::StatusOr<std::vector<GraphNodeId>> all = rt().GraphNodes(*g);
+        if (!all.ok()) return AtLine("GraphNodes", all.status());
+        known = *std::move(all);
+      }
+      if (i >= known.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(trace_.name, ":", line_, ": graph ", graph, " has no node ", i));
+      }
+      out.push_back(known[i]);
+    }
+    return out;
+  }
+  absl::StatusOr<GraphNodeId> AddNode(const ops::GraphNode& op, GraphId g,
+                                      absl::Span<const GraphNodeId> deps) {
+    switch (op.kind) {
+      case GraphNodeType::kKernel:
+        return rt().AddKernelNode(g, deps, op.value);
+      case GraphNodeType::kMemcpy:
+      case GraphNodeType::kMemset:
+        // Timed as a `copy` line is: nothing is copied.
+        return rt().AddKernelNode(g, deps, TransferNs(op.value, copy_bytes_per_us_));
+      case GraphNodeType::kHost:
+        return rt().AddHostNode(g, deps, [] {});
+      case GraphNodeType::kEventRecord:
+      case GraphNodeType::kWaitEvent: {
+        absl::StatusOr<EventId> e = Event(op.ref);
+        if (!e.ok()) return e.status();
+        return op.kind == GraphNodeType::kEventRecord ? rt().AddEventRecordNode(g, deps, *e)
+                                                      : rt().AddEventWaitNode(g, deps, *e);
+      }
+      case GraphNodeType::kEmpty:
+        return rt().AddEmptyNode(g, deps);
+      case GraphNodeType::kGraph: {
+        absl::StatusOr<GraphId> child = Graph(op.ref);
+        if (!child.ok()) return child.status();
+        return rt().AddChildGraphNode(g, deps, *child);
+      }
+      case GraphNodeType::kMemAlloc: {
+        absl::StatusOr<GraphAllocNode> a =
+            rt().AddMemAllocNode(g, deps, static_cast<int>(op.device), op.value);
+        if (!a.ok()) return a.status();
+        ptrs_[op.ref] = a->dptr;
+        graph_[op.ref] = true;
+        return a->node;
+      }
+      case GraphNodeType::kMemFree:
+        return rt().AddMemFreeNode(g, deps, ptrs_[op.ref]);
+    }
+    return absl::InvalidArgumentError("unknown node kind");
+  }
+
+  // A MallocAsync on a capturing stream: an allocation node, whose address
+  // the slot names from now on. Its decision is that it is graph memory.
+  absl::Status GraphAlloc(const ops::Alloc& op, StreamId s) {
+    absl::StatusOr<AllocInfo> a = absl::InternalError("no pool");
+    if (op.pool == ops::kNoPool || modelled_ || !pools_[op.pool]) {
+      a = rt().MallocAsync(op.size, s);
+    } else {
+      a = rt().MallocFromPoolAsync(op.size, *pools_[op.pool], s);
+    }
+    if (!a.ok()) return AtLine("MallocAsync", a.status());
+    ptrs_[op.id] = a->ptr;
+    graph_[op.id] = true;
+    ++r_.decisions_checked;
+    if (rt().impl().Run<&internal::Observation::PlaceOf>(a->ptr).ok()) {
+      ++r_.decisions_diverged;
+      if (r_.first_divergence.empty()) {
+        r_.first_divergence = absl::StrCat(trace_.name, ":", line_, ": alloc of ", op.size,
+                                           " bytes: recorded graph memory, replayed ",
+                                           ReuseRuleName(a->rule), " (a pool's)");
+      }
+    }
+    return absl::OkStatus();
+  }
+  // A free of a graph allocation (its slot keeps the address): after a
+  // launch that failed for lack of memory, one that finds it not live is
+  // skipped.
+  absl::Status GraphFreed(const absl::Status& st, absl::string_view call) {
+    if (st.ok()) return st;
+    if (r_.failed_launches > 0 && absl::IsInvalidArgument(st)) {
+      ++r_.skipped_frees;
+      return absl::OkStatus();
+    }
+    return AtLine(call, st);
+  }
+
   Runtime& rt() { return *runtime_; }
 
   absl::Status AtLine(absl::string_view call, const absl::Status& st) const {
@@ -795,6 +1051,9 @@ class Replayer {
     streams_[0] = legacy_ = *legacy;
     ptrs_.assign(trace_.alloc_count, nullptr);
     failed_.assign(trace_.alloc_count, false);
+    graph_.assign(trace_.alloc_count, false);
+    uses_graphs_ = std::any_of(trace_.ops.begin(), trace_.ops.end(),
+                               [](const TraceOp& op) { return ops::IsGraphOp(op.op); });
     if (timed_) {
       alloc_ns_.reserve(trace_.alloc_count);
       free_ns_.reserve(trace_.free_count);
@@ -1149,6 +1408,12 @@ class Replayer {
     r_.utilization = r_.peak_reserved == 0 ? 0
                                            : static_cast<double>(r_.peak_used) /
                                                  static_cast<double>(r_.peak_reserved);
+    for (int d = 0; uses_graphs_ && d < config_.device_count; ++d) {
+      absl::StatusOr<GraphMemStats> g = rt().GraphMemoryStats(d);
+      if (!g.ok()) continue;
+      r_.graph_memory.push_back(
+          {d, g->used_high, g->reserved_high, g->used_current, g->reserved_current});
+    }
     const std::vector<CheckReport> reports = rt().CheckReports();
     r_.checker_reports = reports.size();
     for (size_t i = 0; i < reports.size() && i < 5; ++i) {
@@ -1193,6 +1458,10 @@ class Replayer {
   // By slot: the pointer; whether the allocation failed.
   std::vector<void*> ptrs_;
   std::vector<bool> failed_;
+  std::vector<bool> graph_;  // the slot names a graph allocation's address
+  bool uses_graphs_ = false;
+  absl::flat_hash_map<uint64_t, GraphRef> graphs_;
+  absl::flat_hash_map<uint64_t, GraphExecId> execs_;
   std::vector<uint64_t> alloc_ns_, free_ns_;
 
   std::unique_ptr<RuntimeStreams> model_streams_;

@@ -270,6 +270,18 @@ struct ReplayResult {
   std::vector<ReplayDecision> decisions;
   // Wall-clock time the replay took, creating the runtime included.
   uint64_t wall_ns = 0;
+  // A trace with graph ops: each device's graph memory beside the pools
+  // (empty for a trace without graphs), and launches refused for lack of
+  // memory.
+  struct GraphMemory {
+    int device = 0;
+    uint64_t used_high = 0;
+    uint64_t reserved_high = 0;
+    uint64_t used_end = 0;
+    uint64_t reserved_end = 0;
+  };
+  std::vector<GraphMemory> graph_memory;
+  uint64_t failed_launches = 0;
 };
 
 // Called every few hundred ops with (ops done, ops total).

@@ -139,6 +139,7 @@ std::string FormatText(const std::vector<TraceReport>& reports) {
       for (const std::string& m : r.first_checker_reports) {
         absl::StrAppend(&out, "    checker: ", m, "\n");
       }
+      absl::StrAppend(&out, GraphMemoryText(r, "    "));
       if (r.decisions_checked != 0) {
         absl::StrAppend(&out, "    recorded decisions: ", r.decisions_checked, " compared, ",
                         r.decisions_diverged, " diverged",
@@ -268,10 +269,40 @@ Json RunJson(const Trace& t, const TorchFigures& torch, const ReplayResult& r) {
         {"not_reproducible",
          r.not_reproducible.empty() ? Json(nullptr) : Json(r.not_reproducible)}}},
       {"host_cost", {{"alloc", CostJson(r.alloc_cost)}, {"free", CostJson(r.free_cost)}}}});
+  if (!r.graph_memory.empty()) {
+    j["graph_memory"] = GraphMemoryJson(r);
+    j["failed_launches"] = r.failed_launches;
+  }
   return j;
 }
 
 }  // namespace
+
+nlohmann::ordered_json GraphMemoryJson(const ReplayResult& r) {
+  Json out = Json::array();
+  for (const ReplayResult::GraphMemory& g : r.graph_memory) {
+    out.push_back({{"device", g.device},
+                   {"used_high_bytes", g.used_high},
+                   {"used_end_bytes", g.used_end},
+                   {"reserved_high_bytes", g.reserved_high},
+                   {"reserved_end_bytes", g.reserved_end}});
+  }
+  return out;
+}
+
+std::string GraphMemoryText(const ReplayResult& r, absl::string_view indent) {
+  std::string out;
+  for (const ReplayResult::GraphMemory& g : r.graph_memory) {
+    absl::StrAppend(&out, indent, "graph memory device ", g.device, ": used high ",
+                    Bytes(g.used_high), ", end ", Bytes(g.used_end), "; reserved high ",
+                    Bytes(g.reserved_high), ", end ", Bytes(g.reserved_end), "\n");
+  }
+  if (r.failed_launches != 0) {
+    absl::StrAppend(&out, indent, "graph launches failed for lack of memory: ", r.failed_launches,
+                    "\n");
+  }
+  return out;
+}
 
 nlohmann::ordered_json ReportJson(const std::vector<TraceReport>& reports) {
   Json traces = Json::array();

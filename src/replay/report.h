@@ -62,6 +62,13 @@ nlohmann::ordered_json ReuseCountsJson(const PoolStats& s);
 // The counts as the text reports' "reuse same/event/opp/sync/internal/fresh"
 // column gives them: the rules in their enum's order, fresh last.
 std::string ReuseBreakdown(const PoolStats& s);
+// A run's graph memory per device (ReplayResult::graph_memory): JSON
+// [{"device", "used_high_bytes", "used_end_bytes", "reserved_high_bytes",
+// "reserved_end_bytes"}...], and a text line per device ("graph memory
+// device 0: used high N, end N; reserved high N, end N"), each line after
+// `indent`. Reports show them only for a trace with graph ops.
+nlohmann::ordered_json GraphMemoryJson(const ReplayResult& r);
+std::string GraphMemoryText(const ReplayResult& r, absl::string_view indent);
 // An axis tick step of 1, 2 or 5 times a power of ten giving about `want`
 // ticks over `range`.
 double NiceStep(double range, int want);

@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace streampool::replay {
 namespace {
@@ -122,15 +122,22 @@ class TraceBuilder {
   }
 
   // An allocation: its id becomes its slot.
-  template <typename A>
-  absl::Status Alloc(uint32_t line, A op) {
-    auto [it, inserted] = ids_.try_emplace(op.id);
+  // Gives id the next slot: a live allocation, or (graph) the address of an
+  // allocation node, which stays the id's until another alloc takes it.
+  absl::Status Bind(uint32_t line, uint64_t id, uint64_t size, bool graph) {
+    auto [it, inserted] = ids_.try_emplace(id);
     IdState& st = it->second;
     if (!inserted && st.live) {
-      return Error(line, absl::StrCat("alloc of id ", op.id, ", which is live (allocated at line ",
+      return Error(line, absl::StrCat("alloc of id ", id, ", which is live (allocated at line ",
                                       st.alloc_line, ")"));
     }
-    st = IdState{trace_.alloc_count, line, 0, op.size, true};
+    st = IdState{trace_.alloc_count, line, 0, size, !graph, graph};
+    return absl::OkStatus();
+  }
+
+  template <typename A>
+  absl::Status Alloc(uint32_t line, A op) {
+    if (absl::Status st = Bind(line, op.id, op.size, /*graph=*/false); !st.ok()) return st;
     op.id = trace_.alloc_count++;
     trace_.ops.push_back(TraceOp{line, op});
     live_bytes_ += op.size;
@@ -145,6 +152,12 @@ class TraceBuilder {
     auto it = ids_.find(op.id);
     if (it == ids_.end()) return Error(line, absl::StrCat("free of unknown id ", op.id));
     IdState& st = it->second;
+    if (st.graph) {
+      // A graph allocation is freed once per launch that made it live.
+      op.id = st.slot;
+      trace_.ops.push_back(TraceOp{line, op});
+      return absl::OkStatus();
+    }
     if (!st.live) {
       return Error(line, absl::StrCat("double free of id ", op.id, " (allocated at line ",
                                       st.alloc_line, ", freed at line ", st.free_line, ")"));
@@ -228,6 +241,7 @@ class TraceBuilder {
     uint32_t free_line = 0;
     uint64_t size = 0;
     bool live = false;
+    bool graph = false;
   };
 
   absl::StatusOr<uint32_t> Dense(uint64_t id, size_t most, absl::string_view what, uint32_t line,
@@ -301,6 +315,12 @@ class TraceBuilder {
       op.pool = pool;
     }
     const uint64_t size = op.size;
+    if (op.decision.graph) {
+      if (absl::Status st = Bind(line, op.id, size, /*graph=*/true); !st.ok()) return st;
+      op.id = trace_.alloc_count++;
+      trace_.ops.push_back(TraceOp{line, op});
+      return absl::OkStatus();
+    }
     if (absl::Status st = Alloc(line, op); !st.ok()) return st;
     // `# torch_block <address> <size>`: where PyTorch placed it.
     const std::vector<absl::string_view> w = Fields(comment);
@@ -315,6 +335,38 @@ class TraceBuilder {
     }
     return absl::OkStatus();
   }
+  // Graph ops: their streams and events dense, a memory node's id its slot.
+  absl::Status Book(uint32_t line, ops::CaptureToGraph op, absl::string_view) {
+    TRY_ASSIGN(stream, Stream(op.stream, line));
+    op.stream = stream;
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+  absl::Status Book(uint32_t line, ops::CaptureEnd op, absl::string_view) {
+    TRY_ASSIGN(stream, Stream(op.stream, line));
+    op.stream = stream;
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+  absl::Status Book(uint32_t line, ops::GraphNode op, absl::string_view) {
+    if (op.kind == GraphNodeType::kEventRecord || op.kind == GraphNodeType::kWaitEvent) {
+      TRY_ASSIGN(event, Event(op.ref, line));
+      op.ref = event;
+    } else if (op.kind == GraphNodeType::kMemAlloc) {
+      if (absl::Status st = Bind(line, op.ref, op.value, /*graph=*/true); !st.ok()) return st;
+      op.ref = trace_.alloc_count++;
+    } else if (op.kind == GraphNodeType::kMemFree) {
+      auto it = ids_.find(op.ref);
+      if (it == ids_.end() || !it->second.graph) {
+        return Error(line,
+                     absl::StrCat("free node of id ", op.ref, ", which names no graph allocation"));
+      }
+      op.ref = it->second.slot;
+    }
+    trace_.ops.push_back(TraceOp{line, op});
+    return absl::OkStatus();
+  }
+
   // A `pool` line: a new dense index for the id (an id may be defined again
   // once its pool is destroyed).
   absl::Status Book(uint32_t line, ops::PoolCreate op, absl::string_view) {

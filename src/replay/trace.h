@@ -52,6 +52,35 @@
 //                                    stream too (record_stream); its free is
 //                                    ordered after that stream's work
 //
+// Graphs (docs/graphs.md), as a recording writes them. Graph and executable
+// graph ids are the trace's own; a node is its index in its graph.
+//
+//   capture <stream> <mode>          BeginCapture (0 global, 1 thread-local,
+//                                    2 relaxed); ops on a capturing stream
+//                                    are the lines above, captured again
+//   capture_to <stream> <graph> <mode> <node>...
+//                                    BeginCaptureToGraph after those nodes
+//   endcapture <stream> [<graph>]    EndCapture; the graph it handed out
+//   alloc <id> <size> <stream> <pool>  # graph
+//                                    MallocAsync in a capture: the id names
+//                                    the allocation node's address until an
+//                                    alloc takes it again; each `free <id>`
+//                                    or `release <id>` frees that address
+//                                    (in a capture, a free node)
+//   gcreate <graph>, gdestroy <graph>, gclone <graph> <from>
+//   gnode <graph> <node> <kind> <params>... <dep>...
+//                                    a node added by hand: kernel <ns>,
+//                                    memcpy <bytes>, memset <bytes>, host,
+//                                    event_record <event>, wait_event
+//                                    <event>, empty, graph <child>, mem_alloc
+//                                    <id> <device> <bytes>, mem_free <id>
+//   gedge <graph> <from> <to>...     AddDependencies
+//   ginst <exec> <graph> <flags>     Instantiate; gxdestroy <exec>
+//   gupload <exec> <stream>, glaunch <exec> <stream>
+//   gupdate <exec> <graph>           an ExecUpdate that succeeded
+//   gtrim <device>, greset <device> used|reserved
+//                                    graph memory trimmed; a watermark reset
+//
 // What a converted PyTorch snapshot adds, as comments older readers skip:
 //
 //   # torch_segment <address> <size> <stream> small|large [expandable]

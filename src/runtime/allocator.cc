@@ -287,8 +287,10 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncRecorded(uint64_t size, uint64_t
   }
   const Block* b =
       a->ptr != nullptr ? c_.index.PoolBlockAt(reinterpret_cast<uintptr_t>(a->ptr)) : nullptr;
-  // Graph memory is not written: a trace holds pool allocations only.
-  if (IsGraphMemory(a->ptr)) return a;
+  if (b == nullptr && IsGraphMemory(a->ptr)) {
+    r.GraphAllocated(size, s, ph, a->ptr, t);
+    return a;
+  }
   r.Allocated(size, s, ph, b, a->rule, t);
   return a;
 }
@@ -400,9 +402,8 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
   if (c_.obs.recorder() == nullptr) return FreeAsyncLocked(ptr, s);
   Recorder& r = *c_.obs.recorder();
   const uint64_t start = r.Now();
-  const bool graph_memory = IsGraphMemory(ptr);
   absl::Status st = FreeAsyncLocked(ptr, s);
-  if (st.ok() && ptr != nullptr && !graph_memory) r.Freed(ptr, s, {start, r.Now()});
+  if (st.ok() && ptr != nullptr) r.Freed(ptr, s, {start, r.Now()});
   return st;
 }
 

@@ -221,8 +221,9 @@ class Allocator {
   absl::Status FreeAsyncLocked(void* ptr, uint64_t s);
   // MallocAsyncLocked, written to the open recording with its decision.
   absl::StatusOr<AllocInfo> MallocAsyncRecorded(uint64_t size, uint64_t pool, uint64_t s);
-  // Whether ptr lies in a device's graph memory (not a pool's): recordings
-  // leave it out. Under the runtime's lock, as the recorded paths run.
+  // Whether ptr lies in a device's graph memory (not a pool's): a recording
+  // writes it as a graph allocation. Under the runtime's lock, as the
+  // recorded paths run.
   bool IsGraphMemory(const void* ptr);
   // Makes a block handed out without the runtime's lock findable by its base
   // (pool handle ph). Reads nothing of the pool: the caller may have

@@ -386,7 +386,8 @@ absl::StatusOr<uint64_t> Graphs::AddChildGraphNode(uint64_t g, std::vector<uint6
   return AddNode(g, std::move(deps), ChildGraphNode{std::make_shared<const Graph>(*(*c)->graph)});
 }
 
-absl::Status Graphs::AddDependencies(uint64_t g, std::vector<std::pair<uint64_t, uint64_t>> edges) {
+absl::Status Graphs::AddDependencies(uint64_t g,
+                                     absl::Span<const std::pair<uint64_t, uint64_t>> edges) {
   absl::StatusOr<GraphRec*> rec = FindGraph(g);
   if (!rec.ok()) return rec.status();
   std::vector<std::pair<NodeIndex, NodeIndex>> idx;
@@ -448,6 +449,13 @@ absl::StatusOr<NodeParams> Graphs::NodeParamsOf(uint64_t node) {
   absl::StatusOr<NodeRef> ref = FindNode(node);
   if (!ref.ok()) return ref.status();
   return graphs_.at(ref->graph).graph->node(ref->index).params;
+}
+
+const Node* Graphs::NodeAt(uint64_t node, NodeIndex* index) {
+  absl::StatusOr<NodeRef> ref = FindNode(node);
+  if (!ref.ok()) return nullptr;
+  *index = ref->index;
+  return &graphs_.at(ref->graph).graph->node(ref->index);
 }
 
 // -------------------------------------------------------------- execution

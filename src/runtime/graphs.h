@@ -57,12 +57,15 @@ class Graphs {
   // A child graph node: a copy of `child`.
   absl::StatusOr<uint64_t> AddChildGraphNode(uint64_t g, std::vector<uint64_t> deps,
                                              uint64_t child);
-  absl::Status AddDependencies(uint64_t g, std::vector<std::pair<uint64_t, uint64_t>> edges);
+  absl::Status AddDependencies(uint64_t g, absl::Span<const std::pair<uint64_t, uint64_t>> edges);
   absl::StatusOr<std::vector<uint64_t>> Nodes(uint64_t g, bool roots_only);
   absl::StatusOr<std::vector<std::pair<uint64_t, uint64_t>>> Edges(uint64_t g);
   absl::StatusOr<GraphNodeType> NodeTypeOfHandle(uint64_t node);
   absl::StatusOr<std::vector<uint64_t>> NodeNeighbours(uint64_t node, bool dependents);
   absl::StatusOr<NodeParams> NodeParamsOf(uint64_t node);
+  // The node a handle names and its index in its graph (the recorder's name
+  // for it), else null.
+  const Node* NodeAt(uint64_t node, NodeIndex* index);
 
   // Executable graphs.
   absl::StatusOr<uint64_t> Instantiate(uint64_t g, uint64_t flags);

@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "src/runtime/allocator.h"
 #include "src/runtime/events.h"
+#include "src/runtime/graphs.h"
 #include "src/runtime/pools.h"
 #include "src/runtime/recorder.h"
 #include "src/runtime/streams.h"
@@ -70,6 +71,27 @@ SP_RECORDED(Pools::SetCurrentPool, (int device, uint64_t pool),
 SP_RECORDED(Allocator::Malloc, (uint64_t size, int device),
             { r.Malloced(*result, size, device, t); });
 SP_RECORDED(Allocator::Free, (void* ptr), { r.FreedNow(ptr, t); });
+SP_RECORDED(Graphs::BeginCapture, (uint64_t s, CaptureMode mode), { r.CaptureBegan(s, mode, t); });
+SP_RECORDED(Graphs::BeginCaptureToGraph, (uint64_t s, uint64_t g, const auto&, CaptureMode mode),
+            { r.CaptureToGraphBegan(s, g, mode, t); });
+SP_RECORDED(Graphs::DestroyGraph, (uint64_t g), { r.GraphDestroyed(g, t); });
+SP_RECORDED(Graphs::CloneGraph, (uint64_t g), { r.GraphCloned(*result, g, t); });
+// A node's params and deps were moved into it: the recorder reads them there.
+SP_RECORDED(Graphs::AddNode, (uint64_t g, const auto&, const auto&, void**),
+            { r.NodeAdded(g, *result, 0, t); });
+SP_RECORDED(Graphs::AddChildGraphNode, (uint64_t g, const auto&, uint64_t child),
+            { r.NodeAdded(g, *result, child, t); });
+SP_RECORDED(Graphs::AddDependencies, (uint64_t g, const auto& edges),
+            { r.EdgesAdded(g, edges, t); });
+SP_RECORDED(Graphs::Instantiate, (uint64_t g, uint64_t flags),
+            { r.Instantiated(*result, g, flags, t); });
+SP_RECORDED(Graphs::Upload, (uint64_t e, uint64_t s), { r.Uploaded(e, s, t); });
+SP_RECORDED(Graphs::Launch, (uint64_t e, uint64_t s), { r.Launched(e, s, t); });
+SP_RECORDED(Graphs::DestroyExec, (uint64_t e), { r.ExecDestroyed(e, t); });
+SP_RECORDED(Graphs::ExecUpdate, (uint64_t e, uint64_t g, int*), { r.ExecUpdated(e, g, t); });
+SP_RECORDED(Graphs::TrimGraphMemory, (int device), { r.GraphMemTrimmed(device, t); });
+SP_RECORDED(Graphs::ResetGraphMemoryHigh, (int device, bool used),
+            { r.GraphMemHighReset(device, used, t); });
 
 #undef SP_RECORDED
 #undef SP_UNPAREN
@@ -87,6 +109,26 @@ struct RecordedCall<&Events::EventQuery> {
   static constexpr bool kWritten = true;
   static void Write(Recorder& r, const absl::Status& result, Recorder::Times t, uint64_t e) {
     if (result.ok() || absl::IsUnavailable(result)) r.EventQueried(e, result.ok(), t);
+  }
+};
+
+template <>
+struct RecordedCall<&Graphs::CreateGraph> {
+  static constexpr bool kWritten = true;
+  static void Write(Recorder& r, const absl::StatusOr<uint64_t>& result, Recorder::Times t) {
+    if (result.ok()) r.GraphCreated(*result, t);
+  }
+};
+
+// A capture that ended in failure (invalidated, unjoined) ended all the
+// same, and a replay must end it too; one refused on the wrong stream or
+// thread is still open.
+template <>
+struct RecordedCall<&Graphs::EndCapture> {
+  static constexpr bool kWritten = true;
+  static void Write(Recorder& r, const absl::StatusOr<uint64_t>& result, Recorder::Times t,
+                    uint64_t s) {
+    r.CaptureEnded(s, result.ok() ? *result : 0, !result.ok(), t);
   }
 };
 

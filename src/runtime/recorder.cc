@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/pool/block.h"
 #include "src/pool/names.h"
+#include "src/runtime/graphs.h"
 #include "src/runtime/runtime_core.h"
 #include "src/util/check.h"
 
@@ -454,7 +455,12 @@ void Recorder::AllocationFailed(uint64_t size, uint64_t s, uint64_t pool, Times 
 void Recorder::Freed(const void* ptr, uint64_t s, Times t) {
   MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == allocs_.end()) return;  // made before the recording began
+  if (it == allocs_.end()) {
+    if (auto g = graph_allocs_.find(reinterpret_cast<uintptr_t>(ptr)); g != graph_allocs_.end()) {
+      Write(t, trace::Free{g->second, StreamId(s)});
+    }
+    return;  // else made before the recording began
+  }
   Write(t, trace::Free{it->second, StreamId(s)});
   alloc_ids_.Give(it->second);
   allocs_.erase(it);
@@ -477,10 +483,235 @@ void Recorder::Malloced(const void* ptr, uint64_t size, int device, Times t) {
 void Recorder::FreedNow(const void* ptr, Times t) {
   MutexLock lock(&mu_);
   auto it = allocs_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == allocs_.end()) return;
+  if (it == allocs_.end()) {
+    if (auto g = graph_allocs_.find(reinterpret_cast<uintptr_t>(ptr)); g != graph_allocs_.end()) {
+      Write(t, trace::Release{g->second});
+    }
+    return;
+  }
   Write(t, trace::Release{it->second});
   alloc_ids_.Give(it->second);
   allocs_.erase(it);
+}
+
+// ------------------------------------------------------------------ graphs
+
+uint64_t Recorder::GraphAllocId(const void* ptr) {
+  auto [it, inserted] = graph_allocs_.try_emplace(reinterpret_cast<uintptr_t>(ptr), 0);
+  if (inserted) it->second = alloc_ids_.Take();
+  return it->second;
+}
+
+std::optional<uint64_t> Recorder::GraphId(uint64_t handle) {
+  auto it = graphs_.find(handle);
+  if (it == graphs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint64_t> Recorder::ExecId(uint64_t handle) {
+  auto it = execs_.find(handle);
+  if (it == execs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<uint64_t> Recorder::NodeIndices(absl::Span<const uint64_t> nodes) {
+  std::vector<uint64_t> out;
+  for (uint64_t n : nodes) {
+    NodeIndex i = 0;
+    if (core_.graphs->NodeAt(n, &i) != nullptr) out.push_back(i);
+  }
+  return out;
+}
+
+void Recorder::GraphAllocated(uint64_t size, uint64_t s, uint64_t pool, const void* ptr, Times t) {
+  MutexLock lock(&mu_);
+  trace::Alloc op;
+  op.id = GraphAllocId(ptr);
+  op.size = size;
+  op.stream = StreamId(s);
+  op.pool = PoolId(pool);
+  op.decision = {.present = true, .graph = true};
+  Write(t, op);
+}
+
+void Recorder::CaptureBegan(uint64_t s, CaptureMode mode, Times t) {
+  MutexLock lock(&mu_);
+  Write(t, trace::CaptureBegin{StreamId(s), static_cast<uint64_t>(mode)});
+}
+
+void Recorder::CaptureToGraphBegan(uint64_t s, uint64_t graph, CaptureMode mode, Times t) {
+  // The nodes it begins after are the stream's frontier now.
+  absl::StatusOr<CaptureInfo> info = core_.graphs->GetCaptureInfo(s);
+  std::vector<uint64_t> deps;
+  if (info.ok()) {
+    for (GraphNodeId n : info->deps) deps.push_back(n.value);
+  }
+  MutexLock lock(&mu_);
+  const std::optional<uint64_t> gid = GraphId(graph);
+  if (!gid) return;
+  trace::CaptureToGraph op{StreamId(s), *gid, static_cast<uint64_t>(mode), NodeIndices(deps)};
+  // A longer frontier is cut: a line holds kMaxListed nodes.
+  if (op.deps.size() > trace::kMaxListed) op.deps.resize(trace::kMaxListed);
+  Write(t, op);
+}
+
+void Recorder::CaptureEnded(uint64_t s, uint64_t graph, bool failed, Times t) {
+  if (failed) {
+    absl::StatusOr<RuntimeCore::StreamRec*> rec = core_.FindStream(s);
+    if (!rec.ok() || (*rec)->capturing.load(std::memory_order_relaxed)) return;
+  }
+  MutexLock lock(&mu_);
+  trace::CaptureEnd op{.stream = StreamId(s)};
+  if (graph != 0) {
+    op.graph = graph_ids_.Take();
+    graphs_[graph] = op.graph;
+  }
+  Write(t, op);
+}
+
+void Recorder::GraphCreated(uint64_t graph, Times t) {
+  MutexLock lock(&mu_);
+  const uint64_t id = graph_ids_.Take();
+  graphs_[graph] = id;
+  Write(t, trace::GraphCreate{id});
+}
+
+void Recorder::GraphDestroyed(uint64_t graph, Times t) {
+  MutexLock lock(&mu_);
+  auto it = graphs_.find(graph);
+  if (it == graphs_.end()) return;
+  Write(t, trace::GraphDestroy{it->second});
+  graph_ids_.Give(it->second);
+  graphs_.erase(it);
+}
+
+void Recorder::GraphCloned(uint64_t graph, uint64_t from, Times t) {
+  MutexLock lock(&mu_);
+  const std::optional<uint64_t> fid = GraphId(from);
+  if (!fid) return;
+  const uint64_t id = graph_ids_.Take();
+  graphs_[graph] = id;
+  Write(t, trace::GraphClone{id, *fid});
+}
+
+void Recorder::NodeAdded(uint64_t graph, uint64_t node, uint64_t child, Times t) {
+  NodeIndex index = 0;
+  const Node* n = core_.graphs->NodeAt(node, &index);
+  if (n == nullptr) return;
+  MutexLock lock(&mu_);
+  const std::optional<uint64_t> gid = GraphId(graph);
+  if (!gid) return;
+  trace::GraphNode op;
+  op.graph = *gid;
+  op.node = index;
+  op.kind = NodeTypeOf(n->params);
+  std::visit(
+      [&](const auto& p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        using P = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<P, KernelNode>) {
+          op.value = p.duration_ns;
+        } else if constexpr (std::is_same_v<P, MemcpyNode> || std::is_same_v<P, MemsetNode>) {
+          op.value = p.bytes;
+        } else if constexpr (std::is_same_v<P, EventRecordNode> ||
+                             std::is_same_v<P, EventWaitNode>) {
+          op.ref = EventId(p.event);
+        } else if constexpr (std::is_same_v<P, ChildGraphNode>) {
+          op.ref = GraphId(child).value_or(0);
+        } else if constexpr (std::is_same_v<P, MemAllocNode>) {
+          op.ref = GraphAllocId(p.dptr);
+          op.device = static_cast<uint64_t>(p.props.device);
+          op.value = p.bytes;
+        } else if constexpr (std::is_same_v<P, MemFreeNode>) {
+          op.ref = GraphAllocId(p.dptr);
+        }
+      },
+      n->params);
+  if (op.kind == GraphNodeType::kGraph && !GraphId(child)) return;
+  // Dependencies past a line's worth follow as edges, in the order given.
+  std::vector<std::pair<uint64_t, uint64_t>> more;
+  for (size_t i = 0; i < n->deps.size(); ++i) {
+    if (i < trace::kMaxListed) {
+      op.deps.push_back(n->deps[i]);
+    } else {
+      more.emplace_back(n->deps[i], index);
+    }
+  }
+  Write(t, op);
+  if (!more.empty()) WriteEdges(*gid, more, t);
+}
+
+void Recorder::WriteEdges(uint64_t graph, absl::Span<const std::pair<uint64_t, uint64_t>> edges,
+                          Times t) {
+  constexpr size_t kPerLine = trace::kMaxListed / 2;
+  for (size_t i = 0; i < edges.size(); i += kPerLine) {
+    trace::GraphEdges op;
+    op.graph = graph;
+    op.edges.assign(edges.begin() + i, edges.begin() + std::min(edges.size(), i + kPerLine));
+    Write(t, op);
+  }
+}
+
+void Recorder::EdgesAdded(uint64_t graph, absl::Span<const std::pair<uint64_t, uint64_t>> edges,
+                          Times t) {
+  std::vector<std::pair<uint64_t, uint64_t>> indices;
+  for (const auto& [from, to] : edges) {
+    NodeIndex a = 0, b = 0;
+    if (core_.graphs->NodeAt(from, &a) == nullptr || core_.graphs->NodeAt(to, &b) == nullptr) {
+      return;
+    }
+    indices.emplace_back(a, b);
+  }
+  MutexLock lock(&mu_);
+  if (const std::optional<uint64_t> gid = GraphId(graph)) WriteEdges(*gid, indices, t);
+}
+
+void Recorder::Instantiated(uint64_t exec, uint64_t graph, uint64_t flags, Times t) {
+  MutexLock lock(&mu_);
+  const std::optional<uint64_t> gid = GraphId(graph);
+  if (!gid) return;
+  const uint64_t id = exec_ids_.Take();
+  execs_[exec] = id;
+  Write(t, trace::GraphInstantiate{id, *gid, flags});
+}
+
+void Recorder::Uploaded(uint64_t exec, uint64_t s, Times t) {
+  MutexLock lock(&mu_);
+  if (const std::optional<uint64_t> id = ExecId(exec)) {
+    Write(t, trace::GraphUpload{*id, StreamId(s)});
+  }
+}
+
+void Recorder::Launched(uint64_t exec, uint64_t s, Times t) {
+  MutexLock lock(&mu_);
+  if (const std::optional<uint64_t> id = ExecId(exec)) {
+    Write(t, trace::GraphLaunch{*id, StreamId(s)});
+  }
+}
+
+void Recorder::ExecDestroyed(uint64_t exec, Times t) {
+  MutexLock lock(&mu_);
+  auto it = execs_.find(exec);
+  if (it == execs_.end()) return;
+  Write(t, trace::GraphExecDestroy{it->second});
+  exec_ids_.Give(it->second);
+  execs_.erase(it);
+}
+
+void Recorder::ExecUpdated(uint64_t exec, uint64_t graph, Times t) {
+  MutexLock lock(&mu_);
+  const std::optional<uint64_t> id = ExecId(exec);
+  const std::optional<uint64_t> gid = GraphId(graph);
+  if (id && gid) Write(t, trace::GraphExecUpdate{*id, *gid});
+}
+
+void Recorder::GraphMemTrimmed(int device, Times t) {
+  MutexLock lock(&mu_);
+  Write(t, trace::GraphMemTrim{static_cast<uint64_t>(device)});
+}
+
+void Recorder::GraphMemHighReset(int device, bool used, Times t) {
+  MutexLock lock(&mu_);
+  Write(t, trace::GraphMemReset{static_cast<uint64_t>(device), used});
 }
 
 }  // namespace streampool::internal

@@ -31,16 +31,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "src/trace/ops.h"
 #include "src/util/mutex.h"
 #include "streampool/executor.h"
+#include "streampool/graph.h"
 #include "streampool/mem_pool.h"
 #include "streampool/runtime.h"
 
@@ -110,6 +114,30 @@ class Recorder {
   void Freed(const void* ptr, uint64_t s, Times t);
   // RecordUse: the allocation at ptr is used by stream s too.
   void Used(const void* ptr, uint64_t s, Times t);
+  // A MallocAsync on a capturing stream: an allocation node at ptr, whose
+  // id names that address for the rest of the recording.
+  void GraphAllocated(uint64_t size, uint64_t s, uint64_t pool, const void* ptr, Times t);
+
+  // Graphs, through the runtime's lock. Lines naming a graph or an
+  // executable graph made before the recording began are not written.
+  void CaptureBegan(uint64_t s, CaptureMode mode, Times t);
+  void CaptureToGraphBegan(uint64_t s, uint64_t graph, CaptureMode mode, Times t);
+  // graph: the captured graph, 0 when the capture handed out none; failed:
+  // the call failed, and is written only if the capture ended.
+  void CaptureEnded(uint64_t s, uint64_t graph, bool failed, Times t);
+  void GraphCreated(uint64_t graph, Times t);
+  void GraphDestroyed(uint64_t graph, Times t);
+  void GraphCloned(uint64_t graph, uint64_t from, Times t);
+  // A node added by hand; child: the child graph of a child graph node.
+  void NodeAdded(uint64_t graph, uint64_t node, uint64_t child, Times t);
+  void EdgesAdded(uint64_t graph, absl::Span<const std::pair<uint64_t, uint64_t>> edges, Times t);
+  void Instantiated(uint64_t exec, uint64_t graph, uint64_t flags, Times t);
+  void Uploaded(uint64_t exec, uint64_t s, Times t);
+  void Launched(uint64_t exec, uint64_t s, Times t);
+  void ExecDestroyed(uint64_t exec, Times t);
+  void ExecUpdated(uint64_t exec, uint64_t graph, Times t);
+  void GraphMemTrimmed(int device, Times t);
+  void GraphMemHighReset(int device, bool used, Times t);
 
  private:
   Recorder(int fd, std::string path, RuntimeCore& core);
@@ -130,6 +158,18 @@ class Recorder {
 
   uint64_t StreamId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t EventId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A graph's or an executable graph's id; nullopt for one made before the
+  // recording began.
+  std::optional<uint64_t> GraphId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<uint64_t> ExecId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Node handles as their indices in their graph.
+  std::vector<uint64_t> NodeIndices(absl::Span<const uint64_t> nodes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The id naming a graph allocation's address: the one it has, else a new one.
+  uint64_t GraphAllocId(const void* ptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Edges in lines of at most trace::kMaxListed nodes.
+  void WriteEdges(uint64_t graph, absl::Span<const std::pair<uint64_t, uint64_t>> edges, Times t)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pool's id; one not defined yet (imported, or made while the recording
   // opened) is defined by what the caller can tell without its lock.
   uint64_t PoolId(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -165,6 +205,15 @@ class Recorder {
   absl::flat_hash_map<uint64_t, uint64_t> events_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint64_t> pools_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uintptr_t, uint64_t> allocs_ ABSL_GUARDED_BY(mu_);  // base -> id
+  // Graph allocations' addresses -> their ids. An address is freed once per
+  // launch and lives as long as graphs refer to it, so its id is never
+  // given back: these grow with the addresses graphs reserve, not with
+  // launches.
+  absl::flat_hash_map<uintptr_t, uint64_t> graph_allocs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> graphs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> execs_ ABSL_GUARDED_BY(mu_);
+  IdSpace graph_ids_ ABSL_GUARDED_BY(mu_);
+  IdSpace exec_ids_ ABSL_GUARDED_BY(mu_);
   IdSpace stream_ids_ ABSL_GUARDED_BY(mu_);
   IdSpace event_ids_ ABSL_GUARDED_BY(mu_);
   IdSpace pool_ids_ ABSL_GUARDED_BY(mu_);

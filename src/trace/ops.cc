@@ -73,7 +73,9 @@ void Print(const T& op, Out& out) {
 void Print(const Alloc& op, Out& out) {
   out << "alloc " << op.id << ' ' << op.size << ' ' << op.stream;
   if (op.pool != kNoPool) out << ' ' << op.pool;
-  if (op.decision.present && op.decision.failed) {
+  if (op.decision.present && op.decision.graph) {
+    out << "  # graph";
+  } else if (op.decision.present && op.decision.failed) {
     out << "  # failed";
   } else if (op.decision.present) {
     out << "  # " << ReuseRuleName(op.decision.rule) << ' ' << op.decision.chunk << '+'
@@ -132,6 +134,57 @@ void Print(const PoolCreate& p, Out& out) {
   if (p.handle_types != 0) out << " handle_types=" << uint64_t{p.handle_types};
   if (p.custom_upstream) out << " upstream=custom";
   out << '\n';
+}
+
+void PrintList(absl::Span<const uint64_t> ids, Out& out) {
+  for (uint64_t id : ids) out << ' ' << id;
+}
+
+void Print(const CaptureToGraph& op, Out& out) {
+  out << "capture_to " << op.stream << ' ' << op.graph << ' ' << op.mode;
+  PrintList(op.deps, out);
+  out << '\n';
+}
+
+void Print(const CaptureEnd& op, Out& out) {
+  out << "endcapture " << op.stream;
+  if (op.graph != kNoGraph) out << ' ' << op.graph;
+  out << '\n';
+}
+
+void Print(const GraphNode& op, Out& out) {
+  out << "gnode " << op.graph << ' ' << op.node << ' ' << EnumName(op.kind);
+  switch (op.kind) {
+    case GraphNodeType::kKernel:
+    case GraphNodeType::kMemcpy:
+    case GraphNodeType::kMemset:
+      out << ' ' << op.value;
+      break;
+    case GraphNodeType::kEventRecord:
+    case GraphNodeType::kWaitEvent:
+    case GraphNodeType::kGraph:
+    case GraphNodeType::kMemFree:
+      out << ' ' << op.ref;
+      break;
+    case GraphNodeType::kMemAlloc:
+      out << ' ' << op.ref << ' ' << op.device << ' ' << op.value;
+      break;
+    case GraphNodeType::kHost:
+    case GraphNodeType::kEmpty:
+      break;
+  }
+  PrintList(op.deps, out);
+  out << '\n';
+}
+
+void Print(const GraphEdges& op, Out& out) {
+  out << "gedge " << op.graph;
+  for (const auto& [from, to] : op.edges) out << ' ' << from << ' ' << to;
+  out << '\n';
+}
+
+void Print(const GraphMemReset& op, Out& out) {
+  out << "greset " << op.device << (op.used ? " used\n" : " reserved\n");
 }
 
 // ------------------------------------------------------------- parsing
@@ -206,7 +259,9 @@ absl::Status Parse(Args f, absl::string_view comment, Alloc* op) {
   // `# <rule> <chunk>+<offset>` or `# failed`; a comment of another shape
   // is prose.
   const std::vector<absl::string_view> w = Fields(comment);
-  if (w.size() == 1 && w[0] == "failed") {
+  if (w.size() == 1 && w[0] == "graph") {
+    op->decision = Decision{.present = true, .graph = true};
+  } else if (w.size() == 1 && w[0] == "failed") {
     op->decision = Decision{.present = true, .failed = true};
   } else if (w.size() == 2) {
     std::optional<ReuseRule> rule = ParseEnumName<ReuseRule>(w[0]);
@@ -336,6 +391,108 @@ absl::Status Parse(Args f, absl::string_view, PoolCreate* p) {
   return absl::OkStatus();
 }
 
+// Node indices (or other numbers) named `what`, at most kMaxListed of them.
+absl::StatusOr<std::vector<uint64_t>> List(absl::string_view what, Args f) {
+  if (f.size() > kMaxListed) {
+    return Error(absl::StrCat("more than ", kMaxListed, " ", what, "s on one line"));
+  }
+  std::vector<uint64_t> out;
+  for (absl::string_view text : f) {
+    TRY_ASSIGN(v, ParseNumber(what, text));
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::Status Parse(Args f, absl::string_view, CaptureToGraph* op) {
+  TRY_ASSIGN(stream, ParseNumber("stream", f[0]));
+  TRY_ASSIGN(graph, ParseNumber("graph", f[1]));
+  TRY_ASSIGN(mode, ParseNumber("mode", f[2]));
+  TRY_ASSIGN(deps, List("node", f.subspan(3)));
+  *op = CaptureToGraph{stream, graph, mode, std::move(deps)};
+  return absl::OkStatus();
+}
+
+absl::Status Parse(Args f, absl::string_view, CaptureEnd* op) {
+  TRY_ASSIGN(stream, ParseNumber("stream", f[0]));
+  op->stream = stream;
+  if (f.size() == 2) {
+    TRY_ASSIGN(graph, ParseNumber("graph", f[1]));
+    if (graph == kNoGraph) return Error("graph is out of range");
+    op->graph = graph;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Parse(Args f, absl::string_view, GraphNode* op) {
+  TRY_ASSIGN(graph, ParseNumber("graph", f[0]));
+  TRY_ASSIGN(node, ParseNumber("node", f[1]));
+  TRY_ASSIGN(kind, Named<GraphNodeType>("node kind", f[2]));
+  op->graph = graph;
+  op->node = node;
+  op->kind = kind;
+  Args rest = f.subspan(3);
+  // The kind's params: (field name, where it goes).
+  std::vector<std::pair<absl::string_view, uint64_t*>> params;
+  switch (kind) {
+    case GraphNodeType::kKernel:
+      params = {{"duration", &op->value}};
+      break;
+    case GraphNodeType::kMemcpy:
+    case GraphNodeType::kMemset:
+      params = {{"bytes", &op->value}};
+      break;
+    case GraphNodeType::kEventRecord:
+    case GraphNodeType::kWaitEvent:
+      params = {{"event", &op->ref}};
+      break;
+    case GraphNodeType::kGraph:
+      params = {{"graph", &op->ref}};
+      break;
+    case GraphNodeType::kMemAlloc:
+      params = {{"id", &op->ref}, {"device", &op->device}, {"bytes", &op->value}};
+      break;
+    case GraphNodeType::kMemFree:
+      params = {{"id", &op->ref}};
+      break;
+    case GraphNodeType::kHost:
+    case GraphNodeType::kEmpty:
+      break;
+  }
+  if (rest.size() < params.size()) {
+    return Error(
+        absl::StrCat("a ", f[2], " node takes ", params.size(), " params, got ", rest.size()));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    absl::StatusOr<uint64_t> v =
+        params[i].first == "device" ? Device(rest[i]) : ParseNumber(params[i].first, rest[i]);
+    if (!v.ok()) return v.status();
+    *params[i].second = *v;
+  }
+  TRY_ASSIGN(deps, List("node", rest.subspan(params.size())));
+  op->deps = std::move(deps);
+  return absl::OkStatus();
+}
+
+absl::Status Parse(Args f, absl::string_view, GraphEdges* op) {
+  TRY_ASSIGN(graph, ParseNumber("graph", f[0]));
+  op->graph = graph;
+  if (f.size() % 2 != 1) return Error("gedge lists its edges as <from> <to> pairs");
+  TRY_ASSIGN(nodes, List("node", f.subspan(1)));
+  for (size_t i = 0; i < nodes.size(); i += 2) op->edges.emplace_back(nodes[i], nodes[i + 1]);
+  return absl::OkStatus();
+}
+
+absl::Status Parse(Args f, absl::string_view, GraphMemReset* op) {
+  TRY_ASSIGN(device, Device(f[0]));
+  op->device = device;
+  if (f[1] != "used" && f[1] != "reserved") {
+    return Error(absl::StrCat("greset ", Quote(f[1]), ": expected used or reserved"));
+  }
+  op->used = f[1] == "used";
+  return absl::OkStatus();
+}
+
 #undef TRY_ASSIGN
 
 // How many fields an op takes after its name: (least, most).
@@ -347,8 +504,16 @@ constexpr std::pair<size_t, size_t> FieldCount() {
     return {0, 1};
   } else if constexpr (std::is_same_v<T, PoolCreate>) {
     return {2, SIZE_MAX};
-  } else if constexpr (std::is_same_v<T, Attr>) {
-    return {3, 3};
+  } else if constexpr (std::is_same_v<T, Attr> || std::is_same_v<T, CaptureToGraph>) {
+    return {3, std::is_same_v<T, Attr> ? 3 : SIZE_MAX};
+  } else if constexpr (std::is_same_v<T, CaptureEnd>) {
+    return {1, 2};
+  } else if constexpr (std::is_same_v<T, GraphNode>) {
+    return {3, SIZE_MAX};
+  } else if constexpr (std::is_same_v<T, GraphEdges>) {
+    return {3, SIZE_MAX};
+  } else if constexpr (std::is_same_v<T, GraphMemReset>) {
+    return {2, 2};
   } else {
     constexpr size_t n = std::tuple_size_v<decltype(std::declval<T&>().Tie())>;
     return {n, n};
@@ -391,6 +556,8 @@ const char* AttrName(PoolAttr attr) {
   const PoolAttrInfo* a = FindPoolAttr(static_cast<int>(attr));
   return a != nullptr ? a->trace_name : nullptr;
 }
+
+bool IsGraphOp(const Op& op) { return op.index() >= Op(CaptureBegin{}).index(); }
 
 char* PrintOp(const Op& op, char* out) {
   Out o{out};

@@ -24,12 +24,14 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "streampool/graph.h"
 #include "streampool/mem_pool.h"
 #include "streampool/pool_props.h"
 #include "streampool/runtime.h"
@@ -48,7 +50,17 @@ struct Decision {
   ReuseRule rule = ReuseRule::kFresh;
   uint64_t chunk = 0;
   uint64_t offset = 0;
+  // `# graph`: the stream was capturing, and the id names the allocation
+  // node's address (graph memory) rather than a pool block.
+  bool graph = false;
 };
+
+// An `endcapture` line whose capture handed out no graph (it was begun into
+// a graph of the program's, or it failed).
+inline constexpr uint64_t kNoGraph = UINT64_MAX;
+// The most nodes (or edges) one line lists; the recorder writes a node's
+// further dependencies as `gedge` lines.
+inline constexpr size_t kMaxListed = 32;
 
 // The line's name, how its fields read in an error message, and its plain
 // number fields. `kFields` names each of them in errors ("stream 'x' is
@@ -241,12 +253,134 @@ struct Use {
   uint64_t stream = 0;
 };
 
+// Graphs (docs/graphs.md). Graphs and executable graphs have ids of their
+// own; a node is named by its index in its graph (the order its nodes were
+// added, captured ones included), which a replay's graph reproduces. Ops
+// enqueued on a capturing stream are the lines above, on that stream.
+
+// BeginCapture; mode 0 global, 1 thread-local, 2 relaxed.
+struct CaptureBegin {
+  static constexpr std::array kFields{"stream", "mode"};
+  SP_TRACE_FIELDS("capture", "<stream> <mode>", stream, mode)
+  uint64_t stream = 0;
+  uint64_t mode = 0;
+};
+// BeginCaptureToGraph: into `graph`, after its nodes `deps`.
+struct CaptureToGraph {
+  static constexpr absl::string_view kName = "capture_to";
+  static constexpr absl::string_view kUsage = "<stream> <graph> <mode> <node>...";
+  uint64_t stream = 0;
+  uint64_t graph = 0;
+  uint64_t mode = 0;
+  std::vector<uint64_t> deps;
+};
+// EndCapture; `graph` the captured graph's new id, kNoGraph when it handed
+// out none.
+struct CaptureEnd {
+  static constexpr absl::string_view kName = "endcapture";
+  static constexpr absl::string_view kUsage = "<stream> [<graph>]";
+  uint64_t stream = 0;
+  uint64_t graph = kNoGraph;
+};
+struct GraphCreate {
+  static constexpr std::array kFields{"graph"};
+  SP_TRACE_FIELDS("gcreate", "<graph>", graph)
+  uint64_t graph = 0;
+};
+struct GraphDestroy {
+  static constexpr std::array kFields{"graph"};
+  SP_TRACE_FIELDS("gdestroy", "<graph>", graph)
+  uint64_t graph = 0;
+};
+struct GraphClone {
+  static constexpr std::array kFields{"graph", "from"};
+  SP_TRACE_FIELDS("gclone", "<graph> <from>", graph, from)
+  uint64_t graph = 0;
+  uint64_t from = 0;
+};
+// A node added by hand: `gnode <graph> <node> <kind> <params> <dep>...`,
+// the params by kind: kernel <ns>, memcpy <bytes>, memset <bytes>, host,
+// record <event>, wait <event>, empty, graph <child graph>, alloc <id>
+// <device> <bytes> (the id names the node's address, as a captured alloc's
+// does), free <id>. A replay runs no host function and copies nothing: a
+// copy or fill lasts what the trace's bandwidth says, as a `copy` does.
+struct GraphNode {
+  static constexpr absl::string_view kName = "gnode";
+  static constexpr absl::string_view kUsage = "<graph> <node> <kind> <params>... <dep>...";
+  uint64_t graph = 0;
+  uint64_t node = 0;
+  GraphNodeType kind = GraphNodeType::kEmpty;
+  // kernel: ns; memcpy, memset, alloc: bytes.
+  uint64_t value = 0;
+  // record, wait: the event; graph: the child; alloc, free: the id.
+  uint64_t ref = 0;
+  uint64_t device = 0;  // alloc
+  std::vector<uint64_t> deps;
+};
+// AddDependencies: each (from, to) pair, `to` after `from`.
+struct GraphEdges {
+  static constexpr absl::string_view kName = "gedge";
+  static constexpr absl::string_view kUsage = "<graph> <from> <to> [<from> <to>]...";
+  uint64_t graph = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> edges;
+};
+struct GraphInstantiate {
+  static constexpr std::array kFields{"exec", "graph", "flags"};
+  SP_TRACE_FIELDS("ginst", "<exec> <graph> <flags>", exec, graph, flags)
+  uint64_t exec = 0;
+  uint64_t graph = 0;
+  uint64_t flags = 0;
+};
+struct GraphUpload {
+  static constexpr std::array kFields{"exec", "stream"};
+  SP_TRACE_FIELDS("gupload", "<exec> <stream>", exec, stream)
+  uint64_t exec = 0;
+  uint64_t stream = 0;
+};
+struct GraphLaunch {
+  static constexpr std::array kFields{"exec", "stream"};
+  SP_TRACE_FIELDS("glaunch", "<exec> <stream>", exec, stream)
+  uint64_t exec = 0;
+  uint64_t stream = 0;
+};
+struct GraphExecDestroy {
+  static constexpr std::array kFields{"exec"};
+  SP_TRACE_FIELDS("gxdestroy", "<exec>", exec)
+  uint64_t exec = 0;
+};
+// ExecUpdate that succeeded (a refused one changed nothing).
+struct GraphExecUpdate {
+  static constexpr std::array kFields{"exec", "graph"};
+  SP_TRACE_FIELDS("gupdate", "<exec> <graph>", exec, graph)
+  uint64_t exec = 0;
+  uint64_t graph = 0;
+};
+// The device's graph memory trimmed.
+struct GraphMemTrim {
+  static constexpr std::array kFields{"device"};
+  SP_TRACE_FIELDS("gtrim", "<device>", device)
+  uint64_t device = 0;
+};
+// A high watermark of the device's graph memory reset.
+struct GraphMemReset {
+  static constexpr absl::string_view kName = "greset";
+  static constexpr absl::string_view kUsage = "<device> used|reserved";
+  uint64_t device = 0;
+  bool used = true;
+};
+
 #undef SP_TRACE_FIELDS
 
 using Op =
     std::variant<Alloc, Free, Kernel, Record, Wait, Sync, EventSync, DeviceSync, Advance,
                  StreamCreate, StreamDestroy, EventCreate, EventDestroy, PoolCreate, PoolDestroy,
-                 Malloc, Release, Copy, Host, Query, EventQuery, Attr, Trim, Use>;
+                 Malloc, Release, Copy, Host, Query, EventQuery, Attr, Trim, Use, CaptureBegin,
+                 CaptureToGraph, CaptureEnd, GraphCreate, GraphDestroy, GraphClone, GraphNode,
+                 GraphEdges, GraphInstantiate, GraphUpload, GraphLaunch, GraphExecDestroy,
+                 GraphExecUpdate, GraphMemTrim, GraphMemReset>;
+
+// Whether the op is one of the graph ops above.
+bool IsGraphOp(const Op& op);
 
 // The name an `attr` line gives a setting a replay must reproduce
 // (src/pool/pool_attrs.def's trace name); null for the others (watermarks
@@ -254,7 +388,7 @@ using Op =
 const char* AttrName(PoolAttr attr);
 
 // The most bytes the printer writes for one op.
-inline constexpr size_t kMaxPrintedLine = 512;
+inline constexpr size_t kMaxPrintedLine = 1024;
 // Prints the op's line, with its '\n', at out, which has room for
 // kMaxPrintedLine bytes; returns the end of what it wrote.
 char* PrintOp(const Op& op, char* out);

@@ -400,9 +400,10 @@ TEST_P(GraphTest, RelaunchingGrowsNothing) {
   SP_EXPECT_OK(spGraphExecDestroy(e));
 }
 
-// A recording holds pool allocations only: graph memory, captured or
-// launched, is left out of it, and the pool allocations beside it are in.
-TEST_P(GraphTest, RecordingLeavesGraphMemoryOut) {
+// A recording writes the capture, its allocation (as graph memory), the
+// instantiation and the launch beside the pool allocations
+// (tests/replay/record_graphs_test.cc replays such a file).
+TEST_P(GraphTest, RecordingWritesGraphOps) {
   char path[] = "/tmp/graph_recording_XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
@@ -424,14 +425,21 @@ TEST_P(GraphTest, RecordingLeavesGraphMemoryOut) {
   SP_ASSERT_OK(spRuntimeStopRecording(rt_));
   FILE* f = fopen(path, "r");
   ASSERT_NE(f, nullptr);
-  int allocs = 0;
+  int allocs = 0, graph_allocs = 0, graph_ops = 0;
   char line[512];
   while (fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, "alloc ", 6) == 0) ++allocs;
+    if (std::strncmp(line, "alloc ", 6) == 0) {
+      ++(std::strstr(line, "# graph") != nullptr ? graph_allocs : allocs);
+    }
+    for (const char* op : {"capture ", "endcapture ", "ginst ", "glaunch "}) {
+      if (std::strncmp(line, op, std::strlen(op)) == 0) ++graph_ops;
+    }
   }
   fclose(f);
   unlink(path);
   EXPECT_EQ(allocs, 1);
+  EXPECT_EQ(graph_allocs, 1);
+  EXPECT_EQ(graph_ops, 4);
   SP_EXPECT_OK(spGraphExecDestroy(x));
   SP_EXPECT_OK(spGraphDestroy(g));
 }

@@ -39,12 +39,14 @@ class Converter {
     p_.events = static_cast<int>(trace_.event_ids.size());
     for (const replay::TraceOp& op : trace_.ops) {
       line_ = op.line;
+      if (ops::IsGraphOp(op.op)) return Unmodelled("a graph op");
       if (absl::Status st = std::visit(*this, op.op); !st.ok()) return st;
     }
     return std::move(p_);
   }
 
   absl::Status operator()(const ops::Alloc& o) {
+    if (o.decision.graph) return Unmodelled("an allocation in a capture");
     int pool = static_cast<int>(o.pool);
     if (o.pool == ops::kNoPool) {
       // The replay's own pool, at the settings a pool is made with.
@@ -110,6 +112,11 @@ class Converter {
   absl::Status operator()(const ops::PoolCreate&) { return absl::OkStatus(); }
   absl::Status operator()(const ops::PoolDestroy&) { return Unmodelled("pdestroy"); }
   absl::Status operator()(const ops::Malloc&) { return Unmodelled("malloc"); }
+  // Graph ops are refused before the visit: the model has no graphs.
+  template <typename T>
+  requires(!std::is_constructible_v<Instruction, T>) absl::Status operator()(const T&) {
+    return Unmodelled("a graph op");
+  }
 
  private:
   static int Id(uint64_t slot) { return static_cast<int>(slot); }

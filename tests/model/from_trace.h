@@ -12,7 +12,8 @@
 // of their length (a copy's at the trace's copy bandwidth, as a replay
 // times it). What the model does not have is an error that names the line:
 // malloc, pool destruction, pool settings of ACL, IPC or a custom upstream,
-// a stream made again on another device or of another kind.
+// a stream made again on another device or of another kind, graphs (their
+// ops and allocations made in a capture).
 #ifndef STREAMPOOL_TESTS_MODEL_FROM_TRACE_H_
 #define STREAMPOOL_TESTS_MODEL_FROM_TRACE_H_
 

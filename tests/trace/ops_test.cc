@@ -68,6 +68,35 @@ TEST(TraceOps, EveryOpPrintsAsTheLineItParsesFrom) {
            "attr 2 reuse_event 0\n",
            "trim 2 0\n",
            "use 3 2\n",
+           "alloc 3 4096 1 2  # graph\n",
+           "capture 1 0\n",
+           "capture_to 1 2 2\n",
+           "capture_to 1 2 1 0 3\n",
+           "endcapture 1\n",
+           "endcapture 1 2\n",
+           "gcreate 2\n",
+           "gdestroy 2\n",
+           "gclone 3 2\n",
+           "gnode 2 0 kernel 500\n",
+           "gnode 2 1 memcpy 4096 0\n",
+           "gnode 2 2 memset 64 0 1\n",
+           "gnode 2 3 host 2\n",
+           "gnode 2 4 event_record 4 3\n",
+           "gnode 2 5 wait_event 4\n",
+           "gnode 2 6 empty 4 5\n",
+           "gnode 2 7 graph 3 6\n",
+           "gnode 2 8 mem_alloc 9 1 2097152 7\n",
+           "gnode 2 9 mem_free 9 8\n",
+           "gedge 2 0 1\n",
+           "gedge 2 0 1 1 2\n",
+           "ginst 1 2 1\n",
+           "gupload 1 3\n",
+           "glaunch 1 3\n",
+           "gxdestroy 1\n",
+           "gupdate 1 2\n",
+           "gtrim 0\n",
+           "greset 1 used\n",
+           "greset 0 reserved\n",
        }) {
     EXPECT_EQ(RoundTrip(line), line);
   }
@@ -78,6 +107,13 @@ TEST(TraceOps, ALineThatIsNoOpSaysWhy) {
   EXPECT_EQ(RoundTrip("kernel 0 -5"), "duration '-5' is negative");
   EXPECT_EQ(RoundTrip("malloc 1 8 64"), "device 64 is out of range (0..63)");
   EXPECT_EQ(RoundTrip("stream 0 0 0"), "stream 0 is device 0's legacy stream");
+  EXPECT_EQ(RoundTrip("gnode 2 0 mem_alloc 9 1"), "a mem_alloc node takes 3 params, got 2");
+  EXPECT_EQ(RoundTrip("gnode 2 0 leaf"),
+            "node kind: unknown graph node type 'leaf' (one of 'kernel', 'memcpy', 'memset', "
+            "'host', 'graph', 'empty', 'wait_event', 'event_record', 'mem_alloc', 'mem_free')");
+  EXPECT_EQ(RoundTrip("gedge 2 0 1 2"), "gedge lists its edges as <from> <to> pairs");
+  EXPECT_EQ(RoundTrip("greset 0 peak"), "greset 'peak': expected used or reserved");
+  EXPECT_EQ(RoundTrip("endcapture"), "endcapture takes 1 or 2 fields (<stream> [<graph>]), got 0");
   EXPECT_EQ(RoundTrip("attr 0 colour 1"),
             "attr 'colour': expected reuse_event, reuse_opportunistic, reuse_internal, "
             "threshold, front_cache, wait_before_growth or soft_limit");
