@@ -388,10 +388,15 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
         f.at = c_.seq.ordering().AdvancePoint(t);
         cached = b->chunk->pool->CacheFree(b, t, f.at);
       }
-      // Written once the stream lock is let go: the recorder's lock blocks.
-      if (Recorder* r = c_.obs.recording()) {
-        const uint64_t now = r->Now();
-        r->Freed(ptr, s, {now, now});
+      // Written once the stream lock is let go (the recorder's lock blocks),
+      // so a stop cannot count on passing that lock: the write holds the
+      // recording instead.
+      if (c_.obs.recording(std::memory_order_relaxed) != nullptr) {
+        if (Recorder* r = c_.obs.BeginWrite()) {
+          const uint64_t now = r->Now();
+          r->Freed(ptr, s, {now, now});
+          c_.obs.EndWrite();
+        }
       }
       if (!cached) FinishFree(f);
       return absl::OkStatus();

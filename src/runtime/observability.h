@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -58,9 +59,21 @@ class Observability {
     recording_.store(recorder_.get(), std::memory_order_release);
   }
   std::unique_ptr<Recorder> TakeRecording() {
-    recording_.store(nullptr, std::memory_order_release);
+    // Seq-cst on both sides (here and BeginWrite): a writer either sees the
+    // recording gone or is seen here, and waited for.
+    recording_.store(nullptr, std::memory_order_seq_cst);
+    while (writers_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
     return std::move(recorder_);
   }
+  // A line written holding no lock the stop passes: the recording, kept from
+  // being taken until EndWrite, or null (not recording).
+  Recorder* BeginWrite() {
+    writers_.fetch_add(1, std::memory_order_seq_cst);
+    Recorder* r = recording_.load(std::memory_order_seq_cst);
+    if (r == nullptr) EndWrite();
+    return r;
+  }
+  void EndWrite() { writers_.fetch_sub(1, std::memory_order_release); }
 
  private:
   uint64_t HandleOf(StreamIndex s) const {
@@ -75,6 +88,7 @@ class Observability {
   std::vector<std::pair<uint64_t, uint64_t>> report_streams_;
   std::unique_ptr<Recorder> recorder_;
   std::atomic<Recorder*> recording_{nullptr};
+  std::atomic<int> writers_{0};
 };
 
 }  // namespace streampool::internal

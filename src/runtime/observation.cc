@@ -57,7 +57,8 @@ absl::Status Observation::StopRecording() {
   if (c_.obs.recorder() == nullptr)
     return absl::InvalidArgumentError("this runtime is not recording");
   // The allocator's paths without the runtime's lock write under a stream's
-  // lock or a pool's: once each has been passed, none is still writing.
+  // lock or a pool's, or holding the recording (TakeRecording waits for
+  // those): once each lock has been passed, none is still writing.
   std::unique_ptr<Recorder> r = c_.obs.TakeRecording();
   for (StreamIndex s = 0; s < c_.seq.stream_slots(); ++s) {
     SpinLockHolder pass(&c_.seq.stream_lock(s));

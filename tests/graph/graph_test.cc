@@ -50,6 +50,7 @@ void ExpectPlanKeepsEdges(const Graph& g, const Plan& plan) {
   };
   for (const auto& [a, b] : g.Edges()) {
     ASSERT_GE(step_of[a], 0);
+    ASSERT_GE(step_of[b], 0);
     EXPECT_LT(step_of[a], step_of[b]);
     EXPECT_TRUE(reaches(step_of[a], step_of[b])) << a << " -> " << b;
   }
@@ -92,6 +93,23 @@ TEST(GraphTest, AChainTakesOneLaneAndAForkOneLaneABranch) {
   p = MakePlan(fork);
   EXPECT_EQ(p.lanes, 2u);
   ExpectPlanKeepsEdges(fork, p);
+}
+
+TEST(GraphTest, AForkWhoseEdgesRunAgainstTheIndicesIsPlannedTheSame) {
+  Graph g;
+  const NodeIndex join = AddEmpty(g, {});
+  const NodeIndex l = AddEmpty(g, {});
+  const NodeIndex r = AddEmpty(g, {});
+  const NodeIndex root = AddEmpty(g, {});
+  ASSERT_TRUE(g.AddEdge(root, l).ok());
+  ASSERT_TRUE(g.AddEdge(root, r).ok());
+  ASSERT_TRUE(g.AddEdge(l, join).ok());
+  ASSERT_TRUE(g.AddEdge(r, join).ok());
+  EXPECT_FALSE(g.flat());
+  const Plan p = MakePlan(g);
+  EXPECT_EQ(p.lanes, 2u);
+  EXPECT_EQ(p.steps.front().params, &g.node(root).params);
+  ExpectPlanKeepsEdges(g, p);
 }
 
 TEST(GraphTest, WideFanOutIsBoundedInLanes) {
