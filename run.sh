@@ -206,7 +206,7 @@ check_exports() {
   local so="$1" symbols bad
   symbols="$(nm -D --defined-only -C "$so" | cut -d' ' -f3-)"
   [[ -n "$symbols" ]] || { echo "$so exports nothing" >&2; exit 1; }
-  bad="$(grep -Ev '^(sp[A-Z][A-Za-z]*|((typeinfo|typeinfo name|vtable) for )?streampool::.*)$' \
+  bad="$(grep -Ev '^(sp[A-Z][A-Za-z0-9]*|((typeinfo|typeinfo name|vtable) for )?streampool::.*)$' \
            <<<"$symbols" || true)"
   bad+="$(grep -E '^((typeinfo|typeinfo name|vtable) for )?streampool::internal::' \
            <<<"$symbols" || true)"

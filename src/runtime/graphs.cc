@@ -813,6 +813,23 @@ absl::Status Graphs::ResetGraphMemoryHigh(int device, bool used) {
   return absl::OkStatus();
 }
 
+void Graphs::StreamDestroyed(StreamIndex t) {
+  Captures::Session* session = c_.captures.Of(t);
+  if (session == nullptr) return;
+  const bool origin = session->origin == t;
+  const std::vector<StreamIndex> members = session->streams;
+  const uint64_t graph = session->own_graph ? session->graph_handle : 0;
+  c_.captures.DropStream(t);
+  if (!origin) return;
+  for (StreamIndex m : members) {
+    if (absl::StatusOr<RuntimeCore::StreamRec*> r = c_.FindStream(c_.StreamHandleOf(m)); r.ok()) {
+      (*r)->capturing.store(false, std::memory_order_relaxed);
+    }
+  }
+  c_.fast.Invalidate();
+  if (graph != 0) (void)DestroyGraph(graph);
+}
+
 void Graphs::Clear() {
   std::vector<uint64_t> execs;
   for (const auto& [h, rec] : execs_) execs.push_back(h);

@@ -91,6 +91,9 @@ class Graphs {
   // Whether ptr is inside graph memory; its base, requested size and device.
   bool FindGraphAllocation(const void* ptr, void** base, uint64_t* size, bool* live,
                            int* device = nullptr);
+  // Stream t is being destroyed: it leaves its capture; destroying the
+  // origin ends the capture for good (its streams leave, its graph goes).
+  void StreamDestroyed(StreamIndex t);
   // Everything goes (teardown): executable graphs' lanes included.
   void Clear();
 

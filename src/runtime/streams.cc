@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/runtime/graphs.h"
 #include "src/util/check.h"
 
 namespace streampool::internal {
@@ -93,7 +94,7 @@ absl::Status Streams::DestroyStream(uint64_t s) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if ((*rec)->legacy) return absl::InvalidArgumentError("the legacy stream cannot be destroyed");
-  c_.captures.DropStream((*rec)->index);
+  c_.graphs->StreamDestroyed((*rec)->index);
   c_.seq.ChargeCall();
   // Enqueued work still completes and pending frees stay valid; the slot is
   // reused once that work is complete and no pool holds those frees

@@ -551,6 +551,29 @@ TEST_P(GraphTest, KernelNodeUserDataIsDestroyedWithTheLastCopy) {
   EXPECT_EQ(destroyed, 1);
 }
 
+// Destroying a capture's origin ends it for good: the streams that joined
+// leave it and allocate from their pools again.
+TEST_P(GraphTest, DestroyingTheOriginEndsTheCapture) {
+  spStream_t origin;
+  spEvent_t fork;
+  SP_ASSERT_OK(spStreamCreate(&origin, rt_, 0, spStreamNonBlocking));
+  SP_ASSERT_OK(spEventCreate(&fork, rt_));
+  SP_ASSERT_OK(spStreamBeginCapture(origin, spStreamCaptureModeRelaxed));
+  SP_ASSERT_OK(spEventRecord(fork, origin));
+  SP_ASSERT_OK(spStreamWaitEvent(s2_, fork));
+  SP_ASSERT_OK(spStreamDestroy(origin));
+  spStreamCaptureStatus st;
+  SP_ASSERT_OK(spStreamIsCapturing(s2_, &st));
+  EXPECT_EQ(st, spStreamCaptureStatusNone);
+  void* p = nullptr;
+  SP_ASSERT_OK(spMallocAsync(&p, 4096, s2_));
+  spPointerAttributes attr;
+  SP_ASSERT_OK(spPointerGetAttributes(&attr, p));
+  EXPECT_NE(attr.pool, nullptr);  // a pool allocation, not graph memory
+  SP_ASSERT_OK(spFreeAsync(p, s2_));
+  SP_EXPECT_OK(spEventDestroy(fork));
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, GraphTest,
                          ::testing::Values(spExecutorSimulator, spExecutorThreads),
                          [](const auto& info) {
