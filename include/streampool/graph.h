@@ -25,7 +25,7 @@ enum class CaptureStatus { kNone = 0, kActive = 1, kInvalidated = 2 };
 
 /// A stream's capture (C: spStreamGetCaptureInfo).
 struct CaptureInfo {
-  CaptureStatus status = CaptureStatus::kNone;
+  CaptureStatus status = CaptureStatus::kNone;  ///< none, active or invalidated
   uint64_t id = 0;                ///< unique per runtime, from 1; 0 when not capturing
   GraphId graph;                  ///< the graph being built
   std::vector<GraphNodeId> deps;  ///< what the stream's next node will depend on
@@ -47,15 +47,16 @@ enum class GraphNodeType : int {
 
 /// An edge of a graph: `to` depends on `from`.
 struct GraphEdge {
-  GraphNodeId from;
-  GraphNodeId to;
+  GraphNodeId from;  ///< the dependency
+  GraphNodeId to;    ///< the node that depends on it
+  /// Same nodes.
   friend bool operator==(const GraphEdge& a, const GraphEdge& b) = default;
 };
 
 /// An allocation node and the address its allocation has for the graph's life.
 struct GraphAllocNode {
-  GraphNodeId node;
-  void* dptr = nullptr;
+  GraphNodeId node;     ///< the allocation node
+  void* dptr = nullptr;  ///< its allocation's address
 };
 
 /// A Runtime::Instantiate flag: a launch first frees what the previous launch
@@ -68,10 +69,10 @@ inline constexpr uint64_t kGraphInstantiateUpload = spGraphInstantiateFlagUpload
 /// A device's graph memory: used backs graph allocations, reserved is all the
 /// device holds for graphs (used plus what no graph holds until a trim).
 struct GraphMemStats {
-  uint64_t used_current = 0;
-  uint64_t used_high = 0;
-  uint64_t reserved_current = 0;
-  uint64_t reserved_high = 0;
+  uint64_t used_current = 0;      ///< bytes behind ranges something refers to
+  uint64_t used_high = 0;         ///< its high watermark
+  uint64_t reserved_current = 0;  ///< every mapped byte of graph memory
+  uint64_t reserved_high = 0;     ///< its high watermark
 };
 
 /// Which high watermark of GraphMemStats Runtime::ResetGraphMemoryHigh resets.

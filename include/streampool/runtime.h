@@ -289,15 +289,19 @@ class STREAMPOOL_EXPORT Runtime {
                                             uint64_t duration_ns,
                                             absl::Span<const Access> accesses = {},
                                             std::function<void()> body = {});
+  /// A copy of `bytes` from `src` to `dst`, as MemcpyAsync.
   absl::StatusOr<GraphNodeId> AddMemcpyNode(GraphId graph, absl::Span<const GraphNodeId> deps,
                                             void* dst, const void* src, uint64_t bytes);
+  /// `bytes` of `dst` set to (unsigned char)`value`, as MemsetAsync.
   absl::StatusOr<GraphNodeId> AddMemsetNode(GraphId graph, absl::Span<const GraphNodeId> deps,
                                             void* dst, int value, uint64_t bytes);
   /// `fn` runs as LaunchHostFunc's does.
   absl::StatusOr<GraphNodeId> AddHostNode(GraphId graph, absl::Span<const GraphNodeId> deps,
                                           std::function<void()> fn);
+  /// Records `e`, as RecordEvent.
   absl::StatusOr<GraphNodeId> AddEventRecordNode(GraphId graph, absl::Span<const GraphNodeId> deps,
                                                  EventId e);
+  /// Waits for `e`, as StreamWaitEvent.
   absl::StatusOr<GraphNodeId> AddEventWaitNode(GraphId graph, absl::Span<const GraphNodeId> deps,
                                                EventId e);
   /// A node that only orders others.
@@ -325,9 +329,13 @@ class STREAMPOOL_EXPORT Runtime {
   absl::StatusOr<std::vector<GraphNodeId>> GraphNodes(GraphId graph);
   /// The nodes without dependencies.
   absl::StatusOr<std::vector<GraphNodeId>> GraphRootNodes(GraphId graph);
+  /// Every edge of the graph.
   absl::StatusOr<std::vector<GraphEdge>> GraphEdges(GraphId graph);
+  /// What the node does.
   absl::StatusOr<GraphNodeType> NodeType(GraphNodeId node);
+  /// The nodes `node` depends on.
   absl::StatusOr<std::vector<GraphNodeId>> NodeDependencies(GraphNodeId node);
+  /// The nodes that depend on `node`.
   absl::StatusOr<std::vector<GraphNodeId>> NodeDependents(GraphNodeId node);
 
   /// An executable graph of `graph` as it is now; `flags` are
@@ -341,6 +349,7 @@ class STREAMPOOL_EXPORT Runtime {
   /// allocation of the previous launch is still live and `exec` was not
   /// instantiated with kGraphInstantiateAutoFreeOnLaunch.
   absl::Status LaunchGraph(GraphExecId exec, StreamId s);
+  /// Destroys `exec`; launches already enqueued still run.
   absl::Status DestroyGraphExec(GraphExecId exec);
   /// Gives `exec` the parameters of `graph`'s nodes, whose topology and kinds
   /// must be exec's (C code spErrorGraphExecUpdateFailure otherwise).
@@ -348,6 +357,7 @@ class STREAMPOOL_EXPORT Runtime {
 
   /// Gives back graph memory no allocation holds and no launch uses.
   absl::Status TrimGraphMemory(int device);
+  /// The device's graph memory figures.
   absl::StatusOr<GraphMemStats> GraphMemoryStats(int device);
   /// Resets one high watermark to its current value.
   absl::Status ResetGraphMemoryHigh(int device, GraphMemHigh which);

@@ -814,8 +814,11 @@ SP_API spError_t spCheckerClearReports(spRuntime_t rt) SP_NOEXCEPT;
  * from the pools. Graphs, like CUDA's, are not for concurrent use from
  * several threads. */
 
+/** A graph: nodes and their dependencies (spGraphCreate, spStreamEndCapture). */
 typedef struct spGraph_st* spGraph_t;
+/** A node of a graph, valid while its graph lives. */
 typedef struct spGraphNode_st* spGraphNode_t;
+/** An executable graph (spGraphInstantiate), launched with spGraphLaunch. */
 typedef struct spGraphExec_st* spGraphExec_t;
 
 /** What a capture forbids the threads that take part (CUDA's values). */
@@ -846,6 +849,7 @@ SP_API spError_t spStreamBeginCaptureToGraph(spStream_t s, spGraph_t graph,
  * joined stream was not joined back, ...Invalidated (no graph) if it failed,
  * ...WrongThread for a Global or ThreadLocal capture ended elsewhere. */
 SP_API spError_t spStreamEndCapture(spStream_t s, spGraph_t* graph) SP_NOEXCEPT;
+/** Whether s captures (spStreamGetCaptureInfo's status alone). */
 SP_API spError_t spStreamIsCapturing(spStream_t s, spStreamCaptureStatus* status) SP_NOEXCEPT;
 /** The capture's status, id (unique per runtime, from 1), graph and the
  * nodes s's next op would depend on (valid until the next call on s); any
@@ -877,12 +881,12 @@ typedef enum spGraphNodeType {
  * userData; once the last is gone, destroy(userData) runs, so a caller can
  * hand over what the body needs. A failed Add leaves userData the caller's. */
 typedef struct spKernelNodeParams {
-  uint64_t durationNs;
+  uint64_t durationNs;      /**< virtual ns, as spLaunchKernel's */
   const spAccess* accesses; /**< copied when the node is made */
-  size_t accessCount;
-  void (*fn)(void*); /**< may be NULL */
-  void* userData;
-  void (*destroy)(void*); /**< may be NULL */
+  size_t accessCount;       /**< entries of accesses */
+  void (*fn)(void*);        /**< may be NULL */
+  void* userData;           /**< fn's argument, shared by the node's copies */
+  void (*destroy)(void*);   /**< may be NULL */
 } spKernelNodeParams;
 
 /** An allocation node: memory of `poolProps` (its allocType must be Device,
@@ -890,13 +894,14 @@ typedef struct spKernelNodeParams {
  * devices in accessDescs besides its own. dptr is set when the node is made
  * and stays the allocation's address for the graph's life. */
 typedef struct spMemAllocNodeParams {
-  spMemPoolProps poolProps;
-  const spMemAccessDesc* accessDescs;
-  size_t accessDescCount;
-  size_t bytesize;
-  void* dptr; /**< out */
+  spMemPoolProps poolProps;           /**< allocType Device, on `device` */
+  const spMemAccessDesc* accessDescs; /**< peers that may access it (may be NULL) */
+  size_t accessDescCount;             /**< entries of accessDescs */
+  size_t bytesize;                    /**< bytes, not 0 */
+  void* dptr;                         /**< out */
 } spMemAllocNodeParams;
 
+/** An empty graph of rt; flags must be 0. */
 SP_API spError_t spGraphCreate(spGraph_t* graph, spRuntime_t rt, unsigned flags) SP_NOEXCEPT;
 /** Destroys the graph; its executable graphs and its allocations' memory
  * live on. spErrorIllegalState while a capture adds to it. */
@@ -906,23 +911,30 @@ SP_API spError_t spGraphClone(spGraph_t* clone, spGraph_t graph) SP_NOEXCEPT;
 
 /* Each Add* makes a node after numDeps dependencies (nodes of the graph, no
  * duplicates), returns it in *node, and copies what it is given. */
+/** A kernel node: as spLaunchKernel, with params' optional body. */
 SP_API spError_t spGraphAddKernelNode(spGraphNode_t* node, spGraph_t graph,
                                       const spGraphNode_t* deps, size_t numDeps,
                                       const spKernelNodeParams* params) SP_NOEXCEPT;
+/** A copy node of bytes from src to dst. */
 SP_API spError_t spGraphAddMemcpyNode1D(spGraphNode_t* node, spGraph_t graph,
                                         const spGraphNode_t* deps, size_t numDeps, void* dst,
                                         const void* src, size_t bytes) SP_NOEXCEPT;
+/** A fill node: bytes of dst set to (unsigned char)value. */
 SP_API spError_t spGraphAddMemsetNode(spGraphNode_t* node, spGraph_t graph,
                                       const spGraphNode_t* deps, size_t numDeps, void* dst,
                                       int value, size_t bytes) SP_NOEXCEPT;
+/** A host function node: fn(userData), as spLaunchHostFunc. */
 SP_API spError_t spGraphAddHostNode(spGraphNode_t* node, spGraph_t graph, const spGraphNode_t* deps,
                                     size_t numDeps, void (*fn)(void*), void* userData) SP_NOEXCEPT;
+/** A node that records event, as spEventRecord. */
 SP_API spError_t spGraphAddEventRecordNode(spGraphNode_t* node, spGraph_t graph,
                                            const spGraphNode_t* deps, size_t numDeps,
                                            spEvent_t event) SP_NOEXCEPT;
+/** A node after which the graph waits for event, as spStreamWaitEvent. */
 SP_API spError_t spGraphAddEventWaitNode(spGraphNode_t* node, spGraph_t graph,
                                          const spGraphNode_t* deps, size_t numDeps,
                                          spEvent_t event) SP_NOEXCEPT;
+/** A node that only orders. */
 SP_API spError_t spGraphAddEmptyNode(spGraphNode_t* node, spGraph_t graph,
                                      const spGraphNode_t* deps, size_t numDeps) SP_NOEXCEPT;
 /** The child is copied into the node; spErrorNotSupported if it has memory
@@ -941,8 +953,11 @@ SP_API spError_t spGraphAddMemAllocNode(spGraphNode_t* node, spGraph_t graph,
 SP_API spError_t spGraphAddMemFreeNode(spGraphNode_t* node, spGraph_t graph,
                                        const spGraphNode_t* deps, size_t numDeps,
                                        void* dptr) SP_NOEXCEPT;
+/** An allocation node's parameters; accessDescs stays valid until the
+ * thread's next call. spErrorInvalidValue for another kind of node. */
 SP_API spError_t spGraphMemAllocNodeGetParams(spGraphNode_t node,
                                               spMemAllocNodeParams* params) SP_NOEXCEPT;
+/** The address a free node frees; spErrorInvalidValue for another kind. */
 SP_API spError_t spGraphMemFreeNodeGetParams(spGraphNode_t node, void** dptr) SP_NOEXCEPT;
 /** Adds edges from[i] -> to[i]; spErrorInvalidValue (none added) for a node
  * of another graph, an edge that exists or one that makes a cycle. */
@@ -951,14 +966,20 @@ SP_API spError_t spGraphAddDependencies(spGraph_t graph, const spGraphNode_t* fr
 
 /* Queries: each copies up to *count entries (arrays may be NULL to ask the
  * count) and sets *count to how many there are. */
+/** The graph's nodes, in the order they were made. */
 SP_API spError_t spGraphGetNodes(spGraph_t graph, spGraphNode_t* nodes, size_t* count) SP_NOEXCEPT;
+/** The nodes without dependencies. */
 SP_API spError_t spGraphGetRootNodes(spGraph_t graph, spGraphNode_t* nodes,
                                      size_t* count) SP_NOEXCEPT;
+/** Every edge from[i] -> to[i]; from and to both NULL or both not. */
 SP_API spError_t spGraphGetEdges(spGraph_t graph, spGraphNode_t* from, spGraphNode_t* to,
                                  size_t* count) SP_NOEXCEPT;
+/** The node's kind. */
 SP_API spError_t spGraphNodeGetType(spGraphNode_t node, spGraphNodeType* type) SP_NOEXCEPT;
+/** The nodes this node depends on. */
 SP_API spError_t spGraphNodeGetDependencies(spGraphNode_t node, spGraphNode_t* deps,
                                             size_t* count) SP_NOEXCEPT;
+/** The nodes that depend on this node. */
 SP_API spError_t spGraphNodeGetDependentNodes(spGraphNode_t node, spGraphNode_t* dependents,
                                               size_t* count) SP_NOEXCEPT;
 
@@ -980,6 +1001,7 @@ SP_API spError_t spGraphUpload(spGraphExec_t exec, spStream_t s) SP_NOEXCEPT;
  * enqueued, if an allocation of its previous launch is not freed and exec was
  * not instantiated with spGraphInstantiateFlagAutoFreeOnLaunch. */
 SP_API spError_t spGraphLaunch(spGraphExec_t exec, spStream_t s) SP_NOEXCEPT;
+/** Destroys exec; launches already enqueued still run. */
 SP_API spError_t spGraphExecDestroy(spGraphExec_t exec) SP_NOEXCEPT;
 /** Why spGraphExecUpdate refused (CUDA's cudaGraphExecUpdateResult values). */
 typedef enum spGraphExecUpdateResult {
@@ -1009,6 +1031,7 @@ typedef enum spGraphMemAttributeType {
 /** Gives back graph memory that no allocation holds and no launch pending or
  * running will use. */
 SP_API spError_t spDeviceGraphMemTrim(spRuntime_t rt, int device) SP_NOEXCEPT;
+/** A graph memory figure of device, in bytes. */
 SP_API spError_t spDeviceGetGraphMemAttribute(spRuntime_t rt, int device,
                                               spGraphMemAttributeType attr,
                                               uint64_t* value) SP_NOEXCEPT;
