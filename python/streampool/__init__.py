@@ -132,6 +132,10 @@ def _memory_snapshot(self, pools=None):
       "free_completed" events with addr, size, stream and time_us (host
       time); empty lists otherwise.
 
+    * "graph_memory" (streampool's own key, which the viewer ignores): per
+      device, its graph memory figures as graph_memory() gives them (used
+      and reserved, current and high), apart from the pools' segments.
+
     Not filled: "frames" (no stack traces are taken; empty lists), a
     segment's "stream" (segments are not per stream here; 0) and
     "segment_type" (always "large": there is no small pool),
@@ -157,7 +161,9 @@ def _memory_snapshot(self, pools=None):
             # PyTorch free without record_stream completes at once.
             traces[e["device"]].append(dict(common, action="free_requested"))
             traces[e["device"]].append(dict(common, action="free_completed"))
-    return {"segments": segments, "device_traces": traces, "allocator_settings": {}}
+    graph_memory = [self.graph_memory(device=d) for d in range(self.devices)]
+    return {"segments": segments, "device_traces": traces, "allocator_settings": {},
+            "graph_memory": graph_memory}
 
 
 def _dump_snapshot(self, path, pools=None):

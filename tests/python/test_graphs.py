@@ -122,6 +122,10 @@ def test_launch_grows_the_footprint_once_and_relaunches_reuse_it(rt):
         assert rt.graph_memory()["reserved_current"] == 64 * MiB
     s.synchronize()
     assert rt.graph_memory()["reserved_high"] == 64 * MiB
+    # The memory snapshot shows graph memory beside the pools' segments.
+    snap = rt.memory_snapshot()
+    assert snap["graph_memory"][0]["reserved_current"] == 64 * MiB
+    assert all(seg["total_size"] != 64 * MiB for seg in snap["segments"])
 
 
 # "CUDA cannot reuse physical memory from graphs which do not free their
