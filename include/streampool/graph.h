@@ -55,7 +55,7 @@ struct GraphEdge {
 
 /// An allocation node and the address its allocation has for the graph's life.
 struct GraphAllocNode {
-  GraphNodeId node;     ///< the allocation node
+  GraphNodeId node;      ///< the allocation node
   void* dptr = nullptr;  ///< its allocation's address
 };
 

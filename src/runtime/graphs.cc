@@ -520,7 +520,7 @@ absl::Status Graphs::Upload(uint64_t e, uint64_t s) {
   return t.ok() ? absl::OkStatus() : t.status();
 }
 
-absl::Status Graphs::EnqueueStep(ExecRec& exec, const PlanStep& step, uint64_t lane) {
+absl::Status Graphs::EnqueueStep(const PlanStep& step, uint64_t lane) {
   return std::visit(
       [&](const auto& p) -> absl::Status {
         using P = std::decay_t<decltype(p)>;
@@ -647,11 +647,11 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
     }
   }
   // Fork: every lane after the previous launch (its end, recorded on its
-  // stream) and after s's work so far.
-  for (int pass = exec.launched ? 0 : 1; pass < 2; ++pass) {
-    if (pass == 1) SP_CHECK(events_.RecordEvent(exec.done, s).ok());
-    for (uint64_t lane : exec.lanes) SP_CHECK(events_.StreamWaitEvent(lane, exec.done).ok());
-  }
+  // stream; before the first launch a wait on it waits for nothing) and
+  // after s's work so far.
+  for (uint64_t lane : exec.lanes) SP_CHECK(events_.StreamWaitEvent(lane, exec.done).ok());
+  SP_CHECK(events_.RecordEvent(exec.done, s).ok());
+  for (uint64_t lane : exec.lanes) SP_CHECK(events_.StreamWaitEvent(lane, exec.done).ok());
   absl::Status failed;
   const std::vector<PlanStep>& steps = exec.plan.steps;
   for (size_t i = 0; i < steps.size() && failed.ok(); ++i) {
@@ -659,7 +659,7 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
     for (uint32_t d : steps[i].waits_for) {
       SP_CHECK(events_.StreamWaitEvent(lane, exec.events[d]).ok());
     }
-    failed = EnqueueStep(exec, steps[i], lane);
+    failed = EnqueueStep(steps[i], lane);
     if (steps[i].signals) SP_CHECK(events_.RecordEvent(exec.events[i], lane).ok());
   }
   // Join: s's later work after every lane.
@@ -667,7 +667,6 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
     SP_CHECK(events_.StreamWaitEvent(s, exec.events[tail]).ok());
   }
   SP_CHECK(events_.RecordEvent(exec.done, s).ok());
-  exec.launched = true;
   return failed;
 }
 

@@ -115,14 +115,12 @@ class Graphs {
   };
   struct ExecRec {
     std::shared_ptr<const Graph> graph;
-    uint64_t source = 0;  // the graph it was made from (0 once destroyed)
+    uint64_t source = 0;  // the graph it was made from (perhaps destroyed since)
     Plan plan;
     std::vector<uint64_t> lanes;   // stream handles
     std::vector<uint64_t> events;  // per step that signals (else 0)
     uint64_t done = 0;             // recorded on the launch stream after a launch
-    bool launched = false;
     bool auto_free = false;
-    int device = 0;
     std::vector<std::pair<int, void*>> ranges;
   };
 
@@ -141,7 +139,7 @@ class Graphs {
   absl::Status CheckFreeNode(const Graph& graph, const void* dptr,
                              absl::Span<const NodeIndex> deps) const;
   absl::StatusOr<GraphMemory*> MemoryOf(int device);
-  absl::Status EnqueueStep(ExecRec& exec, const PlanStep& step, uint64_t lane);
+  absl::Status EnqueueStep(const PlanStep& step, uint64_t lane);
   void ReleaseRanges(const std::vector<std::pair<int, void*>>& ranges);
   absl::StatusOr<StreamIndex> IndexOf(uint64_t s);
 
