@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/attributes.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/capi/c_entry.h"
@@ -366,7 +367,7 @@ spError_t spLaunchKernel(spStream_t s, uint64_t durationNs, const spAccess* acce
   return Entry([&]() -> spError_t {
     SP_RESOLVE(r, s);
     if (count != 0 && accesses == nullptr) return spErrorInvalidValue;
-    std::vector<streampool::Access> acc(count);
+    absl::InlinedVector<streampool::Access, 4> acc(count);  // kernels name few ranges
     for (size_t i = 0; i < count; ++i) {
       acc[i] = streampool::Access{accesses[i].ptr, accesses[i].size, accesses[i].write != 0};
     }

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace streampool::internal {
 
@@ -18,7 +19,62 @@ GraphNodeType NodeTypeOf(const NodeParams& params) {
   return kTypes[params.index()];
 }
 
-absl::StatusOr<NodeIndex> Graph::Add(NodeParams&& params, absl::Span<const NodeIndex> deps) {
+namespace {
+
+// The node arrays of graphs that are gone, emptied but with their capacity.
+// A program that captures a graph each step (a new input shape, an update
+// that cannot apply) would otherwise free a large array each time, which the
+// C allocator hands back to the system and then faults in again: that was a
+// third of a 1 000-node capture's time. Bounded, so idle graphs of the past
+// cost at most kMaxBytes.
+class NodeArrays {
+ public:
+  static NodeArrays& Get() {
+    static NodeArrays* arrays = new NodeArrays;  // outlives graphs freed at exit
+    return *arrays;
+  }
+  std::vector<Node> Take() {
+    absl::MutexLock lock(&mu_);
+    if (free_.empty()) return {};
+    std::vector<Node> nodes = std::move(free_.back());
+    free_.pop_back();
+    bytes_ -= nodes.capacity() * sizeof(Node);
+    return nodes;
+  }
+  void Give(std::vector<Node>&& nodes) {
+    nodes.clear();
+    const size_t bytes = nodes.capacity() * sizeof(Node);
+    if (bytes == 0) return;
+    absl::MutexLock lock(&mu_);
+    if (bytes_ + bytes > kMaxBytes || free_.size() == kMaxArrays) return;
+    bytes_ += bytes;
+    free_.push_back(std::move(nodes));
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = size_t{4} << 20;
+  static constexpr size_t kMaxArrays = 8;
+  absl::Mutex mu_;
+  std::vector<std::vector<Node>> free_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+Graph::Graph() : nodes_(NodeArrays::Get().Take()) {}
+
+Graph::Graph(const Graph& other)
+    : nodes_(NodeArrays::Get().Take()),
+      memory_nodes_(other.memory_nodes_),
+      children_(other.children_),
+      ordered_(other.ordered_),
+      chain_(other.chain_) {
+  nodes_.assign(other.nodes_.begin(), other.nodes_.end());
+}
+
+Graph::~Graph() { NodeArrays::Get().Give(std::move(nodes_)); }
+
+absl::Status Graph::CheckDeps(absl::Span<const NodeIndex> deps) const {
   for (NodeIndex d : deps) {
     if (d >= nodes_.size()) return absl::InvalidArgumentError("dependency not in the graph");
   }
@@ -36,15 +92,7 @@ absl::StatusOr<NodeIndex> Graph::Add(NodeParams&& params, absl::Span<const NodeI
       if (!seen.insert(d).second) return absl::InvalidArgumentError("duplicate dependency");
     }
   }
-  const auto index = static_cast<NodeIndex>(nodes_.size());
-  const GraphNodeType type = NodeTypeOf(params);
-  if (type == GraphNodeType::kMemAlloc || type == GraphNodeType::kMemFree) ++memory_nodes_;
-  if (type == GraphNodeType::kGraph) ++children_;
-  Node& node = nodes_.emplace_back();
-  node.params = std::move(params);
-  node.deps.assign(deps.begin(), deps.end());
-  for (NodeIndex d : deps) nodes_[d].dependents.push_back(index);
-  return index;
+  return absl::OkStatus();
 }
 
 absl::Status Graph::AddEdge(NodeIndex from, NodeIndex to) {
@@ -59,6 +107,7 @@ absl::Status Graph::AddEdge(NodeIndex from, NodeIndex to) {
   deps.push_back(from);
   nodes_[from].dependents.push_back(to);
   if (from > to) ordered_ = false;
+  chain_ = false;
   return absl::OkStatus();
 }
 
@@ -167,24 +216,37 @@ constexpr uint32_t kMaxLanes = 16;
 }  // namespace
 
 Plan MakePlan(const Graph& graph) {
-  std::vector<FlatNode> flat;
-  if (graph.flat()) {
-    // Most graphs (every captured one): the nodes as they are.
-    flat.reserve(graph.size());
-    for (NodeIndex i = 0; i < graph.size(); ++i) {
-      const Node& n = graph.node(i);
-      flat.push_back(FlatNode{&n.params, {n.deps.begin(), n.deps.end()}});
+  if (graph.chain()) {
+    // What the general walk below makes of a chain, without the walk.
+    Plan plan;
+    plan.steps.resize(graph.size());
+    for (NodeIndex i = 0; i < graph.size(); ++i) plan.steps[i].params = &graph.node(i).params;
+    if (graph.size() != 0) {
+      plan.lanes = 1;
+      plan.tails.push_back(static_cast<uint32_t>(graph.size() - 1));
+      plan.steps.back().signals = true;
     }
-  } else {
-    Flatten(graph, {}, flat);
+    return plan;
   }
+  // Most graphs (every captured one) are planned from their nodes as they
+  // are; the others from their flattening.
+  const bool direct = graph.flat();
+  std::vector<FlatNode> flat;
+  if (!direct) Flatten(graph, {}, flat);
+  const size_t count = direct ? graph.size() : flat.size();
   Plan plan;
-  plan.steps.reserve(flat.size());
+  plan.steps.reserve(count);       // so a step's reference stays valid below
   std::vector<int64_t> lane_last;  // the last step placed on each lane
-  for (uint32_t i = 0; i < flat.size(); ++i) {
-    auto& deps = flat[i].deps;
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  absl::InlinedVector<uint32_t, 4> sorted;
+  for (uint32_t i = 0; i < count; ++i) {
+    absl::Span<const uint32_t> deps =
+        direct ? absl::Span<const uint32_t>(graph.node(i).deps) : flat[i].deps;
+    if (deps.size() > 1) {
+      sorted.assign(deps.begin(), deps.end());
+      std::sort(sorted.begin(), sorted.end());
+      sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+      deps = sorted;
+    }
     uint32_t lane = plan.lanes;
     for (uint32_t d : deps) {
       if (lane_last[plan.steps[d].lane] == d) {
@@ -199,7 +261,9 @@ Plan MakePlan(const Graph& graph) {
       ++plan.lanes;
       lane_last.push_back(-1);
     }
-    PlanStep step{flat[i].params, lane, {}, false};
+    PlanStep& step = plan.steps.emplace_back();
+    step.params = direct ? &graph.node(i).params : flat[i].params;
+    step.lane = lane;
     for (uint32_t d : deps) {
       if (plan.steps[d].lane != lane) {
         step.waits_for.push_back(d);
@@ -207,7 +271,6 @@ Plan MakePlan(const Graph& graph) {
       }
     }
     lane_last[lane] = i;
-    plan.steps.push_back(std::move(step));
   }
   for (int64_t last : lane_last) {
     if (last >= 0) {

@@ -90,6 +90,10 @@ using NodeParams =
 GraphNodeType NodeTypeOf(const NodeParams& params);
 
 struct Node {
+  // P: NodeParams or one of its alternatives (made in place, not moved twice).
+  template <typename P>
+  Node(P&& p, absl::Span<const NodeIndex> d)
+      : params(std::forward<P>(p)), deps(d.begin(), d.end()) {}
   NodeParams params;
   absl::InlinedVector<NodeIndex, 2> deps;        // in the order given, no duplicates
   absl::InlinedVector<NodeIndex, 2> dependents;  // in the order the edges were made
@@ -97,14 +101,25 @@ struct Node {
 
 class Graph {
  public:
-  Graph() = default;
+  Graph();
   // Copies every node; the caller checks CanClone first.
-  Graph(const Graph&) = default;
+  Graph(const Graph& other);
+  ~Graph();
   Graph& operator=(const Graph&) = delete;
 
   // Adds a node after `deps` (each an index of this graph, no duplicates:
   // InvalidArgument otherwise, and nothing added).
-  absl::StatusOr<NodeIndex> Add(NodeParams&& params, absl::Span<const NodeIndex> deps);
+  // P: NodeParams or one of its alternatives.
+  template <typename P>
+  absl::StatusOr<NodeIndex> Add(P&& params, absl::Span<const NodeIndex> deps) {
+    if (absl::Status st = CheckDeps(deps); !st.ok()) return st;
+    const auto index = static_cast<NodeIndex>(nodes_.size());
+    chain_ = chain_ && (index == 0 ? deps.empty() : deps.size() == 1 && deps[0] == index - 1);
+    Node& node = nodes_.emplace_back(std::forward<P>(params), deps);
+    Count(node.params);
+    for (NodeIndex d : deps) nodes_[d].dependents.push_back(index);
+    return index;
+  }
   // Adds the edge from -> to; InvalidArgument for a bad index, an edge that
   // exists or one that would make a cycle.
   absl::Status AddEdge(NodeIndex from, NodeIndex to);
@@ -125,12 +140,24 @@ class Graph {
   // No child graph, and every edge from a lower index to a higher one (so
   // the indices are an order a launch may follow as they are).
   bool flat() const { return children_ == 0 && ordered_; }
+  // flat(), and each node after the one before it alone (a capture on one
+  // stream): one lane, planned as it is.
+  bool chain() const { return flat() && chain_; }
 
  private:
+  // InvalidArgument for an index not in the graph or a duplicate.
+  absl::Status CheckDeps(absl::Span<const NodeIndex> deps) const;
+  void Count(const NodeParams& params) {
+    const GraphNodeType type = NodeTypeOf(params);
+    if (type == GraphNodeType::kMemAlloc || type == GraphNodeType::kMemFree) ++memory_nodes_;
+    if (type == GraphNodeType::kGraph) ++children_;
+  }
+
   std::vector<Node> nodes_;
   size_t memory_nodes_ = 0;
   size_t children_ = 0;
   bool ordered_ = true;
+  bool chain_ = true;
 };
 
 // How a launch runs a graph: every node, child graphs flattened, in an order
@@ -140,8 +167,8 @@ class Graph {
 // lane and each fork opens one; a lane waits for another only where an edge
 // crosses. Deterministic: the same graph gives the same plan.
 struct PlanStep {
-  const NodeParams* params;  // points into the graph the plan was made from
-  uint32_t lane;
+  const NodeParams* params = nullptr;  // points into the graph the plan was made from
+  uint32_t lane = 0;
   absl::InlinedVector<uint32_t, 2> waits_for;  // steps on other lanes this one waits for
   bool signals = false;                        // a step on another lane waits for this one
 };

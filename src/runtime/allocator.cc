@@ -109,7 +109,7 @@ const Allocator::Target* Allocator::FindTarget(uint64_t pool, uint64_t s,
   // pool (atomics).
   if (!c_.fast.on()) return nullptr;
   const StreamRec* rec = c_.streams.Find(s);
-  if (rec == nullptr || rec->capturing.load(std::memory_order_relaxed)) return nullptr;
+  if (rec == nullptr || !Uncaptured(*rec)) return nullptr;
   const uint64_t ph =
       pool != 0 ? pool : c_.devices.current_pool(rec->device.load(std::memory_order_relaxed));
   MemPool* mp = c_.pools.FindFast(ph);
@@ -365,7 +365,7 @@ absl::Status Allocator::FreeAsync(void* ptr, uint64_t s) ABSL_NO_THREAD_SAFETY_A
       lock = m.target.lock;
     } else if (c_.fast.on()) {
       const StreamRec* rec = c_.streams.Find(s);
-      if (rec != nullptr && !rec->capturing.load(std::memory_order_relaxed)) {
+      if (rec != nullptr && Uncaptured(*rec)) {
         t = rec->index.load(std::memory_order_relaxed);
         lock = &c_.seq.ordering().stream_lock(t);
       }
@@ -528,6 +528,7 @@ absl::StatusOr<AllocInfo> Allocator::MallocAsyncLocked(uint64_t size, uint64_t p
   if (size == 0) return AllocInfo{};
   MemPool& mp = *(*prec)->mem();
   const StreamIndex t = (*rec)->index;
+  if (absl::Status st = c_.CheckLegacyOp(**rec); !st.ok()) return st;
   if (c_.captures.Of(t) != nullptr) {
     // Captured: an allocation node of graph memory on the pool's device.
     absl::StatusOr<void*> p = c_.graphs->CaptureMalloc(t, size, mp.props(), {});
@@ -563,6 +564,7 @@ absl::Status Allocator::FreeAsyncLocked(void* ptr, uint64_t s) {
   if (!rec.ok()) return rec.status();
   if (ptr == nullptr) return absl::OkStatus();
   const StreamIndex idx = (*rec)->index;
+  if (absl::Status st = c_.CheckLegacyOp(**rec); !st.ok()) return st;
   if (c_.captures.Of(idx) != nullptr) return c_.graphs->CaptureFree(idx, ptr);
   if (Block* b = Claim(reinterpret_cast<uintptr_t>(ptr), idx)) {
     if (LoadRelaxed(b->used_elsewhere)) {

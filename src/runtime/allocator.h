@@ -200,6 +200,13 @@ class Allocator {
   // destroyed runtime) or a handle is not live.
   // *resolved is set when the memo was made anew.
   const Target* FindTarget(uint64_t pool, uint64_t s, bool* resolved);
+  // Whether the paths without the lock may serve rec's stream: not while it
+  // captures (its calls become nodes), nor, while any capture is open, for a
+  // legacy stream (its calls may be refused: RuntimeCore::CheckLegacyOp).
+  bool Uncaptured(const RuntimeCore::StreamRec& rec) const {
+    return !rec.capturing.load(std::memory_order_relaxed) &&
+           !(rec.legacy.load(std::memory_order_relaxed) && c_.captures.any_open());
+  }
   // The pool's central path without the runtime's lock: its lock, and the
   // ordering core's only once a rule needs it. Null when the call must go
   // under the runtime's lock (the pool was destroyed meanwhile, or the pool is

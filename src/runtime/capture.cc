@@ -46,6 +46,7 @@ absl::StatusOr<Captures::Session*> Captures::Begin(StreamIndex s, std::shared_pt
   Session* raw = session.get();
   sessions_.emplace(raw->id, std::move(session));
   by_stream_.emplace(s, Member{raw, {deps.begin(), deps.end()}});
+  Opened();
   return raw;
 }
 
@@ -77,9 +78,10 @@ absl::StatusOr<std::unique_ptr<Captures::Session>> Captures::End(StreamIndex s) 
   }
   auto owned = sessions_.extract(session->id);
   for (StreamIndex m : session->streams) by_stream_.erase(m);
+  Opened();
   std::unique_ptr<Session> result = std::move(owned.mapped());
   if (result->invalidated) {
-    return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");
+    return Invalidated();
   }
   if (unjoined) {
     return CaptureError(spErrorStreamCaptureUnjoined,
@@ -88,15 +90,8 @@ absl::StatusOr<std::unique_ptr<Captures::Session>> Captures::End(StreamIndex s) 
   return result;
 }
 
-absl::StatusOr<NodeIndex> Captures::Add(StreamIndex s, NodeParams&& params) {
-  Member& m = by_stream_.at(s);
-  if (m.session->invalidated) {
-    return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");
-  }
-  absl::StatusOr<NodeIndex> n = m.session->graph->Add(std::move(params), m.frontier);
-  if (!n.ok()) return n.status();
-  m.frontier = {*n};
-  return *n;
+absl::Status Captures::Invalidated() {
+  return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");
 }
 
 const std::vector<NodeIndex>& Captures::Frontier(StreamIndex s) const {
@@ -116,7 +111,7 @@ absl::Status Captures::Join(StreamIndex s, Session* session, absl::Span<const No
     return CaptureError(spErrorStreamCaptureMerge, "the wait would merge two captures");
   }
   if (session->invalidated) {
-    return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");
+    return Invalidated();
   }
   std::vector<NodeIndex>& f = it->second.frontier;
   for (NodeIndex n : nodes) {
@@ -157,7 +152,20 @@ void Captures::DropStream(StreamIndex s) {
     // Nobody can end it now: every stream leaves it.
     for (StreamIndex m : streams) by_stream_.erase(m);
     sessions_.erase(session->id);
+    Opened();
   }
+}
+
+absl::Status Captures::RefuseLegacyOp(absl::FunctionRef<bool(StreamIndex)> blocking) {
+  bool refused = false;
+  for (auto& [s, member] : by_stream_) {
+    if (!blocking(s)) continue;
+    Invalidate(member.session);
+    refused = true;
+  }
+  if (!refused) return absl::OkStatus();
+  return CaptureError(spErrorStreamCaptureImplicit,
+                      "an op on the legacy stream would wait for a capturing blocking stream");
 }
 
 }  // namespace streampool::internal

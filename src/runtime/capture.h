@@ -18,12 +18,14 @@
 #ifndef STREAMPOOL_SRC_RUNTIME_CAPTURE_H_
 #define STREAMPOOL_SRC_RUNTIME_CAPTURE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -63,6 +65,13 @@ class Captures {
     return it == by_stream_.end() ? nullptr : it->second.session;
   }
   bool empty() const { return sessions_.empty(); }
+  // empty() for readers without the runtime's lock (the fast path).
+  bool any_open() const { return open_.load(std::memory_order_relaxed); }
+  // An op on a device's legacy stream waits for every blocking stream of the
+  // device: where one of them is capturing, CUDA refuses the op
+  // (spErrorStreamCaptureImplicit) and invalidates that capture.
+  // `blocking(s)`: s is a blocking stream of the legacy stream's device.
+  absl::Status RefuseLegacyOp(absl::FunctionRef<bool(StreamIndex)> blocking);
   // Whether an open capture adds nodes to the graph `graph_handle`.
   bool Targets(uint64_t graph_handle) const {
     for (const auto& [id, session] : sessions_) {
@@ -80,7 +89,16 @@ class Captures {
   absl::StatusOr<std::unique_ptr<Session>> End(StreamIndex s);
   // A node after s's frontier, which it then becomes. s must be capturing;
   // an invalidated capture refuses.
-  absl::StatusOr<NodeIndex> Add(StreamIndex s, NodeParams&& params);
+  // P: NodeParams or one of its alternatives.
+  template <typename P>
+  absl::StatusOr<NodeIndex> Add(StreamIndex s, P&& params) {
+    Member& m = by_stream_.at(s);
+    if (m.session->invalidated) return Invalidated();
+    absl::StatusOr<NodeIndex> n = m.session->graph->Add(std::forward<P>(params), m.frontier);
+    if (!n.ok()) return n.status();
+    m.frontier.assign(1, *n);
+    return *n;
+  }
   // What s's next node depends on.
   const std::vector<NodeIndex>& Frontier(StreamIndex s) const;
   // s waits on an event recorded in `session` after `nodes`: s joins the
@@ -115,9 +133,13 @@ class Captures {
     Session* session;
     std::vector<NodeIndex> frontier;
   };
+  static absl::Status Invalidated();
+  void Opened() { open_.store(!sessions_.empty(), std::memory_order_relaxed); }
+
   absl::flat_hash_map<uint64_t, std::unique_ptr<Session>> sessions_;
   absl::flat_hash_map<StreamIndex, Member> by_stream_;
   uint64_t next_id_ = 1;
+  std::atomic<bool> open_{false};
 };
 
 // The calling thread's capture interaction mode

@@ -26,6 +26,7 @@ absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
   if (!rec.ok()) return rec.status();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
+  if (absl::Status st = c_.CheckLegacyOp(**rec); !st.ok()) return st;
   if (absl::Status st = CaptureWait(**rec, **ev); !absl::IsCancelled(st)) return st;
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     // Another process's record: nothing of ours to order after, only a point
@@ -123,6 +124,7 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
   if (!ev.ok()) return ev.status();
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
+  if (absl::Status st = c_.CheckLegacyOp(**rec); !st.ok()) return st;
   const StreamIndex idx = (*rec)->index;
   if (Captures::Session* session = c_.captures.Of(idx)) {
     // Recorded in the capture: no op, only the nodes a wait on it follows.

@@ -481,7 +481,7 @@ absl::StatusOr<uint64_t> Graphs::Instantiate(uint64_t g, uint64_t flags) {
     (*rec)->shared = true;
   }
   exec.source = g;
-  exec.plan = MakePlan(*exec.graph);
+  Prepare(exec);
   exec.auto_free = (flags & spGraphInstantiateFlagAutoFreeOnLaunch) != 0;
   exec.events.assign(exec.plan.steps.size(), 0);
   auto undo = [&] {
@@ -563,6 +563,38 @@ absl::Status Graphs::EnqueueStep(const PlanStep& step, uint64_t lane) {
       *step.params);
 }
 
+void Graphs::Prepare(ExecRec& exec) const {
+  exec.plan = MakePlan(*exec.graph);
+  exec.runs.clear();
+  exec.event_and_free_steps.clear();
+  const std::vector<PlanStep>& steps = exec.plan.steps;
+  // A device runtime makes each node its own native op, so a run is a
+  // single step there.
+  const bool batch = c_.native == nullptr;
+  for (uint32_t i = 0; i < steps.size();) {
+    uint32_t end = i + 1;
+    const bool batched = batch && Work::Batchable(*steps[i].params);
+    if (batched) {
+      // The steps after i on its lane that nothing but the run's own order
+      // comes between: no step of another lane waits inside it, and none
+      // inside waits for another lane.
+      while (end < steps.size() && !steps[end - 1].signals && steps[end].lane == steps[i].lane &&
+             steps[end].waits_for.empty() && Work::Batchable(*steps[end].params)) {
+        ++end;
+      }
+    }
+    exec.runs.push_back(Run{i, end, batched});
+    if (!batched) {
+      const NodeParams& p = *steps[i].params;
+      if (std::holds_alternative<EventRecordNode>(p) || std::holds_alternative<EventWaitNode>(p) ||
+          std::holds_alternative<MemFreeNode>(p)) {
+        exec.event_and_free_steps.push_back(i);
+      }
+    }
+    i = end;
+  }
+}
+
 absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
   absl::StatusOr<ExecRec*> found = FindExec(e);
   if (!found.ok()) return found.status();
@@ -570,6 +602,7 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
   absl::StatusOr<RuntimeCore::StreamRec*> srec = c_.FindStream(s);
   if (!srec.ok()) return srec.status();
   const StreamIndex t = (*srec)->index;
+  if (absl::Status st = c_.CheckLegacyOp(**srec); !st.ok()) return st;
   if (c_.captures.Of(t) != nullptr) {
     return CaptureError(spErrorStreamCaptureUnsupported,
                         "launching a graph into a capture is not supported");
@@ -586,7 +619,8 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
           "spGraphInstantiateFlagAutoFreeOnLaunch to free it at relaunch)");
     }
   }
-  for (const PlanStep& step : exec.plan.steps) {
+  for (uint32_t i : exec.event_and_free_steps) {
+    const PlanStep& step = exec.plan.steps[i];
     // An event a node names may have been destroyed since: refused before
     // anything is enqueued.
     if (const auto* r = std::get_if<EventRecordNode>(step.params); r && !events_.Exists(r->event)) {
@@ -654,13 +688,18 @@ absl::Status Graphs::Launch(uint64_t e, uint64_t s) {
   for (uint64_t lane : exec.lanes) SP_CHECK(events_.StreamWaitEvent(lane, exec.done).ok());
   absl::Status failed;
   const std::vector<PlanStep>& steps = exec.plan.steps;
-  for (size_t i = 0; i < steps.size() && failed.ok(); ++i) {
-    const uint64_t lane = exec.lanes[steps[i].lane];
-    for (uint32_t d : steps[i].waits_for) {
+  for (const Run& run : exec.runs) {
+    const uint64_t lane = exec.lanes[steps[run.begin].lane];
+    for (uint32_t d : steps[run.begin].waits_for) {
       SP_CHECK(events_.StreamWaitEvent(lane, exec.events[d]).ok());
     }
-    failed = EnqueueStep(steps[i], lane);
-    if (steps[i].signals) SP_CHECK(events_.RecordEvent(exec.events[i], lane).ok());
+    failed = run.batched ? work_.EnqueueNodes(
+                               lane, absl::MakeConstSpan(&steps[run.begin], run.end - run.begin))
+                         : EnqueueStep(steps[run.begin], lane);
+    if (steps[run.end - 1].signals) {
+      SP_CHECK(events_.RecordEvent(exec.events[run.end - 1], lane).ok());
+    }
+    if (!failed.ok()) break;
   }
   // Join: s's later work after every lane.
   for (uint32_t tail : exec.plan.tails) {
@@ -729,7 +768,7 @@ absl::Status Graphs::ExecUpdate(uint64_t e, uint64_t g, int* result) {
   }
   // Memory nodes are equal, so the copy keeps the same ranges.
   (*exec)->graph = std::make_shared<const Graph>(next);
-  (*exec)->plan = MakePlan(*(*exec)->graph);
+  Prepare(**exec);
   *result = spGraphExecUpdateSuccess;
   return absl::OkStatus();
 }

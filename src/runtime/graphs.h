@@ -1,16 +1,18 @@
 // Graphs: graphs built by hand or captured from streams, their executable
 // graphs and launches, and each device's graph memory (docs/graphs.md).
 //
-// A launch enqueues the executable graph's plan (src/graph/graph.h): each
-// node as the op it stands for, on the plan's lanes — streams the executable
-// graph owns — after the launch stream's earlier work and the previous
-// launch, with the launch stream waiting for every lane at the end. So the
-// simulator runs independent branches concurrently in virtual time, the
-// threads executor on threads, a CUDA runtime on CUstreams, and the checker
-// sees every node's accesses as it sees any op's. An allocation node maps
-// graph memory when the launch reaches it on the host, judged against the
-// lane's clock like a pool's allocation; a free node (or a free of the
-// address outside the graph) marks it freed at its point.
+// A launch enqueues the executable graph's plan (src/graph/graph.h) on the
+// plan's lanes — streams the executable graph owns — after the launch
+// stream's earlier work and the previous launch, with the launch stream
+// waiting for every lane at the end. A node is the op it stands for; a run of
+// a lane's kernels, copies and fills that nothing else can order itself
+// between is one op (Work::EnqueueNodes). So the simulator runs independent
+// branches concurrently in virtual time, the threads executor on threads, a
+// CUDA runtime on CUstreams, and the checker sees every node's accesses as it
+// sees any op's. All graph memory of a launch is decided when it starts,
+// against the launch stream's clock, so a launch that cannot have it
+// enqueues nothing; a free node (or a free of the address outside the graph)
+// marks an allocation freed at its point.
 #ifndef STREAMPOOL_SRC_RUNTIME_GRAPHS_H_
 #define STREAMPOOL_SRC_RUNTIME_GRAPHS_H_
 
@@ -113,13 +115,23 @@ class Graphs {
     uint64_t graph;
     NodeIndex index;
   };
+  // Steps [begin, end) of one lane that a launch enqueues together: as one
+  // op when `batched` (Work::EnqueueNodes), else the one step alone.
+  struct Run {
+    uint32_t begin = 0;
+    uint32_t end = 0;
+    bool batched = false;
+  };
   struct ExecRec {
     std::shared_ptr<const Graph> graph;
     uint64_t source = 0;  // the graph it was made from (perhaps destroyed since)
     Plan plan;
-    std::vector<uint64_t> lanes;   // stream handles
-    std::vector<uint64_t> events;  // per step that signals (else 0)
-    uint64_t done = 0;             // recorded on the launch stream after a launch
+    // Made with the plan (Prepare), so that a launch walks runs, not nodes.
+    std::vector<Run> runs;
+    std::vector<uint32_t> event_and_free_steps;  // what a launch checks first
+    std::vector<uint64_t> lanes;                 // stream handles
+    std::vector<uint64_t> events;                // per step that signals (else 0)
+    uint64_t done = 0;                           // recorded on the launch stream after a launch
     bool auto_free = false;
     std::vector<std::pair<int, void*>> ranges;
   };
@@ -140,6 +152,8 @@ class Graphs {
                              absl::Span<const NodeIndex> deps) const;
   absl::StatusOr<GraphMemory*> MemoryOf(int device);
   absl::Status EnqueueStep(const PlanStep& step, uint64_t lane);
+  // The plan of exec.graph, its runs and the steps a launch checks.
+  void Prepare(ExecRec& exec) const;
   void ReleaseRanges(const std::vector<std::pair<int, void*>>& ranges);
   absl::StatusOr<StreamIndex> IndexOf(uint64_t s);
 

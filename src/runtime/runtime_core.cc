@@ -109,6 +109,15 @@ std::shared_ptr<PhysicalMemory> RuntimeCore::Registering(std::shared_ptr<Physica
   return std::make_shared<RegisteringUpstream>(std::move(inner), this);
 }
 
+absl::Status RuntimeCore::RefuseLegacyOp(const StreamRec& rec) {
+  MutexLock order_lock(&seq.mu());
+  const Ordering& ordering = seq.ordering();
+  const int device = rec.device.load(std::memory_order_relaxed);
+  return captures.RefuseLegacyOp([&](StreamIndex s) {
+    return ordering.kind(s) == StreamKind::kBlocking && ordering.device(s) == device;
+  });
+}
+
 absl::Status RuntimeCore::HandleRoom() const {
   // 2^36 handles per runtime: a runtime making a million objects a second
   // runs out after 19 hours; it then refuses to make more instead of aborting.

@@ -77,10 +77,18 @@ struct RuntimeCore {
   RuntimeCore& operator=(const RuntimeCore&) = delete;
 
   absl::StatusOr<StreamRec*> FindStream(uint64_t h);
+  // An op about to be enqueued on rec: refused, with its capture
+  // invalidated, when rec is a legacy stream and a blocking stream of its
+  // device is capturing (Captures::RefuseLegacyOp). One test when not.
+  absl::Status CheckLegacyOp(const StreamRec& rec) {
+    if (!rec.legacy.load(std::memory_order_relaxed) || captures.empty()) return absl::OkStatus();
+    return RefuseLegacyOp(rec);
+  }
   // ResourceExhausted once the runtime's event handle ids are used up; checked
   // by every call that makes one, before it changes anything.
   absl::Status HandleRoom() const;
   uint64_t NewHandle(HandleKind kind);
+  absl::Status RefuseLegacyOp(const StreamRec& rec);
   // The handle of the stream in slot s now (0: destroyed), for reports.
   uint64_t StreamHandleOf(StreamIndex s) const {
     return s < stream_handles.size() ? stream_handles[s] : 0;

@@ -37,13 +37,6 @@ std::function<void()> Work::MemoryEffect(void* dst, const void* src, int value, 
   };
 }
 
-absl::StatusOr<bool> Work::Capture(const StreamRec& rec, NodeParams&& params) {
-  if (c_.captures.empty() || c_.captures.Of(rec.index) == nullptr) return false;
-  absl::StatusOr<NodeIndex> n = c_.captures.Add(rec.index, std::move(params));
-  if (!n.ok()) return n.status();
-  return true;
-}
-
 absl::Status Work::LaunchKernel(uint64_t s, uint64_t duration_ns,
                                 absl::Span<const Access> accesses) {
   return EnqueueKernel(s, duration_ns, nullptr, /*needs_body=*/false, accesses);
@@ -65,7 +58,10 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
     }
   }
   if (absl::StatusOr<bool> captured =
-          Capture(**rec, KernelNode{duration_ns, {accesses.begin(), accesses.end()}, body});
+          Capture(**rec,
+                  [&] {
+                    return KernelNode{duration_ns, {accesses.begin(), accesses.end()}, body};
+                  });
       !captured.ok() || *captured) {
     return captured.status();
   }
@@ -106,7 +102,8 @@ absl::Status Work::LaunchHostFunc(uint64_t s, std::function<void()> fn) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   if (!fn) return absl::InvalidArgumentError("NULL host function");
-  if (absl::StatusOr<bool> captured = Capture(**rec, HostNode{fn}); !captured.ok() || *captured) {
+  if (absl::StatusOr<bool> captured = Capture(**rec, [&] { return HostNode{fn}; });
+      !captured.ok() || *captured) {
     return captured.status();
   }
   MutexLock order_lock(&c_.seq.mu());
@@ -135,7 +132,10 @@ absl::Status Work::MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint6
       return absl::InvalidArgumentError("copy range wraps the address space");
     }
   }
-  if (absl::StatusOr<bool> captured = Capture(**rec, MemcpyNode{dst, src, bytes});
+  if (absl::StatusOr<bool> captured = Capture(**rec,
+                                              [&] {
+                                                return MemcpyNode{dst, src, bytes};
+                                              });
       !captured.ok() || *captured) {
     return captured.status();
   }
@@ -168,7 +168,10 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
       return absl::InvalidArgumentError("fill range wraps the address space");
     }
   }
-  if (absl::StatusOr<bool> captured = Capture(**rec, MemsetNode{dst, value, bytes});
+  if (absl::StatusOr<bool> captured = Capture(**rec,
+                                              [&] {
+                                                return MemsetNode{dst, value, bytes};
+                                              });
       !captured.ok() || *captured) {
     return captured.status();
   }
@@ -189,6 +192,58 @@ absl::Status Work::MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s)
   }
   const Position p = c_.seq.EnqueueOp((*rec)->index, std::move(op));
   CheckCopyAccess((*rec)->index, p, dst, bytes, /*write=*/true);
+  return absl::OkStatus();
+}
+
+absl::Status Work::EnqueueNodes(uint64_t s, absl::Span<const PlanStep> steps) {
+  absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
+  if (!rec.ok()) return rec.status();
+  const StreamIndex idx = (*rec)->index;
+  MutexLock order_lock(&c_.seq.mu());
+  OpDesc op;
+  op.kind = OpKind::kKernel;
+  std::vector<std::function<void()>> effects;
+  for (const PlanStep& step : steps) {
+    if (const auto* k = std::get_if<KernelNode>(step.params)) {
+      op.duration_ns = SatAddNs(op.duration_ns, k->duration_ns);
+      if (k->body) effects.push_back(AsHostCallback(k->body));
+    } else if (const auto* m = std::get_if<MemcpyNode>(step.params); m && m->bytes != 0) {
+      op.duration_ns = SatAddNs(op.duration_ns, TransferNs(m->bytes));
+      effects.push_back(MemoryEffect(m->dst, m->src, 0, m->bytes));
+    } else if (const auto* f = std::get_if<MemsetNode>(step.params); f && f->bytes != 0) {
+      op.duration_ns = SatAddNs(op.duration_ns, TransferNs(f->bytes));
+      effects.push_back(MemoryEffect(f->dst, nullptr, f->value, f->bytes));
+    }
+  }
+  if (steps.size() == 1 && !std::holds_alternative<KernelNode>(*steps[0].params)) {
+    op.kind = std::holds_alternative<MemcpyNode>(*steps[0].params) ? OpKind::kCopy : OpKind::kFill;
+  }
+  if (effects.size() == 1) {
+    op.effect = std::move(effects[0]);
+  } else if (!effects.empty()) {
+    op.effect = [effects = std::move(effects)]() {
+      for (const auto& e : effects) e();
+    };
+  }
+  c_.seq.ChargeCallLocked();
+  const Position p = c_.seq.EnqueueOp(idx, std::move(op));
+  if (c_.obs.checker()) {
+    for (const PlanStep& step : steps) {
+      if (const auto* k = std::get_if<KernelNode>(step.params)) {
+        for (const Access& a : k->accesses) {
+          c_.obs.checker()->OnAccess(idx, p, c_.seq.ordering().clock(idx),
+                                     reinterpret_cast<uintptr_t>(a.ptr), a.size, a.write,
+                                     (*rec)->device);
+        }
+        c_.obs.CheckerAfterEvent();
+      } else if (const auto* m = std::get_if<MemcpyNode>(step.params); m && m->bytes != 0) {
+        CheckCopyAccess(idx, p, m->src, m->bytes, /*write=*/false);
+        CheckCopyAccess(idx, p, m->dst, m->bytes, /*write=*/true);
+      } else if (const auto* f = std::get_if<MemsetNode>(step.params); f && f->bytes != 0) {
+        CheckCopyAccess(idx, p, f->dst, f->bytes, /*write=*/true);
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

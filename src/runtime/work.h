@@ -30,11 +30,31 @@ class Work {
   absl::Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, uint64_t s);
   absl::Status MemsetAsync(void* dst, int value, uint64_t bytes, uint64_t s);
   absl::Status HostAdvance(uint64_t ns);
+  // Consecutive kernel, copy and fill nodes of a graph launch on stream s as
+  // one op: their durations summed and their effects run in node order, the
+  // checker seeing each node's accesses at the op. Nothing outside the
+  // launch can order itself between them (only event, host and memory nodes
+  // and edges to other lanes can, and those end a run), so one op is what
+  // the nodes are to everyone else, and a launch costs per run, not per node.
+  // A device runtime enqueues each node as its own native op instead.
+  static bool Batchable(const NodeParams& params) {
+    return std::holds_alternative<KernelNode>(params) ||
+           std::holds_alternative<MemcpyNode>(params) || std::holds_alternative<MemsetNode>(params);
+  }
+  absl::Status EnqueueNodes(uint64_t s, absl::Span<const PlanStep> steps);
 
  private:
   // An op on a capturing stream becomes a node of the capture (true), with
   // the capture's error if it was invalidated; false when rec captures not.
-  absl::StatusOr<bool> Capture(const RuntimeCore::StreamRec& rec, NodeParams&& params);
+  // The node is made only when it is captured: enqueueing builds none.
+  template <typename MakeNode>
+  absl::StatusOr<bool> Capture(const RuntimeCore::StreamRec& rec, MakeNode&& make) {
+    if (absl::Status st = c_.CheckLegacyOp(rec); !st.ok()) return st;
+    if (!rec.capturing.load(std::memory_order_relaxed)) return false;
+    absl::StatusOr<NodeIndex> n = c_.captures.Add(rec.index, make());
+    if (!n.ok()) return n.status();
+    return true;
+  }
   // Kernels with or without a body (LaunchKernel, LaunchWork).
   absl::Status EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function<void()> body,
                              bool needs_body, absl::Span<const Access> accesses);

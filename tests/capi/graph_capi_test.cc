@@ -489,6 +489,133 @@ TEST(GraphCheckerTest, AGraphAllocationUsedAfterItsFreeNodeIsReported) {
   SP_EXPECT_OK(spRuntimeDestroy(rt));
 }
 
+// "cudaErrorStreamCaptureImplicit: the operation would have resulted in a
+// disallowed implicit dependency on a current capture sequence from
+// cudaStreamLegacy." An op on the legacy stream waits for every blocking
+// stream, so while one captures the op is refused and that capture is
+// invalidated; a non-blocking stream's capture is no business of the legacy
+// stream's.
+TEST_P(GraphTest, TheLegacyStreamCannotDependOnACapture) {
+  spStream_t legacy;
+  SP_ASSERT_OK(spStreamGetLegacy(&legacy, rt_, 0));
+  spStream_t blocking;
+  SP_ASSERT_OK(spStreamCreate(&blocking, rt_, 0, spStreamDefault));
+  for (bool is_blocking : {true, false}) {
+    spStream_t s = is_blocking ? blocking : s_;
+    // The fast path has served the legacy stream before the capture.
+    void* p = nullptr;
+    SP_ASSERT_OK(spMallocAsync(&p, 4096, legacy));
+    SP_ASSERT_OK(spFreeAsync(p, legacy));
+    SP_ASSERT_OK(spStreamBeginCapture(s, spStreamCaptureModeRelaxed));
+    SP_ASSERT_OK(spLaunchKernel(s, 100, nullptr, 0));
+    const spError_t want = is_blocking ? spErrorStreamCaptureImplicit : spSuccess;
+    EXPECT_EQ(spLaunchKernel(legacy, 100, nullptr, 0), want);
+    EXPECT_EQ(spMallocAsync(&p, 4096, legacy), want);
+    if (!is_blocking) {
+      SP_EXPECT_OK(spFreeAsync(p, legacy));
+    }
+    spGraph_t g = nullptr;
+    EXPECT_EQ(spStreamEndCapture(s, &g), is_blocking ? spErrorStreamCaptureInvalidated : spSuccess);
+    if (g != nullptr) {
+      SP_EXPECT_OK(spGraphDestroy(g));
+    }
+    // Once the capture is over the legacy stream works again.
+    SP_EXPECT_OK(spLaunchKernel(legacy, 100, nullptr, 0));
+    SP_EXPECT_OK(spMallocAsync(&p, 4096, legacy));
+    SP_EXPECT_OK(spFreeAsync(p, legacy));
+  }
+  SP_EXPECT_OK(spStreamSynchronize(legacy));
+  SP_EXPECT_OK(spStreamDestroy(blocking));
+}
+
+// A launch enqueues a lane's kernels, copies and fills between two points
+// others can order against as one op: their effects still land in node
+// order, and its duration is theirs summed.
+TEST_P(GraphTest, NodesOfALaneRunInTheirOrder) {
+  constexpr size_t kBytes = 4096;
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  SP_ASSERT_OK(spMalloc(&a, kBytes, rt_, 0));
+  SP_ASSERT_OK(spMalloc(&b, kBytes, rt_, 0));
+  SP_ASSERT_OK(spMalloc(&c, kBytes, rt_, 0));
+  SP_ASSERT_OK(spStreamBeginCapture(s_, spStreamCaptureModeGlobal));
+  SP_ASSERT_OK(spMemsetAsync(a, 1, kBytes, s_));
+  SP_ASSERT_OK(spMemcpyAsync(b, a, kBytes, s_));
+  const spAccess acc{a, kBytes, 1};
+  SP_ASSERT_OK(spLaunchKernel(s_, 300, &acc, 1));
+  SP_ASSERT_OK(spMemsetAsync(a, 2, kBytes, s_));
+  SP_ASSERT_OK(spLaunchKernel(s_, 700, &acc, 1));
+  SP_ASSERT_OK(spMemcpyAsync(c, a, kBytes, s_));
+  spGraph_t g;
+  SP_ASSERT_OK(spStreamEndCapture(s_, &g));
+  spGraphExec_t x;
+  SP_ASSERT_OK(spGraphInstantiate(&x, g, 0));
+  for (int launch = 0; launch < 2; ++launch) {
+    std::memset(b, 0, kBytes);
+    std::memset(c, 0, kBytes);
+    uint64_t before = 0;
+    uint64_t after = 0;
+    SP_ASSERT_OK(spHostNow(rt_, &before));
+    SP_ASSERT_OK(spGraphLaunch(x, s_));
+    SP_ASSERT_OK(spStreamSynchronize(s_));
+    SP_ASSERT_OK(spHostNow(rt_, &after));
+    EXPECT_GE(after - before, 1000u);  // the two kernels, one after the other
+    EXPECT_EQ(static_cast<unsigned char*>(b)[kBytes - 1], 1);
+    EXPECT_EQ(static_cast<unsigned char*>(c)[0], 2);
+    EXPECT_EQ(static_cast<unsigned char*>(c)[kBytes - 1], 2);
+  }
+  SP_EXPECT_OK(spGraphExecDestroy(x));
+  SP_EXPECT_OK(spGraphDestroy(g));
+  for (void* p : {a, b, c}) SP_EXPECT_OK(spFree(rt_, p));
+}
+
+// The checker sees the accesses of every node of a lane enqueued together:
+// a kernel in the middle of a captured chain that uses an allocation of
+// another stream before that stream's allocation is ordered before it is
+// reported; after a wait on that stream it is not.
+TEST(GraphCheckerTest, ANodeInTheMiddleOfAChainIsChecked) {
+  for (bool ordered : {false, true}) {
+    spRuntime_t rt;
+    spStream_t s, s2;
+    SP_ASSERT_OK(spRuntimeCreate(&rt, nullptr));
+    SP_ASSERT_OK(spCheckerEnable(rt, 1));
+    SP_ASSERT_OK(spStreamCreate(&s, rt, 0, spStreamNonBlocking));
+    SP_ASSERT_OK(spStreamCreate(&s2, rt, 0, spStreamNonBlocking));
+    void* p = nullptr;
+    SP_ASSERT_OK(spMallocAsync(&p, kMiB, s2));
+    spEvent_t e;
+    SP_ASSERT_OK(spEventCreate(&e, rt));
+    SP_ASSERT_OK(spEventRecord(e, s2));
+    SP_ASSERT_OK(spStreamBeginCapture(s, spStreamCaptureModeGlobal));
+    const spAccess use{p, kMiB, 1};
+    SP_ASSERT_OK(spLaunchKernel(s, 100, nullptr, 0));
+    SP_ASSERT_OK(spLaunchKernel(s, 100, &use, 1));
+    SP_ASSERT_OK(spLaunchKernel(s, 100, nullptr, 0));
+    spGraph_t g;
+    SP_ASSERT_OK(spStreamEndCapture(s, &g));
+    spGraphExec_t x;
+    SP_ASSERT_OK(spGraphInstantiate(&x, g, 0));
+    if (ordered) {
+      SP_ASSERT_OK(spStreamWaitEvent(s, e));
+    }
+    SP_ASSERT_OK(spGraphLaunch(x, s));
+    SP_ASSERT_OK(spStreamSynchronize(s));
+    size_t n = 0;
+    SP_ASSERT_OK(spCheckerGetReports(rt, nullptr, 0, &n));
+    EXPECT_EQ(n, ordered ? 0u : 1u);
+    if (n == 1) {
+      spCheckReport r;
+      SP_ASSERT_OK(spCheckerGetReports(rt, &r, 1, &n));
+      EXPECT_EQ(r.kind, spCheckUseBeforeReady) << r.message;
+    }
+    SP_EXPECT_OK(spGraphExecDestroy(x));
+    SP_EXPECT_OK(spGraphDestroy(g));
+    SP_EXPECT_OK(spEventDestroy(e));
+    SP_EXPECT_OK(spRuntimeDestroy(rt));
+  }
+}
+
 // A forked stream may be destroyed while the capture is open, as CUDA's
 // graphMemoryNodes sample does: its work stays, and must have been joined
 // back by the end.

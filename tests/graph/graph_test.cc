@@ -84,6 +84,26 @@ TEST(GraphTest, AChainTakesOneLaneAndAForkOneLaneABranch) {
   Plan p = MakePlan(chain);
   EXPECT_EQ(p.lanes, 1u);
   for (const PlanStep& s : p.steps) EXPECT_TRUE(s.waits_for.empty());
+  // A chain is planned without the general walk; the same chain made with
+  // edges added afterwards takes the walk, and both plans agree.
+  Graph edged;
+  for (NodeIndex i = 0; i < chain.size(); ++i) {
+    AddEmpty(edged, {});
+    if (i > 0) {
+      ASSERT_TRUE(edged.AddEdge(i - 1, i).ok());
+    }
+  }
+  ASSERT_TRUE(chain.chain());
+  ASSERT_FALSE(edged.chain());
+  const Plan walked = MakePlan(edged);
+  ASSERT_EQ(walked.steps.size(), p.steps.size());
+  EXPECT_EQ(walked.lanes, p.lanes);
+  EXPECT_EQ(walked.tails, p.tails);
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    EXPECT_EQ(walked.steps[i].lane, p.steps[i].lane);
+    EXPECT_EQ(walked.steps[i].signals, p.steps[i].signals);
+    EXPECT_EQ(walked.steps[i].waits_for, p.steps[i].waits_for);
+  }
 
   Graph fork;
   const NodeIndex root = AddEmpty(fork, {});
