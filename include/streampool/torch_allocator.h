@@ -152,8 +152,10 @@ STREAMPOOL_TORCH_API int streampool_torch_get_stats(int device, spMemPoolStats* 
 STREAMPOOL_TORCH_API int streampool_torch_stats_json(int device, char* buffer, size_t capacity,
                                                      size_t* length) SP_NOEXCEPT;
 
-/** The current pools' segments and blocks (spMemPoolSnapshot):
- * {"devices": [{"device", "pool", "segments": [{address, size, mapped_bytes,
+/** The current pools' segments and blocks (spMemPoolSnapshot), and each
+ * device's graph memory (spDeviceGetGraphMemAttribute):
+ * {"devices": [{"device", "pool", "graph_memory": {used, used_high, reserved,
+ * reserved_high}, "segments": [{address, size, mapped_bytes,
  * expandable, "blocks": [{address, size, requested, state ("live",
  * "pending", "ready", "cached", "awaiting_uses"), stream, free_point,
  * alloc_seq, unmapped_bytes}]}]}]}: the layout of the Python package's

@@ -189,9 +189,27 @@ spError_t SnapshotJson(spRuntime_t rt, int device, std::string* out, std::string
           absl::StrCat("device ", d, "'s pool changed under every one of ", kTries, " snapshots");
       return spErrorUnknown;
     }
+    // The device's graph memory, apart from the pool's segments: ranges of
+    // graphs' allocation nodes, which no pool holds.
+    uint64_t graph[4] = {0, 0, 0, 0};
+    for (int attr = 0; attr < 4; ++attr) {
+      if (spError_t e = spDeviceGetGraphMemAttribute(
+              rt, d, static_cast<spGraphMemAttributeType>(attr), &graph[attr]);
+          e != spSuccess) {
+        *error = Describe(absl::StrCat("spDeviceGetGraphMemAttribute (device ", d, ")"), e);
+        return e;
+      }
+    }
     w.BeginObject();
     w.Field("device", static_cast<uint64_t>(d));
     w.Field("pool", Address(pool));
+    w.Key("graph_memory");
+    w.BeginObject();
+    w.Field("used", graph[spGraphMemAttrUsedMemCurrent]);
+    w.Field("used_high", graph[spGraphMemAttrUsedMemHigh]);
+    w.Field("reserved", graph[spGraphMemAttrReservedMemCurrent]);
+    w.Field("reserved_high", graph[spGraphMemAttrReservedMemHigh]);
+    w.EndObject();
     w.Key("segments");
     w.BeginArray();
     for (size_t i = 0; i < segment_count; ++i) {

@@ -7,6 +7,7 @@
 #include "src/torch/allocator_state.h"
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -390,6 +391,45 @@ TEST_F(AllocatorStateTest, SnapshotShowsTheBlocks) {
   }
   EXPECT_TRUE(found);
   EXPECT_TRUE(Report(&SnapshotJson, 1)["devices"][0]["segments"].empty());
+}
+
+// A graph's allocations are no pool's: the snapshot shows the device's
+// graph memory beside the pool's segments.
+TEST_F(AllocatorStateTest, SnapshotShowsGraphMemoryBesideThePool) {
+  State().Free(Alloc(kMiB), 0, nullptr);  // the runtime is made at the first allocation
+  spRuntime_t rt = State().runtime();
+  EXPECT_EQ(Report(&SnapshotJson, 0)["devices"][0]["graph_memory"]["reserved"], 0);
+  spGraph_t g;
+  ASSERT_EQ(spGraphCreate(&g, rt, 0), spSuccess);
+  spMemAllocNodeParams params;
+  std::memset(&params, 0, sizeof params);
+  params.poolProps.allocType = spMemAllocationTypeDevice;
+  params.poolProps.device = 0;
+  params.bytesize = 4 * kMiB;
+  spGraphNode_t alloc;
+  ASSERT_EQ(spGraphAddMemAllocNode(&alloc, g, nullptr, 0, &params), spSuccess);
+  spGraphExec_t exec;
+  ASSERT_EQ(spGraphInstantiate(&exec, g, 0), spSuccess);
+  spStream_t s;
+  ASSERT_EQ(spStreamCreate(&s, rt, 0, spStreamNonBlocking), spSuccess);
+  ASSERT_EQ(spGraphLaunch(exec, s), spSuccess);
+  ASSERT_EQ(spStreamSynchronize(s), spSuccess);
+  const nlohmann::json graph = Report(&SnapshotJson, 0)["devices"][0]["graph_memory"];
+  EXPECT_EQ(graph["used"], 4 * kMiB);
+  EXPECT_EQ(graph["used_high"], 4 * kMiB);
+  EXPECT_EQ(graph["reserved"], 4 * kMiB);
+  EXPECT_EQ(Report(&SnapshotJson, 1)["devices"][0]["graph_memory"]["reserved"], 0);
+  // Freed, and the graphs that refer to it gone: used no more, reserved
+  // until a trim.
+  ASSERT_EQ(spFreeAsync(params.dptr, s), spSuccess);
+  ASSERT_EQ(spStreamSynchronize(s), spSuccess);
+  EXPECT_EQ(spGraphExecDestroy(exec), spSuccess);
+  EXPECT_EQ(spGraphDestroy(g), spSuccess);
+  EXPECT_EQ(Report(&SnapshotJson, 0)["devices"][0]["graph_memory"]["used"], 0);
+  EXPECT_EQ(Report(&SnapshotJson, 0)["devices"][0]["graph_memory"]["reserved"], 4 * kMiB);
+  EXPECT_EQ(spDeviceGraphMemTrim(rt, 0), spSuccess);
+  EXPECT_EQ(Report(&SnapshotJson, 0)["devices"][0]["graph_memory"]["reserved"], 0);
+  EXPECT_EQ(spStreamDestroy(s), spSuccess);
 }
 
 TEST_F(AllocatorStateTest, LeakReportListsWhatIsStillAllocated) {
