@@ -1009,8 +1009,13 @@ void BindStreamsAndEvents(Classes& c) {
           "True when all of the stream's work has completed.")
       .def(
           "wait_event",
-          [](const Stream& s, const Event& e) { Check(s.st->Get().StreamWaitEvent(s.id, e.id)); },
-          py::arg("event"), "Later work on the stream waits for the event's latest record.")
+          [](const Stream& s, const Event& e, bool external) {
+            Check(s.st->Get().StreamWaitEvent(
+                s.id, e.id, external ? EventWaitFlag::kExternal : EventWaitFlag::kDefault));
+          },
+          py::arg("event"), py::kw_only(), py::arg("external") = false,
+          "Later work on the stream waits for the event's latest record. external=True "
+          "(cudaEventWaitExternal): in a capture, an event wait node instead of a join.")
       .def("capture", &MakeCapture, py::kw_only(), py::arg("mode") = "global",
            "A capture of the stream for a with block (cudaStreamBeginCapture on entry, "
            "cudaStreamEndCapture on exit): work enqueued on it inside becomes the nodes of "
@@ -1037,8 +1042,14 @@ void BindStreamsAndEvents(Classes& c) {
           "The handle's number (the C API's spEvent_t).")
       .def(
           "record",
-          [](const Event& e, const Stream& s) { Check(e.st->Get().RecordEvent(e.id, s.id)); },
-          py::arg("stream"), "Captures the work enqueued on the stream so far.")
+          [](const Event& e, const Stream& s, bool external) {
+            Check(e.st->Get().RecordEvent(
+                e.id, s.id, external ? EventRecordFlag::kExternal : EventRecordFlag::kDefault));
+          },
+          py::arg("stream"), py::kw_only(), py::arg("external") = false,
+          "Captures the work enqueued on the stream so far. external=True "
+          "(cudaEventRecordExternal): in a capture, an event record node, which records the "
+          "event at each launch.")
       .def(
           "synchronize",
           [](const Event& e) {

@@ -84,6 +84,10 @@ class STREAMPOOL_EXPORT Runtime {
   /// Later work on `s` waits for the event's latest record (no-op if never
   /// recorded).
   absl::Status StreamWaitEvent(StreamId s, EventId e);
+  /// As StreamWaitEvent; on a capturing stream kExternal makes an event wait
+  /// node, which waits at each launch for the event's latest record then,
+  /// inside the graph or not.
+  absl::Status StreamWaitEvent(StreamId s, EventId e, EventWaitFlag flag);
   /// A new, never-recorded event.
   absl::StatusOr<EventId> CreateEvent();
   /// A new event with flags kEventDisableTiming and kEventInterprocess (which
@@ -93,6 +97,10 @@ class STREAMPOOL_EXPORT Runtime {
   absl::Status DestroyEvent(EventId e);
   /// Captures the work enqueued on `s` so far (replaces an earlier record).
   absl::Status RecordEvent(EventId e, StreamId s);
+  /// As RecordEvent; on a capturing stream kExternal makes an event record
+  /// node instead, which records the event at each launch (it keeps its last
+  /// record until then, so no stream joins the capture by it).
+  absl::Status RecordEvent(EventId e, StreamId s, EventRecordFlag flag);
   /// Waits for the event's latest record; a synchronize action like
   /// StreamSynchronize. OK at once if never recorded.
   absl::Status EventSynchronize(EventId e);

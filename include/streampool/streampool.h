@@ -210,6 +210,14 @@ SP_API spError_t spStreamQuery(spStream_t s) SP_NOEXCEPT;
 /** Later work on s waits for the event's latest record; a never-recorded event
  * is a no-op. */
 SP_API spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) SP_NOEXCEPT;
+/** Flags of spStreamWaitEventWithFlags (CUDA's cudaEventWaitDefault,
+ * cudaEventWaitExternal). */
+enum { spEventWaitDefault = 0, spEventWaitExternal = 1 };
+/** spStreamWaitEvent; on a capturing stream spEventWaitExternal makes an event
+ * wait node, which waits at each launch for e's latest record then (inside
+ * the graph or not) instead of joining a capture. Other bits:
+ * spErrorInvalidValue. */
+SP_API spError_t spStreamWaitEventWithFlags(spStream_t s, spEvent_t e, unsigned flags) SP_NOEXCEPT;
 /** Waits until all work on every stream of `device` has completed; a
  * synchronize action like spStreamSynchronize. */
 SP_API spError_t spDeviceSynchronize(spRuntime_t rt, int device) SP_NOEXCEPT;
@@ -230,6 +238,14 @@ SP_API spError_t spEventCreateWithFlags(spEvent_t* e, spRuntime_t rt, unsigned f
 SP_API spError_t spEventDestroy(spEvent_t e) SP_NOEXCEPT;
 /** Captures the work enqueued on s so far; replaces an earlier record. */
 SP_API spError_t spEventRecord(spEvent_t e, spStream_t s) SP_NOEXCEPT;
+/** Flags of spEventRecordWithFlags (CUDA's cudaEventRecordDefault,
+ * cudaEventRecordExternal). */
+enum { spEventRecordDefault = 0, spEventRecordExternal = 1 };
+/** spEventRecord; on a capturing stream spEventRecordExternal makes an event
+ * record node instead, which records e at each launch (e keeps its last
+ * record until then, so no stream joins the capture by it). Other bits:
+ * spErrorInvalidValue. */
+SP_API spError_t spEventRecordWithFlags(spEvent_t e, spStream_t s, unsigned flags) SP_NOEXCEPT;
 /** Waits until the event's latest record has completed; a synchronize action
  * like spStreamSynchronize. On a never-recorded event: spSuccess. */
 SP_API spError_t spEventSynchronize(spEvent_t e) SP_NOEXCEPT;

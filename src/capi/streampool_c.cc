@@ -309,6 +309,12 @@ spError_t spStreamWaitEvent(spStream_t s, spEvent_t e) noexcept {
   return RunOn<&Events::StreamWaitEvent>(s, Value(s), Value(e));
 }
 
+spError_t spStreamWaitEventWithFlags(spStream_t s, spEvent_t e, unsigned flags) noexcept {
+  if (flags == spEventWaitDefault) return spStreamWaitEvent(s, e);
+  if (flags != spEventWaitExternal) return spErrorInvalidValue;
+  return RunOn<&Events::StreamWaitEventExternal>(s, Value(s), Value(e));
+}
+
 // ----------------------------------------------------------------- events
 
 spError_t spEventCreate(spEvent_t* e, spRuntime_t rt) noexcept {
@@ -333,6 +339,12 @@ spError_t spEventDestroy(spEvent_t e) noexcept { return RunOn<&Events::DestroyEv
 
 spError_t spEventRecord(spEvent_t e, spStream_t s) noexcept {
   return RunOn<&Events::RecordEvent>(e, Value(e), Value(s));
+}
+
+spError_t spEventRecordWithFlags(spEvent_t e, spStream_t s, unsigned flags) noexcept {
+  if (flags == spEventRecordDefault) return spEventRecord(e, s);
+  if (flags != spEventRecordExternal) return spErrorInvalidValue;
+  return RunOn<&Events::RecordEventExternal>(e, Value(e), Value(s));
 }
 
 spError_t spEventSynchronize(spEvent_t e) noexcept {

@@ -378,10 +378,12 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) noexcept {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned int flags) noexcept {
   return WithRuntime([&](Call& call) {
-    if (flags != 0) return cudaErrorInvalidValue;
+    if (flags != cudaEventWaitDefault && flags != cudaEventWaitExternal) {
+      return cudaErrorInvalidValue;
+    }
     spStream_t s = nullptr;
     if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
-    return FromSp(spStreamWaitEvent(s, Sp(event)));
+    return FromSp(spStreamWaitEventWithFlags(s, Sp(event), flags));
   });
 }
 
@@ -414,6 +416,18 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) noexcept {
     spStream_t s = nullptr;
     if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
     return FromSp(spEventRecord(Sp(event), s));
+  });
+}
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream,
+                                     unsigned int flags) noexcept {
+  return WithRuntime([&](Call& call) {
+    if (flags != cudaEventRecordDefault && flags != cudaEventRecordExternal) {
+      return cudaErrorInvalidValue;
+    }
+    spStream_t s = nullptr;
+    if (cudaError_t e = call.Stream(stream, &s); e != cudaSuccess) return e;
+    return FromSp(spEventRecordWithFlags(Sp(event), s, flags));
   });
 }
 

@@ -638,20 +638,22 @@ class Replayer {
                 [&](StreamId s) { return rt().LaunchHostFunc(s, [] {}); });
   }
   absl::Status operator()(const ops::Record& op) {
-    absl::StatusOr<StreamId> s = Stream(op.stream);
-    if (!s.ok()) return s.status();
-    absl::StatusOr<EventId> e = Event(op.event);
-    if (!e.ok()) return e.status();
-    absl::Status st = rt().RecordEvent(*e, *s);
-    return st.ok() ? st : AtLine("RecordEvent", st);
+    return OnEvent(op.stream, op.event, "RecordEvent",
+                   [&](StreamId s, EventId e) { return rt().RecordEvent(e, s); });
   }
   absl::Status operator()(const ops::Wait& op) {
-    absl::StatusOr<StreamId> s = Stream(op.stream);
-    if (!s.ok()) return s.status();
-    absl::StatusOr<EventId> e = Event(op.event);
-    if (!e.ok()) return e.status();
-    absl::Status st = rt().StreamWaitEvent(*s, *e);
-    return st.ok() ? st : AtLine("StreamWaitEvent", st);
+    return OnEvent(op.stream, op.event, "StreamWaitEvent",
+                   [&](StreamId s, EventId e) { return rt().StreamWaitEvent(s, e); });
+  }
+  absl::Status operator()(const ops::RecordExternal& op) {
+    return OnEvent(op.stream, op.event, "RecordEvent", [&](StreamId s, EventId e) {
+      return rt().RecordEvent(e, s, EventRecordFlag::kExternal);
+    });
+  }
+  absl::Status operator()(const ops::WaitExternal& op) {
+    return OnEvent(op.stream, op.event, "StreamWaitEvent", [&](StreamId s, EventId e) {
+      return rt().StreamWaitEvent(s, e, EventWaitFlag::kExternal);
+    });
   }
   absl::Status operator()(const ops::Sync& op) {
     ++r_.synchronizes;
@@ -891,6 +893,17 @@ class Replayer {
     std::vector<GraphNodeId> nodes;
   };
 
+  // A call on a trace stream and event (record, wait), its failure placed
+  // at the line.
+  template <typename F>
+  absl::Status OnEvent(uint64_t stream, uint64_t event, const char* what, F call) {
+    absl::StatusOr<StreamId> s = Stream(stream);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<EventId> e = Event(event);
+    if (!e.ok()) return e.status();
+    absl::Status st = call(*s, *e);
+    return st.ok() ? st : AtLine(what, st);
+  }
   void BindGraph(uint64_t trace_id, GraphId g) { graphs_[trace_id] = GraphRef{g, {}}; }
   absl::StatusOr<GraphId> Graph(uint64_t trace_id) {
     auto it = graphs_.find(trace_id);

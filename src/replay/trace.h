@@ -80,6 +80,9 @@
 //   gupdate <exec> <graph>           an ExecUpdate that succeeded
 //   gtrim <device>, greset <device> used|reserved
 //                                    graph memory trimmed; a watermark reset
+//   xrecord <event> <stream>, xwait <stream> <event>
+//                                    a record or wait with the external flag
+//                                    (in a capture, an event node)
 //
 // What a converted PyTorch snapshot adds, as comments older readers skip:
 //

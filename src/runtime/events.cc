@@ -21,12 +21,15 @@ absl::StatusOr<Events::EventRec*> Events::FindEvent(uint64_t h) {
   return &it->second;
 }
 
-absl::Status Events::StreamWaitEvent(uint64_t s, uint64_t e) {
+absl::Status Events::Wait(uint64_t s, uint64_t e, bool external) {
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
   if (!rec.ok()) return rec.status();
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   if (absl::Status st = c_.CheckLegacyOp(**rec); !st.ok()) return st;
+  if (external && (*rec)->capturing.load(std::memory_order_relaxed)) {
+    return c_.captures.Add((*rec)->index, EventWaitNode{e}).status();
+  }
   if (absl::Status st = CaptureWait(**rec, **ev); !absl::IsCancelled(st)) return st;
   if (const uint64_t target = RemoteTarget(**ev); target != 0) {
     // Another process's record: nothing of ours to order after, only a point
@@ -119,7 +122,7 @@ absl::Status Events::DestroyEvent(uint64_t e) {
   return absl::OkStatus();
 }
 
-absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
+absl::Status Events::Record(uint64_t e, uint64_t s, bool external) {
   absl::StatusOr<EventRec*> ev = FindEvent(e);
   if (!ev.ok()) return ev.status();
   absl::StatusOr<StreamRec*> rec = c_.FindStream(s);
@@ -130,6 +133,12 @@ absl::Status Events::RecordEvent(uint64_t e, uint64_t s) {
     // Recorded in the capture: no op, only the nodes a wait on it follows.
     if (session->invalidated) {
       return CaptureError(spErrorStreamCaptureInvalidated, "the capture was invalidated");
+    }
+    if (external) {
+      // Only a node: the event keeps its last record until a launch records
+      // it, so that waits outside (the graph's own wait nodes included) are
+      // plain waits, not joins of a capture that has ended.
+      return c_.captures.Add(idx, EventRecordNode{e}).status();
     }
     (*ev)->capture = session->id;
     (*ev)->capture_nodes = c_.captures.Frontier(idx);

@@ -26,8 +26,16 @@ class Events {
 
   absl::StatusOr<uint64_t> CreateEvent(unsigned flags);
   absl::Status DestroyEvent(uint64_t e);
-  absl::Status RecordEvent(uint64_t e, uint64_t s);
-  absl::Status StreamWaitEvent(uint64_t s, uint64_t e);
+  absl::Status RecordEvent(uint64_t e, uint64_t s) { return Record(e, s, /*external=*/false); }
+  absl::Status StreamWaitEvent(uint64_t s, uint64_t e) { return Wait(s, e, /*external=*/false); }
+  // As RecordEvent and StreamWaitEvent, but in a capture an event record or
+  // wait node (CUDA's cudaEventRecordExternal, cudaEventWaitExternal) rather
+  // than a dependency: at each launch the graph records the event, or waits
+  // for its latest record, which may be outside the graph. Such a record
+  // leaves the event as it was until a launch records it, so no capturing
+  // stream joins the capture by it.
+  absl::Status RecordEventExternal(uint64_t e, uint64_t s) { return Record(e, s, true); }
+  absl::Status StreamWaitEventExternal(uint64_t s, uint64_t e) { return Wait(s, e, true); }
   absl::Status EventSynchronize(uint64_t e);
   absl::Status EventQuery(uint64_t e);
   absl::StatusOr<float> EventElapsedMs(uint64_t start, uint64_t end);
@@ -58,6 +66,8 @@ class Events {
     std::vector<NodeIndex> capture_nodes;
   };
   absl::StatusOr<EventRec*> FindEvent(uint64_t h);
+  absl::Status Record(uint64_t e, uint64_t s, bool external);
+  absl::Status Wait(uint64_t s, uint64_t e, bool external);
   // A wait that involves a capture: s joins the capture the event was
   // recorded in, or a capturing s refuses an event from outside. Cancelled
   // when no capture is involved (the wait is an op).

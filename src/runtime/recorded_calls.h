@@ -51,6 +51,10 @@ SP_RECORDED(Events::CreateEvent, (unsigned flags), { r.EventCreated(*result, fla
 SP_RECORDED(Events::DestroyEvent, (uint64_t e), { r.EventDestroyed(e, t); });
 SP_RECORDED(Events::RecordEvent, (uint64_t e, uint64_t s), { r.EventRecorded(e, s, t); });
 SP_RECORDED(Events::StreamWaitEvent, (uint64_t s, uint64_t e), { r.StreamWaited(s, e, t); });
+SP_RECORDED(Events::RecordEventExternal, (uint64_t e, uint64_t s),
+            { r.EventRecorded(e, s, t, /*external=*/true); });
+SP_RECORDED(Events::StreamWaitEventExternal, (uint64_t s, uint64_t e),
+            { r.StreamWaited(s, e, t, /*external=*/true); });
 SP_RECORDED(Events::EventSynchronize, (uint64_t e), { r.EventSynchronized(e, t); });
 SP_RECORDED(Work::LaunchKernel, (uint64_t s, uint64_t ns, const auto&), { r.Kernel(s, ns, t); });
 SP_RECORDED(Work::LaunchWork, (uint64_t s, uint64_t ns, const auto&, const auto&),

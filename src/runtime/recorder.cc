@@ -312,16 +312,24 @@ void Recorder::EventDestroyed(uint64_t e, Times t) {
   events_.erase(it);
 }
 
-void Recorder::EventRecorded(uint64_t e, uint64_t s, Times t) {
+void Recorder::EventRecorded(uint64_t e, uint64_t s, Times t, bool external) {
   MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  Write(t, trace::Record{.event = EventId(e), .stream = sid});
+  if (external) {
+    Write(t, trace::RecordExternal{.event = EventId(e), .stream = sid});
+  } else {
+    Write(t, trace::Record{.event = EventId(e), .stream = sid});
+  }
 }
 
-void Recorder::StreamWaited(uint64_t s, uint64_t e, Times t) {
+void Recorder::StreamWaited(uint64_t s, uint64_t e, Times t, bool external) {
   MutexLock lock(&mu_);
   const uint64_t sid = StreamId(s);
-  Write(t, trace::Wait{.stream = sid, .event = EventId(e)});
+  if (external) {
+    Write(t, trace::WaitExternal{.stream = sid, .event = EventId(e)});
+  } else {
+    Write(t, trace::Wait{.stream = sid, .event = EventId(e)});
+  }
 }
 
 void Recorder::StreamSynchronized(uint64_t s, Times t) {

@@ -84,8 +84,8 @@ class Recorder {
   void StreamDestroyed(uint64_t s, Times t);
   void EventCreated(uint64_t e, unsigned flags, Times t);
   void EventDestroyed(uint64_t e, Times t);
-  void EventRecorded(uint64_t e, uint64_t s, Times t);
-  void StreamWaited(uint64_t s, uint64_t e, Times t);
+  void EventRecorded(uint64_t e, uint64_t s, Times t, bool external = false);
+  void StreamWaited(uint64_t s, uint64_t e, Times t, bool external = false);
   void StreamSynchronized(uint64_t s, Times t);
   void EventSynchronized(uint64_t e, Times t);
   void DeviceSynchronized(int device, Times t);

@@ -150,6 +150,15 @@ absl::Status Runtime::StreamQuery(StreamId s) {
 absl::Status Runtime::StreamWaitEvent(StreamId s, EventId e) {
   return Call<&Events::StreamWaitEvent>(*impl_, s.value, e.value);
 }
+absl::Status Runtime::StreamWaitEvent(StreamId s, EventId e, EventWaitFlag flag) {
+  switch (flag) {
+    case EventWaitFlag::kDefault:
+      return StreamWaitEvent(s, e);
+    case EventWaitFlag::kExternal:
+      return Call<&Events::StreamWaitEventExternal>(*impl_, s.value, e.value);
+  }
+  return absl::InvalidArgumentError("unknown event wait flag");
+}
 absl::StatusOr<EventId> Runtime::CreateEvent() { return CreateEvent(0); }
 absl::StatusOr<EventId> Runtime::CreateEvent(unsigned flags) {
   return Call<EventId, &Events::CreateEvent>(*impl_, flags);
@@ -159,6 +168,15 @@ absl::Status Runtime::DestroyEvent(EventId e) {
 }
 absl::Status Runtime::RecordEvent(EventId e, StreamId s) {
   return Call<&Events::RecordEvent>(*impl_, e.value, s.value);
+}
+absl::Status Runtime::RecordEvent(EventId e, StreamId s, EventRecordFlag flag) {
+  switch (flag) {
+    case EventRecordFlag::kDefault:
+      return RecordEvent(e, s);
+    case EventRecordFlag::kExternal:
+      return Call<&Events::RecordEventExternal>(*impl_, e.value, s.value);
+  }
+  return absl::InvalidArgumentError("unknown event record flag");
 }
 absl::Status Runtime::EventSynchronize(EventId e) {
   return Call<&Events::EventSynchronize>(*impl_, e.value);

@@ -369,6 +369,21 @@ struct GraphMemReset {
   bool used = true;
 };
 
+// RecordEventExternal and StreamWaitEventExternal: record and wait, which a
+// capture makes event record and wait nodes of.
+struct RecordExternal {
+  static constexpr std::array kFields{"event", "stream"};
+  SP_TRACE_FIELDS("xrecord", "<event> <stream>", event, stream)
+  uint64_t event = 0;
+  uint64_t stream = 0;
+};
+struct WaitExternal {
+  static constexpr std::array kFields{"stream", "event"};
+  SP_TRACE_FIELDS("xwait", "<stream> <event>", stream, event)
+  uint64_t stream = 0;
+  uint64_t event = 0;
+};
+
 #undef SP_TRACE_FIELDS
 
 using Op =
@@ -377,7 +392,7 @@ using Op =
                  Malloc, Release, Copy, Host, Query, EventQuery, Attr, Trim, Use, CaptureBegin,
                  CaptureToGraph, CaptureEnd, GraphCreate, GraphDestroy, GraphClone, GraphNode,
                  GraphEdges, GraphInstantiate, GraphUpload, GraphLaunch, GraphExecDestroy,
-                 GraphExecUpdate, GraphMemTrim, GraphMemReset>;
+                 GraphExecUpdate, GraphMemTrim, GraphMemReset, RecordExternal, WaitExternal>;
 
 // Whether the op is one of the graph ops above.
 bool IsGraphOp(const Op& op);

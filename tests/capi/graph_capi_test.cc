@@ -528,6 +528,69 @@ TEST_P(GraphTest, TheLegacyStreamCannotDependOnACapture) {
   SP_EXPECT_OK(spStreamDestroy(blocking));
 }
 
+// "cudaEventRecordExternal: Event is captured in the graph as an external
+// event node when performing stream capture", and cudaEventWaitExternal
+// likewise for a wait: such a record is a node that records the event at
+// each launch, and such a wait a node that waits for the event's latest
+// record then, made outside the graph or not. Without the flags a record in
+// a capture is only a dependency, and a wait on an outside record breaks the
+// capture's isolation.
+TEST_P(GraphTest, ExternalEventRecordsAndWaitsAreNodes) {
+  spEvent_t inside, outside;
+  SP_ASSERT_OK(spEventCreate(&inside, rt_));
+  SP_ASSERT_OK(spEventCreate(&outside, rt_));
+  EXPECT_EQ(spEventRecordWithFlags(inside, s_, 2), spErrorInvalidValue);
+  EXPECT_EQ(spStreamWaitEventWithFlags(s_, inside, 2), spErrorInvalidValue);
+  SP_ASSERT_OK(spStreamBeginCapture(s_, spStreamCaptureModeGlobal));
+  SP_ASSERT_OK(spStreamWaitEventWithFlags(s_, outside, spEventWaitExternal));
+  SP_ASSERT_OK(spLaunchKernel(s_, 100, nullptr, 0));
+  SP_ASSERT_OK(spEventRecordWithFlags(inside, s_, spEventRecordExternal));
+  SP_ASSERT_OK(spLaunchKernel(s_, 100, nullptr, 0));
+  spGraph_t g;
+  SP_ASSERT_OK(spStreamEndCapture(s_, &g));
+  spGraphNode_t nodes[8];
+  size_t count = 8;
+  SP_ASSERT_OK(spGraphGetNodes(g, nodes, &count));
+  ASSERT_EQ(count, 4u);
+  const spGraphNodeType want[] = {spGraphNodeTypeWaitEvent, spGraphNodeTypeKernel,
+                                  spGraphNodeTypeEventRecord, spGraphNodeTypeKernel};
+  for (size_t i = 0; i < count; ++i) {
+    spGraphNodeType type;
+    SP_ASSERT_OK(spGraphNodeGetType(nodes[i], &type));
+    EXPECT_EQ(type, want[i]) << i;
+  }
+  spGraphExec_t x;
+  SP_ASSERT_OK(spGraphInstantiate(&x, g, 0));
+  // The wait node waits for the record made before the launch: the graph's
+  // kernels run after s2's long kernel.
+  SP_ASSERT_OK(spLaunchKernel(s2_, 1000000, nullptr, 0));
+  SP_ASSERT_OK(spEventRecord(outside, s2_));
+  uint64_t before = 0;
+  SP_ASSERT_OK(spHostNow(rt_, &before));
+  SP_ASSERT_OK(spGraphLaunch(x, s_));
+  SP_ASSERT_OK(spStreamSynchronize(s_));
+  uint64_t after = 0;
+  SP_ASSERT_OK(spHostNow(rt_, &after));
+  if (GetParam() == spExecutorSimulator) {
+    EXPECT_GE(after - before, 1000000u + 200u);
+  }
+  EXPECT_EQ(spStreamQuery(s2_), spSuccess);  // s_ waited for all of s2's kernel
+  // The record node recorded `inside` on the graph's lane: a wait on it
+  // outside any capture is a plain wait, complete once the launch is.
+  SP_EXPECT_OK(spEventQuery(inside));
+  SP_EXPECT_OK(spStreamWaitEvent(s2_, inside));
+  SP_EXPECT_OK(spStreamSynchronize(s2_));
+  // Without the flag, the same wait breaks the capture's isolation.
+  SP_ASSERT_OK(spStreamBeginCapture(s_, spStreamCaptureModeGlobal));
+  EXPECT_EQ(spStreamWaitEvent(s_, outside), spErrorStreamCaptureIsolation);
+  spGraph_t broken = nullptr;
+  EXPECT_EQ(spStreamEndCapture(s_, &broken), spErrorStreamCaptureInvalidated);
+  SP_EXPECT_OK(spGraphExecDestroy(x));
+  SP_EXPECT_OK(spGraphDestroy(g));
+  SP_EXPECT_OK(spEventDestroy(inside));
+  SP_EXPECT_OK(spEventDestroy(outside));
+}
+
 // A launch enqueues a lane's kernels, copies and fills between two points
 // others can order against as one op: their effects still land in node
 // order, and its duration is theirs summed.

@@ -167,6 +167,38 @@ TEST_F(CudaGraphTest, ForkedCaptureWithEventsAndStreamsMadeWhileCapturing) {
   CUDA_ASSERT_OK(cudaGraphDestroy(graph));
 }
 
+// cudaEventRecordExternal and cudaEventWaitExternal make event record and
+// wait nodes of a capture; other flag bits are cudaErrorInvalidValue.
+TEST_F(CudaGraphTest, ExternalEventFlagsMakeEventNodes) {
+  cudaEvent_t e = nullptr;
+  CUDA_ASSERT_OK(cudaEventCreate(&e));
+  EXPECT_EQ(cudaEventRecordWithFlags(e, stream_, 2), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamWaitEvent(stream_, e, 2), cudaErrorInvalidValue);
+  CUDA_ASSERT_OK(cudaEventRecordWithFlags(e, stream_, cudaEventRecordDefault));
+  CUDA_ASSERT_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  CUDA_ASSERT_OK(cudaStreamWaitEvent(stream_, e, cudaEventWaitExternal));
+  CUDA_ASSERT_OK(cudaEventRecordWithFlags(e, stream_, cudaEventRecordExternal));
+  cudaGraph_t graph = nullptr;
+  CUDA_ASSERT_OK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphNode_t nodes[4];
+  size_t count = 4;
+  CUDA_ASSERT_OK(cudaGraphGetNodes(graph, nodes, &count));
+  ASSERT_EQ(count, 2u);
+  cudaGraphNodeType type;
+  CUDA_ASSERT_OK(cudaGraphNodeGetType(nodes[0], &type));
+  EXPECT_EQ(type, cudaGraphNodeTypeWaitEvent);
+  CUDA_ASSERT_OK(cudaGraphNodeGetType(nodes[1], &type));
+  EXPECT_EQ(type, cudaGraphNodeTypeEventRecord);
+  cudaGraphExec_t exec = nullptr;
+  CUDA_ASSERT_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_ASSERT_OK(cudaGraphLaunch(exec, stream_));
+  CUDA_ASSERT_OK(cudaStreamSynchronize(stream_));
+  CUDA_EXPECT_OK(cudaEventQuery(e));
+  CUDA_EXPECT_OK(cudaGraphExecDestroy(exec));
+  CUDA_EXPECT_OK(cudaGraphDestroy(graph));
+  CUDA_EXPECT_OK(cudaEventDestroy(e));
+}
+
 TEST_F(CudaGraphTest, MisuseGivesCudasCodes) {
   EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal),
             cudaErrorStreamCaptureUnsupported);

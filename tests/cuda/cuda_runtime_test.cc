@@ -273,7 +273,7 @@ TEST_F(CudaTest, StreamAndEventErrorCases) {
   // Interprocess needs DisableTiming, as in CUDA.
   EXPECT_EQ(cudaEventCreateWithFlags(&e, cudaEventInterprocess), cudaErrorInvalidValue);
   CUDA_ASSERT_OK(cudaEventCreateWithFlags(&e, cudaEventBlockingSync));
-  EXPECT_EQ(cudaStreamWaitEvent(s, e, 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamWaitEvent(s, e, 2), cudaErrorInvalidValue);  // 1 is cudaEventWaitExternal
   EXPECT_EQ(cudaStreamWaitEvent(s, kForgedEvent, 0), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaEventRecord(kForgedEvent, s), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaEventRecord(e, kForgedStream), cudaErrorInvalidResourceHandle);

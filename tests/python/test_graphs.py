@@ -109,6 +109,24 @@ def test_every_other_node_kind(rt):
     assert buf[63] == 5 and ev.query()
 
 
+def test_external_records_and_waits_are_event_nodes(rt):
+    s, other = rt.create_stream(), rt.create_stream(non_blocking=True)
+    inside, outside = rt.create_event(), rt.create_event()
+    with s.capture() as cap:
+        s.wait_event(outside, external=True)  # no join: a node
+        rt.launch_kernel(s, duration_ns=100)
+        inside.record(s, external=True)
+    assert [n.type for n in cap.graph.nodes()] == ["wait_event", "kernel", "event_record"]
+    rt.launch_kernel(other, duration_ns=10_000)
+    outside.record(other)
+    cap.graph.instantiate().launch(s)
+    s.synchronize()
+    assert other.query() and inside.query()
+    with pytest.raises(sp.Error):
+        with s.capture():
+            s.wait_event(outside)  # without the flag: outside the capture's isolation
+
+
 # "The first graph launched reserves the memory it needs"; relaunches and
 # other graphs launched after it in the same stream reuse it.
 def test_launch_grows_the_footprint_once_and_relaunches_reuse_it(rt):

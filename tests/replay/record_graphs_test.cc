@@ -1,7 +1,8 @@
 // A program that uses graphs, recorded and replayed: captured allocations
 // and frees, launches on two streams ordered by events, a graph allocation
 // freed outside its graph (stream-ordered and synchronous), a graph built by
-// hand with memory nodes, a child graph, a clone, an update, trims. At the
+// hand with memory nodes, a child graph, a clone, an update, trims, event
+// record and wait nodes from a capture. At the
 // recorded settings the replay takes every pool decision again and ends
 // with the live run's graph memory figures.
 #include <unistd.h>
@@ -42,6 +43,7 @@ void RunProgram(Runtime& rt, Live& live) {
   const EventId fork = *rt.CreateEvent();
   const EventId join = *rt.CreateEvent();
   const EventId between = *rt.CreateEvent();
+  const EventId ext = *rt.CreateEvent();
   std::vector<void*> pool_ptrs;
   auto pool_alloc = [&](uint64_t size, StreamId s) {
     absl::StatusOr<AllocInfo> a = rt.MallocAsync(size, s);
@@ -53,7 +55,11 @@ void RunProgram(Runtime& rt, Live& live) {
   pool_alloc(1 * kMiB, s2);
 
   // Captured on s1, joined by s2: p is freed inside the graph, q outside.
+  ASSERT_TRUE(rt.RecordEvent(ext, s2).ok());
   ASSERT_TRUE(rt.BeginCapture(s1).ok());
+  // Event wait and record nodes: the graph waits for ext's latest record
+  // and records it.
+  ASSERT_TRUE(rt.StreamWaitEvent(s1, ext, EventWaitFlag::kExternal).ok());
   void* p = rt.MallocAsync(4 * kMiB, s1)->ptr;
   ASSERT_TRUE(rt.LaunchKernel(s1, 5000, {}).ok());
   ASSERT_TRUE(rt.RecordEvent(fork, s1).ok());
@@ -64,6 +70,7 @@ void RunProgram(Runtime& rt, Live& live) {
   ASSERT_TRUE(rt.RecordEvent(join, s2).ok());
   ASSERT_TRUE(rt.StreamWaitEvent(s1, join).ok());
   ASSERT_TRUE(rt.FreeAsync(p, s1).ok());
+  ASSERT_TRUE(rt.RecordEvent(ext, s1, EventRecordFlag::kExternal).ok());
   live.allocations += 2;
   absl::StatusOr<GraphId> captured = rt.EndCapture(s1);
   ASSERT_TRUE(captured.ok()) << captured.status();
@@ -74,7 +81,10 @@ void RunProgram(Runtime& rt, Live& live) {
   for (int i = 0; i < 4; ++i) {
     const StreamId on = i % 2 == 0 ? s1 : s2;
     const StreamId other = i % 2 == 0 ? s2 : s1;
-    ASSERT_TRUE(rt.LaunchGraph(exec, on).ok());
+    {
+      absl::Status st = rt.LaunchGraph(exec, on);
+      ASSERT_TRUE(st.ok()) << st;
+    }
     pool_alloc((i + 1) * kMiB, on);
     ASSERT_TRUE(rt.RecordEvent(between, on).ok());
     ASSERT_TRUE(rt.StreamWaitEvent(other, between).ok());
@@ -154,6 +164,8 @@ TEST(RecordGraphs, ReplayTakesTheRecordedDecisionsAndGraphMemory) {
                            "endcapture 1 0\n",
                            "ginst 0 0 0\n",
                            "glaunch 0 1\n",
+                           "xwait 1 3\n",
+                           "xrecord 3 1\n",
                            "glaunch 0 2\n",
                            "gcreate 1\n",
                            "gnode 1 0 kernel 3000\n",

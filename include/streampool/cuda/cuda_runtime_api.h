@@ -95,7 +95,7 @@ SPCUDA_API cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority
 SPCUDA_API cudaError_t cudaStreamDestroy(cudaStream_t stream) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaStreamSynchronize(cudaStream_t stream) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaStreamQuery(cudaStream_t stream) SPCUDA_NOEXCEPT;
-/* flags must be 0 (cudaEventWaitDefault). */
+/* flags: cudaEventWaitDefault or cudaEventWaitExternal. */
 SPCUDA_API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                            unsigned int flags __dv(0)) SPCUDA_NOEXCEPT;
 /* fn must not call the CUDA API (as in CUDA). */
@@ -110,6 +110,9 @@ SPCUDA_API cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event,
                                                 unsigned int flags) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventRecord(cudaEvent_t event,
                                        cudaStream_t stream __dv(0)) SPCUDA_NOEXCEPT;
+/* flags: cudaEventRecordDefault or cudaEventRecordExternal. */
+SPCUDA_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream __dv(0),
+                                                unsigned int flags __dv(0)) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventSynchronize(cudaEvent_t event) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventQuery(cudaEvent_t event) SPCUDA_NOEXCEPT;
 SPCUDA_API cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start,

@@ -102,6 +102,13 @@ typedef struct CUmemPoolHandle_st* cudaMemPool_t;
 #define cudaEventDisableTiming 0x02
 #define cudaEventInterprocess 0x04
 
+/* cudaEventRecordWithFlags / cudaStreamWaitEvent flags: in a capture, an
+ * event record or wait node (docs/graphs.md). */
+#define cudaEventRecordDefault 0x00
+#define cudaEventRecordExternal 0x01
+#define cudaEventWaitDefault 0x00
+#define cudaEventWaitExternal 0x01
+
 /* cudaHostAlloc / cudaMallocHost flags. Pinned host memory is usable from
  * every device, so all of them are accepted and mean the same. */
 #define cudaHostAllocDefault 0x00
