@@ -87,14 +87,7 @@ absl::Status Work::EnqueueKernel(uint64_t s, uint64_t duration_ns, std::function
   }
   c_.seq.ChargeCallLocked();
   const Position p = c_.seq.EnqueueOp(idx, std::move(op));
-  if (c_.obs.checker()) {
-    for (const Access& a : accesses) {
-      c_.obs.checker()->OnAccess(idx, p, c_.seq.ordering().clock(idx),
-                                 reinterpret_cast<uintptr_t>(a.ptr), a.size, a.write,
-                                 (*rec)->device);
-    }
-    c_.obs.CheckerAfterEvent();
-  }
+  CheckKernelAccess(idx, p, accesses, (*rec)->device);
   return absl::OkStatus();
 }
 
@@ -230,12 +223,7 @@ absl::Status Work::EnqueueNodes(uint64_t s, absl::Span<const PlanStep> steps) {
   if (c_.obs.checker()) {
     for (const PlanStep& step : steps) {
       if (const auto* k = std::get_if<KernelNode>(step.params)) {
-        for (const Access& a : k->accesses) {
-          c_.obs.checker()->OnAccess(idx, p, c_.seq.ordering().clock(idx),
-                                     reinterpret_cast<uintptr_t>(a.ptr), a.size, a.write,
-                                     (*rec)->device);
-        }
-        c_.obs.CheckerAfterEvent();
+        CheckKernelAccess(idx, p, k->accesses, (*rec)->device);
       } else if (const auto* m = std::get_if<MemcpyNode>(step.params); m && m->bytes != 0) {
         CheckCopyAccess(idx, p, m->src, m->bytes, /*write=*/false);
         CheckCopyAccess(idx, p, m->dst, m->bytes, /*write=*/true);
@@ -268,6 +256,16 @@ absl::Status Work::HostAdvance(uint64_t ns) {
   c_.seq.ChargeCallLocked();
   c_.seq.executor()->HostAdvance(ns);
   return absl::OkStatus();
+}
+
+void Work::CheckKernelAccess(StreamIndex s, Position p, absl::Span<const Access> accesses,
+                             int device) {
+  if (!c_.obs.checker()) return;
+  for (const Access& a : accesses) {
+    c_.obs.checker()->OnAccess(s, p, c_.seq.ordering().clock(s), reinterpret_cast<uintptr_t>(a.ptr),
+                               a.size, a.write, device);
+  }
+  c_.obs.CheckerAfterEvent();
 }
 
 void Work::CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write) {

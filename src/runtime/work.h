@@ -63,6 +63,9 @@ class Work {
   std::function<void()> MemoryEffect(void* dst, const void* src, int value, uint64_t bytes);
   // How long a copy or fill of `bytes` lasts at the configured bandwidth.
   uint64_t TransferNs(uint64_t bytes) const;
+  // The checker's view of a kernel's declared accesses at position p of s.
+  void CheckKernelAccess(StreamIndex s, Position p, absl::Span<const Access> accesses, int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.seq.mu());
   // Reports of accesses a copy or fill makes to memory of this runtime.
   void CheckCopyAccess(StreamIndex s, Position p, const void* ptr, uint64_t bytes, bool write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c_.seq.mu());
